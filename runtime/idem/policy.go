@@ -1,0 +1,128 @@
+package idem
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Ambiguous says what happens when an execution fails after it may have had
+// effects (a local phase committed, or a foreign call was attempted).
+type Ambiguous string
+
+const (
+	// AmbiguousResume keeps the record claimed at its recovery point and
+	// gives up the lease, so a retry with the same key continues from there.
+	AmbiguousResume Ambiguous = "resume"
+	// AmbiguousStore stores the 500 response and replays it (Stripe v1).
+	AmbiguousStore Ambiguous = "store"
+)
+
+// Complete says who finishes an execution its owner abandoned.
+type Complete string
+
+const (
+	// CompleteOnRetry leaves abandoned executions to the client's retry.
+	CompleteOnRetry Complete = "on-retry"
+	// CompleteBackground also lets the completer finish them from the
+	// stored request, without a retry.
+	CompleteBackground Complete = "background"
+)
+
+// Policy is the per-operation idempotency policy, as declared in the
+// operation's x-idempotency extension.
+type Policy struct {
+	Retention     time.Duration // how long a key is remembered; must exceed Lease
+	Lease         time.Duration // how long a claim is exclusive without refresh
+	Ambiguous     Ambiguous
+	Complete      Complete
+	ReplayHeaders []string // response headers stored and replayed (besides none)
+	MaxReplayBody int      // response bodies above this many bytes are not stored
+}
+
+// Default policy values, as documented for the x-idempotency extension.
+const (
+	DefaultRetention     = 24 * time.Hour
+	DefaultLease         = 30 * time.Second
+	DefaultMaxReplayBody = 64 << 10
+)
+
+// DefaultReplayHeaders are stored and replayed when a policy names none.
+var DefaultReplayHeaders = []string{"Content-Type", "Location"}
+
+// neverStored are response headers that are never stored, whatever a policy
+// lists: they carry credentials or per-client state.
+var neverStored = map[string]bool{
+	"Set-Cookie": true, "Authorization": true, "Proxy-Authorization": true,
+	"Www-Authenticate": true, "Proxy-Authenticate": true, "Cookie": true,
+}
+
+// Operation identifies an idempotent operation and its policy.
+type Operation struct {
+	ID        string // the OpenAPI operationId
+	Namespace string // the key namespace: the group name, or ID when empty
+	Policy    Policy
+}
+
+func (op *Operation) namespace() string {
+	if op.Namespace != "" {
+		return op.Namespace
+	}
+	return op.ID
+}
+
+// withDefaults returns the policy with zero fields set to their defaults.
+func (p Policy) withDefaults() Policy {
+	if p.Retention == 0 {
+		p.Retention = DefaultRetention
+	}
+	if p.Lease == 0 {
+		p.Lease = DefaultLease
+	}
+	if p.Ambiguous == "" {
+		p.Ambiguous = AmbiguousResume
+	}
+	if p.Complete == "" {
+		p.Complete = CompleteOnRetry
+	}
+	if p.ReplayHeaders == nil {
+		p.ReplayHeaders = DefaultReplayHeaders
+	}
+	if p.MaxReplayBody == 0 {
+		p.MaxReplayBody = DefaultMaxReplayBody
+	}
+	return p
+}
+
+// Validate reports a policy that cannot be honoured.
+func (p Policy) Validate() error {
+	p = p.withDefaults()
+	switch {
+	case p.Lease < time.Second:
+		return fmt.Errorf("lease %v is shorter than 1s", p.Lease)
+	case p.Retention <= p.Lease:
+		return fmt.Errorf("retention %v must be longer than lease %v", p.Retention, p.Lease)
+	case p.Ambiguous != AmbiguousResume && p.Ambiguous != AmbiguousStore:
+		return fmt.Errorf("ambiguous %q is not one of resume, store", p.Ambiguous)
+	case p.Complete != CompleteOnRetry && p.Complete != CompleteBackground:
+		return fmt.Errorf("complete %q is not one of on-retry, background", p.Complete)
+	case p.MaxReplayBody < 0:
+		return fmt.Errorf("maxBodyBytes %d is negative", p.MaxReplayBody)
+	}
+	return nil
+}
+
+// storedHeaders keeps the headers the policy allows to be stored.
+func (p Policy) storedHeaders(h http.Header) http.Header {
+	out := http.Header{}
+	for _, name := range p.ReplayHeaders {
+		name = http.CanonicalHeaderKey(name)
+		if neverStored[name] {
+			continue
+		}
+		if v, ok := h[name]; ok {
+			out[name] = append([]string(nil), v...)
+		}
+	}
+	return out
+}

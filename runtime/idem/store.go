@@ -1,0 +1,183 @@
+package idem
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+const (
+	stateClaimed   = "claimed"
+	stateCompleted = "completed"
+)
+
+// execer is what both a pool and a transaction offer.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// queries holds the engine's SQL, written once for its schema. Every
+// statement that changes a claimed record is fenced by the owner token.
+type queries struct {
+	insertSQL, insertAsyncSQL, readSQL, takeoverSQL, deleteExpiredSQL string
+	advanceSQL, completeSQL, releaseSQL, yieldSQL, refreshSQL         string
+}
+
+// micros passes a duration to SQL as microseconds (bigint), which PostgreSQL
+// turns into an interval exactly.
+func micros(d time.Duration) int64 { return d.Microseconds() }
+
+const fence = ` WHERE namespace = $1 AND scope = $2 AND key = $3 AND owner_token = $4 AND state = 'claimed'`
+
+func newQueries(schema string) queries {
+	t := schema + ".records"
+	insert := `INSERT INTO ` + t + ` (namespace, scope, key, owner_token, operation, fingerprint, state,
+    lease_until, request, background, expires_at)
+SELECT $1, $2, $3, $4, $5, $6, 'claimed',
+    now() + $7::bigint * interval '1 microsecond', $8, $9, now() + $10::bigint * interval '1 microsecond'`
+	return queries{
+		insertSQL: insert + ` ON CONFLICT DO NOTHING`,
+		// set_config(..., true) is local to the statement's own transaction and
+		// read at its commit.
+		insertAsyncSQL: insert + ` FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async ON CONFLICT DO NOTHING`,
+		readSQL: `SELECT operation, fingerprint, state, owner_token, coalesce(lease_until > now(), false),
+    coalesce(extract(epoch FROM lease_until - now()), 0)::float8,
+    (expires_at <= now() AND (state = 'completed' OR lease_until <= now())),
+    recovery_point, phase_state, response_status, response_headers, response_body, body_omitted
+FROM ` + t + ` WHERE namespace = $1 AND scope = $2 AND key = $3`,
+		takeoverSQL: `UPDATE ` + t + ` SET owner_token = $5, lease_until = now() + $6::bigint * interval '1 microsecond',
+    attempts = attempts + 1` + fence + ` AND lease_until <= now()
+RETURNING recovery_point, phase_state`,
+		deleteExpiredSQL: `DELETE FROM ` + t + ` WHERE namespace = $1 AND scope = $2 AND key = $3
+    AND expires_at <= now() AND (state = 'completed' OR lease_until <= now())`,
+		advanceSQL: `UPDATE ` + t + ` SET recovery_point = $5, phase_state = $6,
+    lease_until = now() + $7::bigint * interval '1 microsecond'` + fence,
+		completeSQL: `UPDATE ` + t + ` SET state = 'completed', owner_token = NULL, lease_until = NULL,
+    recovery_point = $5, phase_state = $6, response_status = $7, response_headers = $8,
+    response_body = $9, body_omitted = $10, completed_at = now(), request = NULL` + fence,
+		releaseSQL: `DELETE FROM ` + t + fence,
+		yieldSQL:   `UPDATE ` + t + ` SET lease_until = now()` + fence,
+		refreshSQL: `UPDATE ` + t + ` SET lease_until = now() + $5::bigint * interval '1 microsecond'` + fence,
+	}
+}
+
+func (q queries) insert(ctx context.Context, db execer, async bool, c *claim, op string, fp, payload []byte) (bool, error) {
+	sql := q.insertSQL
+	if async {
+		sql = q.insertAsyncSQL
+	}
+	tag, err := db.Exec(ctx, sql, c.ns, c.scope, c.key, c.token, op, fp,
+		micros(c.policy.Lease), payload, c.policy.Complete == CompleteBackground, micros(c.policy.Retention))
+	return tag.RowsAffected() == 1, err
+}
+
+// record is what a conflicting claim reads.
+type record struct {
+	operation   string
+	fingerprint []byte
+	state       string
+	owner       *[16]byte
+	live        bool
+	retryAfter  time.Duration
+	expired     bool
+	recovery    string
+	phaseState  []byte
+	status      *int
+	headers     http.Header
+	body        []byte
+	bodyOmitted bool
+}
+
+func (r *record) response() *Response {
+	resp := &Response{Header: r.headers, Body: r.body, BodyOmitted: r.bodyOmitted}
+	if r.status != nil {
+		resp.Status = *r.status
+	}
+	if resp.Header == nil {
+		resp.Header = http.Header{}
+	}
+	if resp.Body == nil {
+		resp.Body = []byte{}
+	}
+	return resp
+}
+
+func (q queries) read(ctx context.Context, db execer, ns, scope, key string) (*record, error) {
+	var r record
+	var secs float64
+	err := db.QueryRow(ctx, q.readSQL, ns, scope, key).Scan(&r.operation, &r.fingerprint, &r.state, &r.owner,
+		&r.live, &secs, &r.expired, &r.recovery, &r.phaseState, &r.status, &r.headers, &r.body, &r.bodyOmitted)
+	if err != nil {
+		return nil, err
+	}
+	r.retryAfter = time.Duration(secs * float64(time.Second))
+	if r.retryAfter < time.Second {
+		r.retryAfter = time.Second
+	}
+	return &r, nil
+}
+
+// takeover installs c's token on a claimed record whose lease expired, if
+// the owner is still the one observed. On success c holds the record's
+// recovery point and state.
+func (q queries) takeover(ctx context.Context, db execer, c *claim, observed *[16]byte) (bool, error) {
+	if observed == nil {
+		return false, nil
+	}
+	err := db.QueryRow(ctx, q.takeoverSQL, c.ns, c.scope, c.key, *observed, c.token, micros(c.policy.Lease)).
+		Scan(&c.recovery, &c.state)
+	if err == pgx.ErrNoRows {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	c.resumed = true
+	return true, nil
+}
+
+func (q queries) deleteExpired(ctx context.Context, db execer, ns, scope, key string) error {
+	_, err := db.Exec(ctx, q.deleteExpiredSQL, ns, scope, key)
+	return err
+}
+
+func (q queries) advance(ctx context.Context, tx pgx.Tx, c *claim, phase string, state []byte) (bool, error) {
+	tag, err := tx.Exec(ctx, q.advanceSQL, c.ns, c.scope, c.key, c.token, phase, state, micros(c.policy.Lease))
+	return tag.RowsAffected() == 1, err
+}
+
+func (q queries) complete(ctx context.Context, tx pgx.Tx, c *claim, phase string, state []byte, r *Response) (bool, error) {
+	if len(state) == 0 {
+		state = nil
+	}
+	headers, err := json.Marshal(r.Header)
+	if err != nil {
+		return false, err
+	}
+	body := r.Body
+	if body == nil && !r.BodyOmitted {
+		body = []byte{}
+	}
+	tag, err := tx.Exec(ctx, q.completeSQL, c.ns, c.scope, c.key, c.token, phase, state, r.Status, headers, body, r.BodyOmitted)
+	return tag.RowsAffected() == 1, err
+}
+
+func (q queries) release(ctx context.Context, db execer, c *claim) error {
+	_, err := db.Exec(ctx, q.releaseSQL, c.ns, c.scope, c.key, c.token)
+	return err
+}
+
+func (q queries) yield(ctx context.Context, db execer, c *claim) error {
+	_, err := db.Exec(ctx, q.yieldSQL, c.ns, c.scope, c.key, c.token)
+	return err
+}
+
+func (q queries) refresh(ctx context.Context, db execer, c *claim) (bool, error) {
+	tag, err := db.Exec(ctx, q.refreshSQL, c.ns, c.scope, c.key, c.token, micros(c.policy.Lease))
+	return tag.RowsAffected() == 1, err
+}

@@ -1,0 +1,340 @@
+package idemhttp
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// MaxJSONDepth bounds the nesting of JSON bodies that are fingerprinted.
+const MaxJSONDepth = 64
+
+// Request is what a fingerprint covers.
+type Request struct {
+	Method      string
+	Route       string            // the route template, e.g. /payments/{id}
+	PathParams  map[string]string // by parameter name
+	Query       url.Values
+	Header      http.Header
+	HeaderNames []string // request headers that are part of the request's identity
+	ContentType string
+	Body        []byte
+	Exclude     []string // JSON Pointers (RFC 6901) removed from the body first
+}
+
+// Fingerprint returns the SHA-256 of the request's canonical form. Field
+// order and insignificant whitespace in a JSON body, the order of form fields
+// and of query parameters with different names, and the excluded pointers
+// never change it; everything else does. A body that cannot be parsed as its
+// content type says is an *idem.Error of kind invalid-request.
+func Fingerprint(r Request) ([]byte, error) {
+	body, kind, err := CanonicalBody(r.ContentType, r.Body, r.Exclude)
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	field := func(s string) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		io.WriteString(h, s)
+	}
+	field("idemgen-fingerprint-v1")
+	field(strings.ToUpper(r.Method))
+	field(r.Route)
+	names := make([]string, 0, len(r.PathParams))
+	for k := range r.PathParams {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		field(k)
+		field(r.PathParams[k])
+	}
+	field(r.Query.Encode()) // sorted by name, values in order
+	hn := append([]string(nil), r.HeaderNames...)
+	for i := range hn {
+		hn[i] = http.CanonicalHeaderKey(hn[i])
+	}
+	sort.Strings(hn)
+	for _, name := range hn {
+		field(name)
+		vals := r.Header.Values(name)
+		field(strconv.Itoa(len(vals)))
+		for _, v := range vals {
+			field(v)
+		}
+	}
+	field(kind)
+	field(string(body))
+	return h.Sum(nil), nil
+}
+
+// CanonicalBody returns the canonical form of a body and its kind: "json"
+// for application/json and +json types, "form" for
+// application/x-www-form-urlencoded, "raw" for anything else (hashed as is),
+// "empty" for no body.
+func CanonicalBody(contentType string, body []byte, exclude []string) ([]byte, string, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, "empty", nil
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil && contentType != "" {
+		return nil, "", badBody("Content-Type %q: %v", contentType, err)
+	}
+	switch {
+	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+		c, err := CanonicalJSON(body, exclude)
+		return c, "json", err
+	case mt == "application/x-www-form-urlencoded":
+		c, err := CanonicalForm(body, exclude)
+		return c, "form", err
+	}
+	return body, "raw", nil
+}
+
+func badBody(format string, args ...any) error {
+	return &idem.Error{Kind: idem.KindInvalidRequest, Detail: fmt.Sprintf(format, args...)}
+}
+
+// CanonicalForm returns a form body with its fields sorted by name (values
+// of one name keep their order) and the fields named by exclude (pointers of
+// one segment, e.g. /client_ts) removed.
+func CanonicalForm(body []byte, exclude []string) ([]byte, error) {
+	v, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, badBody("malformed form body: %v", err)
+	}
+	for _, p := range exclude {
+		toks, err := parsePointer(p)
+		if err == nil && len(toks) == 1 {
+			v.Del(toks[0])
+		}
+	}
+	return []byte(v.Encode()), nil
+}
+
+// CanonicalJSON parses body and writes it back with object members sorted
+// by name (byte order), no insignificant whitespace, numbers in a normal
+// form that keeps their exact value (1.0, 1 and 10e-1 are the same number),
+// and the members or elements named by the JSON Pointers in exclude removed.
+// Invalid UTF-8, duplicate member names, nesting deeper than MaxJSONDepth
+// and trailing data are errors. CanonicalJSON of its own output returns the
+// same bytes.
+func CanonicalJSON(body []byte, exclude []string) ([]byte, error) {
+	if !utf8.Valid(body) {
+		return nil, badBody("the JSON body is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	v, err := parseValue(dec, 0)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, badBody("malformed JSON body: data after the top-level value")
+	}
+	for _, p := range exclude {
+		toks, err := parsePointer(p)
+		if err != nil {
+			return nil, err
+		}
+		v = removePointer(v, toks)
+	}
+	var buf bytes.Buffer
+	writeCanonical(&buf, v)
+	return buf.Bytes(), nil
+}
+
+func parseValue(dec *json.Decoder, depth int) (any, error) {
+	if depth > MaxJSONDepth {
+		return nil, badBody("the JSON body is nested deeper than %d levels", MaxJSONDepth)
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, badBody("malformed JSON body: %v", err)
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			obj := map[string]any{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return nil, badBody("malformed JSON body: %v", err)
+				}
+				k := kt.(string)
+				if _, dup := obj[k]; dup {
+					return nil, badBody("the JSON body repeats the member name %q", k)
+				}
+				if obj[k], err = parseValue(dec, depth+1); err != nil {
+					return nil, err
+				}
+			}
+			_, err := dec.Token() // '}'
+			return obj, wrapSyntax(err)
+		case '[':
+			arr := []any{}
+			for dec.More() {
+				el, err := parseValue(dec, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				arr = append(arr, el)
+			}
+			_, err := dec.Token() // ']'
+			return arr, wrapSyntax(err)
+		}
+		return nil, badBody("malformed JSON body: unexpected %v", t)
+	default:
+		return t, nil // string, json.Number, bool, nil
+	}
+}
+
+func wrapSyntax(err error) error {
+	if err != nil {
+		return badBody("malformed JSON body: %v", err)
+	}
+	return nil
+}
+
+// parsePointer splits an RFC 6901 JSON Pointer into its unescaped tokens.
+func parsePointer(p string) ([]string, error) {
+	if p == "" {
+		return nil, errors.New("idemhttp: empty JSON Pointer (it would exclude the whole body)")
+	}
+	if !strings.HasPrefix(p, "/") {
+		return nil, fmt.Errorf("idemhttp: JSON Pointer %q must start with /", p)
+	}
+	toks := strings.Split(p[1:], "/")
+	for i, t := range toks {
+		toks[i] = strings.NewReplacer("~1", "/", "~0", "~").Replace(t)
+	}
+	return toks, nil
+}
+
+// removePointer removes the value at toks from v, if present, and returns v.
+func removePointer(v any, toks []string) any {
+	if len(toks) == 0 {
+		return v
+	}
+	last := len(toks) == 1
+	switch n := v.(type) {
+	case map[string]any:
+		child, ok := n[toks[0]]
+		if !ok {
+			return v
+		}
+		if last {
+			delete(n, toks[0])
+		} else {
+			n[toks[0]] = removePointer(child, toks[1:])
+		}
+	case []any:
+		i, err := strconv.Atoi(toks[0])
+		if err != nil || i < 0 || i >= len(n) || strconv.Itoa(i) != toks[0] {
+			return v
+		}
+		if last {
+			return append(n[:i:i], n[i+1:]...)
+		}
+		n[i] = removePointer(n[i], toks[1:])
+	}
+	return v
+}
+
+func writeCanonical(buf *bytes.Buffer, v any) {
+	switch t := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		buf.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			writeString(buf, k)
+			buf.WriteByte(':')
+			writeCanonical(buf, t[k])
+		}
+		buf.WriteByte('}')
+	case []any:
+		buf.WriteByte('[')
+		for i, el := range t {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			writeCanonical(buf, el)
+		}
+		buf.WriteByte(']')
+	case string:
+		writeString(buf, t)
+	case json.Number:
+		buf.WriteString(canonicalNumber(string(t)))
+	case bool:
+		buf.WriteString(strconv.FormatBool(t))
+	case nil:
+		buf.WriteString("null")
+	}
+}
+
+func writeString(buf *bytes.Buffer, s string) {
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	enc.Encode(s)
+	buf.Truncate(buf.Len() - 1) // Encode appends a newline
+}
+
+// canonicalNumber rewrites a JSON number literal so that equal values are
+// equal strings: an integer is written as digits ("100"); anything else as
+// significant digits, "e" and a decimal exponent ("15e-1"). Zero is "0",
+// whatever its sign. No precision is lost.
+func canonicalNumber(lit string) string {
+	orig := lit
+	neg := strings.HasPrefix(lit, "-")
+	lit = strings.TrimPrefix(lit, "-")
+	mant, expPart, _ := strings.Cut(strings.ToLower(lit), "e")
+	exp := 0
+	if expPart != "" {
+		e, err := strconv.Atoi(expPart)
+		if err != nil || e > 1<<30 || e < -(1<<30) {
+			return orig // an exponent this large: keep the literal, still exact
+		}
+		exp = e
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := intPart + frac
+	exp -= len(frac)
+	digits = strings.TrimLeft(digits, "0")
+	if digits == "" {
+		return "0"
+	}
+	trimmed := strings.TrimRight(digits, "0")
+	exp += len(digits) - len(trimmed)
+	digits = trimmed
+	sign := ""
+	if neg {
+		sign = "-"
+	}
+	if exp >= 0 && exp <= 20 {
+		return sign + digits + strings.Repeat("0", exp)
+	}
+	return sign + digits + "e" + strconv.Itoa(exp)
+}

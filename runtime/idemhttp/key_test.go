@@ -1,0 +1,95 @@
+package idemhttp
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+func TestParseKey(t *testing.T) {
+	uuid := "123e4567-e89b-12d3-a456-426614174000"
+	cases := []struct {
+		name   string
+		values []string
+		rule   KeyRule
+		want   string
+		kind   idem.Kind // "" for success
+	}{
+		{"sf-string", []string{`"abc-123"`}, KeyRule{Required: true}, "abc-123", ""},
+		{"sf-string with escapes", []string{`"a\"b\\c"`}, KeyRule{Required: true}, `a"b\c`, ""},
+		{"sf-string with space", []string{`"a b"`}, KeyRule{Required: true}, "a b", ""},
+		{"bare token", []string{"abc-123"}, KeyRule{Required: true}, "abc-123", ""},
+		{"bare uuid (not an sf-token)", []string{uuid}, KeyRule{Required: true, Format: FormatUUID}, uuid, ""},
+		{"surrounding spaces", []string{"  abc  "}, KeyRule{Required: true}, "abc", ""},
+		{"missing, required", nil, KeyRule{Required: true}, "", idem.KindMissingKey},
+		{"missing, optional", nil, KeyRule{}, "", ""},
+		{"empty", []string{""}, KeyRule{Required: true}, "", idem.KindInvalidKey},
+		{"empty sf-string", []string{`""`}, KeyRule{Required: true}, "", idem.KindInvalidKey},
+		{"repeated field", []string{"a", "b"}, KeyRule{Required: true}, "", idem.KindInvalidKey},
+		{"list in one field", []string{`"a", "b"`}, KeyRule{Required: true}, "", idem.KindInvalidKey},
+		{"control character", []string{"ab\x01c"}, KeyRule{Required: true}, "", idem.KindInvalidKey},
+		{"tab inside", []string{"a\tb"}, KeyRule{Required: true}, "", idem.KindInvalidKey},
+		{"non-ASCII", []string{"clé"}, KeyRule{Required: true}, "", idem.KindInvalidKey},
+		{"unterminated sf-string", []string{`"abc`}, KeyRule{Required: true}, "", idem.KindInvalidKey},
+		{"sf-string with parameters", []string{`"abc";a=1`}, KeyRule{Required: true}, "", idem.KindInvalidKey},
+		{"too long", []string{strings.Repeat("k", 256)}, KeyRule{Required: true}, "", idem.KindInvalidKey},
+		{"at the limit", []string{strings.Repeat("k", 255)}, KeyRule{Required: true}, strings.Repeat("k", 255), ""},
+		{"custom limit", []string{"abcdef"}, KeyRule{Required: true, MaxLength: 5}, "", idem.KindInvalidKey},
+		{"not a uuid", []string{"abc"}, KeyRule{Required: true, Format: FormatUUID}, "", idem.KindInvalidKey},
+		{"custom header", []string{"x"}, KeyRule{Header: "X-Request-Key", Required: true}, "x", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			name := tc.rule.Header
+			if name == "" {
+				name = HeaderName
+			}
+			for _, v := range tc.values {
+				h.Add(name, v)
+			}
+			got, err := ParseKey(h, tc.rule)
+			if tc.kind == "" {
+				if err != nil || got != tc.want {
+					t.Fatalf("ParseKey = %q, %v; want %q", got, err, tc.want)
+				}
+				return
+			}
+			var e *idem.Error
+			if !errors.As(err, &e) || e.Kind != tc.kind {
+				t.Fatalf("ParseKey = %q, %v; want error of kind %s", got, err, tc.kind)
+			}
+			if e.Detail == "" {
+				t.Errorf("error %v has no detail for the client", err)
+			}
+		})
+	}
+}
+
+func FuzzParseKey(f *testing.F) {
+	for _, s := range []string{`"abc"`, "abc", `"a\"b"`, "", `"`, "a,b", "\x00", "123e4567-e89b-12d3-a456-426614174000"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		h := http.Header{HeaderName: {v}}
+		key, err := ParseKey(h, KeyRule{Required: true})
+		if err != nil {
+			var e *idem.Error
+			if !errors.As(err, &e) || e.Kind != idem.KindInvalidKey {
+				t.Fatalf("error %v is not an invalid-key error", err)
+			}
+			return
+		}
+		if key == "" || len(key) > DefaultMaxKeyLength {
+			t.Fatalf("accepted key %q of length %d", key, len(key))
+		}
+		for i := 0; i < len(key); i++ {
+			if key[i] < 0x20 || key[i] > 0x7e {
+				t.Fatalf("accepted key %q with byte 0x%02x", key, key[i])
+			}
+		}
+	})
+}

@@ -1,0 +1,344 @@
+// Package pglocal starts a throwaway PostgreSQL cluster from the server
+// binaries installed on the machine (initdb and postgres), for tests, demos
+// and local development.
+//
+// The cluster lives in a temporary directory, listens on a unix socket in that
+// directory (and optionally on a loopback TCP port), and is removed by Stop.
+// When the calling process runs as root, the server runs as the "postgres"
+// user, since PostgreSQL refuses to run as root.
+package pglocal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Options configure a cluster. The zero value is a fast, non-durable cluster
+// reachable only through its unix socket.
+type Options struct {
+	// TCPPort, when non-zero, also makes the server listen on 127.0.0.1:TCPPort.
+	// Use -1 to pick a free port.
+	TCPPort int
+	// Durable keeps fsync and synchronous commit on, for measurements whose
+	// result depends on WAL flushes. By default both are off for speed.
+	Durable bool
+	// Settings are extra server settings (name -> value), passed as -c flags.
+	Settings map[string]string
+	// Log receives the server's output. Nil discards it.
+	Log io.Writer
+}
+
+// Cluster is a running throwaway PostgreSQL server.
+type Cluster struct {
+	opts    Options
+	dir     string
+	dataDir string
+	sockDir string
+	port    int // the port number of the socket file, and of TCP when enabled
+	bin     string
+	cred    *syscall.Credential
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+	// exited is closed when the current server process has exited.
+	exited chan struct{}
+}
+
+// ErrNoBinaries is returned by Start when initdb or postgres cannot be found.
+var ErrNoBinaries = errors.New("pglocal: PostgreSQL server binaries (initdb, postgres) not found on PATH or in /usr/lib/postgresql/*/bin; install the PostgreSQL server package or set DATABASE_URL to an existing database")
+
+// BinDir returns the directory holding initdb and postgres.
+func BinDir() (string, error) {
+	if p, err := exec.LookPath("initdb"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
+		dir := filepath.Dir(p)
+		if _, err := os.Stat(filepath.Join(dir, "postgres")); err == nil {
+			return dir, nil
+		}
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	sort.Sort(sort.Reverse(sort.StringSlice(matches))) // newest major first
+	for _, m := range matches {
+		return filepath.Dir(m), nil
+	}
+	return "", ErrNoBinaries
+}
+
+// Start creates and starts a new cluster. Call Stop to shut it down and
+// remove its files.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	bin, err := BinDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "pglocal-")
+	if err != nil {
+		return nil, fmt.Errorf("pglocal: %w", err)
+	}
+	c := &Cluster{opts: opts, dir: dir, dataDir: filepath.Join(dir, "data"), sockDir: dir, bin: bin}
+	if err := c.init(ctx); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := c.start(ctx); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) init(ctx context.Context) error {
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			return fmt.Errorf("pglocal: running as root needs a 'postgres' user to run the server as: %w", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		if err := os.Chown(c.dir, uid, gid); err != nil {
+			return fmt.Errorf("pglocal: %w", err)
+		}
+	}
+	port := c.opts.TCPPort
+	if port <= 0 {
+		p, err := freePort()
+		if err != nil {
+			return err
+		}
+		port = p
+	}
+	c.port = port
+	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "initdb"),
+		"-D", c.dataDir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pglocal: initdb: %w\n%s", err, out)
+	}
+	return nil
+}
+
+func (c *Cluster) start(ctx context.Context) error {
+	listen := ""
+	if c.opts.TCPPort != 0 {
+		listen = "127.0.0.1"
+	}
+	args := []string{"-D", c.dataDir, "-k", c.sockDir, "-p", strconv.Itoa(c.port),
+		"-c", "listen_addresses=" + listen, "-c", "max_connections=300",
+		"-c", "shared_buffers=128MB"}
+	if !c.opts.Durable {
+		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	keys := make([]string, 0, len(c.opts.Settings))
+	for k := range c.opts.Settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "-c", k+"="+c.opts.Settings[k])
+	}
+	cmd := exec.Command(filepath.Join(c.bin, "postgres"), args...)
+	// The server gets SIGINT (fast shutdown) if this process dies, so a
+	// crashed test run does not leave servers behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred, Pdeathsig: syscall.SIGINT, Setpgid: true}
+	if c.opts.Log != nil {
+		cmd.Stdout, cmd.Stderr = c.opts.Log, c.opts.Log
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("pglocal: starting postgres: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	c.mu.Lock()
+	c.cmd, c.exited = cmd, exited
+	c.mu.Unlock()
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+		if err == nil {
+			conn.Close(ctx)
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("pglocal: postgres exited during startup (set Options.Log to see its output): %w", err)
+		case <-ctx.Done():
+			c.Stop()
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			c.stopServer()
+			return fmt.Errorf("pglocal: postgres did not accept connections within 30s: %w", err)
+		}
+	}
+}
+
+// DSN returns a connection string for database db over the unix socket.
+func (c *Cluster) DSN(db string) string {
+	return fmt.Sprintf("host=%s port=%d user=postgres dbname=%s sslmode=disable", c.sockDir, c.port, db)
+}
+
+// URL returns a postgres:// URL for database db over the unix socket.
+func (c *Cluster) URL(db string) string {
+	return fmt.Sprintf("postgres://postgres@/%s?host=%s&port=%d&sslmode=disable", db, c.sockDir, c.port)
+}
+
+// TCPAddr returns the loopback TCP address, or "" when TCP is off.
+func (c *Cluster) TCPAddr() string {
+	if c.opts.TCPPort == 0 {
+		return ""
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port))
+}
+
+// CreateDatabase creates a new, empty database.
+func (c *Cluster) CreateDatabase(ctx context.Context, name string) error {
+	return CreateDatabase(ctx, c.DSN("postgres"), name)
+}
+
+// Restart stops the server with a fast shutdown and starts it again on the
+// same data directory and port. Existing connections are broken.
+func (c *Cluster) Restart(ctx context.Context) error {
+	c.stopServer()
+	return c.start(ctx)
+}
+
+// Stop shuts the server down and removes all of its files.
+func (c *Cluster) Stop() error {
+	c.stopServer()
+	return os.RemoveAll(c.dir)
+}
+
+func (c *Cluster) stopServer() {
+	c.mu.Lock()
+	cmd, exited := c.cmd, c.exited
+	c.cmd = nil
+	c.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-exited:
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		<-exited
+	}
+}
+
+// CreateDatabase creates database name using the connection string dsn.
+func CreateDatabase(ctx context.Context, dsn, name string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	return err
+}
+
+// DropDatabase drops database name, disconnecting its sessions.
+func DropDatabase(ctx context.Context, dsn, name string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	return err
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pglocal: picking a port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Env is the result of Open: a database URL and a function that releases
+// whatever Open started.
+type Env struct {
+	// URL is the connection string of a database for the caller's use.
+	URL string
+	// Cluster is the throwaway cluster, or nil when DATABASE_URL was used.
+	Cluster *Cluster
+	close   func()
+}
+
+// Close drops the database Open created and stops the cluster it started.
+func (e *Env) Close() { e.close() }
+
+// Open gives the caller a fresh database named after prefix: on the server
+// named by the DATABASE_URL environment variable when it is set, otherwise on
+// a throwaway cluster started from the local binaries.
+func Open(ctx context.Context, prefix string, opts Options) (*Env, error) {
+	name := fmt.Sprintf("%s_%d_%d", sanitize(prefix), os.Getpid(), time.Now().UnixNano()%1e6)
+	if base := os.Getenv("DATABASE_URL"); base != "" {
+		if err := CreateDatabase(ctx, base, name); err != nil {
+			return nil, fmt.Errorf("pglocal: creating database %s on DATABASE_URL: %w", name, err)
+		}
+		if _, err := pgx.ParseConfig(base); err != nil {
+			return nil, fmt.Errorf("pglocal: DATABASE_URL: %w", err)
+		}
+		url := withDatabase(base, name)
+		return &Env{URL: url, close: func() { DropDatabase(context.Background(), base, name) }}, nil
+	}
+	c, err := Start(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.CreateDatabase(ctx, name); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return &Env{URL: c.URL(name), Cluster: c, close: func() { c.Stop() }}, nil
+}
+
+// withDatabase rewrites the database name in a URL or keyword/value DSN.
+func withDatabase(dsn, name string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		rest := dsn[strings.Index(dsn, "://")+3:]
+		q := ""
+		if i := strings.IndexByte(rest, '?'); i >= 0 {
+			rest, q = rest[:i], rest[i:]
+		}
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			rest = rest[:i]
+		}
+		return dsn[:strings.Index(dsn, "://")+3] + rest + "/" + name + q
+	}
+	return dsn + " dbname=" + name
+}
+
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '_' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
