@@ -31,7 +31,10 @@ func Main(m *testing.M) {
 
 func run(m *testing.M) int {
 	var err error
-	env, err = pglocal.Open(context.Background(), "idemtest", pglocal.Options{})
+	// Benchmarks of commit paths set IDEMGEN_PG_DURABLE=1 so that fsync and
+	// synchronous commit are on, as in production.
+	opts := pglocal.Options{Durable: os.Getenv("IDEMGEN_PG_DURABLE") == "1"}
+	env, err = pglocal.Open(context.Background(), "idemtest", opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "dbtest: no PostgreSQL for the tests: %v\n"+
 			"Fix: install the PostgreSQL server binaries (initdb, postgres), or set DATABASE_URL to a server where this user may CREATE DATABASE.\n", err)

@@ -52,7 +52,7 @@ type Engine struct {
 	log    *slog.Logger
 	q      queries
 	resume map[string]resumer // by operation ID, for the background completer
-	ops    []*Operation        // operations with a completer, in registration order
+	ops    []*Operation       // operations with a completer, in registration order
 }
 
 // New returns an engine on pool. The schema must have been migrated (see
@@ -465,4 +465,40 @@ func (e *Engine) keepLease(parent context.Context, c *claim) (context.Context, f
 		<-exited
 		cancel(nil)
 	}
+}
+
+// RunWithoutKey runs the phases once, unprotected, for a request that sent
+// no key to an operation whose key is optional: local phases still commit
+// atomically one by one, foreign phases get a fresh random key, and nothing
+// is recorded or replayed.
+func RunWithoutKey[S any](ctx context.Context, e *Engine, op *Operation, phases []Phase[S]) (*Response, error) {
+	if err := checkPhases(phases); err != nil {
+		return nil, err
+	}
+	var state S
+	nonce := newToken()
+	for _, p := range phases {
+		if p.foreign() {
+			if err := p.Foreign(ctx, DeriveKey(op.namespace(), "", string(nonce[:]), p.Name, e.opts.DerivedKeyLength), &state); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		var resp *Response
+		err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+			var err error
+			if p.Final != nil {
+				resp, err = p.Final(ctx, tx, &state)
+				return err
+			}
+			return p.Local(ctx, tx, &state)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if resp != nil {
+			return resp, nil
+		}
+	}
+	return nil, errors.New("idem: the last phase returned no response")
 }

@@ -340,8 +340,8 @@ func TestCrashAtEveryRecoveryPoint(t *testing.T) {
 func TestRelease(t *testing.T) {
 	cases := map[string]error{
 		"validation (release error)": idem.Release(errors.New("amount must be positive")),
-		"plain error before effects":  errors.New("connection refused"),
-		"not implemented stub":        idem.ErrNotImplemented,
+		"plain error before effects": errors.New("connection refused"),
+		"not implemented stub":       idem.ErrNotImplemented,
 	}
 	for name, failure := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -378,12 +378,14 @@ func TestReleaseAfterCommitIsAmbiguous(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	phases := threePhases("k", &card{charges: map[string]string{}}, new(int), "")
-	phases[1].Foreign = func(ctx context.Context, key string, s *payState) error { return idem.Release(errors.New("declined early")) }
+	phases[1].Foreign = func(ctx context.Context, key string, s *payState) error {
+		return idem.Release(errors.New("declined early"))
+	}
 	_, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), phases)
 	if kindOf(err) != idem.KindFailed {
 		t.Fatalf("err %v; want failed", err)
 	}
-	if n := e.count(`SELECT count(*) FROM `+e.schema+`.records WHERE state = 'claimed' AND recovery_point = 'record'`); n != 1 {
+	if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE state = 'claimed' AND recovery_point = 'record'`); n != 1 {
 		t.Fatal("the record was not kept at its recovery point")
 	}
 }

@@ -175,7 +175,9 @@ FROM `+e.opts.Schema+`.records WHERE namespace = $1 AND scope = $2 AND key = $3`
 	if err != nil {
 		return nil, err
 	}
-	secs := func(s float64) string { return (time.Duration(s * float64(time.Second))).Round(time.Millisecond).String() }
+	secs := func(s float64) string {
+		return (time.Duration(s * float64(time.Second))).Round(time.Millisecond).String()
+	}
 	if owner != nil {
 		r.Owner = *owner
 	}

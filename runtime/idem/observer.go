@@ -16,20 +16,20 @@ type EventKind string
 
 // The events the engine reports.
 const (
-	EventClaim        EventKind = "claim"          // a new key was claimed
-	EventReplay       EventKind = "replay"         // a completed response was replayed
-	EventInFlight     EventKind = "in_flight"      // 409: a live claim holds the key
-	EventMismatch     EventKind = "mismatch"       // 422: same key, different fingerprint
-	EventBadRequest   EventKind = "bad_request"    // 400/401: key, scope or body rejected
-	EventRelease      EventKind = "release"        // a claim was deleted before any effect
-	EventTakeover     EventKind = "takeover"       // an expired lease was taken over
-	EventFenced       EventKind = "fenced"         // a stale owner's commit or refresh was rejected
-	EventResume       EventKind = "resume"         // an execution continued from a recovery point
-	EventComplete     EventKind = "complete"       // an execution stored its response
-	EventAmbiguous    EventKind = "ambiguous"      // an execution failed after possible effects
-	EventCompleterRun EventKind = "completer_run"  // the background completer finished a record
-	EventPhase        EventKind = "phase"          // a phase ran (see Duration)
-	EventPruned       EventKind = "pruned"         // records deleted by the pruner (Duration unused)
+	EventClaim        EventKind = "claim"         // a new key was claimed
+	EventReplay       EventKind = "replay"        // a completed response was replayed
+	EventInFlight     EventKind = "in_flight"     // 409: a live claim holds the key
+	EventMismatch     EventKind = "mismatch"      // 422: same key, different fingerprint
+	EventBadRequest   EventKind = "bad_request"   // 400/401: key, scope or body rejected
+	EventRelease      EventKind = "release"       // a claim was deleted before any effect
+	EventTakeover     EventKind = "takeover"      // an expired lease was taken over
+	EventFenced       EventKind = "fenced"        // a stale owner's commit or refresh was rejected
+	EventResume       EventKind = "resume"        // an execution continued from a recovery point
+	EventComplete     EventKind = "complete"      // an execution stored its response
+	EventAmbiguous    EventKind = "ambiguous"     // an execution failed after possible effects
+	EventCompleterRun EventKind = "completer_run" // the background completer finished a record
+	EventPhase        EventKind = "phase"         // a phase ran (see Duration)
+	EventPruned       EventKind = "pruned"        // records deleted by the pruner (Duration unused)
 )
 
 // Observer receives engine events. Implementations must be safe for

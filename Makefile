@@ -1,0 +1,31 @@
+# idemgen: the two commands a newcomer needs are `make demo` and `make test`.
+GO ?= go
+# A short fuzz run per target in `make test`; longer with FUZZTIME=1m.
+FUZZTIME ?= 5s
+BENCHCOUNT ?= 5
+
+.PHONY: test lint generate bench fuzz
+
+## test: vet, the whole suite with the race detector on a real PostgreSQL, short fuzz runs
+test: lint
+	$(GO) test -race -count=1 ./...
+	$(MAKE) --no-print-directory fuzz
+
+## fuzz: run every fuzz target for FUZZTIME
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParseKey$$' -fuzztime $(FUZZTIME) ./runtime/idemhttp
+	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(FUZZTIME) ./runtime/idemhttp
+
+## lint: formatting and go vet
+lint:
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+## generate: run every go:generate directive
+generate:
+	$(GO) generate ./...
+
+## bench: plain handler vs the engine (new key, async claim, replay) on a durable PostgreSQL
+bench:
+	IDEMGEN_PG_DURABLE=1 $(GO) test -run '^$$' -bench . -benchtime 2s -count $(BENCHCOUNT) ./runtime/idemecho | tee bench.out
+	@echo; awk -f scripts/benchratio.awk bench.out

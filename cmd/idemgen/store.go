@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+func init() {
+	register("migrate", "apply (up), revert (down N) or print (sql) the store's migrations", runMigrate)
+	register("prune", "delete records past their retention, in batches", runPrune)
+	register("inspect", "show one key's record: state, recovery point, lease, owner, age", runInspect)
+}
+
+type dbFlags struct {
+	url    *string
+	schema *string
+}
+
+func addDBFlags(fs *flag.FlagSet) dbFlags {
+	return dbFlags{
+		url:    fs.String("database", os.Getenv("DATABASE_URL"), "PostgreSQL connection string (default $DATABASE_URL)"),
+		schema: fs.String("schema", idem.DefaultSchema, "schema of the idempotency tables"),
+	}
+}
+
+func (d dbFlags) pool(ctx context.Context) (*pgxpool.Pool, error) {
+	if *d.url == "" {
+		return nil, errors.New("no database: pass -database or set DATABASE_URL")
+	}
+	return pgxpool.New(ctx, *d.url)
+}
+
+func runMigrate(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("migrate", stderr)
+	db := addDBFlags(fs)
+	format := fs.String("format", "plain", "with sql: plain, or goose (adds goose Up/Down annotations)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: idemgen migrate [flags] up | down VERSION | sql\n\n  up       apply every pending migration\n  down N   revert to version N (0 reverts all)\n  sql      print the migrations' SQL for goose, tern or golang-migrate users")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	switch fs.Arg(0) {
+	case "sql":
+		ms, err := idem.Migrations(*db.schema)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			switch *format {
+			case "goose":
+				fmt.Fprintf(stdout, "-- %03d_%s.sql\n-- +goose Up\nCREATE SCHEMA IF NOT EXISTS %s;\n%s\n-- +goose Down\n%s\n", m.Version, m.Name, *db.schema, m.Up, m.Down)
+			case "plain":
+				fmt.Fprintf(stdout, "-- %03d_%s.up.sql\nCREATE SCHEMA IF NOT EXISTS %s;\n%s\n-- %03d_%s.down.sql\n%s\n", m.Version, m.Name, *db.schema, m.Up, m.Version, m.Name, m.Down)
+			default:
+				return fmt.Errorf("-format %q: want plain or goose", *format)
+			}
+		}
+		return nil
+	case "up", "down":
+		pool, err := db.pool(ctx)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		var applied []int
+		if fs.Arg(0) == "up" {
+			applied, err = idem.Migrate(ctx, pool, *db.schema)
+		} else {
+			target, perr := strconv.Atoi(fs.Arg(1))
+			if perr != nil {
+				fs.Usage()
+				return errUsage
+			}
+			applied, err = idem.MigrateDown(ctx, pool, *db.schema, target)
+		}
+		if err != nil {
+			return err
+		}
+		v, err := idem.AppliedVersion(ctx, pool, *db.schema)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "schema %s: %s %v; now at version %d\n", *db.schema, map[string]string{"up": "applied", "down": "reverted"}[fs.Arg(0)], applied, v)
+		return nil
+	}
+	fs.Usage()
+	return errUsage
+}
+
+func runPrune(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("prune", stderr)
+	db := addDBFlags(fs)
+	batch := fs.Int("batch", 1000, "records deleted per transaction")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	pool, err := db.pool(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	eng, err := idem.New(pool, idem.Options{Schema: *db.schema})
+	if err != nil {
+		return err
+	}
+	n, err := eng.Prune(ctx, *batch)
+	fmt.Fprintf(stdout, "pruned %d records\n", n)
+	return err
+}
+
+func runInspect(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("inspect", stderr)
+	db := addDBFlags(fs)
+	ns := fs.String("operation", "", "operationId, or the group name for grouped operations (required)")
+	scope := fs.String("scope", "", "scope value: the principal, the scope header's value, or empty for global")
+	key := fs.String("key", "", "the Idempotency-Key (required)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *ns == "" || *key == "" {
+		fmt.Fprintln(stderr, "idemgen inspect: -operation and -key are required")
+		fs.PrintDefaults()
+		return errUsage
+	}
+	ctx := context.Background()
+	pool, err := db.pool(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	eng, err := idem.New(pool, idem.Options{Schema: *db.schema})
+	if err != nil {
+		return err
+	}
+	info, err := eng.Inspect(ctx, *ns, *scope, *key)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("no record for operation %q, scope %q, key %q (never used, released, or pruned)", *ns, *scope, *key)
+	}
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(info)
+}

@@ -1,0 +1,278 @@
+// Package idemecho connects the idempotency engine to echo. Generated code
+// installs Middleware on each idempotent route and calls Execute from the
+// operation's strict handler; users rarely call either directly.
+//
+// The middleware does everything that needs the raw request: it parses the
+// key, resolves the scope, reads the body and fingerprints the request, and
+// answers protocol errors as problem+json. Execute, called with the typed
+// request after oapi-codegen bound and validated it, runs the phases through
+// the engine and returns the response to send, which is the stored response
+// on a replay.
+package idemecho
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemhttp"
+)
+
+// ScopeResolver returns the principal a request's key is scoped to (an
+// account or tenant ID). An error is returned to echo as is; an empty
+// principal is answered 401.
+type ScopeResolver func(c echo.Context) (string, error)
+
+// Runtime is what every idempotent route shares.
+type Runtime struct {
+	Engine *idem.Engine
+	// Principal resolves scope "principal". Required when an operation uses it.
+	Principal ScopeResolver
+	// MaxBodyBytes limits request bodies read for fingerprinting (default
+	// 1 MiB); larger bodies are answered 413.
+	MaxBodyBytes int64
+	// Logger, when set, gets one line per idempotent request with the key
+	// and whether it was replayed.
+	Logger *slog.Logger
+}
+
+// DefaultMaxBodyBytes is Runtime.MaxBodyBytes' default.
+const DefaultMaxBodyBytes = 1 << 20
+
+// Spec is one idempotent operation as the generator describes it.
+type Spec struct {
+	Operation *idem.Operation
+	Key       idemhttp.KeyRule
+	// Scope is "principal", "global" or "header:<Name>".
+	Scope string
+	// Route is the OpenAPI path template, e.g. /payments/{id}.
+	Route string
+	// Exclude lists JSON Pointers left out of the fingerprint.
+	Exclude []string
+	// Headers lists request headers that are part of the fingerprint.
+	Headers []string
+}
+
+// Call is an idempotent request in flight. The middleware puts it in the
+// request's context; Execute fills in the outcome.
+type Call struct {
+	Spec    *Spec
+	Request idem.Request // Key is "" when an optional key was not sent
+	// Replayed is set when the response is a stored one.
+	Replayed bool
+	// Resumed is set when this request continued an earlier execution.
+	Resumed bool
+}
+
+type callKey struct{}
+
+// CallFrom returns the idempotent call of ctx, or nil.
+func CallFrom(ctx context.Context) *Call {
+	c, _ := ctx.Value(callKey{}).(*Call)
+	return c
+}
+
+// Middleware returns the echo middleware for one idempotent route.
+func Middleware(rt *Runtime, spec *Spec) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			call, err := prepare(c, rt, spec)
+			if err != nil {
+				var perr *idem.Error
+				if errors.As(err, &perr) {
+					rt.Engine.Observe(idem.Event{Kind: idem.EventBadRequest, Operation: spec.Operation.ID})
+					rt.log(c, call, perr.Status())
+					return WriteResponse(c.Response(), idem.ProblemResponse(perr, rt.Engine.PolicyURL()), false)
+				}
+				return err
+			}
+			req := c.Request()
+			c.SetRequest(req.WithContext(context.WithValue(req.Context(), callKey{}, call)))
+			err = next(c)
+			rt.log(c, call, c.Response().Status)
+			return err
+		}
+	}
+}
+
+func (rt *Runtime) log(c echo.Context, call *Call, status int) {
+	if rt.Logger == nil {
+		return
+	}
+	attrs := []any{"method", c.Request().Method, "path", c.Request().URL.Path, "status", status}
+	if call != nil {
+		attrs = append(attrs, "operation", call.Spec.Operation.ID, "idempotency_key", call.Request.Key,
+			"replayed", call.Replayed, "resumed", call.Resumed)
+	}
+	rt.Logger.Info("idempotent request", attrs...)
+}
+
+func prepare(c echo.Context, rt *Runtime, spec *Spec) (*Call, error) {
+	r := c.Request()
+	call := &Call{Spec: spec}
+	key, err := idemhttp.ParseKey(r.Header, spec.Key)
+	if err != nil {
+		return call, err
+	}
+	call.Request.Key = key
+	if call.Request.Scope, err = rt.scope(c, spec); err != nil {
+		return call, err
+	}
+	limit := rt.MaxBodyBytes
+	if limit <= 0 {
+		limit = DefaultMaxBodyBytes
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return call, echo.NewHTTPError(http.StatusBadRequest, "reading the request body: "+err.Error())
+	}
+	if int64(len(body)) > limit {
+		return call, echo.NewHTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body exceeds %d bytes", limit))
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if key == "" {
+		return call, nil // optional key not sent: no fingerprint needed
+	}
+	params := map[string]string{}
+	for i, name := range c.ParamNames() {
+		if i < len(c.ParamValues()) {
+			params[name] = c.ParamValues()[i]
+		}
+	}
+	call.Request.Fingerprint, err = idemhttp.Fingerprint(idemhttp.Request{
+		Method: r.Method, Route: spec.Route, PathParams: params, Query: r.URL.Query(),
+		Header: r.Header, HeaderNames: spec.Headers, ContentType: r.Header.Get("Content-Type"),
+		Body: body, Exclude: spec.Exclude,
+	})
+	return call, err
+}
+
+func (rt *Runtime) scope(c echo.Context, spec *Spec) (string, error) {
+	switch {
+	case spec.Scope == "global":
+		return "", nil
+	case strings.HasPrefix(spec.Scope, "header:"):
+		name := strings.TrimPrefix(spec.Scope, "header:")
+		v := c.Request().Header.Get(name)
+		if v == "" {
+			return "", &idem.Error{Kind: idem.KindMissingScope, Detail: "send the " + name + " header: keys are scoped to it"}
+		}
+		return v, nil
+	default: // principal
+		if rt.Principal == nil {
+			return "", errors.New("idemecho: operation " + spec.Operation.ID + " is scoped to the principal but Runtime.Principal is nil")
+		}
+		p, err := rt.Principal(c)
+		if err != nil {
+			return "", err
+		}
+		if p == "" {
+			return "", &idem.Error{Kind: idem.KindMissingScope, Detail: "authenticate: keys are scoped to the caller"}
+		}
+		return p, nil
+	}
+}
+
+// Execute runs the phases of the call in ctx's request for typed request
+// payload (stored for background completion) and returns the response to
+// send: a fresh one, a replay, or a problem. A ReleaseError's cause is
+// returned as the error, for echo's error handler (return an
+// *echo.HTTPError from a phase, wrapped in idem.Release, to choose the
+// status).
+func Execute[S any](ctx context.Context, rt *Runtime, payload []byte, phases []idem.Phase[S]) (*idem.Response, error) {
+	call := CallFrom(ctx)
+	if call == nil {
+		return nil, errors.New("idemecho: Execute called outside the idempotency middleware")
+	}
+	op := call.Spec.Operation
+	if call.Request.Key == "" {
+		return idem.RunWithoutKey(ctx, rt.Engine, op, phases)
+	}
+	req := call.Request
+	req.Payload = payload
+	out, err := idem.Run(ctx, rt.Engine, op, req, phases)
+	var perr *idem.Error
+	var rel *idem.ReleaseError
+	switch {
+	case errors.As(err, &perr):
+		return idem.ProblemResponse(perr, rt.Engine.PolicyURL()), nil
+	case errors.As(err, &rel):
+		return nil, rel.Err
+	case err != nil:
+		return nil, err
+	}
+	call.Replayed, call.Resumed = out.Replayed, out.Resumed
+	return out.Response, nil
+}
+
+// Render runs a strict-server response visitor against a recorder and
+// returns the exact response it wrote, so the bytes can be stored before
+// anything reaches the client.
+func Render(visit func(http.ResponseWriter) error) (*idem.Response, error) {
+	rec := &recorder{header: http.Header{}}
+	if err := visit(rec); err != nil {
+		return nil, err
+	}
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	return &idem.Response{Status: rec.status, Header: rec.header, Body: rec.body.Bytes()}, nil
+}
+
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(b)
+}
+
+// WriteResponse writes a stored or fresh response. A replay carries
+// Idempotent-Replayed: true; a replay whose body was too large to store
+// carries Idempotent-Body-Omitted: true and no body.
+func WriteResponse(w http.ResponseWriter, r *idem.Response, replayed bool) error {
+	h := w.Header()
+	for k, v := range r.Header {
+		h[k] = append([]string(nil), v...)
+	}
+	if replayed {
+		h.Set(idemhttp.ReplayedHeader, "true")
+	}
+	if r.BodyOmitted {
+		h.Del("Content-Type")
+		h.Set("Idempotent-Body-Omitted", "true")
+	}
+	w.WriteHeader(r.Status)
+	_, err := w.Write(r.Body)
+	return err
+}
+
+// Writer is a strict-server response object for any generated response
+// interface: generated code wraps it so its Visit method writes the
+// engine's response, replay header included.
+func Writer(ctx context.Context, r *idem.Response) func(http.ResponseWriter) error {
+	replayed := false
+	if call := CallFrom(ctx); call != nil {
+		replayed = call.Replayed
+	}
+	return func(w http.ResponseWriter) error { return WriteResponse(w, r, replayed) }
+}

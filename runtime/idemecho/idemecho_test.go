@@ -1,0 +1,175 @@
+package idemecho_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
+	"github.com/idemgen/idemgen/internal/dbtest"
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemecho"
+	"github.com/idemgen/idemgen/runtime/idemhttp"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+type state struct{ ID int64 }
+
+// server is what generated code does, written by hand: the middleware on
+// the route, Execute in the handler, the final phase rendered.
+func server(t *testing.T, hold func()) (*httptest.Server, *idem.Engine) {
+	t.Helper()
+	pool, schema := dbtest.Pool(t)
+	ctx := context.Background()
+	if _, err := idem.Migrate(ctx, pool, schema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE items (id bigserial PRIMARY KEY, name text)`); err != nil {
+		t.Fatal(err)
+	}
+	eng, err := idem.New(pool, idem.Options{Schema: schema, PolicyURL: "https://example.test/idempotency"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &idemecho.Runtime{Engine: eng, MaxBodyBytes: 1024, Principal: func(c echo.Context) (string, error) {
+		return strings.TrimPrefix(c.Request().Header.Get("Authorization"), "Bearer "), nil
+	}}
+	spec := &idemecho.Spec{
+		Operation: &idem.Operation{ID: "createItem", Policy: idem.Policy{Lease: 10 * time.Second}},
+		Key:       idemhttp.KeyRule{Required: true}, Scope: "principal", Route: "/items/{group}",
+		Exclude: []string{"/client_ts"},
+	}
+	e := echo.New()
+	e.POST("/items/:group", func(c echo.Context) error {
+		var body struct {
+			Name string `json:"name"`
+		}
+		if err := c.Bind(&body); err != nil {
+			return err
+		}
+		payload, _ := json.Marshal(body)
+		resp, err := idemecho.Execute(c.Request().Context(), rt, payload, []idem.Phase[state]{
+			{Name: "insert", Local: func(ctx context.Context, tx pgx.Tx, s *state) error {
+				if hold != nil {
+					hold()
+				}
+				return tx.QueryRow(ctx, `INSERT INTO items (name) VALUES ($1) RETURNING id`, body.Name).Scan(&s.ID)
+			}},
+			{Name: "respond", Final: func(ctx context.Context, tx pgx.Tx, s *state) (*idem.Response, error) {
+				return idemecho.Render(func(w http.ResponseWriter) error {
+					w.Header().Set("Content-Type", "application/json")
+					w.Header().Set("Set-Cookie", "session=secret")
+					w.WriteHeader(201)
+					return json.NewEncoder(w).Encode(map[string]any{"id": s.ID, "name": body.Name})
+				})
+			}},
+		})
+		if err != nil {
+			return err
+		}
+		return idemecho.Writer(c.Request().Context(), resp)(c.Response())
+	}, idemecho.Middleware(rt, spec))
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	return srv, eng
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func post(t *testing.T, url string, headers map[string][]string, body string) reply {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer acct1")
+	for k, vs := range headers {
+		req.Header.Del(k)
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return reply{res.StatusCode, res.Header, string(b)}
+}
+
+func key(k string) map[string][]string { return map[string][]string{"Idempotency-Key": {k}} }
+
+func TestHTTPProtocol(t *testing.T) {
+	srv, _ := server(t, nil)
+	url := srv.URL + "/items/g1"
+
+	first := post(t, url, key(`"k1"`), `{"name":"a","client_ts":"1"}`)
+	if first.status != 201 || first.header.Get("Idempotent-Replayed") != "" || first.header.Get("Set-Cookie") == "" {
+		t.Fatalf("first: %+v", first)
+	}
+	again := post(t, url, key("k1"), `{ "client_ts":"2", "name" : "a" }`)
+	if again.status != 201 || again.body != first.body || again.header.Get("Idempotent-Replayed") != "true" ||
+		again.header.Get("Content-Type") != first.header.Get("Content-Type") || again.header.Get("Set-Cookie") != "" {
+		t.Fatalf("replay: %+v\nfirst: %+v", again, first)
+	}
+
+	problem := func(r reply, status int, kind idem.Kind) {
+		t.Helper()
+		var p idem.Problem
+		if r.status != status || r.header.Get("Content-Type") != "application/problem+json" ||
+			json.Unmarshal([]byte(r.body), &p) != nil || p.Type != idem.ProblemTypeBase+string(kind) || p.Status != status {
+			t.Fatalf("got %d %s %s; want %d problem %s", r.status, r.header.Get("Content-Type"), r.body, status, kind)
+		}
+		if r.header.Get("Link") != `<https://example.test/idempotency>; rel="describedby"` {
+			t.Fatalf("problem without policy link: %v", r.header)
+		}
+	}
+	problem(post(t, url, key("k1"), `{"name":"b"}`), 422, idem.KindMismatch)
+	problem(post(t, srv.URL+"/items/g2", key("k1"), `{"name":"a"}`), 422, idem.KindMismatch) // other path parameter
+	problem(post(t, url, nil, `{"name":"a"}`), 400, idem.KindMissingKey)
+	problem(post(t, url, key(""), `{"name":"a"}`), 400, idem.KindInvalidKey)
+	problem(post(t, url, key(`"unterminated`), `{"name":"a"}`), 400, idem.KindInvalidKey)
+	problem(post(t, url, key(strings.Repeat("x", 300)), `{"name":"a"}`), 400, idem.KindInvalidKey)
+	problem(post(t, url, map[string][]string{"Idempotency-Key": {"a", "b"}}, `{"name":"a"}`), 400, idem.KindInvalidKey)
+	problem(post(t, url, key("k2"), `{"name":"a","name":"b"}`), 400, idem.KindInvalidRequest)
+	problem(post(t, url, map[string][]string{"Idempotency-Key": {"k3"}, "Authorization": {""}}, `{"name":"a"}`), 401, idem.KindMissingScope)
+	if r := post(t, url, key("k4"), `{"name":"`+strings.Repeat("x", 2000)+`"}`); r.status != 413 {
+		t.Fatalf("oversized body: %d", r.status)
+	}
+	// Another tenant with the same key gets its own execution.
+	other := post(t, url, map[string][]string{"Idempotency-Key": {"k1"}, "Authorization": {"Bearer acct2"}}, `{"name":"a"}`)
+	if other.status != 201 || other.body == first.body {
+		t.Fatalf("other tenant: %+v", other)
+	}
+}
+
+func TestHTTPConcurrentDuplicate(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	srv, _ := server(t, func() { once.Do(func() { close(entered) }); <-release })
+	url := srv.URL + "/items/g1"
+	firstDone := make(chan reply)
+	go func() { firstDone <- post(t, url, key("dup"), `{"name":"a"}`) }()
+	<-entered // the first request holds the claim inside its phase
+	second := post(t, url, key("dup"), `{"name":"a"}`)
+	close(release)
+	first := <-firstDone
+	if first.status != 201 || second.status != 409 || second.header.Get("Retry-After") == "" {
+		t.Fatalf("first %+v, second %+v; want 201 and 409 with Retry-After", first, second)
+	}
+	if third := post(t, url, key("dup"), `{"name":"a"}`); third.status != 201 || third.body != first.body {
+		t.Fatalf("after completion: %+v", third)
+	}
+}

@@ -1,0 +1,66 @@
+// Package idemprom exports the idempotency engine's events as Prometheus
+// metrics. It is the one metrics adapter; the engine itself only knows the
+// idem.Observer interface.
+package idemprom
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// Observer counts engine events and records phase latency.
+//
+// Metrics:
+//
+//	idemgen_events_total{operation,event}            counter: claim, replay, in_flight (409),
+//	                                                 mismatch (422), bad_request (400/401), release,
+//	                                                 takeover, fenced, resume, complete, ambiguous,
+//	                                                 completer_run
+//	idemgen_pruned_total                             counter: records deleted by the pruner
+//	idemgen_phase_duration_seconds{operation,phase,outcome}  histogram; outcome is ok or error
+type Observer struct {
+	events *prometheus.CounterVec
+	pruned prometheus.Counter
+	phase  *prometheus.HistogramVec
+}
+
+// New registers the metrics with reg and returns the observer.
+func New(reg prometheus.Registerer) (*Observer, error) {
+	o := &Observer{
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idemgen_events_total", Help: "Idempotency engine events by operation and kind.",
+		}, []string{"operation", "event"}),
+		pruned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "idemgen_pruned_total", Help: "Idempotency records deleted after their retention.",
+		}),
+		phase: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "idemgen_phase_duration_seconds", Help: "Phase run time, commit included.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
+		}, []string{"operation", "phase", "outcome"}),
+	}
+	for _, c := range []prometheus.Collector{o.events, o.pruned, o.phase} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// Observe implements idem.Observer.
+func (o *Observer) Observe(ev idem.Event) {
+	switch ev.Kind {
+	case idem.EventPhase:
+		outcome := "ok"
+		if ev.Err != nil {
+			outcome = "error"
+		}
+		o.phase.WithLabelValues(ev.Operation, ev.Phase, outcome).Observe(ev.Duration.Seconds())
+	case idem.EventPruned:
+		o.pruned.Add(float64(ev.Duration)) // Duration carries the row count
+	default:
+		o.events.WithLabelValues(ev.Operation, string(ev.Kind)).Inc()
+	}
+}
+
+var _ idem.Observer = (*Observer)(nil)

@@ -1,0 +1,47 @@
+package idemprom
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+func TestObserver(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	o, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Observe(idem.Event{Kind: idem.EventClaim, Operation: "pay"})
+	o.Observe(idem.Event{Kind: idem.EventReplay, Operation: "pay"})
+	o.Observe(idem.Event{Kind: idem.EventReplay, Operation: "pay"})
+	o.Observe(idem.Event{Kind: idem.EventPhase, Operation: "pay", Phase: "charge", Duration: 3 * time.Millisecond, Err: errors.New("x")})
+	o.Observe(idem.Event{Kind: idem.EventPruned, Duration: 7})
+	if got := testutil.ToFloat64(o.events.WithLabelValues("pay", "replay")); got != 2 {
+		t.Errorf("replays = %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(o.pruned); got != 7 {
+		t.Errorf("pruned = %v, want 7", got)
+	}
+	if n := testutil.CollectAndCount(o.phase); n != 1 {
+		t.Errorf("phase series = %d, want 1", n)
+	}
+	err = testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP idemgen_events_total Idempotency engine events by operation and kind.
+# TYPE idemgen_events_total counter
+idemgen_events_total{event="claim",operation="pay"} 1
+idemgen_events_total{event="replay",operation="pay"} 2
+`), "idemgen_events_total")
+	if err != nil {
+		t.Error(err)
+	}
+	if _, err := New(reg); err == nil {
+		t.Error("registering twice succeeded")
+	}
+}
