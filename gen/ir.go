@@ -1,0 +1,196 @@
+package gen
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"regexp"
+	"strings"
+	"unicode"
+
+	"github.com/idemgen/idemgen/spec"
+)
+
+// ir is the intermediate representation the renderers work from.
+type ir struct {
+	Package    string
+	SpecFile   string
+	Idempotent []*opIR // in spec order
+	Plain      []*plainIR
+}
+
+// opIR is one idempotent operation.
+type opIR struct {
+	Spec         *spec.Operation
+	X            *spec.Extension
+	GoName       string // the strict server method, e.g. CreatePayment
+	RequestType  string // e.g. CreatePaymentRequestObject
+	ResponseType string // e.g. CreatePaymentResponseObject
+	VisitMethod  string // e.g. VisitCreatePaymentResponse
+	Phases       []*phaseIR
+}
+
+// Names the glue and scaffolds declare for one operation.
+func (o *opIR) PhasesIface() string { return o.GoName + "Phases" }
+func (o *opIR) StateType() string   { return o.GoName + "State" }
+func (o *opIR) ImplType() string    { return o.GoName + "Impl" }
+func (o *opIR) specVar() string     { return "idem" + o.GoName }
+func (o *opIR) phasesFunc() string  { return lowerFirst(o.GoName) + "Phases" }
+func (o *opIR) writerType() string  { return lowerFirst(o.GoName) + "Written" }
+
+type phaseIR struct {
+	Name    string // as in the spec, e.g. charge_card
+	GoName  string // e.g. ChargeCard
+	Foreign bool
+	Final   bool
+}
+
+type plainIR struct {
+	GoName, RequestType, ResponseType string
+	Method, Path                      string
+}
+
+// strictMethod is one method of oapi-codegen's StrictServerInterface.
+type strictMethod struct {
+	name, request, response, visit string
+}
+
+var routeComment = regexp.MustCompile(`\((\w+) (\S+)\)`)
+
+// strictMethods reads oapi-codegen's output and maps "METHOD /path" to the
+// strict server method that serves it. Reading the generated code, rather
+// than re-deriving oapi-codegen's naming rules, keeps the two in step.
+func strictMethods(src string) (map[string]strictMethod, map[string]bool, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "api.gen.go", src, parser.ParseComments)
+	if err != nil {
+		return nil, nil, fmt.Errorf("gen: parsing oapi-codegen output: %w", err)
+	}
+	declared := map[string]bool{}
+	visits := map[string]string{} // response interface -> its Visit method
+	var strict *ast.InterfaceType
+	for _, d := range f.Decls {
+		switch d := d.(type) {
+		case *ast.GenDecl:
+			for _, s := range d.Specs {
+				switch s := s.(type) {
+				case *ast.TypeSpec:
+					declared[s.Name.Name] = true
+					it, ok := s.Type.(*ast.InterfaceType)
+					if !ok {
+						continue
+					}
+					if s.Name.Name == "StrictServerInterface" {
+						strict = it
+					} else if strings.HasSuffix(s.Name.Name, "ResponseObject") && len(it.Methods.List) == 1 && len(it.Methods.List[0].Names) == 1 {
+						visits[s.Name.Name] = it.Methods.List[0].Names[0].Name
+					}
+				case *ast.ValueSpec:
+					for _, n := range s.Names {
+						declared[n.Name] = true
+					}
+				}
+			}
+		case *ast.FuncDecl:
+			if d.Recv == nil {
+				declared[d.Name.Name] = true
+			}
+		}
+	}
+	if strict == nil {
+		return nil, nil, fmt.Errorf("gen: oapi-codegen output has no StrictServerInterface")
+	}
+	out := map[string]strictMethod{}
+	for _, m := range strict.Methods.List {
+		ft, ok := m.Type.(*ast.FuncType)
+		if !ok || len(m.Names) != 1 || m.Doc == nil || len(ft.Params.List) != 2 || ft.Results == nil || len(ft.Results.List) != 2 {
+			continue
+		}
+		match := routeComment.FindStringSubmatch(m.Doc.Text())
+		if match == nil {
+			continue
+		}
+		req, _ := ft.Params.List[1].Type.(*ast.Ident)
+		resp, _ := ft.Results.List[0].Type.(*ast.Ident)
+		if req == nil || resp == nil {
+			continue
+		}
+		out[match[1]+" "+match[2]] = strictMethod{name: m.Names[0].Name, request: req.Name, response: resp.Name, visit: visits[resp.Name]}
+	}
+	return out, declared, nil
+}
+
+func buildIR(cfg Config, doc *spec.Document, oapi string) (*ir, error) {
+	methods, declared, err := strictMethods(oapi)
+	if err != nil {
+		return nil, err
+	}
+	r := &ir{Package: cfg.Package, SpecFile: cfg.Spec}
+	var errs spec.Errors
+	for _, op := range doc.Operations {
+		m, ok := methods[op.Method+" "+op.Path]
+		if !ok || m.visit == "" {
+			return nil, fmt.Errorf("gen: oapi-codegen generated no strict handler for %s %s", op.Method, op.Path)
+		}
+		if op.Idempotency == nil {
+			r.Plain = append(r.Plain, &plainIR{GoName: m.name, RequestType: m.request, ResponseType: m.response, Method: op.Method, Path: op.Path})
+			continue
+		}
+		o := &opIR{Spec: op, X: op.Idempotency, GoName: m.name, RequestType: m.request, ResponseType: m.response, VisitMethod: m.visit}
+		seen := map[string]string{}
+		for i, ph := range op.Idempotency.Phases {
+			p := &phaseIR{Name: ph.Name, GoName: camel(ph.Name), Foreign: ph.Foreign, Final: i == len(op.Idempotency.Phases)-1}
+			if other, dup := seen[p.GoName]; dup {
+				errs = append(errs, &spec.Error{File: cfg.Spec, Method: op.Method, Path: op.Path, OperationID: op.OperationID,
+					Field: spec.ExtensionName + ".phases", Message: fmt.Sprintf("phases %q and %q both become the Go method %s; rename one", other, ph.Name, p.GoName)})
+			}
+			seen[p.GoName] = ph.Name
+			o.Phases = append(o.Phases, p)
+		}
+		for _, name := range []string{o.PhasesIface(), o.StateType(), o.ImplType()} {
+			if declared[name] {
+				errs = append(errs, &spec.Error{File: cfg.Spec, Method: op.Method, Path: op.Path, OperationID: op.OperationID,
+					Message: fmt.Sprintf("the generated name %s is already declared by a schema or type of this spec; rename the operationId or the schema", name)})
+			}
+		}
+		r.Idempotent = append(r.Idempotent, o)
+	}
+	for _, name := range []string{"Phases", "PlainHandlers", "Register", "Specs"} {
+		if declared[name] && len(r.Idempotent) > 0 {
+			errs = append(errs, &spec.Error{File: cfg.Spec, Message: fmt.Sprintf("the spec declares a type named %s, which idemgen generates; rename the schema", name)})
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return r, nil
+}
+
+// camel turns a snake_case phase name into an exported Go name.
+func camel(s string) string {
+	var b strings.Builder
+	up := true
+	for _, r := range s {
+		if r == '_' {
+			up = true
+			continue
+		}
+		if up {
+			b.WriteRune(unicode.ToUpper(r))
+			up = false
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	r := []rune(s)
+	r[0] = unicode.ToLower(r[0])
+	return string(r)
+}

@@ -1,0 +1,322 @@
+package gen
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	. "github.com/dave/jennifer/jen"
+)
+
+const (
+	pkgIdem     = "github.com/idemgen/idemgen/runtime/idem"
+	pkgIdemEcho = "github.com/idemgen/idemgen/runtime/idemecho"
+	pkgIdemHTTP = "github.com/idemgen/idemgen/runtime/idemhttp"
+	pkgPgx      = "github.com/jackc/pgx/v5"
+	pkgEcho     = "github.com/labstack/echo/v4"
+)
+
+// renderGlue renders idempotency.gen.go.
+func renderGlue(r *ir) ([]byte, error) {
+	f := NewFile(r.Package)
+	f.HeaderComment(Header)
+	f.HeaderComment("Source: " + filepath.Base(r.SpecFile))
+	// jennifer guesses aliases from the last path element (v4, v5): name
+	// every versioned import explicitly.
+	f.ImportName(pkgPgx, "pgx")
+	f.ImportName(pkgEcho, "echo")
+	f.ImportName(pkgIdem, "idem")
+	f.ImportName(pkgIdemEcho, "idemecho")
+	f.ImportName(pkgIdemHTTP, "idemhttp")
+
+	for _, o := range r.Idempotent {
+		renderPhasesIface(f, o)
+	}
+	renderPhasesStruct(f, r)
+	renderPlainIface(f, r)
+	renderSpecs(f, r)
+	renderServer(f, r)
+	renderRegister(f, r)
+
+	var buf bytes.Buffer
+	if err := f.Render(&buf); err != nil {
+		return nil, fmt.Errorf("gen: rendering idempotency.gen.go: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func route(o *opIR) string { return o.Spec.Method + " " + o.Spec.Path }
+
+// phaseParams are the parameters of a phase method, as in the interface.
+func phaseParams(o *opIR, p *phaseIR) []Code {
+	params := []Code{Id("ctx").Qual("context", "Context")}
+	if p.Foreign {
+		params = append(params, Id("key").String())
+	} else {
+		params = append(params, Id("tx").Qual(pkgPgx, "Tx"))
+	}
+	return append(params, Id("request").Id(o.RequestType), Id("state").Op("*").Id(o.StateType()))
+}
+
+func phaseResults(o *opIR, p *phaseIR) Code {
+	if p.Final {
+		return Params(Id(o.ResponseType), Error())
+	}
+	return Error()
+}
+
+func phaseDoc(o *opIR, i int, p *phaseIR) string {
+	n := len(o.Phases)
+	switch {
+	case p.Final:
+		return fmt.Sprintf("%s is phase %d of %d (%q), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.", p.GoName, i+1, n, p.Name)
+	case p.Foreign:
+		return fmt.Sprintf("%s is phase %d of %d (%q), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.", p.GoName, i+1, n, p.Name)
+	}
+	return fmt.Sprintf("%s is phase %d of %d (%q), local: it runs in tx, whose commit also records this phase as done and saves state.", p.GoName, i+1, n, p.Name)
+}
+
+func renderPhasesIface(f *File, o *opIR) {
+	f.Commentf("%s are the phases of %s (%s), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.", o.PhasesIface(), o.Spec.OperationID, route(o))
+	var methods []Code
+	for i, p := range o.Phases {
+		methods = append(methods, Comment(phaseDoc(o, i, p)), Id(p.GoName).Params(phaseParams(o, p)...).Add(phaseResults(o, p)))
+	}
+	f.Type().Id(o.PhasesIface()).Interface(methods...)
+	f.Line()
+}
+
+func renderPhasesStruct(f *File, r *ir) {
+	f.Comment("Phases holds the phase implementations of every idempotent operation.")
+	var fields []Code
+	for _, o := range r.Idempotent {
+		fields = append(fields, Id(o.GoName).Id(o.PhasesIface()))
+	}
+	f.Type().Id("Phases").Struct(fields...)
+	f.Line()
+}
+
+func renderPlainIface(f *File, r *ir) {
+	f.Comment("PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.")
+	var methods []Code
+	for _, p := range r.Plain {
+		methods = append(methods, Comment(fmt.Sprintf("(%s %s)", p.Method, p.Path)),
+			Id(p.GoName).Params(Id("ctx").Qual("context", "Context"), Id("request").Id(p.RequestType)).Params(Id(p.ResponseType), Error()))
+	}
+	f.Type().Id("PlainHandlers").Interface(methods...)
+	f.Line()
+}
+
+// durationCode writes d in the largest whole unit, e.g. 24 * time.Hour.
+func durationCode(d time.Duration) Code {
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{time.Hour, "Hour"}, {time.Minute, "Minute"}, {time.Second, "Second"}, {time.Millisecond, "Millisecond"}} {
+		if d%u.d == 0 {
+			return Lit(int(d/u.d)).Op("*").Qual("time", u.name)
+		}
+	}
+	return Qual("time", "Duration").Call(Lit(int64(d)))
+}
+
+func strs(l []string) Code {
+	if l == nil {
+		return Nil()
+	}
+	vals := make([]Code, len(l))
+	for i, s := range l {
+		vals[i] = Lit(s)
+	}
+	return Index().String().Values(vals...)
+}
+
+func renderSpecs(f *File, r *ir) {
+	f.Comment("Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.")
+	f.Var().Id("Specs").Op("=").Map(String()).Op("*").Qual(pkgIdemEcho, "Spec").Values(DictFunc(func(d Dict) {
+		for _, o := range r.Idempotent {
+			d[Lit(o.Spec.OperationID)] = Id(o.specVar())
+		}
+	}))
+	f.Line()
+	for _, o := range r.Idempotent {
+		x := o.X
+		format := "FormatAny"
+		if x.Key.Format == "uuid" {
+			format = "FormatUUID"
+		}
+		ambiguous := map[string]string{"resume": "AmbiguousResume", "store": "AmbiguousStore"}[x.Ambiguous]
+		complete := map[string]string{"on-retry": "CompleteOnRetry", "background": "CompleteBackground"}[x.Complete]
+		f.Var().Id(o.specVar()).Op("=").Op("&").Qual(pkgIdemEcho, "Spec").Values(Dict{
+			Id("Operation"): Op("&").Qual(pkgIdem, "Operation").Values(Dict{
+				Id("ID"):        Lit(o.Spec.OperationID),
+				Id("Namespace"): Lit(x.Group),
+				Id("Policy"): Qual(pkgIdem, "Policy").Values(Dict{
+					Id("Retention"):     durationCode(x.Retention),
+					Id("Lease"):         durationCode(x.Lease),
+					Id("Ambiguous"):     Qual(pkgIdem, ambiguous),
+					Id("Complete"):      Qual(pkgIdem, complete),
+					Id("ReplayHeaders"): strs(x.Replay.Headers),
+					Id("MaxReplayBody"): Lit(x.Replay.MaxBodyBytes),
+				}),
+			}),
+			Id("Key"): Qual(pkgIdemHTTP, "KeyRule").Values(Dict{
+				Id("Header"):    Lit(x.Key.Header),
+				Id("Required"):  Lit(x.Key.Required),
+				Id("MaxLength"): Lit(x.Key.MaxLength),
+				Id("Format"):    Qual(pkgIdemHTTP, format),
+			}),
+			Id("Scope"):   Lit(x.Scope.String()),
+			Id("Route"):   Lit(o.Spec.Path),
+			Id("Exclude"): strs(x.Fingerprint.Exclude),
+			Id("Headers"): strs(x.Fingerprint.Headers),
+		})
+		f.Line()
+	}
+}
+
+func renderServer(f *File, r *ir) {
+	f.Comment("idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.")
+	f.Type().Id("idemServer").Struct(
+		Id("plain").Id("PlainHandlers"),
+		Id("phases").Id("Phases"),
+		Id("rt").Op("*").Qual(pkgIdemEcho, "Runtime"),
+	)
+	f.Line()
+	f.Var().Id("_").Id("StrictServerInterface").Op("=").Parens(Op("*").Id("idemServer")).Parens(Nil())
+	f.Line()
+	for _, p := range r.Plain {
+		f.Func().Params(Id("s").Op("*").Id("idemServer")).Id(p.GoName).
+			Params(Id("ctx").Qual("context", "Context"), Id("request").Id(p.RequestType)).Params(Id(p.ResponseType), Error()).
+			Block(Return(Id("s").Dot("plain").Dot(p.GoName).Call(Id("ctx"), Id("request"))))
+		f.Line()
+	}
+	for _, o := range r.Idempotent {
+		background := o.X.Complete == "background"
+		body := []Code{}
+		payload := Nil()
+		if background {
+			body = append(body,
+				List(Id("payload"), Err()).Op(":=").Qual("encoding/json", "Marshal").Call(Id("request")),
+				If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
+			)
+			payload = Id("payload")
+		}
+		body = append(body,
+			List(Id("resp"), Err()).Op(":=").Qual(pkgIdemEcho, "Execute").Call(Id("ctx"), Id("s").Dot("rt"), payload,
+				Id(o.phasesFunc()).Call(Id("s").Dot("phases").Dot(o.GoName), Id("request"))),
+			If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
+			Return(Id(o.writerType()).Call(Qual(pkgIdemEcho, "Writer").Call(Id("ctx"), Id("resp"))), Nil()),
+		)
+		f.Func().Params(Id("s").Op("*").Id("idemServer")).Id(o.GoName).
+			Params(Id("ctx").Qual("context", "Context"), Id("request").Id(o.RequestType)).Params(Id(o.ResponseType), Error()).
+			Block(body...)
+		f.Line()
+		f.Commentf("%s writes the engine's response (fresh, replayed or a problem) as a %s.", o.writerType(), o.ResponseType)
+		f.Type().Id(o.writerType()).Func().Params(Qual("net/http", "ResponseWriter")).Error()
+		f.Line()
+		f.Func().Params(Id("w").Id(o.writerType())).Id(o.VisitMethod).Params(Id("rw").Qual("net/http", "ResponseWriter")).Error().
+			Block(Return(Id("w").Call(Id("rw"))))
+		f.Line()
+		renderPhaseList(f, o)
+	}
+}
+
+func renderPhaseList(f *File, o *opIR) {
+	phaseT := Qual(pkgIdem, "Phase").Types(Id(o.StateType()))
+	var elems []Code
+	for _, p := range o.Phases {
+		call := Id("p").Dot(p.GoName)
+		stateParam := Id("state").Op("*").Id(o.StateType())
+		switch {
+		case p.Final:
+			elems = append(elems, Values(Dict{
+				Id("Name"): Lit(p.Name),
+				Id("Final"): Func().Params(Id("ctx").Qual("context", "Context"), Id("tx").Qual(pkgPgx, "Tx"), stateParam).
+					Params(Op("*").Qual(pkgIdem, "Response"), Error()).Block(
+					List(Id("response"), Err()).Op(":=").Add(call).Call(Id("ctx"), Id("tx"), Id("request"), Id("state")),
+					If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
+					If(Id("response").Op("==").Nil()).Block(Return(Nil(), Qual("errors", "New").Call(
+						Lit(fmt.Sprintf("%s: phase %s returned no response", o.Spec.OperationID, p.Name))))),
+					Return(Qual(pkgIdemEcho, "Render").Call(Id("response").Dot(o.VisitMethod))),
+				),
+			}))
+		case p.Foreign:
+			elems = append(elems, Values(Dict{
+				Id("Name"): Lit(p.Name),
+				Id("Foreign"): Func().Params(Id("ctx").Qual("context", "Context"), Id("key").String(), stateParam).Error().
+					Block(Return(call.Call(Id("ctx"), Id("key"), Id("request"), Id("state")))),
+			}))
+		default:
+			elems = append(elems, Values(Dict{
+				Id("Name"): Lit(p.Name),
+				Id("Local"): Func().Params(Id("ctx").Qual("context", "Context"), Id("tx").Qual(pkgPgx, "Tx"), stateParam).Error().
+					Block(Return(call.Call(Id("ctx"), Id("tx"), Id("request"), Id("state")))),
+			}))
+		}
+	}
+	f.Commentf("%s binds the phases of %s to one request.", o.phasesFunc(), o.Spec.OperationID)
+	f.Func().Id(o.phasesFunc()).Params(Id("p").Id(o.PhasesIface()), Id("request").Id(o.RequestType)).Index().Add(phaseT).
+		Block(Return(Index().Add(phaseT).ValuesFunc(func(g *Group) {
+			for _, e := range elems {
+				g.Line().Add(e)
+			}
+			g.Line()
+		})))
+	f.Line()
+}
+
+func renderRegister(f *File, r *ir) {
+	lines := []string{
+		"Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).",
+		"Idempotent operations get the Idempotency-Key protocol and run their phases from",
+		"phases through rt's engine; the others are served by plain (nil when every",
+		"operation is idempotent). Operations completed in the background are registered",
+		"with the engine's completer.",
+	}
+	for _, l := range lines {
+		f.Comment(l)
+	}
+	body := []Code{
+		If(Id("rt").Op("==").Nil().Op("||").Id("rt").Dot("Engine").Op("==").Nil()).Block(
+			Return(Qual("errors", "New").Call(Lit("Register: rt and rt.Engine are required")))),
+	}
+	if len(r.Plain) > 0 {
+		body = append(body, If(Id("plain").Op("==").Nil()).Block(
+			Return(Qual("errors", "New").Call(Lit("Register: plain is nil, but the spec has operations without x-idempotency")))))
+	}
+	for _, o := range r.Idempotent {
+		body = append(body, If(Id("phases").Dot(o.GoName).Op("==").Nil()).Block(
+			Return(Qual("errors", "New").Call(Lit(fmt.Sprintf("Register: phases.%s is nil", o.GoName))))))
+		if o.Spec.Idempotency.Scope.Kind == "principal" {
+			body = append(body, If(Id("rt").Dot("Principal").Op("==").Nil()).Block(
+				Return(Qual("errors", "New").Call(Lit(fmt.Sprintf("Register: %s is scoped to the principal; set rt.Principal", o.Spec.OperationID))))))
+		}
+	}
+	for _, o := range r.Idempotent {
+		if o.X.Complete != "background" {
+			continue
+		}
+		body = append(body, Qual(pkgIdem, "RegisterCompleter").Call(Id("rt").Dot("Engine"), Id(o.specVar()).Dot("Operation"),
+			Func().Params(Id("payload").Index().Byte()).Params(Index().Qual(pkgIdem, "Phase").Types(Id(o.StateType())), Error()).Block(
+				Var().Id("request").Id(o.RequestType),
+				If(Err().Op(":=").Qual("encoding/json", "Unmarshal").Call(Id("payload"), Op("&").Id("request")), Err().Op("!=").Nil()).Block(
+					Return(Nil(), Err())),
+				Return(Id(o.phasesFunc()).Call(Id("phases").Dot(o.GoName), Id("request")), Nil()),
+			)))
+	}
+	body = append(body,
+		Id("server").Op(":=").Op("&").Id("idemServer").Values(Dict{Id("plain"): Id("plain"), Id("phases"): Id("phases"), Id("rt"): Id("rt")}),
+		Id("RegisterHandlersWithOptions").Call(Id("router"), Id("NewStrictHandler").Call(Id("server"), Nil()), Id("RegisterHandlersOptions").Values(Dict{
+			Id("OperationMiddlewares"): Map(String()).Index().Qual(pkgEcho, "MiddlewareFunc").Values(DictFunc(func(d Dict) {
+				for _, o := range r.Idempotent {
+					d[Lit(o.Spec.OperationID)] = Values(Qual(pkgIdemEcho, "Middleware").Call(Id("rt"), Id(o.specVar())))
+				}
+			})),
+		})),
+		Return(Nil()),
+	)
+	f.Func().Id("Register").Params(Id("router").Id("EchoRouter"), Id("plain").Id("PlainHandlers"), Id("phases").Id("Phases"),
+		Id("rt").Op("*").Qual(pkgIdemEcho, "Runtime")).Error().Block(body...)
+}

@@ -1,0 +1,345 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+)
+
+// Document is an OpenAPI document with its operations' extensions parsed
+// and validated.
+type Document struct {
+	File       string
+	OpenAPI    *openapi3.T
+	Operations []*Operation // every operation, in path then method order
+}
+
+// Operation is one OpenAPI operation.
+type Operation struct {
+	Method      string // upper case
+	Path        string // the path template
+	OperationID string
+	Op          *openapi3.Operation
+	Idempotency *Extension // nil when the operation has no x-idempotency (or false)
+	line        int
+}
+
+// Idempotent returns the operations that carry the extension.
+func (d *Document) Idempotent() []*Operation {
+	var out []*Operation
+	for _, op := range d.Operations {
+		if op.Idempotency != nil {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// Error is one problem in a spec, located as precisely as the document allows.
+type Error struct {
+	File        string
+	Line        int // 0 when unknown
+	Method      string
+	Path        string
+	OperationID string
+	Field       string
+	Message     string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		b.WriteString(":" + strconv.Itoa(e.Line))
+	}
+	b.WriteString(": ")
+	if e.Method != "" {
+		b.WriteString(e.Method + " " + e.Path)
+		if e.OperationID != "" {
+			b.WriteString(" (" + e.OperationID + ")")
+		}
+		b.WriteString(": ")
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field + ": ")
+	}
+	b.WriteString(e.Message)
+	return b.String()
+}
+
+// Errors is every problem found in a spec.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Load reads an OpenAPI 3.0 or 3.1 document from file and validates the
+// x-idempotency extension of every operation. Problems with the extension
+// come back together as Errors.
+func Load(file string) (*Document, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	return LoadData(file, data)
+}
+
+// LoadData is Load for a document already in memory; file names it in
+// errors and resolves relative references.
+func LoadData(file string, data []byte) (*Document, error) {
+	loader := openapi3.NewLoader()
+	loader.IncludeOrigin = true
+	loader.IsExternalRefsAllowed = true
+	abs, _ := filepath.Abs(file)
+	doc, err := loader.LoadFromDataWithPath(data, &url.URL{Path: filepath.ToSlash(abs)})
+	if err != nil {
+		return nil, &Error{File: file, Message: "not a valid OpenAPI document: " + err.Error()}
+	}
+	if doc.Paths == nil {
+		doc.Paths = openapi3.NewPaths()
+	}
+	return Validate(file, data, doc)
+}
+
+// Validate checks the extensions of a loaded document. data is the
+// document's text, used to point errors at lines; it may be nil.
+func Validate(file string, data []byte, doc *openapi3.T) (*Document, error) {
+	d := &Document{File: file, OpenAPI: doc}
+	lines := strings.Split(string(data), "\n")
+	var errs Errors
+	for _, path := range doc.Paths.InMatchingOrder() {
+		item := doc.Paths.Value(path)
+		ops := item.Operations()
+		methods := make([]string, 0, len(ops))
+		for m := range ops {
+			methods = append(methods, m)
+		}
+		sort.Strings(methods)
+		for _, m := range methods {
+			o := ops[m]
+			op := &Operation{Method: strings.ToUpper(m), Path: path, OperationID: o.OperationID, Op: o}
+			if o.Origin != nil && o.Origin.Key != nil {
+				op.line = o.Origin.Key.Line
+			}
+			d.Operations = append(d.Operations, op)
+			raw, ok := o.Extensions[ExtensionName]
+			if !ok {
+				continue
+			}
+			at := func(field, format string, args ...any) {
+				errs = append(errs, &Error{File: file, Line: findLine(lines, op, field), Method: op.Method, Path: path,
+					OperationID: o.OperationID, Field: field, Message: fmt.Sprintf(format, args...)})
+			}
+			x, ferrs := Parse(raw)
+			for _, fe := range ferrs {
+				at(fe.Field, "%s", fe.Message)
+			}
+			if x == nil {
+				continue
+			}
+			op.Idempotency = x
+			switch op.Method {
+			case "GET", "HEAD", "OPTIONS", "TRACE":
+				at(ExtensionName, "not allowed on %s: %s is safe by definition and never needs an idempotency key; put it on POST, PATCH, PUT or DELETE", op.Method, op.Method)
+			}
+			if o.OperationID == "" {
+				at(ExtensionName, "the operation needs an operationId: it names the key namespace and the generated phases")
+			}
+			checkBody(op, at)
+		}
+	}
+	errs = append(errs, checkGroups(file, lines, d)...)
+	if len(errs) > 0 {
+		return d, errs
+	}
+	return d, nil
+}
+
+// checkBody checks the extension against the request body: exclusions must
+// resolve, and background completion needs a body that can be stored.
+func checkBody(op *Operation, at func(field, format string, args ...any)) {
+	x := op.Idempotency
+	var content openapi3.Content
+	if rb := op.Op.RequestBody; rb != nil && rb.Value != nil {
+		content = rb.Value.Content
+	}
+	var jsonSchema, formSchema *openapi3.Schema
+	other := []string{}
+	for _, mt := range sortedKeys(content) {
+		var s *openapi3.Schema
+		if content[mt] != nil && content[mt].Schema != nil {
+			s = content[mt].Schema.Value
+		}
+		switch base, _, _ := strings.Cut(mt, ";"); {
+		case base == "application/json" || strings.HasSuffix(base, "+json"):
+			jsonSchema = orEmpty(s)
+		case base == "application/x-www-form-urlencoded":
+			formSchema = orEmpty(s)
+		default:
+			other = append(other, mt)
+		}
+	}
+	for i, ptr := range x.Fingerprint.Exclude {
+		field := fmt.Sprintf("%s.fingerprint.exclude[%d]", ExtensionName, i)
+		toks := splitPointer(ptr)
+		switch {
+		case !strings.HasPrefix(ptr, "/"):
+			// reported by Parse
+		case jsonSchema == nil && formSchema == nil:
+			at(field, "%q cannot apply: the operation has no JSON or form request body", ptr)
+		case jsonSchema != nil && resolves(jsonSchema, toks, 0):
+		case formSchema != nil && len(toks) == 1 && resolves(formSchema, toks, 0):
+		default:
+			at(field, "%q does not resolve against the request body schema%s", ptr, propertyHint(jsonSchema, formSchema))
+		}
+	}
+	if x.Complete == "background" && len(other) > 0 {
+		at(ExtensionName+".complete", "background completion stores the request to replay it, which needs a JSON or form body; this operation also accepts %s", strings.Join(other, ", "))
+	}
+}
+
+func orEmpty(s *openapi3.Schema) *openapi3.Schema {
+	if s == nil {
+		return &openapi3.Schema{}
+	}
+	return s
+}
+
+func propertyHint(schemas ...*openapi3.Schema) string {
+	var names []string
+	for _, s := range schemas {
+		if s != nil {
+			names = append(names, sortedKeys(s.Properties)...)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return "; top-level properties are " + strings.Join(names, ", ")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func splitPointer(p string) []string {
+	if !strings.HasPrefix(p, "/") {
+		return nil
+	}
+	toks := strings.Split(p[1:], "/")
+	for i, t := range toks {
+		toks[i] = strings.NewReplacer("~1", "/", "~0", "~").Replace(t)
+	}
+	return toks
+}
+
+// resolves reports whether the pointer tokens name a place the schema
+// allows. A schema without properties or items (free-form) allows anything.
+func resolves(s *openapi3.Schema, toks []string, depth int) bool {
+	if len(toks) == 0 {
+		return true
+	}
+	if s == nil || depth > 32 {
+		return false
+	}
+	for _, group := range [][]*openapi3.SchemaRef{s.AllOf, s.OneOf, s.AnyOf} {
+		for _, sub := range group {
+			if sub != nil && resolves(sub.Value, toks, depth+1) {
+				return true
+			}
+		}
+	}
+	if s.Items != nil {
+		if _, err := strconv.Atoi(toks[0]); err == nil {
+			return resolves(s.Items.Value, toks[1:], depth+1)
+		}
+	}
+	if p, ok := s.Properties[toks[0]]; ok {
+		return p == nil || resolves(p.Value, toks[1:], depth+1)
+	}
+	ap := s.AdditionalProperties
+	if ap.Schema != nil {
+		return resolves(ap.Schema.Value, toks[1:], depth+1)
+	}
+	if ap.Has != nil {
+		return *ap.Has
+	}
+	// Free-form: no properties, items or combinators constrain the body.
+	return len(s.Properties) == 0 && s.Items == nil && len(s.AllOf)+len(s.OneOf)+len(s.AnyOf) == 0
+}
+
+// checkGroups: operations sharing a group share one key namespace, so they
+// must agree on what scopes a key.
+func checkGroups(file string, lines []string, d *Document) Errors {
+	var errs Errors
+	first := map[string]*Operation{}
+	for _, op := range d.Idempotent() {
+		g := op.Idempotency.Group
+		if g == "" {
+			continue
+		}
+		f, ok := first[g]
+		if !ok {
+			first[g] = op
+			continue
+		}
+		if f.Idempotency.Scope != op.Idempotency.Scope || f.Idempotency.Key.Header != op.Idempotency.Key.Header {
+			errs = append(errs, &Error{File: file, Line: findLine(lines, op, ExtensionName+".group"), Method: op.Method, Path: op.Path,
+				OperationID: op.OperationID, Field: ExtensionName + ".group",
+				Message: fmt.Sprintf("group %q: scope %s and key header %s differ from %s %s (scope %s, header %s); operations of a group must agree on both",
+					g, op.Idempotency.Scope, op.Idempotency.Key.Header, f.Method, f.Path, f.Idempotency.Scope, f.Idempotency.Key.Header)})
+		}
+	}
+	return errs
+}
+
+// findLine points at the line of field within the operation's block, the
+// extension's line, or the operation's line, whichever it can find.
+func findLine(lines []string, op *Operation, field string) int {
+	if op.line <= 0 || op.line > len(lines) {
+		return op.line
+	}
+	end := len(lines)
+	if o := op.Op.Origin; o != nil && o.Key != nil && o.Key.EndLine >= op.line {
+		end = o.Key.EndLine
+	}
+	parts := strings.FieldsFunc(field, func(r rune) bool { return r == '.' || r == '[' })
+	line := op.line
+	for _, part := range parts {
+		if strings.HasSuffix(part, "]") {
+			continue // list indexes: stay on the list's line
+		}
+		for i := line; i <= end && i <= len(lines); i++ {
+			t := strings.TrimLeft(lines[i-1], " \t-{")
+			if strings.HasPrefix(t, part+":") || strings.HasPrefix(t, `"`+part+`"`) || strings.Contains(lines[i-1], " "+part+":") || strings.Contains(lines[i-1], `"`+part+`":`) {
+				line = i
+				break
+			}
+		}
+	}
+	return line
+}
+
+// IsErrors reports whether err lists spec problems (as opposed to an I/O or
+// parse failure).
+func IsErrors(err error) bool {
+	var es Errors
+	return errors.As(err, &es)
+}

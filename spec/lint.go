@@ -1,0 +1,64 @@
+package spec
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+)
+
+// Warning is advice about an operation that is valid but probably not safe
+// to retry.
+type Warning struct {
+	Method, Path, OperationID string
+	Message                   string
+}
+
+func (w Warning) String() string {
+	id := ""
+	if w.OperationID != "" {
+		id = " (" + w.OperationID + ")"
+	}
+	return fmt.Sprintf("%s %s%s: %s", w.Method, w.Path, id, w.Message)
+}
+
+var preconditions = []string{"If-Match", "If-None-Match", "If-Unmodified-Since"}
+
+// Lint warns on POST and PATCH operations without x-idempotency, and on PUT
+// and DELETE operations with neither x-idempotency nor a precondition header.
+func Lint(d *Document) []Warning {
+	var out []Warning
+	for _, op := range d.Operations {
+		if op.Idempotency != nil {
+			continue
+		}
+		w := Warning{Method: op.Method, Path: op.Path, OperationID: op.OperationID}
+		switch op.Method {
+		case "POST", "PATCH":
+			w.Message = "no x-idempotency: a client's retry after a timeout can apply this request twice"
+		case "PUT", "DELETE":
+			if hasPrecondition(op.Op) {
+				continue
+			}
+			w.Message = "neither x-idempotency nor a precondition header (" + strings.Join(preconditions, ", ") + "): concurrent retries can overwrite each other's effects"
+		default:
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+func hasPrecondition(o *openapi3.Operation) bool {
+	for _, p := range o.Parameters {
+		if p.Value == nil || p.Value.In != openapi3.ParameterInHeader {
+			continue
+		}
+		for _, h := range preconditions {
+			if strings.EqualFold(p.Value.Name, h) {
+				return true
+			}
+		}
+	}
+	return false
+}
