@@ -4,7 +4,7 @@ GO ?= go
 FUZZTIME ?= 5s
 BENCHCOUNT ?= 5
 
-.PHONY: test lint generate bench fuzz
+.PHONY: test lint generate bench fuzz golden
 
 ## test: vet, the whole suite with the race detector on a real PostgreSQL, short fuzz runs
 test: lint
@@ -29,3 +29,7 @@ generate:
 bench:
 	IDEMGEN_PG_DURABLE=1 $(GO) test -run '^$$' -bench . -benchtime 2s -count $(BENCHCOUNT) ./runtime/idemecho | tee bench.out
 	@echo; awk -f scripts/benchratio.awk bench.out
+
+## golden: rewrite the golden cases from the generator's output (review the diff)
+golden:
+	$(GO) test ./gen -run '^TestGolden$$' -update

@@ -161,6 +161,7 @@ func Validate(file string, data []byte, doc *openapi3.T) (*Document, error) {
 		}
 	}
 	errs = append(errs, checkGroups(file, lines, d)...)
+	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
 	if len(errs) > 0 {
 		return d, errs
 	}

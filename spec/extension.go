@@ -373,7 +373,7 @@ func Parse(v any) (*Extension, []FieldError) {
 				}
 			}
 			if bv, ok := rm["maxBodyBytes"]; ok {
-				if n, ok := p.integer(root+".replay.maxBodyBytes", bv, 0, 64<<20); ok {
+				if n, ok := p.integer(root+".replay.maxBodyBytes", bv, 1, 64<<20); ok {
 					x.Replay.MaxBodyBytes = n
 				}
 			}

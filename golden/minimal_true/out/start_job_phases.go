@@ -1,0 +1,30 @@
+package api
+
+// This file is yours. idemgen wrote it because it was missing and will never
+// overwrite it. If the spec changes startJob's phases, the assertion
+// below stops compiling until these methods match StartJobPhases again.
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// StartJobState is what the phases of startJob hand to each other. It is
+// saved as JSON with every local phase's commit, and a resumed execution
+// starts from the saved copy: keep its fields exported and JSON-encodable.
+type StartJobState struct {
+}
+
+// StartJobImpl implements StartJobPhases. Put its dependencies here.
+type StartJobImpl struct {
+}
+
+var _ StartJobPhases = (*StartJobImpl)(nil)
+
+// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+func (p *StartJobImpl) Execute(ctx context.Context, tx pgx.Tx, request StartJobRequestObject, state *StartJobState) (StartJobResponseObject, error) {
+	return nil, idem.ErrNotImplemented
+}
