@@ -4,7 +4,7 @@ GO ?= go
 FUZZTIME ?= 5s
 BENCHCOUNT ?= 5
 
-.PHONY: test lint generate bench fuzz golden
+.PHONY: test lint generate bench fuzz golden realspec
 
 ## test: vet, the whole suite with the race detector on a real PostgreSQL, short fuzz runs
 test: lint
@@ -34,3 +34,8 @@ bench:
 ## golden: rewrite the golden cases from the generator's output (review the diff)
 golden:
 	$(GO) test ./gen -run '^TestGolden$$' -update
+
+## realspec: overlay x-idempotency on every POST/PATCH of SPEC, generate, compile, time against oapi-codegen
+realspec:
+	@test -n "$(SPEC)" || { echo "usage: make realspec SPEC=path/to/openapi.json"; exit 2; }
+	$(GO) run ./internal/realspec -spec $(SPEC)

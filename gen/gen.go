@@ -76,6 +76,12 @@ func Generate(cfg Config) (*Result, error) {
 	return generate(cfg, data, doc)
 }
 
+// FromDocument generates from a document already loaded and validated
+// (spec.Validate); data is its text, needed only for Config.OpenAPIOut.
+func FromDocument(cfg Config, data []byte, doc *spec.Document) (*Result, error) {
+	return generate(cfg, data, doc)
+}
+
 func generate(cfg Config, data []byte, doc *spec.Document) (*Result, error) {
 	oapi, err := codegen.Generate(doc.OpenAPI, codegen.Configuration{
 		PackageName: cfg.Package,

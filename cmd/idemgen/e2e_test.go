@@ -9,61 +9,21 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/idemgen/idemgen/internal/dbtest"
+	"github.com/idemgen/idemgen/internal/tempmod"
 )
 
-// repoRoot is the idemgen module's directory.
-func repoRoot(t *testing.T) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
+func repoRoot(t *testing.T) string { return tempmod.Root() }
 
-// newModule makes a user's module in a temp directory: it requires idemgen
-// (replaced by this checkout) and declares idemgen as a go tool, so
-// `go generate` runs `go tool idemgen`. Its go.sum comes from this
-// repository's modules, so nothing new is downloaded.
 func newModule(t *testing.T) string {
 	t.Helper()
-	root := repoRoot(t)
 	dir := t.TempDir()
-	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Replace(string(mod), "module github.com/idemgen/idemgen", "module example.test/e2e", 1)
-	text += "\nrequire github.com/idemgen/idemgen v0.0.0\n"
-	if !strings.Contains(text, "github.com/oapi-codegen/runtime ") {
-		text += "\nrequire github.com/oapi-codegen/runtime v1.9.0\n"
-	}
-	text += "\nreplace github.com/idemgen/idemgen => " + root + "\n\ntool github.com/idemgen/idemgen/cmd/idemgen\n"
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sums := map[string]bool{}
-	for _, f := range []string{"go.sum", "golden/go.sum"} {
-		data, err := os.ReadFile(filepath.Join(root, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range strings.Split(string(data), "\n") {
-			if l != "" {
-				sums[l] = true
-			}
-		}
-	}
-	lines := make([]string, 0, len(sums))
-	for l := range sums {
-		lines = append(lines, l)
-	}
-	sort.Strings(lines)
-	if err := os.WriteFile(filepath.Join(dir, "go.sum"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+	if err := tempmod.New(dir, "example.test/e2e"); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -71,11 +31,7 @@ func newModule(t *testing.T) string {
 
 func goCmd(t *testing.T, dir string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command("go", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return tempmod.Go(dir, args...)
 }
 
 func copyFile(t *testing.T, from, to string) {
