@@ -1,0 +1,45 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// CreateRefundState is empty: the operation has a single phase.
+type CreateRefundState struct{}
+
+// CreateRefundImpl refunds payments of the caller's account.
+type CreateRefundImpl struct{}
+
+var _ CreateRefundPhases = (*CreateRefundImpl)(nil)
+
+// Refund checks what is left to refund and records the refund, in one
+// transaction; refusals are stored and replayed like successes.
+func (p *CreateRefundImpl) Refund(ctx context.Context, tx pgx.Tx, request CreateRefundRequestObject, state *CreateRefundState) (CreateRefundResponseObject, error) {
+	b := request.Body
+	var amount, refunded int64
+	var status string
+	err := tx.QueryRow(ctx, `SELECT p.amount, p.status, coalesce((SELECT sum(amount) FROM refunds WHERE payment_id = p.id), 0)
+FROM payments p WHERE p.id = $1 AND p.account = $2 FOR UPDATE`, b.PaymentId, Account(ctx)).Scan(&amount, &status, &refunded)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return CreateRefund404ApplicationProblemPlusJSONResponse(problem(404, "no-payment", "No such payment",
+			fmt.Sprintf("payment %d does not exist for this account", b.PaymentId))), nil
+	case err != nil:
+		return nil, err
+	case status != "succeeded":
+		return CreateRefund409ApplicationProblemPlusJSONResponse(problem(409, "not-refundable", "The payment cannot be refunded",
+			fmt.Sprintf("payment %d is %s", b.PaymentId, status))), nil
+	case b.Amount <= 0 || refunded+b.Amount > amount:
+		return CreateRefund409ApplicationProblemPlusJSONResponse(problem(409, "too-much", "The refund exceeds the payment",
+			fmt.Sprintf("%d of %d is left to refund", amount-refunded, amount))), nil
+	}
+	var id int64
+	if err := tx.QueryRow(ctx, `INSERT INTO refunds (payment_id, amount) VALUES ($1, $2) RETURNING id`, b.PaymentId, b.Amount).Scan(&id); err != nil {
+		return nil, err
+	}
+	return CreateRefund201JSONResponse{Id: id, PaymentId: b.PaymentId, Amount: b.Amount}, nil
+}

@@ -1,0 +1,5 @@
+// Package api is the payments service's HTTP API: the code idemgen generated
+// from ../api.yaml (*.gen.go), and the phases and handlers written by hand.
+package api
+
+//go:generate go run github.com/idemgen/idemgen/cmd/idemgen generate -spec ../api.yaml -package api -out . -openapi-out ../openapi.idempotent.yaml

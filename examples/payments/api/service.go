@@ -1,0 +1,73 @@
+package api
+
+import (
+	"context"
+	_ "embed"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+
+	"github.com/idemgen/idemgen/examples/payments/cardnet"
+)
+
+//go:embed schema.sql
+var schema string
+
+// Migrate creates the example's business tables (idempotently).
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		// One migrator at a time when several processes start together.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('payments.migrate'))`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, schema)
+		return err
+	})
+}
+
+// Service holds what the handlers and phases need.
+type Service struct {
+	Pool  *pgxpool.Pool
+	Cards *cardnet.Client
+}
+
+// Phases returns the phase implementations for Register.
+func (s *Service) Phases() Phases {
+	return Phases{
+		CreatePayment: &CreatePaymentImpl{Cards: s.Cards},
+		CreateRefund:  &CreateRefundImpl{},
+	}
+}
+
+type accountKey struct{}
+
+// Account returns the authenticated account of a request's context.
+func Account(ctx context.Context) string {
+	a, _ := ctx.Value(accountKey{}).(string)
+	return a
+}
+
+// Authenticate is the echo middleware that takes the account from
+// "Authorization: Bearer <account>" (a stand-in for real authentication) and
+// answers 401 without one.
+func Authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		acct, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
+		acct = strings.TrimSpace(acct)
+		if !ok || acct == "" {
+			return echo.NewHTTPError(401, "send Authorization: Bearer <account>")
+		}
+		r := c.Request()
+		c.SetRequest(r.WithContext(context.WithValue(r.Context(), accountKey{}, acct)))
+		return next(c)
+	}
+}
+
+// Principal is the idempotency scope resolver: keys are per account.
+func Principal(c echo.Context) (string, error) { return Account(c.Request().Context()), nil }
+
+func problem(status int, kind, title, detail string) Problem {
+	return Problem{Type: "urn:payments:problem:" + kind, Title: title, Status: status, Detail: &detail}
+}

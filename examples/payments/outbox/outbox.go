@@ -1,0 +1,152 @@
+// Package outbox delivers the payments example's receipt emails exactly once
+// per payment. The outbox row, written in the same transaction as the
+// payment's success, is the dedup record: a relay locks undelivered rows,
+// hands each to the mail sink under the row's id, and marks it delivered. A
+// relay that dies between the sink and the mark leaves the row undelivered;
+// the next relay hands it over again, and the sink, which remembers ids,
+// ignores the repeat.
+package outbox
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Mail is one delivered email, one JSON line in the sink file.
+type Mail struct {
+	OutboxID int64     `json:"outbox_id"`
+	To       string    `json:"to"`
+	Subject  string    `json:"subject"`
+	Body     string    `json:"body"`
+	SentAt   time.Time `json:"sent_at"`
+}
+
+// Sink is a mailbox file shared safely by many processes: Deliver takes an
+// exclusive lock on the file, so two relays never both append one id.
+type Sink struct {
+	Path string
+}
+
+// Deliver appends m unless a mail with its OutboxID is already in the file.
+// It reports whether it appended.
+func (s *Sink) Deliver(m Mail) (bool, error) {
+	f, err := os.OpenFile(s.Path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return false, err
+	}
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	mails, err := read(f)
+	if err != nil {
+		return false, err
+	}
+	for _, old := range mails {
+		if old.OutboxID == m.OutboxID {
+			return false, nil
+		}
+	}
+	line, _ := json.Marshal(m)
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		return false, err
+	}
+	return true, f.Sync()
+}
+
+// Mails returns every mail in the sink.
+func (s *Sink) Mails() ([]Mail, error) {
+	f, err := os.Open(s.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return read(f)
+}
+
+func read(r io.ReadSeeker) ([]Mail, error) {
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	var out []Mail
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var m Mail
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			continue // a torn last line from a crash mid-write
+		}
+		out = append(out, m)
+	}
+	return out, sc.Err()
+}
+
+// Relay moves undelivered outbox rows to the sink.
+type Relay struct {
+	Pool *pgxpool.Pool
+	Sink *Sink
+	Log  *slog.Logger
+}
+
+// RunOnce delivers up to batch undelivered rows and returns how many it
+// marked delivered. Rows locked by another relay are skipped.
+func (r *Relay) RunOnce(ctx context.Context, batch int) (int, error) {
+	n := 0
+	err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT id, recipient, subject, body FROM outbox
+WHERE delivered_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`, batch)
+		if err != nil {
+			return err
+		}
+		mails, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Mail, error) {
+			var m Mail
+			return m, row.Scan(&m.OutboxID, &m.To, &m.Subject, &m.Body)
+		})
+		if err != nil {
+			return err
+		}
+		for _, m := range mails {
+			m.SentAt = time.Now().UTC()
+			if _, err := r.Sink.Deliver(m); err != nil {
+				return fmt.Errorf("outbox: delivering %d: %w", m.OutboxID, err)
+			}
+			if _, err := tx.Exec(ctx, `UPDATE outbox SET delivered_at = now() WHERE id = $1`, m.OutboxID); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
+// Run relays every interval until ctx ends.
+func (r *Relay) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := r.RunOnce(ctx, 100); err != nil && ctx.Err() == nil && r.Log != nil {
+			r.Log.Warn("outbox relay", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
