@@ -4,7 +4,7 @@ GO ?= go
 FUZZTIME ?= 5s
 BENCHCOUNT ?= 5
 
-.PHONY: test lint generate bench fuzz golden realspec
+.PHONY: test lint generate bench fuzz golden realspec demo
 
 ## test: vet, the whole suite with the race detector on a real PostgreSQL, short fuzz runs
 test: lint
@@ -39,3 +39,8 @@ golden:
 realspec:
 	@test -n "$(SPEC)" || { echo "usage: make realspec SPEC=path/to/openapi.json"; exit 2; }
 	$(GO) run ./internal/realspec -spec $(SPEC)
+
+## demo: build the payments example and tell its story on a throwaway PostgreSQL (or DATABASE_URL)
+demo:
+	$(GO) build -o bin/payments ./examples/payments/cmd/payments
+	$(GO) run ./examples/payments/cmd/demo -server bin/payments
