@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 
 	"github.com/jackc/pgx/v5"
@@ -24,6 +25,10 @@ type CreatePaymentState struct {
 // CreatePaymentImpl charges cards through the card network.
 type CreatePaymentImpl struct {
 	Cards *cardnet.Client
+	// UnsafeFreshKeys sends the card network a new key on every attempt
+	// instead of the derived one. It exists only so the chaos harness can
+	// show that its checker catches the duplicate charges this causes.
+	UnsafeFreshKeys bool
 }
 
 var _ CreatePaymentPhases = (*CreatePaymentImpl)(nil)
@@ -43,6 +48,9 @@ VALUES ($1, $2, $3, $4, 'pending') RETURNING id`, Account(ctx), b.Amount, b.Curr
 // gets the same charge back instead of a second one.
 func (p *CreatePaymentImpl) ChargeCard(ctx context.Context, key string, request CreatePaymentRequestObject, state *CreatePaymentState) error {
 	b := request.Body
+	if p.UnsafeFreshKeys {
+		key = fmt.Sprintf("unsafe-%d", rand.Int64())
+	}
 	ch, err := p.Cards.Charge(ctx, key, cardnet.Request{Amount: b.Amount, Currency: b.Currency, Customer: b.Customer})
 	switch {
 	case errors.Is(err, cardnet.ErrDeclined):

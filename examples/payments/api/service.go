@@ -31,12 +31,14 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 type Service struct {
 	Pool  *pgxpool.Pool
 	Cards *cardnet.Client
+	// UnsafeFreshChargeKeys: see CreatePaymentImpl.UnsafeFreshKeys.
+	UnsafeFreshChargeKeys bool
 }
 
 // Phases returns the phase implementations for Register.
 func (s *Service) Phases() Phases {
 	return Phases{
-		CreatePayment: &CreatePaymentImpl{Cards: s.Cards},
+		CreatePayment: &CreatePaymentImpl{Cards: s.Cards, UnsafeFreshKeys: s.UnsafeFreshChargeKeys},
 		CreateRefund:  &CreateRefundImpl{},
 	}
 }

@@ -50,6 +50,7 @@ func run() error {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address (port 0 picks a free one)")
 	cardURL := flag.String("card-url", "", "card network base URL (default: an in-process fake)")
 	cardLatency := flag.Duration("card-latency", 0, "latency of the in-process fake card network")
+	unsafeKeys := flag.Bool("unsafe-fresh-charge-keys", false, "send the card network a new key per attempt instead of the derived one (breaks exactly-once; for the chaos harness's self-check)")
 	sinkPath := flag.String("mail-sink", filepath.Join(os.TempDir(), "payments-mail.jsonl"), "file the outbox relay delivers receipts to")
 	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -97,7 +98,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	eng, err := idem.New(pool, idem.Options{Observer: obs, Logger: log, PolicyURL: "/openapi.idempotent.yaml"})
+	eng, err := idem.New(pool, idem.Options{Observer: logEvents(log, obs), Logger: log, PolicyURL: "/openapi.idempotent.yaml"})
 	if err != nil {
 		return err
 	}
@@ -111,7 +112,8 @@ func run() error {
 		return c.String(http.StatusOK, "ok\n")
 	})
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	svc := &api.Service{Pool: pool, Cards: &cardnet.Client{URL: *cardURL, HTTP: &http.Client{Timeout: 30 * time.Second}}}
+	svc := &api.Service{Pool: pool, Cards: &cardnet.Client{URL: *cardURL, HTTP: &http.Client{Timeout: 30 * time.Second}},
+		UnsafeFreshChargeKeys: *unsafeKeys}
 	rt := &idemecho.Runtime{Engine: eng, Principal: api.Principal, Logger: log}
 	if err := api.Register(e.Group("", api.Authenticate), svc, svc.Phases(), rt); err != nil {
 		return err
@@ -161,4 +163,16 @@ func run() error {
 	stopBG()
 	log.Info("stopped")
 	return nil
+}
+
+// logEvents logs the engine events an operator wants to see one by one
+// (recoveries and refusals), and passes every event on to next.
+func logEvents(log *slog.Logger, next idem.Observer) idem.Observer {
+	return idem.ObserverFunc(func(ev idem.Event) {
+		switch ev.Kind {
+		case idem.EventTakeover, idem.EventFenced, idem.EventResume, idem.EventAmbiguous, idem.EventRelease:
+			log.Info("idem event", "event", string(ev.Kind), "operation", ev.Operation)
+		}
+		next.Observe(ev)
+	})
 }
