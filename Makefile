@@ -4,7 +4,7 @@ GO ?= go
 FUZZTIME ?= 5s
 BENCHCOUNT ?= 5
 
-.PHONY: test lint generate bench fuzz golden realspec demo
+.PHONY: test lint generate bench fuzz golden realspec demo chaos
 
 ## test: vet, the whole suite with the race detector on a real PostgreSQL, short fuzz runs
 test: lint
@@ -44,3 +44,9 @@ realspec:
 demo:
 	$(GO) build -o bin/payments ./examples/payments/cmd/payments
 	$(GO) run ./examples/payments/cmd/demo -server bin/payments
+
+## chaos: the long chaos round (>= 5000 intents, 50 kills, 200 connection faults, a PostgreSQL restart)
+chaos:
+	$(GO) build -race -o bin/payments ./examples/payments/cmd/payments
+	$(GO) build -race -o bin/cardnet ./examples/payments/cmd/cardnet
+	$(GO) run ./examples/payments/cmd/chaos -payments bin/payments -cardnet bin/cardnet $(CHAOSFLAGS)

@@ -1,0 +1,644 @@
+// Package chaos tries hard to break the payments example's promise: per
+// account and key, at most one execution commits its effects, and every
+// success response is that execution's. It runs PostgreSQL, three service
+// processes behind a round-robin proxy, a TCP fault proxy (toxiproxy) between
+// each service and the database, and the card network as its own process;
+// then concurrent clients pay while a seeded schedule kills services,
+// cuts and resets database connections, slows the card network past the
+// lease, restarts PostgreSQL and drops responses after the service answered.
+// The checker then counts payments, charges and emails per intent.
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/examples/payments/cardnet"
+	"github.com/idemgen/idemgen/examples/payments/outbox"
+	"github.com/idemgen/idemgen/runtime/pglocal"
+)
+
+// Config sizes a run. A seed reproduces the schedule of faults and the
+// clients' choices (the operating system's timing still varies).
+type Config struct {
+	Seed             uint64
+	Clients          int // concurrent clients; the first RetryableClients use go-retryablehttp
+	RetryableClients int
+	Intents          int           // per client, at least: clients go on while planned faults remain
+	Think            time.Duration // pause between a client's intents
+	Kills            int           // SIGKILLs of service processes
+	ConnFaults       int           // database connection cuts and resets
+	PGRestarts       int           // fast restarts of PostgreSQL
+	SlowCard         int           // windows in which the card network is slower than the lease
+	DropRate         float64       // share of responses dropped after the service answered
+	CardFailAfter    float64       // share of card charges made and then answered 503 (ambiguous foreign failures)
+	FaultEvery       time.Duration // mean pause between two faults
+	Deadline         time.Duration // for all intents to be answered
+	// UnsafeKeys runs the services with a fresh card-network key per attempt
+	// (no derived key): the checker must then find duplicate charges.
+	UnsafeKeys bool
+	PaymentsBin, CardnetBin string
+	Dir                     string // logs and the mail sink; a temp dir when empty
+	Out                     io.Writer
+}
+
+// Report is what a run found.
+type Report struct {
+	Seed                                            uint64
+	Intents, Succeeded, Declined                    int
+	Attempts, Replays, Conflicts, Errors5xx, Resets int
+	Takeovers, Fenced, Resumes                      int
+	Kills, ConnFaults, PGRestarts, SlowCard, Drops  int
+	Duplicates, Losses                              int
+	Wall                                            time.Duration
+	Problems                                        []string // one line per offending intent
+}
+
+// OK reports whether the run kept the promise.
+func (r *Report) OK() bool { return r.Duplicates == 0 && r.Losses == 0 && len(r.Problems) == 0 }
+
+// Table is the figures as text.
+func (r *Report) Table() string {
+	var b strings.Builder
+	row := func(k string, v any) { fmt.Fprintf(&b, "  %-34s %v\n", k, v) }
+	row("seed", r.Seed)
+	row("intents (succeeded / declined)", fmt.Sprintf("%d (%d / %d)", r.Intents, r.Succeeded, r.Declined))
+	row("attempts", r.Attempts)
+	row("replays received", r.Replays)
+	row("409 in flight", r.Conflicts)
+	row("5xx answers", r.Errors5xx)
+	row("connection errors seen by clients", r.Resets)
+	row("lease takeovers", r.Takeovers)
+	row("fenced rollbacks", r.Fenced)
+	row("resumed executions", r.Resumes)
+	row("process kills (SIGKILL)", r.Kills)
+	row("database connection faults", r.ConnFaults)
+	row("PostgreSQL restarts", r.PGRestarts)
+	row("card network slower than lease", r.SlowCard)
+	row("responses dropped after commit", r.Drops)
+	row("duplicates (must be 0)", r.Duplicates)
+	row("losses (must be 0)", r.Losses)
+	row("wall time", r.Wall.Round(time.Millisecond))
+	return b.String()
+}
+
+// intent is one logical payment a client wants made exactly once.
+type intent struct {
+	id       string
+	key      string // minted once, before the first attempt
+	customer string
+	amount   int64
+	account  string
+
+	attempts int
+	status   int      // terminal status, 0 if none
+	bodies   [][]byte // every terminal (201/402) body received
+	last     string   // the last thing that happened, for reports
+}
+
+type run struct {
+	cfg       Config
+	out       io.Writer
+	cluster   *pglocal.Cluster
+	dbURL     string
+	proxies   []*dbProxy
+	services  []*process
+	card      *process
+	front     *frontProxy
+	sink      *outbox.Sink
+	dir       string
+	report    Report
+	replays   atomic.Int64
+	conflicts atomic.Int64
+	errs5xx   atomic.Int64
+	resets    atomic.Int64
+	attempts  atomic.Int64
+}
+
+// newRand returns a generator for one purpose (the fault schedule, one
+// client, the front proxy), so that goroutines' interleaving does not change
+// what the seed decides.
+func (r *run) newRand(purpose uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(r.cfg.Seed, purpose*0x9e3779b97f4a7c15+1))
+}
+
+func (r *run) say(format string, args ...any) { fmt.Fprintf(r.out, format+"\n", args...) }
+
+// Run performs one chaos round and checks it. The error is for the harness
+// failing to run; a broken promise is in the report (see Report.OK).
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	r := &run{cfg: cfg, out: cfg.Out}
+	r.report.Seed = cfg.Seed
+	if r.out == nil {
+		r.out = io.Discard
+	}
+	r.dir = cfg.Dir
+	if r.dir == "" {
+		d, err := os.MkdirTemp("", "chaos-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		r.dir = d
+	}
+	start := time.Now()
+	if err := r.up(ctx); err != nil {
+		r.down()
+		return nil, err
+	}
+	defer r.down()
+	r.say("topology: PostgreSQL %s, %d services behind %s, card network %s; logs in %s",
+		r.cluster.TCPAddr(), len(r.services), r.front.addr, r.card.addr, r.dir)
+
+	done := make(chan struct{})
+	faultsDone := make(chan struct{})
+	go func() { r.faults(done); close(faultsDone) }()
+	intents := r.clients(faultsDone)
+	close(done)
+	<-faultsDone
+	r.heal()
+	r.say("all clients finished; checking")
+	r.check(ctx, intents)
+	r.report.Wall = time.Since(start)
+	return &r.report, nil
+}
+
+func (r *run) up(ctx context.Context) error {
+	c, err := pglocal.Start(ctx, pglocal.Options{TCPPort: -1})
+	if err != nil {
+		return err
+	}
+	r.cluster = c
+	if err := c.CreateDatabase(ctx, "chaos"); err != nil {
+		return err
+	}
+	r.dbURL = c.URL("chaos")
+	r.proxies, err = newDBProxies(3, c.TCPAddr())
+	if err != nil {
+		return err
+	}
+	r.sink = &outbox.Sink{Path: filepath.Join(r.dir, "mail.jsonl")}
+	r.card = &process{name: "cardnet", bin: r.cfg.CardnetBin, log: filepath.Join(r.dir, "cardnet.log"),
+		args: []string{"-addr", "127.0.0.1:0", "-fail-after", strconv.FormatFloat(r.cfg.CardFailAfter, 'f', -1, 64)}}
+	if err := r.card.start(30 * time.Second); err != nil {
+		return err
+	}
+	var addrs []string
+	for i, p := range r.proxies {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		args := []string{"-addr", addr, "-card-url", "http://" + r.card.addr, "-mail-sink", r.sink.Path}
+		if r.cfg.UnsafeKeys {
+			args = append(args, "-unsafe-fresh-charge-keys")
+		}
+		s := &process{name: fmt.Sprintf("payments-%d", i), bin: r.cfg.PaymentsBin, args: args,
+			env: []string{fmt.Sprintf("DATABASE_URL=postgres://postgres@%s/chaos?sslmode=disable&pool_max_conns=16&connect_timeout=5", p.addr)},
+			log: filepath.Join(r.dir, fmt.Sprintf("payments-%d.log", i))}
+		if err := s.start(60 * time.Second); err != nil {
+			return err
+		}
+		r.services = append(r.services, s)
+		addrs = append(addrs, addr)
+	}
+	r.front, err = newFrontProxy(addrs, r.cfg.DropRate, r.newRand(1))
+	return err
+}
+
+func (r *run) down() {
+	if r.front != nil {
+		r.front.close()
+	}
+	for _, s := range r.services {
+		s.stop()
+	}
+	if r.card != nil {
+		r.card.stop()
+	}
+	for _, p := range r.proxies {
+		p.close()
+	}
+	if r.cluster != nil {
+		r.cluster.Stop()
+	}
+}
+
+// newIntent makes intent i of client c, from the client's own generator.
+func (r *run) newIntent(c, i int, rng *rand.Rand) *intent {
+	id := fmt.Sprintf("c%02d-i%04d", c, i)
+	amount := int64(100 + rng.IntN(9000))
+	if rng.IntN(20) == 0 {
+		amount = cardnet.DeclinedAmount
+	}
+	return &intent{id: id, key: fmt.Sprintf("%s-%016x", id, rng.Uint64()), // minted once, before any attempt
+		customer: id + "@chaos.test", amount: amount, account: fmt.Sprintf("acct_%d", c%4)}
+}
+
+// clients runs every client: each makes at least Config.Intents intents,
+// and goes on making more while planned faults remain, so that every fault
+// lands on live traffic. It returns every intent made.
+func (r *run) clients(faultsDone <-chan struct{}) [][]*intent {
+	deadline := time.Now().Add(r.cfg.Deadline)
+	all := make([][]*intent, r.cfg.Clients)
+	var wg sync.WaitGroup
+	for c := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			retryable := c < r.cfg.RetryableClients
+			rng := r.newRand(uint64(100 + c))
+			for i := 0; time.Now().Before(deadline); i++ {
+				if i >= r.cfg.Intents {
+					select {
+					case <-faultsDone:
+						return
+					default:
+					}
+				}
+				in := r.newIntent(c, i, rng)
+				all[c] = append(all[c], in)
+				r.pay(in, retryable, deadline, rng)
+				if r.cfg.Think > 0 {
+					time.Sleep(r.cfg.Think)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return all
+}
+
+type answer struct {
+	status     int
+	body       []byte
+	replayed   bool
+	retryAfter time.Duration
+	err        error
+}
+
+func (r *run) body(in *intent) []byte {
+	return []byte(fmt.Sprintf(`{"amount":%d,"currency":"EUR","customer":%q,"client_ts":%q}`, in.amount, in.customer, time.Now().Format(time.RFC3339Nano)))
+}
+
+// send makes one attempt with the plain client, or one call of the
+// retryable client (which retries connection errors and 5xx by itself,
+// resending the same key).
+func (r *run) send(in *intent, retryable bool) answer {
+	url := "http://" + r.front.addr + "/payments"
+	var res *http.Response
+	var err error
+	if retryable {
+		rc := retryablehttp.NewClient()
+		rc.Logger = nil
+		rc.RetryMax = 8
+		rc.RetryWaitMin, rc.RetryWaitMax = 100*time.Millisecond, 2*time.Second
+		rc.HTTPClient.Timeout = 8 * time.Second
+		rc.RequestLogHook = func(_ retryablehttp.Logger, _ *http.Request, _ int) { r.attempts.Add(1); in.attempts++ }
+		req, _ := retryablehttp.NewRequest("POST", url, r.body(in))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+in.account)
+		req.Header.Set("Idempotency-Key", in.key)
+		res, err = rc.Do(req)
+	} else {
+		r.attempts.Add(1)
+		in.attempts++
+		req, _ := http.NewRequest("POST", url, bytes.NewReader(r.body(in)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+in.account)
+		req.Header.Set("Idempotency-Key", in.key)
+		res, err = (&http.Client{Timeout: 8 * time.Second}).Do(req)
+	}
+	if err != nil {
+		return answer{err: err}
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	a := answer{status: res.StatusCode, body: b, err: err, replayed: res.Header.Get("Idempotent-Replayed") == "true"}
+	if s, perr := strconv.Atoi(res.Header.Get("Retry-After")); perr == nil {
+		a.retryAfter = time.Duration(s) * time.Second
+	}
+	return a
+}
+
+// pay retries one intent until a terminal answer, then checks one replay.
+func (r *run) pay(in *intent, retryable bool, deadline time.Time, rng *rand.Rand) {
+	backoff := 100 * time.Millisecond
+	for time.Now().Before(deadline) {
+		a := r.send(in, retryable)
+		switch {
+		case a.err != nil:
+			r.resets.Add(1)
+			in.last = "error: " + a.err.Error()
+		case a.status == 201 || a.status == 402:
+			if a.replayed {
+				r.replays.Add(1)
+			}
+			in.status = a.status
+			in.bodies = append(in.bodies, a.body)
+			in.last = strconv.Itoa(a.status)
+			// Ask once more: the answer must be the same bytes, replayed.
+			for time.Now().Before(deadline) {
+				again := r.send(in, false)
+				if again.err == nil && (again.status == 201 || again.status == 402) {
+					r.replays.Add(1)
+					in.bodies = append(in.bodies, again.body)
+					if !again.replayed {
+						in.last = "verification answer not marked replayed"
+					}
+					return
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			return
+		case a.status == 409:
+			r.conflicts.Add(1)
+			in.last = "409"
+			wait := a.retryAfter
+			if wait <= 0 || wait > 5*time.Second {
+				wait = time.Second
+			}
+			time.Sleep(wait/2 + time.Duration(rng.Int64N(int64(wait/2)+1)))
+			continue
+		case a.status >= 500:
+			r.errs5xx.Add(1)
+			in.last = fmt.Sprintf("%d %s", a.status, bytes.TrimSpace(a.body))
+		default:
+			in.last = fmt.Sprintf("unexpected %d %s", a.status, bytes.TrimSpace(a.body))
+			return
+		}
+		time.Sleep(backoff + time.Duration(rng.Int64N(int64(backoff))))
+		if backoff < 2*time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+// faults runs the seeded fault schedule until done is closed or every
+// planned fault happened.
+func (r *run) faults(done chan struct{}) {
+	type plan struct {
+		kind string
+		left int
+	}
+	plans := []*plan{{"kill", r.cfg.Kills}, {"conn", r.cfg.ConnFaults}, {"pgrestart", r.cfg.PGRestarts}, {"slowcard", r.cfg.SlowCard}}
+	rng := r.newRand(2)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		var open []*plan
+		total := 0
+		for _, p := range plans {
+			if p.left > 0 {
+				open = append(open, p)
+				total += p.left
+			}
+		}
+		if total == 0 {
+			return
+		}
+		wait := time.Duration(float64(r.cfg.FaultEvery) * (0.5 + rng.Float64()))
+		select {
+		case <-done:
+			return
+		case <-time.After(wait):
+		}
+		// Pick a fault in proportion to how many of each are left.
+		n := rng.IntN(total)
+		var p *plan
+		for _, q := range open {
+			if n < q.left {
+				p = q
+				break
+			}
+			n -= q.left
+		}
+		p.left--
+		switch p.kind {
+		case "kill":
+			s := r.services[rng.IntN(len(r.services))]
+			s.kill()
+			r.report.Kills++
+			pause := time.Duration(100+rng.IntN(1500)) * time.Millisecond
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(pause)
+				r.restart(s)
+			}()
+		case "conn":
+			px := r.proxies[rng.IntN(len(r.proxies))]
+			kind := "reset"
+			closeAfter := time.Duration(200+rng.IntN(800)) * time.Millisecond
+			dur := time.Duration(100+rng.IntN(700)) * time.Millisecond
+			switch rng.IntN(10) {
+			case 0, 1:
+				// A cut: nothing gets through, then the connections close.
+				kind, dur = "cut", time.Duration(1000+rng.IntN(4000))*time.Millisecond
+				closeAfter = dur
+			case 2, 3, 4:
+				// A stall longer than the lease (10s): another instance
+				// takes over, and this one's late commits are fenced.
+				kind, closeAfter = "latency", time.Duration(11000+rng.IntN(3000))*time.Millisecond
+				dur = closeAfter + time.Second
+			}
+			r.report.ConnFaults++
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := px.fault(kind, closeAfter, dur); err != nil {
+					r.say("fault: %v", err)
+				}
+			}()
+		case "pgrestart":
+			r.say("restarting PostgreSQL (fast shutdown)")
+			if err := r.cluster.Restart(context.Background()); err != nil {
+				r.say("PostgreSQL restart failed: %v", err)
+			}
+			r.report.PGRestarts++
+		case "slowcard":
+			r.report.SlowCard++
+			r.cardOptions(fmt.Sprintf(`{"latency":"12s","fail_after":%g}`, r.cfg.CardFailAfter))
+			window := time.Duration(2000+rng.IntN(2000)) * time.Millisecond
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(window)
+				r.cardOptions(fmt.Sprintf(`{"latency":"0s","fail_after":%g}`, r.cfg.CardFailAfter))
+			}()
+		}
+	}
+}
+
+func (r *run) cardOptions(body string) {
+	req, _ := http.NewRequest("PUT", "http://"+r.card.addr+"/admin/options", strings.NewReader(body))
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		res.Body.Close()
+	}
+}
+
+// restart starts a killed service again, retrying while the database is
+// unreachable (a restart or a cut may be under way).
+func (r *run) restart(s *process) {
+	for i := 0; i < 20; i++ {
+		if err := s.start(30 * time.Second); err == nil {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	r.say("could not restart %s; see %s", s.name, s.log)
+}
+
+// heal ends every fault so the last executions and the outbox can finish.
+func (r *run) heal() {
+	r.cardOptions(`{"latency":"0s"}`) // and no more failures
+	for _, s := range r.services {
+		s.mu.Lock()
+		dead := s.cmd == nil
+		s.mu.Unlock()
+		if dead {
+			r.restart(s)
+		}
+	}
+}
+
+// check counts, per intent, payments rows, card charges and emails, and
+// compares every success body an intent received.
+func (r *run) check(ctx context.Context, all [][]*intent) {
+	rep := &r.report
+	rep.Attempts = int(r.attempts.Load())
+	rep.Replays = int(r.replays.Load())
+	rep.Conflicts = int(r.conflicts.Load())
+	rep.Errors5xx = int(r.errs5xx.Load())
+	rep.Resets = int(r.resets.Load())
+	rep.Drops = int(r.front.dropped.Load())
+	logs := filepath.Join(r.dir, "payments-*.log")
+	rep.Takeovers = countLines(logs, `"event":"takeover"`)
+	rep.Fenced = countLines(logs, `"event":"fenced"`)
+	rep.Resumes = countLines(logs, `"event":"resume"`)
+
+	payments := map[string]map[string]int{} // customer -> status -> rows
+	if conn, err := pgx.Connect(ctx, r.dbURL); err != nil {
+		rep.Problems = append(rep.Problems, "checker: database: "+err.Error())
+	} else {
+		rows, err := conn.Query(ctx, `SELECT customer, status, count(*) FROM payments GROUP BY customer, status`)
+		if err == nil {
+			for rows.Next() {
+				var c, s string
+				var n int
+				rows.Scan(&c, &s, &n)
+				if payments[c] == nil {
+					payments[c] = map[string]int{}
+				}
+				payments[c][s] = n
+			}
+			rows.Close()
+		}
+		conn.Close(ctx)
+	}
+	charges := map[string]int{}
+	if res, err := http.Get("http://" + r.card.addr + "/charges"); err == nil {
+		var list struct {
+			Charges []cardnet.Charge `json:"charges"`
+		}
+		json.NewDecoder(res.Body).Decode(&list)
+		res.Body.Close()
+		for _, c := range list.Charges {
+			charges[c.Customer]++
+		}
+	}
+	// Wait for the outbox relays to deliver every receipt they will.
+	succeeded := 0
+	for _, intents := range all {
+		for _, in := range intents {
+			if in.status == 201 {
+				succeeded++
+			}
+		}
+	}
+	emails := map[string]int{}
+	for end := time.Now().Add(20 * time.Second); ; {
+		mails, _ := r.sink.Mails()
+		emails = map[string]int{}
+		for _, m := range mails {
+			emails[m.To]++
+		}
+		if len(mails) >= succeeded || time.Now().After(end) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	for _, intents := range all {
+		for _, in := range intents {
+			rep.Intents++
+			p := payments[in.customer]
+			problem := func(kind, format string, args ...any) {
+				if kind == "dup" {
+					rep.Duplicates++
+				} else if kind == "loss" {
+					rep.Losses++
+				}
+				rep.Problems = append(rep.Problems, fmt.Sprintf("%s key=%s account=%s amount=%d attempts=%d last=%q: %s",
+					in.id, in.key, in.account, in.amount, in.attempts, in.last, fmt.Sprintf(format, args...)))
+			}
+			total := p["succeeded"] + p["declined"] + p["pending"]
+			switch {
+			case in.status == 0:
+				problem("loss", "no terminal answer (payments rows %v)", p)
+				continue
+			case total > 1:
+				problem("dup", "%d payment rows %v", total, p)
+			case total == 0:
+				problem("loss", "answered %d but no payment row", in.status)
+			}
+			for _, b := range in.bodies[1:] {
+				if !bytes.Equal(b, in.bodies[0]) {
+					problem("dup", "two different success bodies: %s / %s", in.bodies[0], b)
+					break
+				}
+			}
+			if in.last == "verification answer not marked replayed" {
+				problem("", "the verification retry was not marked Idempotent-Replayed")
+			}
+			if in.status == 402 {
+				rep.Declined++
+				if charges[in.customer] != 0 || emails[in.customer] != 0 {
+					problem("dup", "declined but %d charges and %d emails", charges[in.customer], emails[in.customer])
+				}
+				continue
+			}
+			rep.Succeeded++
+			switch {
+			case charges[in.customer] > 1:
+				problem("dup", "%d card charges", charges[in.customer])
+			case charges[in.customer] == 0:
+				problem("loss", "no card charge")
+			}
+			switch {
+			case emails[in.customer] > 1:
+				problem("dup", "%d emails", emails[in.customer])
+			case emails[in.customer] == 0:
+				problem("loss", "no email")
+			}
+		}
+	}
+	sort.Strings(rep.Problems)
+}

@@ -1,0 +1,65 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func build(t *testing.T) (payments, cardnet string) {
+	t.Helper()
+	dir := t.TempDir()
+	payments, cardnet = filepath.Join(dir, "payments"), filepath.Join(dir, "cardnet")
+	for bin, pkg := range map[string]string{payments: "../cmd/payments", cardnet: "../cmd/cardnet"} {
+		if out, err := exec.Command("go", "build", "-race", "-o", bin, pkg).CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", pkg, err, out)
+		}
+	}
+	return payments, cardnet
+}
+
+// TestShortRound is the chaos round of `make test`: at least 200 intents with
+// kills, connection faults, a PostgreSQL restart, a slow card network and
+// dropped responses; no intent may be duplicated or lost.
+func TestShortRound(t *testing.T) {
+	payments, cardnet := build(t)
+	var log bytes.Buffer
+	rep, err := Run(context.Background(), Config{
+		Seed: 20261130, Clients: 8, RetryableClients: 1, Intents: 25,
+		Think: 300 * time.Millisecond, Kills: 3, ConnFaults: 6, PGRestarts: 1, SlowCard: 1, DropRate: 0.03,
+		CardFailAfter: 0.05, FaultEvery: 1200 * time.Millisecond, Deadline: 150 * time.Second,
+		PaymentsBin: payments, CardnetBin: cardnet, Out: &log, Dir: t.TempDir(),
+	})
+	t.Log("\n" + log.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + rep.Table())
+	if !rep.OK() {
+		t.Fatalf("broken promise, seed %d:\n%v", rep.Seed, rep.Problems)
+	}
+	if rep.Intents < 200 || rep.Kills != 3 || rep.ConnFaults != 6 || rep.PGRestarts != 1 {
+		t.Fatalf("the round did not run as planned: %+v", rep)
+	}
+}
+
+// TestCheckerCatchesDuplicates: without the derived key, card charges that
+// failed ambiguously are repeated under new keys, and the checker must say so.
+func TestCheckerCatchesDuplicates(t *testing.T) {
+	payments, cardnet := build(t)
+	rep, err := Run(context.Background(), Config{
+		Seed: 7, Clients: 4, Intents: 10, CardFailAfter: 0.4, UnsafeKeys: true,
+		FaultEvery: time.Second, Deadline: 90 * time.Second,
+		PaymentsBin: payments, CardnetBin: cardnet, Dir: t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Duplicates == 0 {
+		t.Fatalf("unsafe keys produced no duplicates the checker could see:\n%s", rep.Table())
+	}
+	t.Logf("checker found %d duplicates, e.g. %s", rep.Duplicates, rep.Problems[0])
+}

@@ -1,0 +1,53 @@
+// Command chaos runs a chaos round against the payments example and prints
+// its figures; `make chaos` runs the long round. It exits 1 when the
+// promise was broken (duplicates or losses), printing the seed and the
+// offending intents.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/idemgen/idemgen/examples/payments/chaos"
+)
+
+func main() {
+	cfg := chaos.Config{Out: os.Stderr}
+	seed := flag.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the fault schedule and the clients' choices")
+	flag.IntVar(&cfg.Clients, "clients", 25, "concurrent clients")
+	flag.IntVar(&cfg.RetryableClients, "retryable-clients", 2, "of which use go-retryablehttp")
+	flag.IntVar(&cfg.Intents, "intents", 200, "intents per client")
+	flag.DurationVar(&cfg.Think, "think", 300*time.Millisecond, "pause between a client's intents")
+	flag.IntVar(&cfg.Kills, "kills", 50, "SIGKILLs of service processes")
+	flag.IntVar(&cfg.ConnFaults, "conn-faults", 200, "database connection cuts and resets")
+	flag.IntVar(&cfg.PGRestarts, "pg-restarts", 1, "PostgreSQL restarts")
+	flag.IntVar(&cfg.SlowCard, "slow-card", 5, "windows with the card network slower than the lease")
+	flag.Float64Var(&cfg.DropRate, "drop", 0.02, "share of responses dropped after the service answered")
+	flag.Float64Var(&cfg.CardFailAfter, "card-fail-after", 0.03, "share of charges answered 503 after they were made")
+	flag.DurationVar(&cfg.FaultEvery, "fault-every", 250*time.Millisecond, "mean pause between faults")
+	flag.DurationVar(&cfg.Deadline, "deadline", 15*time.Minute, "for all intents to be answered")
+	flag.BoolVar(&cfg.UnsafeKeys, "unsafe-keys", false, "send a fresh card key per attempt: the checker must find duplicates")
+	flag.StringVar(&cfg.PaymentsBin, "payments", "bin/payments", "the payments binary")
+	flag.StringVar(&cfg.CardnetBin, "cardnet", "bin/cardnet", "the cardnet binary")
+	flag.StringVar(&cfg.Dir, "dir", "", "keep logs and the mail sink here (default: a temp dir, removed)")
+	flag.Parse()
+	cfg.Seed = *seed
+	fmt.Fprintf(os.Stderr, "chaos: seed %d, %d intents (%d clients x %d)\n", cfg.Seed, cfg.Clients*cfg.Intents, cfg.Clients, cfg.Intents)
+	rep, err := chaos.Run(context.Background(), cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(2)
+	}
+	fmt.Print(rep.Table())
+	if !rep.OK() {
+		fmt.Printf("\nBROKEN PROMISE (seed %d). Offending intents:\n", rep.Seed)
+		for _, p := range rep.Problems {
+			fmt.Println("  " + p)
+		}
+		os.Exit(1)
+	}
+	fmt.Println("\nexactly once: no duplicates, no losses")
+}
