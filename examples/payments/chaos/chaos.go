@@ -52,7 +52,7 @@ type Config struct {
 	Deadline         time.Duration // for all intents to be answered
 	// UnsafeKeys runs the services with a fresh card-network key per attempt
 	// (no derived key): the checker must then find duplicate charges.
-	UnsafeKeys bool
+	UnsafeKeys              bool
 	PaymentsBin, CardnetBin string
 	Dir                     string // logs and the mail sink; a temp dir when empty
 	Out                     io.Writer
