@@ -149,7 +149,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.out = io.Discard
 	}
 	r.dir = cfg.Dir
-	if r.dir == "" {
+	if r.dir != "" {
+		if err := os.MkdirAll(r.dir, 0o755); err != nil {
+			return nil, err
+		}
+	} else {
 		d, err := os.MkdirTemp("", "chaos-")
 		if err != nil {
 			return nil, err

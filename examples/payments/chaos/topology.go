@@ -116,6 +116,9 @@ type dbProxy struct {
 	proxy *toxiproxy.Proxy
 	addr  string
 	n     atomic.Int64
+	// busy makes faults on one proxy take turns: toxiproxy's link chains
+	// panic when toxics are added and removed on one proxy concurrently.
+	busy sync.Mutex
 }
 
 func newDBProxies(n int, upstream string) ([]*dbProxy, error) {
@@ -141,6 +144,8 @@ func newDBProxies(n int, upstream string) ([]*dbProxy, error) {
 // "latency" delays every byte to the database by closeAfter (a service that
 // stalls past its lease, whose late commits must be fenced).
 func (d *dbProxy) fault(kind string, closeAfter, dur time.Duration) error {
+	d.busy.Lock()
+	defer d.busy.Unlock()
 	name := fmt.Sprintf("%s-%d", kind, d.n.Add(1))
 	var spec string
 	switch kind {

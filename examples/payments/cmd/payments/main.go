@@ -25,16 +25,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/idemgen/idemgen/examples/payments/api"
 	"github.com/idemgen/idemgen/examples/payments/cardnet"
 	"github.com/idemgen/idemgen/examples/payments/outbox"
 	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemprom"
 	"github.com/idemgen/idemgen/runtime/pglocal"
 )
@@ -103,19 +100,9 @@ func run() error {
 		return err
 	}
 
-	e := echo.New()
-	e.HideBanner, e.HidePort = true, true
-	e.GET("/healthz", func(c echo.Context) error {
-		if err := pool.Ping(c.Request().Context()); err != nil {
-			return echo.NewHTTPError(http.StatusServiceUnavailable, "database unreachable")
-		}
-		return c.String(http.StatusOK, "ok\n")
-	})
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	svc := &api.Service{Pool: pool, Cards: &cardnet.Client{URL: *cardURL, HTTP: &http.Client{Timeout: 30 * time.Second}},
-		UnsafeFreshChargeKeys: *unsafeKeys}
-	rt := &idemecho.Runtime{Engine: eng, Principal: api.Principal, Logger: log}
-	if err := api.Register(e.Group("", api.Authenticate), svc, svc.Phases(), rt); err != nil {
+	e, err := api.NewServer(api.ServerConfig{Pool: pool, Engine: eng, CardURL: *cardURL,
+		UnsafeFreshChargeKeys: *unsafeKeys, Logger: log, Metrics: reg})
+	if err != nil {
 		return err
 	}
 

@@ -1,0 +1,53 @@
+package api
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/idemgen/idemgen/examples/payments/cardnet"
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemecho"
+)
+
+// ServerConfig is what NewServer wires together.
+type ServerConfig struct {
+	Pool    *pgxpool.Pool
+	Engine  *idem.Engine
+	CardURL string
+	// UnsafeFreshChargeKeys: see CreatePaymentImpl.UnsafeFreshKeys.
+	UnsafeFreshChargeKeys bool
+	Logger                *slog.Logger         // request logs; nil for none
+	Metrics               *prometheus.Registry // served at /metrics when set
+}
+
+// NewServer returns the payments service's echo instance: /healthz,
+// /metrics, and the API behind Bearer authentication. Every refusal is
+// problem+json, and request bodies are decoded strictly.
+func NewServer(cfg ServerConfig) (*echo.Echo, error) {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = idemecho.HTTPErrorHandler
+	e.Binder = idemecho.StrictJSONBinder{}
+	e.GET("/healthz", func(c echo.Context) error {
+		if err := cfg.Pool.Ping(c.Request().Context()); err != nil {
+			return echo.NewHTTPError(http.StatusServiceUnavailable, "database unreachable")
+		}
+		return c.String(http.StatusOK, "ok\n")
+	})
+	if cfg.Metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{})))
+	}
+	svc := &Service{Pool: cfg.Pool, Cards: &cardnet.Client{URL: cfg.CardURL, HTTP: &http.Client{Timeout: 30 * time.Second}},
+		UnsafeFreshChargeKeys: cfg.UnsafeFreshChargeKeys}
+	rt := &idemecho.Runtime{Engine: cfg.Engine, Principal: Principal, Logger: cfg.Logger}
+	if err := Register(e.Group("", Authenticate), svc, svc.Phases(), rt); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
