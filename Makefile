@@ -4,18 +4,24 @@ GO ?= go
 FUZZTIME ?= 5s
 BENCHCOUNT ?= 5
 
-.PHONY: test lint generate bench fuzz golden realspec demo chaos
+.PHONY: test lint generate bench fuzz golden realspec demo chaos docs-check
 
-## test: vet, the whole suite with the race detector on a real PostgreSQL, short fuzz runs
+## test: vet, the whole suite with the race detector on a real PostgreSQL, short fuzz runs, the getting-started guide
 test: lint
 	$(GO) test -race -count=1 ./...
 	$(MAKE) --no-print-directory fuzz
+	scripts/getting-started.sh > /dev/null
+
+## docs-check: run every command of docs/getting-started.md in a temp dir
+docs-check:
+	scripts/getting-started.sh
 
 ## fuzz: run every fuzz target for FUZZTIME
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseKey$$' -fuzztime $(FUZZTIME) ./runtime/idemhttp
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(FUZZTIME) ./runtime/idemhttp
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./spec
+	$(GO) test -run '^$$' -fuzz '^FuzzRequestPath$$' -fuzztime $(FUZZTIME) ./examples/payments/api
 
 ## lint: formatting and go vet
 lint:
