@@ -41,6 +41,21 @@ func (d dbFlags) pool(ctx context.Context) (*pgxpool.Pool, error) {
 	return pgxpool.New(ctx, *d.url)
 }
 
+// engine opens the database and an engine on the flags' schema; close
+// releases the pool.
+func (d dbFlags) engine(ctx context.Context) (eng *idem.Engine, close func(), err error) {
+	pool, err := d.pool(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	eng, err = idem.New(pool, idem.Options{Schema: *d.schema})
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return eng, pool.Close, nil
+}
+
 func runMigrate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("migrate", stderr)
 	db := addDBFlags(fs)
@@ -109,15 +124,11 @@ func runPrune(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	ctx := context.Background()
-	pool, err := db.pool(ctx)
+	eng, closeDB, err := db.engine(ctx)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	eng, err := idem.New(pool, idem.Options{Schema: *db.schema})
-	if err != nil {
-		return err
-	}
+	defer closeDB()
 	n, err := eng.Prune(ctx, *batch)
 	fmt.Fprintf(stdout, "pruned %d records\n", n)
 	return err
@@ -138,15 +149,11 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	ctx := context.Background()
-	pool, err := db.pool(ctx)
+	eng, closeDB, err := db.engine(ctx)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	eng, err := idem.New(pool, idem.Options{Schema: *db.schema})
-	if err != nil {
-		return err
-	}
+	defer closeDB()
 	info, err := eng.Inspect(ctx, *ns, *scope, *key)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("no record for operation %q, scope %q, key %q (never used, released, or pruned)", *ns, *scope, *key)

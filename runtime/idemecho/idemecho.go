@@ -96,9 +96,12 @@ func Middleware(rt *Runtime, spec *Spec) echo.MiddlewareFunc {
 			}
 			req := c.Request()
 			c.SetRequest(req.WithContext(context.WithValue(req.Context(), callKey{}, call)))
-			err = next(c)
+			if err := next(c); err != nil {
+				// Render the error now, so the log line has the status sent.
+				c.Error(err)
+			}
 			rt.log(c, call, c.Response().Status)
-			return err
+			return nil
 		}
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgen/idemgen/examples/payments/cardnet"
+	"github.com/idemgen/idemgen/examples/payments/internal/childproc"
 	"github.com/idemgen/idemgen/examples/payments/outbox"
 	"github.com/idemgen/idemgen/runtime/pglocal"
 )
@@ -118,8 +119,8 @@ type run struct {
 	cluster   *pglocal.Cluster
 	dbURL     string
 	proxies   []*dbProxy
-	services  []*process
-	card      *process
+	services  []*childproc.Process
+	card      *childproc.Process
 	front     *frontProxy
 	sink      *outbox.Sink
 	dir       string
@@ -168,7 +169,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer r.down()
 	r.say("topology: PostgreSQL %s, %d services behind %s, card network %s; logs in %s",
-		r.cluster.TCPAddr(), len(r.services), r.front.addr, r.card.addr, r.dir)
+		r.cluster.TCPAddr(), len(r.services), r.front.addr, r.card.Addr(), r.dir)
 
 	done := make(chan struct{})
 	faultsDone := make(chan struct{})
@@ -198,9 +199,9 @@ func (r *run) up(ctx context.Context) error {
 		return err
 	}
 	r.sink = &outbox.Sink{Path: filepath.Join(r.dir, "mail.jsonl")}
-	r.card = &process{name: "cardnet", bin: r.cfg.CardnetBin, log: filepath.Join(r.dir, "cardnet.log"),
-		args: []string{"-addr", "127.0.0.1:0", "-fail-after", strconv.FormatFloat(r.cfg.CardFailAfter, 'f', -1, 64)}}
-	if err := r.card.start(30 * time.Second); err != nil {
+	r.card = &childproc.Process{Name: "cardnet", Bin: r.cfg.CardnetBin, Log: filepath.Join(r.dir, "cardnet.log"),
+		Args: []string{"-addr", "127.0.0.1:0", "-fail-after", strconv.FormatFloat(r.cfg.CardFailAfter, 'f', -1, 64)}}
+	if err := r.card.Start(30 * time.Second); err != nil {
 		return err
 	}
 	var addrs []string
@@ -210,14 +211,14 @@ func (r *run) up(ctx context.Context) error {
 			return err
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		args := []string{"-addr", addr, "-card-url", "http://" + r.card.addr, "-mail-sink", r.sink.Path}
+		args := []string{"-addr", addr, "-card-url", "http://" + r.card.Addr(), "-mail-sink", r.sink.Path}
 		if r.cfg.UnsafeKeys {
 			args = append(args, "-unsafe-fresh-charge-keys")
 		}
-		s := &process{name: fmt.Sprintf("payments-%d", i), bin: r.cfg.PaymentsBin, args: args,
-			env: []string{fmt.Sprintf("DATABASE_URL=postgres://postgres@%s/chaos?sslmode=disable&pool_max_conns=16&connect_timeout=5", p.addr)},
-			log: filepath.Join(r.dir, fmt.Sprintf("payments-%d.log", i))}
-		if err := s.start(60 * time.Second); err != nil {
+		s := &childproc.Process{Name: fmt.Sprintf("payments-%d", i), Bin: r.cfg.PaymentsBin, Args: args,
+			Env: []string{fmt.Sprintf("DATABASE_URL=postgres://postgres@%s/chaos?sslmode=disable&pool_max_conns=16&connect_timeout=5", p.addr)},
+			Log: filepath.Join(r.dir, fmt.Sprintf("payments-%d.log", i))}
+		if err := s.Start(60 * time.Second); err != nil {
 			return err
 		}
 		r.services = append(r.services, s)
@@ -232,10 +233,10 @@ func (r *run) down() {
 		r.front.close()
 	}
 	for _, s := range r.services {
-		s.stop()
+		s.Stop()
 	}
 	if r.card != nil {
-		r.card.stop()
+		r.card.Stop()
 	}
 	for _, p := range r.proxies {
 		p.close()
@@ -438,7 +439,7 @@ func (r *run) faults(done chan struct{}) {
 		switch p.kind {
 		case "kill":
 			s := r.services[rng.IntN(len(r.services))]
-			s.kill()
+			s.Kill()
 			r.report.Kills++
 			pause := time.Duration(100+rng.IntN(1500)) * time.Millisecond
 			wg.Add(1)
@@ -448,16 +449,28 @@ func (r *run) faults(done chan struct{}) {
 				r.restart(s)
 			}()
 		case "conn":
-			px := r.proxies[rng.IntN(len(r.proxies))]
+			// A proxy already under a fault is left alone: faults queued on
+			// one proxy would make one long outage of many short ones.
+			var px *dbProxy
+			for _, i := range rng.Perm(len(r.proxies)) {
+				if r.proxies[i].busy.TryLock() {
+					px = r.proxies[i]
+					break
+				}
+			}
+			if px == nil {
+				p.left++ // every proxy is busy: try again at the next tick
+				continue
+			}
 			kind := "reset"
 			closeAfter := time.Duration(200+rng.IntN(800)) * time.Millisecond
 			dur := time.Duration(100+rng.IntN(700)) * time.Millisecond
-			switch rng.IntN(10) {
-			case 0, 1:
+			switch rng.IntN(20) {
+			case 0, 1, 2, 3, 4, 5, 6:
 				// A cut: nothing gets through, then the connections close.
 				kind, dur = "cut", time.Duration(1000+rng.IntN(4000))*time.Millisecond
 				closeAfter = dur
-			case 2, 3, 4:
+			case 7, 8, 9:
 				// A stall longer than the lease (10s): another instance
 				// takes over, and this one's late commits are fenced.
 				kind, closeAfter = "latency", time.Duration(11000+rng.IntN(3000))*time.Millisecond
@@ -492,7 +505,7 @@ func (r *run) faults(done chan struct{}) {
 }
 
 func (r *run) cardOptions(body string) {
-	req, _ := http.NewRequest("PUT", "http://"+r.card.addr+"/admin/options", strings.NewReader(body))
+	req, _ := http.NewRequest("PUT", "http://"+r.card.Addr()+"/admin/options", strings.NewReader(body))
 	if res, err := http.DefaultClient.Do(req); err == nil {
 		res.Body.Close()
 	}
@@ -500,24 +513,21 @@ func (r *run) cardOptions(body string) {
 
 // restart starts a killed service again, retrying while the database is
 // unreachable (a restart or a cut may be under way).
-func (r *run) restart(s *process) {
+func (r *run) restart(s *childproc.Process) {
 	for i := 0; i < 20; i++ {
-		if err := s.start(30 * time.Second); err == nil {
+		if err := s.Start(30 * time.Second); err == nil {
 			return
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	r.say("could not restart %s; see %s", s.name, s.log)
+	r.say("could not restart %s; see %s", s.Name, s.Log)
 }
 
 // heal ends every fault so the last executions and the outbox can finish.
 func (r *run) heal() {
 	r.cardOptions(`{"latency":"0s"}`) // and no more failures
 	for _, s := range r.services {
-		s.mu.Lock()
-		dead := s.cmd == nil
-		s.mu.Unlock()
-		if dead {
+		if !s.Running() {
 			r.restart(s)
 		}
 	}
@@ -558,7 +568,7 @@ func (r *run) check(ctx context.Context, all [][]*intent) {
 		conn.Close(ctx)
 	}
 	charges := map[string]int{}
-	if res, err := http.Get("http://" + r.card.addr + "/charges"); err == nil {
+	if res, err := http.Get("http://" + r.card.Addr() + "/charges"); err == nil {
 		var list struct {
 			Charges []cardnet.Charge `json:"charges"`
 		}

@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -11,105 +10,15 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/rs/zerolog"
 )
-
-// process is a child process that prints "listening on ADDR" when ready.
-type process struct {
-	name string
-	bin  string
-	args []string
-	env  []string
-	log  string
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	addr string
-}
-
-func (p *process) start(timeout time.Duration) error {
-	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(p.bin, p.args...)
-	cmd.Env = append(os.Environ(), p.env...)
-	cmd.Stderr = logf
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		logf.Close()
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("%s: %w", p.name, err)
-	}
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
-				ready <- a
-			}
-		}
-	}()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait(); logf.Close() }()
-	select {
-	case a := <-ready:
-		p.mu.Lock()
-		p.cmd, p.addr = cmd, a
-		p.mu.Unlock()
-		go func() { <-exited }() // reap when it dies
-		return nil
-	case err := <-exited:
-		return fmt.Errorf("%s exited during startup (%v); see %s", p.name, err, p.log)
-	case <-time.After(timeout):
-		cmd.Process.Kill()
-		<-exited
-		return fmt.Errorf("%s did not start within %v; see %s", p.name, timeout, p.log)
-	}
-}
-
-// kill sends SIGKILL and waits for the process to be gone.
-func (p *process) kill() {
-	p.mu.Lock()
-	cmd := p.cmd
-	p.cmd = nil
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	cmd.Process.Kill()
-	for i := 0; i < 100 && cmd.Process.Signal(syscall.Signal(0)) == nil; i++ {
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// stop asks the process to shut down gracefully.
-func (p *process) stop() {
-	p.mu.Lock()
-	cmd := p.cmd
-	p.cmd = nil
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	for i := 0; i < 500 && cmd.Process.Signal(syscall.Signal(0)) == nil; i++ {
-		time.Sleep(20 * time.Millisecond)
-	}
-	cmd.Process.Kill()
-}
 
 // dbProxy is a toxiproxy proxy between one service and PostgreSQL.
 type dbProxy struct {
@@ -144,8 +53,7 @@ func newDBProxies(n int, upstream string) ([]*dbProxy, error) {
 // "latency" delays every byte to the database by closeAfter (a service that
 // stalls past its lease, whose late commits must be fenced).
 func (d *dbProxy) fault(kind string, closeAfter, dur time.Duration) error {
-	d.busy.Lock()
-	defer d.busy.Unlock()
+	defer d.busy.Unlock() // taken by the caller (TryLock), so faults never queue up
 	name := fmt.Sprintf("%s-%d", kind, d.n.Add(1))
 	var spec string
 	switch kind {

@@ -7,27 +7,24 @@
 package demo
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgen/idemgen/examples/payments/cardnet"
+	"github.com/idemgen/idemgen/examples/payments/internal/childproc"
 	"github.com/idemgen/idemgen/examples/payments/outbox"
 	"github.com/idemgen/idemgen/runtime/pglocal"
 )
@@ -58,7 +55,7 @@ type story struct {
 	cardURL string
 	sink    *outbox.Sink
 	logPath string
-	server  *exec.Cmd
+	server  *childproc.Process
 	base    string
 	step    int
 	client  *http.Client
@@ -124,58 +121,22 @@ func (s *story) title(text string) {
 	s.say("\n%d. %s", s.step, text)
 }
 
-// start runs the payments binary and waits for its "listening on" line.
+// start runs the payments binary (again, after a kill).
 func (s *story) start() error {
-	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
+	if s.server == nil {
+		s.server = &childproc.Process{Name: "payments", Bin: s.cfg.Server, Log: s.logPath,
+			Args: []string{"-addr", "127.0.0.1:0", "-card-url", s.cardURL, "-mail-sink", s.sink.Path},
+			Env:  []string{"DATABASE_URL=" + s.dbURL}}
+	}
+	if err := s.server.Start(30 * time.Second); err != nil {
 		return err
 	}
-	cmd := exec.Command(s.cfg.Server, "-addr", "127.0.0.1:0", "-card-url", s.cardURL, "-mail-sink", s.sink.Path)
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+s.dbURL)
-	cmd.Stderr = logf
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", s.cfg.Server, err)
-	}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
-				addr <- a
-			}
-		}
-	}()
-	select {
-	case a := <-addr:
-		s.server, s.base = cmd, "http://"+a
-		s.say("Payments service running, pid %d, on %s (log: %s).", cmd.Process.Pid, s.base, s.logPath)
-		return nil
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		cmd.Wait()
-		return errors.New("the payments service did not start within 30s")
-	}
+	s.base = "http://" + s.server.Addr()
+	s.say("Payments service running, pid %d, on %s (log: %s).", s.server.Pid(), s.base, s.logPath)
+	return nil
 }
 
-func (s *story) stop() {
-	if s.server == nil {
-		return
-	}
-	s.server.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { s.server.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		s.server.Process.Kill()
-		<-done
-	}
-	s.server = nil
-}
+func (s *story) stop() { s.server.Stop() }
 
 type reply struct {
 	status int
@@ -286,9 +247,8 @@ func (s *story) tell(ctx context.Context) (*Tally, error) {
 	s.cards.SetOptions(cardnet.Options{Latency: 2 * time.Second, OnCharge: func(c cardnet.Charge) {
 		once.Do(func() {
 			s.say("   card network: charged %s (%d EUR cents) under key %s", c.ID, c.Amount, c.Key)
-			s.say("   kill -9 %d", s.server.Process.Pid)
-			s.server.Process.Kill()
-			s.server.Wait()
+			s.say("   kill -9 %d", s.server.Pid())
+			s.server.Kill()
 			close(killed)
 		})
 	}})
@@ -298,7 +258,6 @@ func (s *story) tell(ctx context.Context) (*Tally, error) {
 	if err := expect(crash.err != nil || crash.status >= 500, "the call during the crash got %s", crash.summary()); err != nil {
 		return nil, err
 	}
-	s.server = nil
 	if err := s.start(); err != nil {
 		return nil, err
 	}
