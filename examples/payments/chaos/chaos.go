@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -511,16 +512,16 @@ func (r *run) cardOptions(body string) {
 	}
 }
 
-// restart starts a killed service again, retrying while the database is
-// unreachable (a restart or a cut may be under way).
+// restart starts a killed service again, retrying for up to two minutes
+// while the database is unreachable (a restart, a cut or a stall may be
+// under way).
 func (r *run) restart(s *childproc.Process) {
-	for i := 0; i < 20; i++ {
-		if err := s.Start(30 * time.Second); err == nil {
+	for end := time.Now().Add(2 * time.Minute); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		if err := s.Start(30 * time.Second); err == nil || errors.Is(err, childproc.ErrRunning) {
 			return
 		}
-		time.Sleep(500 * time.Millisecond)
 	}
-	r.say("could not restart %s; see %s", s.Name, s.Log)
+	r.say("could not restart %s within 2 minutes; see %s", s.Name, s.Log)
 }
 
 // heal ends every fault so the last executions and the outbox can finish.

@@ -6,6 +6,7 @@ package childproc
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,14 +24,25 @@ type Process struct {
 	Env  []string // added to this process's environment
 	Log  string   // the child's stderr is appended here
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd has been waited for
-	addr   string
+	starting sync.Mutex // one Start at a time
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	exited   chan struct{} // closed when cmd has been waited for
+	addr     string
 }
 
-// Start runs the process and waits up to timeout for its "listening on" line.
+// ErrRunning is returned by Start when the process is already running.
+var ErrRunning = errors.New("childproc: already running")
+
+// Start runs the process and waits up to timeout for its "listening on"
+// line. Starts of one Process are serialised; starting a running one is
+// ErrRunning.
 func (p *Process) Start(timeout time.Duration) error {
+	p.starting.Lock()
+	defer p.starting.Unlock()
+	if p.Running() {
+		return ErrRunning
+	}
 	logf, err := os.OpenFile(p.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
