@@ -89,24 +89,25 @@ func Middleware(rt *Runtime, spec *Spec) echo.MiddlewareFunc {
 				var perr *idem.Error
 				if errors.As(err, &perr) {
 					rt.Engine.Observe(idem.Event{Kind: idem.EventBadRequest, Operation: spec.Operation.ID})
-					rt.log(c, call, perr.Status())
+					rt.log(c, call, perr.Status(), nil)
 					return WriteResponse(c.Response(), idem.ProblemResponse(perr, rt.Engine.PolicyURL()), false)
 				}
 				return err
 			}
 			req := c.Request()
 			c.SetRequest(req.WithContext(context.WithValue(req.Context(), callKey{}, call)))
-			if err := next(c); err != nil {
+			err = next(c)
+			if err != nil {
 				// Render the error now, so the log line has the status sent.
 				c.Error(err)
 			}
-			rt.log(c, call, c.Response().Status)
+			rt.log(c, call, c.Response().Status, err)
 			return nil
 		}
 	}
 }
 
-func (rt *Runtime) log(c echo.Context, call *Call, status int) {
+func (rt *Runtime) log(c echo.Context, call *Call, status int, err error) {
 	if rt.Logger == nil {
 		return
 	}
@@ -114,6 +115,9 @@ func (rt *Runtime) log(c echo.Context, call *Call, status int) {
 	if call != nil {
 		attrs = append(attrs, "operation", call.Spec.Operation.ID, "idempotency_key", call.Request.Key,
 			"replayed", call.Replayed, "resumed", call.Resumed)
+	}
+	if err != nil {
+		attrs = append(attrs, "err", err.Error())
 	}
 	rt.Logger.Info("idempotent request", attrs...)
 }

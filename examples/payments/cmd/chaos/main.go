@@ -27,7 +27,7 @@ func main() {
 	flag.IntVar(&cfg.SlowCard, "slow-card", 5, "windows with the card network slower than the lease")
 	flag.Float64Var(&cfg.DropRate, "drop", 0.02, "share of responses dropped after the service answered")
 	flag.Float64Var(&cfg.CardFailAfter, "card-fail-after", 0.03, "share of charges answered 503 after they were made")
-	flag.DurationVar(&cfg.FaultEvery, "fault-every", 250*time.Millisecond, "mean pause between faults")
+	flag.DurationVar(&cfg.FaultEvery, "fault-every", time.Second, "mean pause between faults")
 	flag.DurationVar(&cfg.Deadline, "deadline", 15*time.Minute, "for all intents to be answered")
 	flag.BoolVar(&cfg.UnsafeKeys, "unsafe-keys", false, "send a fresh card key per attempt: the checker must find duplicates")
 	flag.StringVar(&cfg.PaymentsBin, "payments", "bin/payments", "the payments binary")
