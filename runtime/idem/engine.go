@@ -208,7 +208,7 @@ func (e *Engine) claim(ctx context.Context, op *Operation, req Request) (*claim,
 	for attempt := 0; attempt < 5; attempt++ {
 		inserted, err := e.q.insert(ctx, e.pool, e.opts.AsyncClaimCommit, c, op.ID, req.Fingerprint, payload)
 		if err != nil {
-			return nil, nil, fmt.Errorf("idem: claim: %w", err)
+			return nil, nil, unavailable("claim", err)
 		}
 		if inserted {
 			e.obs.Observe(Event{Kind: EventClaim, Operation: op.ID})
@@ -219,13 +219,13 @@ func (e *Engine) claim(ctx context.Context, op *Operation, req Request) (*claim,
 			continue // released or pruned since the insert: try again
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("idem: claim: reading the existing record: %w", err)
+			return nil, nil, unavailable("reading the existing record", err)
 		}
 		switch {
 		case rec.expired:
 			// Past retention and not live: the key is free again.
 			if err := e.q.deleteExpired(ctx, e.pool, c.ns, c.scope, c.key); err != nil {
-				return nil, nil, fmt.Errorf("idem: claim: %w", err)
+				return nil, nil, unavailable("freeing an expired record", err)
 			}
 			continue
 		case string(rec.fingerprint) != string(req.Fingerprint) || rec.operation != op.ID:
@@ -245,7 +245,7 @@ func (e *Engine) claim(ctx context.Context, op *Operation, req Request) (*claim,
 		}
 		ok, err := e.q.takeover(ctx, e.pool, c, rec.owner)
 		if err != nil {
-			return nil, nil, fmt.Errorf("idem: takeover: %w", err)
+			return nil, nil, unavailable("takeover", err)
 		}
 		if ok {
 			e.obs.Observe(Event{Kind: EventTakeover, Operation: op.ID})
@@ -255,6 +255,12 @@ func (e *Engine) claim(ctx context.Context, op *Operation, req Request) (*claim,
 	}
 	e.obs.Observe(Event{Kind: EventInFlight, Operation: op.ID})
 	return nil, nil, &Error{Kind: KindInFlight, RetryAfter: time.Second, Detail: "the key is contended; retry later"}
+}
+
+// unavailable reports a store failure before anything was claimed: the
+// client may retry at once.
+func unavailable(step string, err error) *Error {
+	return &Error{Kind: KindUnavailable, RetryAfter: time.Second, Detail: "the idempotency store did not answer (" + step + ")", Err: err}
 }
 
 // execute runs the phases after c's recovery point.

@@ -25,6 +25,7 @@ const (
 	KindInFlight       Kind = "in-flight"       // 409: another execution holds the key
 	KindNotImplemented Kind = "not-implemented" // 501: a phase is still the generated stub
 	KindFailed         Kind = "failed"          // 500: an execution failed after it may have had effects
+	KindUnavailable    Kind = "unavailable"     // 503: the idempotency store could not be reached; nothing was claimed
 )
 
 // ProblemTypeBase prefixes every problem type URI.
@@ -39,6 +40,7 @@ var kindStatus = map[Kind]int{
 	KindInFlight:       http.StatusConflict,
 	KindNotImplemented: http.StatusNotImplemented,
 	KindFailed:         http.StatusInternalServerError,
+	KindUnavailable:    http.StatusServiceUnavailable,
 }
 
 var kindTitle = map[Kind]string{
@@ -50,6 +52,7 @@ var kindTitle = map[Kind]string{
 	KindInFlight:       "A request with this Idempotency-Key is in progress",
 	KindNotImplemented: "Operation phase not implemented",
 	KindFailed:         "Request failed; retry with the same Idempotency-Key to resume",
+	KindUnavailable:    "The idempotency store is unavailable; retry with the same Idempotency-Key",
 }
 
 // Error is a protocol error: something the client sent, or the state of the
