@@ -588,17 +588,21 @@ func (r *run) check(ctx context.Context, all [][]*intent) {
 			}
 		}
 	}
+	// The relays deliver in the background: wait while they make progress.
 	emails := map[string]int{}
-	for end := time.Now().Add(20 * time.Second); ; {
+	last, lastChange := -1, time.Now()
+	for end := time.Now().Add(3 * time.Minute); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
 		mails, _ := r.sink.Mails()
 		emails = map[string]int{}
 		for _, m := range mails {
 			emails[m.To]++
 		}
-		if len(mails) >= succeeded || time.Now().After(end) {
+		if len(mails) != last {
+			last, lastChange = len(mails), time.Now()
+		}
+		if len(mails) >= succeeded || time.Since(lastChange) > 15*time.Second {
 			break
 		}
-		time.Sleep(200 * time.Millisecond)
 	}
 
 	for _, intents := range all {

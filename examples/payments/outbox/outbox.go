@@ -9,6 +9,7 @@ package outbox
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -32,15 +34,23 @@ type Mail struct {
 	SentAt   time.Time `json:"sent_at"`
 }
 
-// Sink is a mailbox file shared safely by many processes: Deliver takes an
-// exclusive lock on the file, so two relays never both append one id.
+// Sink is a mailbox file shared safely by many processes: Deliver holds an
+// exclusive lock on the file, catches up with what other processes appended
+// since its last call, and appends only ids it has not seen. Each call reads
+// only the new part of the file.
 type Sink struct {
 	Path string
+
+	mu     sync.Mutex
+	seen   map[int64]bool
+	offset int64 // bytes of the file already indexed in seen
 }
 
 // Deliver appends m unless a mail with its OutboxID is already in the file.
 // It reports whether it appended.
 func (s *Sink) Deliver(m Mail) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	f, err := os.OpenFile(s.Path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return false, err
@@ -50,20 +60,48 @@ func (s *Sink) Deliver(m Mail) (bool, error) {
 		return false, err
 	}
 	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	mails, err := read(f)
+	if s.seen == nil {
+		s.seen = map[int64]bool{}
+	}
+	if _, err := f.Seek(s.offset, io.SeekStart); err != nil {
+		return false, err
+	}
+	tail, err := io.ReadAll(f)
 	if err != nil {
 		return false, err
 	}
-	for _, old := range mails {
-		if old.OutboxID == m.OutboxID {
-			return false, nil
+	for len(tail) > 0 {
+		i := bytes.IndexByte(tail, '\n')
+		if i < 0 {
+			// A torn last line from a writer that died mid-write: end it,
+			// so the next mail starts on a line of its own.
+			if _, err := f.Write([]byte("\n")); err != nil {
+				return false, err
+			}
+			s.offset += int64(len(tail)) + 1
+			break
 		}
+		var old Mail
+		if json.Unmarshal(tail[:i], &old) == nil {
+			s.seen[old.OutboxID] = true
+		}
+		s.offset += int64(i) + 1
+		tail = tail[i+1:]
+	}
+	if s.seen[m.OutboxID] {
+		return false, nil
 	}
 	line, _ := json.Marshal(m)
-	if _, err := f.Write(append(line, '\n')); err != nil {
+	line = append(line, '\n')
+	if _, err := f.Write(line); err != nil {
 		return false, err
 	}
-	return true, f.Sync()
+	if err := f.Sync(); err != nil {
+		return false, err
+	}
+	s.seen[m.OutboxID] = true
+	s.offset += int64(len(line))
+	return true, nil
 }
 
 // Mails returns every mail in the sink.
