@@ -6,15 +6,14 @@ BENCHCOUNT ?= 5
 
 .PHONY: test lint generate bench fuzz golden realspec demo chaos docs-check
 
-## test: vet, the whole suite with the race detector on a real PostgreSQL, short fuzz runs, the getting-started guide
+## test: vet, short fuzz runs, the whole suite with the race detector on a real PostgreSQL
 test: lint
-	$(GO) test -race -count=1 ./...
 	$(MAKE) --no-print-directory fuzz
-	scripts/getting-started.sh > /dev/null
+	$(GO) test -race -count=1 ./...
 
-## docs-check: run every command of docs/getting-started.md in a temp dir
+## docs-check: run every command of docs/getting-started.md in a temp dir (needs curl)
 docs-check:
-	scripts/getting-started.sh
+	scripts/getting-started.sh -q
 
 ## fuzz: run every fuzz target for FUZZTIME
 fuzz:
