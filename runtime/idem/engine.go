@@ -392,12 +392,17 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 			Detail: "another execution took this key over; retry to get its result"}
 	case !committed && (declared || !foreignTried):
 		// Nothing of this execution was committed and, unless the phase said
-		// so, no foreign call was attempted: no effect exists.
-		if derr := e.q.release(ctx, e.pool, c); derr != nil {
+		// so, no foreign call was attempted: no effect exists. The release
+		// is conditional on the recovery point: a commit that failed only in
+		// its acknowledgement leaves the record in place, as ambiguous.
+		released, derr := e.q.release(ctx, e.pool, c)
+		if derr != nil {
 			e.log.Warn("idem: release failed; the claim expires with its lease", "operation", c.op.ID, "err", derr)
 		}
-		e.obs.Observe(Event{Kind: EventRelease, Operation: c.op.ID})
-		return nil, err
+		if released || derr != nil {
+			e.obs.Observe(Event{Kind: EventRelease, Operation: c.op.ID})
+			return nil, err
+		}
 	case declared:
 		e.log.Warn("idem: release refused: a phase had committed; treating the failure as ambiguous",
 			"operation", c.op.ID, "recovery_point", c.recovery, "err", err)

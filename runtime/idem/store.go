@@ -60,7 +60,10 @@ RETURNING recovery_point, phase_state`,
 		completeSQL: `UPDATE ` + t + ` SET state = 'completed', owner_token = NULL, lease_until = NULL,
     recovery_point = $5, phase_state = $6, response_status = $7, response_headers = $8,
     response_body = $9, body_omitted = $10, completed_at = now(), request = NULL` + fence,
-		releaseSQL: `DELETE FROM ` + t + fence,
+		// A release also requires the recovery point this execution last
+		// saw: if a commit whose acknowledgement was lost did advance it,
+		// effects exist and the record must stay.
+		releaseSQL: `DELETE FROM ` + t + fence + ` AND recovery_point = $5`,
 		yieldSQL:   `UPDATE ` + t + ` SET lease_until = now()` + fence,
 		refreshSQL: `UPDATE ` + t + ` SET lease_until = now() + $5::bigint * interval '1 microsecond'` + fence,
 	}
@@ -167,9 +170,11 @@ func (q queries) complete(ctx context.Context, tx pgx.Tx, c *claim, phase string
 	return tag.RowsAffected() == 1, err
 }
 
-func (q queries) release(ctx context.Context, db execer, c *claim) error {
-	_, err := db.Exec(ctx, q.releaseSQL, c.ns, c.scope, c.key, c.token)
-	return err
+// release deletes c's record if it is still claimed by c at c's recovery
+// point, and reports whether it did.
+func (q queries) release(ctx context.Context, db execer, c *claim) (bool, error) {
+	tag, err := db.Exec(ctx, q.releaseSQL, c.ns, c.scope, c.key, c.token, c.recovery)
+	return tag.RowsAffected() == 1, err
 }
 
 func (q queries) yield(ctx context.Context, db execer, c *claim) error {

@@ -1,0 +1,55 @@
+package idem
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/internal/dbtest"
+)
+
+// TestReleaseAfterLostCommitAck: a phase's commit went through but its
+// acknowledgement was lost (the connection broke during COMMIT), so the
+// engine believes nothing committed. The release must then leave the
+// record alone: deleting it would let a retry repeat the committed effects.
+func TestReleaseAfterLostCommitAck(t *testing.T) {
+	pool, schema := dbtest.Pool(t)
+	ctx := context.Background()
+	if _, err := Migrate(ctx, pool, schema); err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(pool, Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := &Operation{ID: "op", Policy: Policy{Lease: 30 * time.Second}}
+	fp := sha256.Sum256([]byte("body"))
+	c, out, err := e.claim(ctx, op, Request{Scope: "s", Key: "k", Fingerprint: fp[:]})
+	if err != nil || out != nil {
+		t.Fatalf("claim: %v %v", out, err)
+	}
+	// The first phase commits; the engine never hears of it.
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		ok, err := e.q.advance(ctx, tx, c, "first", []byte(`{}`))
+		if !ok {
+			return errors.New("advance matched no row")
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ferr := e.fail(c, false, false, errors.New("commit: connection reset by peer"))
+	var perr *Error
+	if !errors.As(ferr, &perr) || perr.Kind != KindFailed {
+		t.Fatalf("fail = %v; want an ambiguous failure", ferr)
+	}
+	info, err := e.Inspect(ctx, "op", "s", "k")
+	if err != nil || info.State != stateClaimed || info.RecoveryPoint != "first" {
+		t.Fatalf("record after the refused release: %+v, %v; want it claimed at 'first'", info, err)
+	}
+}
