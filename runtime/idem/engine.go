@@ -460,7 +460,11 @@ func (e *Engine) keepLease(parent context.Context, c *claim) (context.Context, f
 				return
 			case <-t.C:
 			}
-			ok, err := e.q.refresh(context.Background(), e.pool, c)
+			// A renewal that takes longer than its interval is useless: give
+			// up on it rather than hold up the execution's end.
+			rctx, cancelRefresh := context.WithTimeout(context.Background(), c.policy.Lease/3)
+			ok, err := e.q.refresh(rctx, e.pool, c)
+			cancelRefresh()
 			switch {
 			case err != nil:
 				e.log.Warn("idem: lease refresh failed", "operation", c.op.ID, "err", err)
