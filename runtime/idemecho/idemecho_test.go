@@ -3,6 +3,7 @@ package idemecho_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -171,5 +172,61 @@ func TestHTTPConcurrentDuplicate(t *testing.T) {
 	}
 	if third := post(t, url, key("dup"), `{"name":"a"}`); third.status != 201 || third.body != first.body {
 		t.Fatalf("after completion: %+v", third)
+	}
+}
+
+// TestOptionalKey: with key.required false, a request without a key runs
+// its phases unprotected (every time), and one with a key is idempotent.
+func TestOptionalKey(t *testing.T) {
+	pool, schema := dbtest.Pool(t)
+	ctx := context.Background()
+	if _, err := idem.Migrate(ctx, pool, schema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE hits (id bigserial PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	eng, _ := idem.New(pool, idem.Options{Schema: schema})
+	rt := &idemecho.Runtime{Engine: eng}
+	spec := &idemecho.Spec{Operation: &idem.Operation{ID: "hit", Policy: idem.Policy{Lease: 10 * time.Second}},
+		Key: idemhttp.KeyRule{Required: false}, Scope: "global", Route: "/hit"}
+	e := echo.New()
+	e.POST("/hit", func(c echo.Context) error {
+		resp, err := idemecho.Execute(c.Request().Context(), rt, nil, []idem.Phase[struct{}]{
+			{Name: "a", Foreign: func(ctx context.Context, key string, _ *struct{}) error {
+				if !strings.HasPrefix(key, idem.DerivedKeyPrefix) {
+					t.Errorf("foreign key %q", key)
+				}
+				return nil
+			}},
+			{Name: "b", Final: func(ctx context.Context, tx pgx.Tx, _ *struct{}) (*idem.Response, error) {
+				var id int
+				if err := tx.QueryRow(ctx, `INSERT INTO hits DEFAULT VALUES RETURNING id`).Scan(&id); err != nil {
+					return nil, err
+				}
+				return &idem.Response{Status: 201, Header: http.Header{}, Body: []byte(fmt.Sprint(id))}, nil
+			}},
+		})
+		if err != nil {
+			return err
+		}
+		return idemecho.Writer(c.Request().Context(), resp)(c.Response())
+	}, idemecho.Middleware(rt, spec))
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+	for _, k := range []string{"", "", "k", "k"} {
+		var h map[string][]string
+		if k != "" {
+			h = key(k)
+		}
+		if r := post(t, srv.URL+"/hit", h, `{}`); r.status != 201 {
+			t.Fatalf("key %q: %+v", k, r)
+		}
+	}
+	var hits, records int
+	pool.QueryRow(ctx, `SELECT count(*) FROM hits`).Scan(&hits)
+	pool.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.records`).Scan(&records)
+	if hits != 3 || records != 1 {
+		t.Fatalf("%d executions and %d records; want 3 (two without a key, one with) and 1", hits, records)
 	}
 }
