@@ -128,7 +128,7 @@ func TestEndToEnd(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			if i == 1 {
-				time.Sleep(300 * time.Millisecond) // land while the first holds the claim
+				time.Sleep(time.Second) // land while the first holds the claim
 			}
 			replies[i] = call(t, "POST", base+"/items", "k-slow", "acct", `{"name":"slow"}`)
 		}()

@@ -544,16 +544,16 @@ func TestAmbiguousStore(t *testing.T) {
 func TestLeaseRefresh(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	op := &idem.Operation{ID: "slow", Policy: idem.Policy{Lease: 900 * time.Millisecond}}
+	op := &idem.Operation{ID: "slow", Policy: idem.Policy{Lease: 3 * time.Second}}
 	inPhase := make(chan struct{})
 	slow := []idem.Phase[payState]{{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
 		close(inPhase)
-		time.Sleep(2500 * time.Millisecond) // well past the lease
+		time.Sleep(7 * time.Second) // well past the lease
 		return created("{}"), nil
 	}}}
 	go func() {
 		<-inPhase
-		time.Sleep(1800 * time.Millisecond) // two leases in: refreshed, still live
+		time.Sleep(4500 * time.Millisecond) // past one lease: refreshed, still live
 		_, err := idem.Run(ctx, e.eng, op, request("t", "slow", "b"), slow)
 		if kindOf(err) != idem.KindInFlight {
 			t.Errorf("during a refreshed lease: %v; want in-flight", err)

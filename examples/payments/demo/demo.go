@@ -216,15 +216,21 @@ func (s *story) tell(ctx context.Context) (*Tally, error) {
 	}
 
 	s.title("Two concurrent calls with one key (the card network is slow now): 201 and 409.")
-	s.cards.SetOptions(cardnet.Options{Latency: 1500 * time.Millisecond})
+	// The second call is sent once the card network sees the first one's
+	// charge: the first execution then surely holds the claim.
+	charging := make(chan struct{})
+	var charged sync.Once
+	s.cards.SetOptions(cardnet.Options{Latency: 1500 * time.Millisecond, OnCharge: func(cardnet.Charge) {
+		charged.Do(func() { close(charging) })
+	}})
 	var wg sync.WaitGroup
 	var a, b reply
 	wg.Add(2)
 	go func() { defer wg.Done(); a = s.pay("k-concurrent", 2500, true) }()
-	go func() { defer wg.Done(); time.Sleep(300 * time.Millisecond); b = s.pay("k-concurrent", 2500, true) }()
+	go func() { defer wg.Done(); <-charging; b = s.pay("k-concurrent", 2500, true) }()
 	wg.Wait()
 	s.cards.SetOptions(cardnet.Options{})
-	s.say("   → POST /payments  Idempotency-Key: k-concurrent  (twice, 300ms apart)")
+	s.say("   → POST /payments  Idempotency-Key: k-concurrent  (the second while the first is at the card network)")
 	s.say("   ← first:  %s", a.summary())
 	s.say("   ← second: %s", b.summary())
 	if err := expect(a.status == 201 && b.status == 409 && b.header.Get("Retry-After") != "", "concurrent calls: %s / %s", a.summary(), b.summary()); err != nil {
