@@ -1,19 +1,18 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/idemgen/idemgen/internal/childproc"
 	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/internal/tempmod"
 )
@@ -154,31 +153,13 @@ func TestEndToEnd(t *testing.T) {
 
 func startServer(t *testing.T, bin string) string {
 	t.Helper()
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbtest.URL())
-	stdout, _ := cmd.StdoutPipe()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	p := &childproc.Process{Name: "e2e server", Bin: bin, Log: filepath.Join(t.TempDir(), "server.log"),
+		Env: []string{"DATABASE_URL=" + dbtest.URL()}}
+	if err := p.Start(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	lines := make(chan string, 1)
-	go func() {
-		s := bufio.NewScanner(stdout)
-		for s.Scan() {
-			if addr, ok := strings.CutPrefix(s.Text(), "listening on "); ok {
-				lines <- addr
-			}
-		}
-	}()
-	select {
-	case addr := <-lines:
-		return "http://" + addr
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the server did not start: %s", stderr.String())
-	}
-	return ""
+	t.Cleanup(p.Kill)
+	return "http://" + p.Addr()
 }
 
 type reply struct {

@@ -24,8 +24,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgen/idemgen/examples/payments/cardnet"
-	"github.com/idemgen/idemgen/examples/payments/internal/childproc"
 	"github.com/idemgen/idemgen/examples/payments/outbox"
+	"github.com/idemgen/idemgen/internal/childproc"
 	"github.com/idemgen/idemgen/runtime/pglocal"
 )
 

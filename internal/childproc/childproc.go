@@ -1,5 +1,5 @@
-// Package childproc runs the example's binaries as child processes the way
-// the demo and the chaos harness need them: started with extra environment,
+// Package childproc runs the project's service binaries as child processes,
+// for the end-to-end test, the demo and the chaos harness: started with extra environment,
 // logging to a file, ready once they print "listening on ADDR", and killed
 // (SIGKILL) or stopped (SIGTERM) on demand.
 package childproc
