@@ -17,7 +17,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -42,17 +46,25 @@ type Options struct {
 	// PolicyURL, when set, is linked from every problem response
 	// (Link: <PolicyURL>; rel="describedby").
 	PolicyURL string
+	// CompleterAttempts bounds how many times a record is taken over (by
+	// retries and the background completer together) before the completer
+	// leaves it to an operator (see Abandoned). Default 5.
+	CompleterAttempts int
 }
+
+// DefaultCompleterAttempts is Options.CompleterAttempts' default.
+const DefaultCompleterAttempts = 5
 
 // Engine runs idempotent executions. It is safe for concurrent use.
 type Engine struct {
-	pool   *pgxpool.Pool
-	opts   Options
-	obs    Observer
-	log    *slog.Logger
-	q      queries
-	resume map[string]resumer // by operation ID, for the background completer
-	ops    []*Operation       // operations with a completer, in registration order
+	pool     *pgxpool.Pool
+	opts     Options
+	obs      Observer
+	log      *slog.Logger
+	q        queries
+	resume   map[string]resumer // by operation ID, for the background completer
+	ops      []*Operation       // operations with a completer, in registration order
+	policies sync.Map           // *Operation -> Policy, validated, defaults applied
 }
 
 // New returns an engine on pool. The schema must have been migrated (see
@@ -64,6 +76,15 @@ func New(pool *pgxpool.Pool, opts Options) (*Engine, error) {
 	if err := checkSchema(opts.Schema); err != nil {
 		return nil, err
 	}
+	if opts.DerivedKeyLength != 0 && (opts.DerivedKeyLength < 20 || opts.DerivedKeyLength > MaxDerivedKeyLength) {
+		return nil, fmt.Errorf("idem: DerivedKeyLength %d is outside 20..%d", opts.DerivedKeyLength, MaxDerivedKeyLength)
+	}
+	switch {
+	case opts.CompleterAttempts == 0:
+		opts.CompleterAttempts = DefaultCompleterAttempts
+	case opts.CompleterAttempts < 0:
+		return nil, fmt.Errorf("idem: CompleterAttempts %d is negative", opts.CompleterAttempts)
+	}
 	e := &Engine{pool: pool, opts: opts, obs: opts.Observer, log: opts.Logger,
 		q: newQueries(opts.Schema), resume: map[string]resumer{}}
 	if e.obs == nil {
@@ -73,6 +94,36 @@ func New(pool *pgxpool.Pool, opts Options) (*Engine, error) {
 		e.log = slog.Default()
 	}
 	return e, nil
+}
+
+// Register validates the policies of ops, so that a bad policy (a lease
+// under a second, a retention not longer than the lease, a framing header
+// in the replay list) is an error when the service starts rather than at
+// its first request. Run validates an unregistered operation on first use.
+func (e *Engine) Register(ops ...*Operation) error {
+	var errs []error
+	for _, op := range ops {
+		if _, err := e.policy(op); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// policy returns op's validated policy with its defaults applied.
+func (e *Engine) policy(op *Operation) (Policy, error) {
+	if p, ok := e.policies.Load(op); ok {
+		return p.(Policy), nil
+	}
+	if op.ID == "" {
+		return Policy{}, errors.New("idem: an operation needs an ID")
+	}
+	p := op.Policy.withDefaults()
+	if err := p.Validate(); err != nil {
+		return Policy{}, fmt.Errorf("idem: operation %s: %w", op.ID, err)
+	}
+	e.policies.Store(op, p)
+	return p, nil
 }
 
 // Pool returns the engine's pool.
@@ -100,9 +151,6 @@ type Response struct {
 	Status int
 	Header http.Header
 	Body   []byte
-	// BodyOmitted is set on a replay whose original body exceeded the
-	// policy's MaxReplayBody and was not stored.
-	BodyOmitted bool
 }
 
 // Outcome is the result of Run.
@@ -168,12 +216,68 @@ func Run[S any](ctx context.Context, e *Engine, op *Operation, req Request, phas
 	if err := checkPhases(phases); err != nil {
 		return nil, err
 	}
-	c, out, err := e.claim(ctx, op, req)
+	p, err := e.policy(op)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckScope(req.Scope); err != nil {
+		return nil, err
+	}
+	c, out, err := e.claim(ctx, op, p, req)
 	if err != nil || out != nil {
 		return out, err
 	}
 	return execute(context.WithoutCancel(ctx), e, c, phases)
 }
+
+// MaxScopeLength bounds a scope value (a principal, a header's value), in bytes.
+const MaxScopeLength = 255
+
+// CheckScope refuses a scope value the store cannot hold or index well:
+// invalid UTF-8, a NUL character, or more than MaxScopeLength bytes. The
+// error is a KindInvalidScope *Error (400).
+func CheckScope(scope string) error {
+	switch {
+	case len(scope) > MaxScopeLength:
+		return errorf(KindInvalidScope, "the scope value is %d bytes long; at most %d are allowed", len(scope), MaxScopeLength)
+	case !utf8.ValidString(scope):
+		return errorf(KindInvalidScope, "the scope value is not valid UTF-8")
+	case strings.IndexByte(scope, 0) >= 0:
+		return errorf(KindInvalidScope, "the scope value contains a NUL character")
+	}
+	return nil
+}
+
+// Call is the idempotent request an execution serves. Phases read it from
+// their context with CallFrom, on the request path and in the background
+// completer alike: identity that a phase needs (the tenant a row belongs to)
+// comes from here, not from values a middleware put in the request's
+// context, which the completer does not have.
+type Call struct {
+	Operation string // the operationId
+	Namespace string // the key namespace (the group, or the operationId)
+	Scope     string // the resolved scope value: the principal, a header's value, or "" for global
+	Key       string // the client's idempotency key
+	Resumed   bool   // the execution continues from an earlier one's recovery point
+	// Background is set when the completer runs the execution, with no
+	// client waiting for it.
+	Background bool
+}
+
+type callKey struct{}
+
+// CallFrom returns the call an execution serves, or nil outside one.
+func CallFrom(ctx context.Context) *Call {
+	c, _ := ctx.Value(callKey{}).(*Call)
+	return c
+}
+
+// Test hooks, nil outside tests: they stop an execution where a race
+// matters, so that a test can drive the race deterministically.
+var (
+	hookAfterRead func() // claim: a conflicting record was read, nothing decided yet
+	hookAfterEnd  func() // execute: the outcome is stored, released or yielded
+)
 
 // claim is an execution's hold on a record.
 type claim struct {
@@ -186,6 +290,11 @@ type claim struct {
 	recovery string          // last committed phase, "" for none
 	state    json.RawMessage // state saved with the recovery point
 	resumed  bool
+	// fingerprint and derivation determine the derived keys of foreign phases.
+	fingerprint []byte
+	derivation  KeyDerivation
+	background  bool    // run by the completer
+	keeper      *keeper // refreshes the lease while the execution runs
 }
 
 func newToken() [16]byte {
@@ -198,9 +307,9 @@ func newToken() [16]byte {
 
 // claim inserts the record, or decides what an existing one means. It
 // returns a claim to execute, or an outcome (a replay), or an error.
-func (e *Engine) claim(ctx context.Context, op *Operation, req Request) (*claim, *Outcome, error) {
-	p := op.Policy.withDefaults()
-	c := &claim{op: op, policy: p, ns: op.namespace(), scope: req.Scope, key: req.Key, token: newToken()}
+func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, req Request) (*claim, *Outcome, error) {
+	c := &claim{op: op, policy: p, ns: op.namespace(), scope: req.Scope, key: req.Key, token: newToken(),
+		fingerprint: req.Fingerprint, derivation: CurrentKeyDerivation}
 	var payload []byte
 	if p.Complete == CompleteBackground {
 		payload = req.Payload
@@ -215,19 +324,27 @@ func (e *Engine) claim(ctx context.Context, op *Operation, req Request) (*claim,
 			return c, nil, nil
 		}
 		rec, err := e.q.read(ctx, e.pool, c.ns, c.scope, c.key)
+		if hookAfterRead != nil {
+			hookAfterRead()
+		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // released or pruned since the insert: try again
 		}
 		if err != nil {
 			return nil, nil, unavailable("reading the existing record", err)
 		}
-		switch {
-		case rec.expired:
-			// Past retention and not live: the key is free again.
-			if err := e.q.deleteExpired(ctx, e.pool, c.ns, c.scope, c.key); err != nil {
+		if rec.pastRetention && (rec.state == stateCompleted || !rec.live) {
+			// Past retention: the key is free again, unless the delete's own
+			// predicates find the owner live again or a committed phase.
+			freed, err := e.q.deleteExpired(ctx, e.pool, c.ns, c.scope, c.key)
+			if err != nil {
 				return nil, nil, unavailable("freeing an expired record", err)
 			}
-			continue
+			if freed {
+				continue
+			}
+		}
+		switch {
 		case string(rec.fingerprint) != string(req.Fingerprint) || rec.operation != op.ID:
 			e.obs.Observe(Event{Kind: EventMismatch, Operation: op.ID})
 			detail := "this key was first used with a different request"
@@ -237,7 +354,7 @@ func (e *Engine) claim(ctx context.Context, op *Operation, req Request) (*claim,
 			return nil, nil, &Error{Kind: KindMismatch, Detail: detail}
 		case rec.state == stateCompleted:
 			e.obs.Observe(Event{Kind: EventReplay, Operation: op.ID})
-			return nil, &Outcome{Response: rec.response(), Replayed: true}, nil
+			return nil, &Outcome{Response: e.replay(rec), Replayed: true}, nil
 		case rec.live:
 			e.obs.Observe(Event{Kind: EventInFlight, Operation: op.ID})
 			return nil, nil, &Error{Kind: KindInFlight, RetryAfter: rec.retryAfter,
@@ -251,10 +368,27 @@ func (e *Engine) claim(ctx context.Context, op *Operation, req Request) (*claim,
 			e.obs.Observe(Event{Kind: EventTakeover, Operation: op.ID})
 			return c, nil, nil
 		}
-		// Someone else took it over or finished it first: look again.
+		// The owner refreshed, or someone else took it over or finished it
+		// first: look again.
 	}
 	e.obs.Observe(Event{Kind: EventInFlight, Operation: op.ID})
 	return nil, nil, &Error{Kind: KindInFlight, RetryAfter: time.Second, Detail: "the key is contended; retry later"}
+}
+
+// replay returns a completed record's stored response, or, when its body
+// was too large to store, the response-not-stored problem: never a success
+// with its body silently missing.
+func (e *Engine) replay(rec *record) *Response {
+	if !rec.bodyOmitted {
+		return rec.response()
+	}
+	status := 0
+	if rec.status != nil {
+		status = *rec.status
+	}
+	return ProblemResponse(&Error{Kind: KindNotStored, Detail: fmt.Sprintf(
+		"the request completed with status %d, but its response body exceeded the replay limit and was not stored", status)},
+		e.opts.PolicyURL)
 }
 
 // unavailable reports a store failure before anything was claimed: the
@@ -287,8 +421,10 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 		e.obs.Observe(Event{Kind: EventResume, Operation: c.op.ID})
 	}
 
-	ctx, stop := e.keepLease(ctx, c)
-	defer stop()
+	ctx = context.WithValue(ctx, callKey{}, &Call{Operation: c.op.ID, Namespace: c.ns, Scope: c.scope, Key: c.key,
+		Resumed: c.resumed, Background: c.background})
+	ctx, c.keeper = e.keepLease(ctx, c)
+	defer c.keeper.close()
 
 	committed := c.recovery != "" // a local phase of this record has committed
 	foreignTried := false         // a foreign call may have had an effect
@@ -296,29 +432,39 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 		p := phases[i]
 		began := time.Now()
 		var resp *Response
-		var err error
-		switch {
-		case p.foreign():
-			foreignTried = true
-			key := DeriveKey(c.ns, c.scope, c.key, p.Name, e.opts.DerivedKeyLength)
-			err = p.Foreign(ctx, key, &state)
-		default:
-			resp, err = e.commitPhase(ctx, c, p.Name, &state, func(tx pgx.Tx) (*Response, error) {
-				if p.Final != nil {
-					return p.Final(ctx, tx, &state)
-				}
-				return nil, p.Local(ctx, tx, &state)
-			})
-		}
+		err := recovered(p.Name, func() error {
+			var err error
+			switch {
+			case p.foreign():
+				foreignTried = true
+				key := DeriveKey(c.derivation, c.ns, c.scope, c.key, p.Name, c.fingerprint, e.opts.DerivedKeyLength)
+				err = p.Foreign(ctx, key, &state)
+			default:
+				resp, err = e.commitPhase(ctx, c, p.Name, &state, func(tx pgx.Tx) (*Response, error) {
+					if p.Final != nil {
+						return p.Final(ctx, tx, &state)
+					}
+					return nil, p.Local(ctx, tx, &state)
+				})
+			}
+			return err
+		})
 		if err != nil && errors.Is(context.Cause(ctx), ErrFenced) {
 			err = ErrFenced // whatever the phase saw, the cause is the lost lease
 		}
 		e.obs.Observe(Event{Kind: EventPhase, Operation: c.op.ID, Phase: p.Name, Duration: time.Since(began), Err: err})
 		if err != nil {
+			var pe *PanicError
+			if errors.As(err, &pe) {
+				e.log.Error("idem: a phase panicked", "operation", c.op.ID, "phase", p.Name, "panic", pe.Value, "stack", string(pe.Stack))
+			}
 			return e.fail(c, committed, foreignTried, err)
 		}
 		if resp != nil {
 			e.obs.Observe(Event{Kind: EventComplete, Operation: c.op.ID})
+			if hookAfterEnd != nil {
+				hookAfterEnd()
+			}
 			return &Outcome{Response: resp, Resumed: c.resumed}, nil
 		}
 		if !p.foreign() {
@@ -327,6 +473,30 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 		}
 	}
 	return nil, errors.New("idem: the last phase returned no response")
+}
+
+// PanicError is a panic in a phase, recovered by the engine and treated as
+// the phase's error: the claim is released when nothing was committed, and
+// the failure is ambiguous otherwise.
+type PanicError struct {
+	Phase string
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("idem: phase %s panicked: %v", e.Phase, e.Value)
+}
+
+// recovered runs f and turns a panic into a *PanicError. (runtime.Goexit is
+// not a panic and goes through.)
+func recovered(phase string, f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Phase: phase, Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return f()
 }
 
 func phaseIndex[S any](phases []Phase[S], name string) int {
@@ -357,11 +527,14 @@ func (e *Engine) commitPhase(ctx context.Context, c *claim, name string, state a
 	}
 	var ok bool
 	if resp != nil {
-		stored := &Response{Status: resp.Status, Header: c.policy.storedHeaders(resp.Header), Body: resp.Body}
-		if len(stored.Body) > c.policy.MaxReplayBody {
-			stored.Body, stored.BodyOmitted = nil, true
-		}
-		ok, err = e.q.complete(ctx, tx, c, name, st, stored)
+		// The answer goes out exactly as it is stored (the allowed headers
+		// only), so that it and every replay are byte-identical. A body too
+		// large to store still goes out in full this once.
+		resp = &Response{Status: resp.Status, Header: c.policy.storedHeaders(resp.Header), Body: resp.Body}
+		// No refresh may land after the completion: it would find the
+		// record completed and report a spurious fence.
+		c.keeper.stop()
+		ok, err = e.q.complete(ctx, tx, c, name, st, resp, len(resp.Body) > c.policy.MaxReplayBody)
 	} else {
 		ok, err = e.q.advance(ctx, tx, c, name, st)
 	}
@@ -380,6 +553,9 @@ func (e *Engine) commitPhase(ctx context.Context, c *claim, name string, state a
 // fail applies the outcome rules to a failed phase.
 func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outcome, error) {
 	ctx := context.Background()
+	// Whatever happens next (release, yield, a stored failure), no refresh
+	// may land after it.
+	c.keeper.stop()
 	var rel *ReleaseError
 	var protoErr *Error
 	// The phase declared the failure effect-free: a release, or a protocol
@@ -401,6 +577,9 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 		}
 		if released || derr != nil {
 			e.obs.Observe(Event{Kind: EventRelease, Operation: c.op.ID})
+			if hookAfterEnd != nil {
+				hookAfterEnd()
+			}
 			return nil, err
 		}
 	case declared:
@@ -411,6 +590,7 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 	failure := &Error{Kind: KindFailed, Err: err}
 	if c.policy.Ambiguous == AmbiguousStore {
 		resp := ProblemResponse(failure, e.opts.PolicyURL)
+		resp.Header = c.policy.storedHeaders(resp.Header) // sent as stored
 		ok, serr := e.storeFailure(ctx, c, resp)
 		if serr == nil && ok {
 			e.obs.Observe(Event{Kind: EventComplete, Operation: c.op.ID})
@@ -421,6 +601,9 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 		}
 	}
 	e.yield(c)
+	if hookAfterEnd != nil {
+		hookAfterEnd()
+	}
 	return nil, failure
 }
 
@@ -428,8 +611,7 @@ func (e *Engine) storeFailure(ctx context.Context, c *claim, resp *Response) (bo
 	var ok bool
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		var err error
-		ok, err = e.q.complete(ctx, tx, c, c.recovery, json.RawMessage(c.state), &Response{
-			Status: resp.Status, Header: c.policy.storedHeaders(resp.Header), Body: resp.Body})
+		ok, err = e.q.complete(ctx, tx, c, c.recovery, json.RawMessage(c.state), resp, false)
 		return err
 	})
 	return ok, err
@@ -443,43 +625,77 @@ func (e *Engine) yield(c *claim) {
 	}
 }
 
-// keepLease refreshes c's lease every third of its length until stop is
-// called. If a refresh finds the lease taken over, the returned context is
-// cancelled with cause ErrFenced.
-func (e *Engine) keepLease(parent context.Context, c *claim) (context.Context, func()) {
+// keeper refreshes a claim's lease every third of its length while the
+// execution runs. It arms a timer rather than a goroutine, so an execution
+// shorter than a third of the lease costs no refresh at all. If a refresh
+// finds the lease taken over, the execution's context is cancelled with
+// cause ErrFenced.
+type keeper struct {
+	e        *Engine
+	c        *claim
+	every    time.Duration
+	cancel   context.CancelCauseFunc
+	mu       sync.Mutex
+	timer    *time.Timer
+	stopped  bool
+	inflight sync.WaitGroup
+}
+
+func (e *Engine) keepLease(parent context.Context, c *claim) (context.Context, *keeper) {
 	ctx, cancel := context.WithCancelCause(parent)
-	done := make(chan struct{})
-	var exited = make(chan struct{})
-	go func() {
-		defer close(exited)
-		t := time.NewTicker(c.policy.Lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-			// A renewal that takes longer than its interval is useless: give
-			// up on it rather than hold up the execution's end.
-			rctx, cancelRefresh := context.WithTimeout(context.Background(), c.policy.Lease/3)
-			ok, err := e.q.refresh(rctx, e.pool, c)
-			cancelRefresh()
-			switch {
-			case err != nil:
-				e.log.Warn("idem: lease refresh failed", "operation", c.op.ID, "err", err)
-			case !ok:
-				e.obs.Observe(Event{Kind: EventFenced, Operation: c.op.ID})
-				cancel(ErrFenced)
-				return
-			}
-		}
-	}()
-	return ctx, func() {
-		close(done)
-		<-exited
-		cancel(nil)
+	k := &keeper{e: e, c: c, every: c.policy.Lease / 3, cancel: cancel}
+	k.mu.Lock()
+	k.timer = time.AfterFunc(k.every, k.refresh)
+	k.mu.Unlock()
+	return ctx, k
+}
+
+func (k *keeper) refresh() {
+	k.mu.Lock()
+	if k.stopped {
+		k.mu.Unlock()
+		return
 	}
+	k.inflight.Add(1)
+	k.mu.Unlock()
+	defer k.inflight.Done()
+	// A renewal that takes longer than its interval is useless: give up on
+	// it rather than hold up the execution's end.
+	ctx, cancel := context.WithTimeout(context.Background(), k.every)
+	ok, err := k.e.q.refresh(ctx, k.e.pool, k.c)
+	cancel()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch {
+	case k.stopped:
+	case err != nil:
+		k.e.log.Warn("idem: lease refresh failed", "operation", k.c.op.ID, "err", err)
+		k.timer.Reset(k.every)
+	case !ok:
+		k.e.obs.Observe(Event{Kind: EventFenced, Operation: k.c.op.ID})
+		k.cancel(ErrFenced)
+	default:
+		k.timer.Reset(k.every)
+	}
+}
+
+// stop ends the refreshes and waits for one in flight. It is safe to call
+// more than once, and on a nil keeper.
+func (k *keeper) stop() {
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	k.stopped = true
+	k.timer.Stop()
+	k.mu.Unlock()
+	k.inflight.Wait()
+}
+
+// close stops the keeper and releases its context.
+func (k *keeper) close() {
+	k.stop()
+	k.cancel(nil)
 }
 
 // RunWithoutKey runs the phases once, unprotected, for a request that sent
@@ -494,7 +710,7 @@ func RunWithoutKey[S any](ctx context.Context, e *Engine, op *Operation, phases 
 	nonce := newToken()
 	for _, p := range phases {
 		if p.foreign() {
-			if err := p.Foreign(ctx, DeriveKey(op.namespace(), "", string(nonce[:]), p.Name, e.opts.DerivedKeyLength), &state); err != nil {
+			if err := p.Foreign(ctx, DeriveKey(CurrentKeyDerivation, op.namespace(), "", string(nonce[:]), p.Name, nil, e.opts.DerivedKeyLength), &state); err != nil {
 				return nil, err
 			}
 			continue

@@ -17,15 +17,17 @@ type Kind string
 // The protocol errors. Their string values are part of the public contract:
 // they appear in problem type URIs and never change.
 const (
-	KindMissingKey     Kind = "missing-key"     // 400: the operation requires a key and none was sent
-	KindInvalidKey     Kind = "invalid-key"     // 400: empty, too long, bad characters, bad format, or repeated header
-	KindInvalidRequest Kind = "invalid-request" // 400: the body cannot be fingerprinted (malformed JSON, too deep, duplicate names)
-	KindMissingScope   Kind = "missing-scope"   // 401: no principal (or scope header) to scope the key to
-	KindMismatch       Kind = "key-reused"      // 422: same key, different request
-	KindInFlight       Kind = "in-flight"       // 409: another execution holds the key
-	KindNotImplemented Kind = "not-implemented" // 501: a phase is still the generated stub
-	KindFailed         Kind = "failed"          // 500: an execution failed after it may have had effects
-	KindUnavailable    Kind = "unavailable"     // 503: the idempotency store could not be reached; nothing was claimed
+	KindMissingKey     Kind = "missing-key"         // 400: the operation requires a key and none was sent
+	KindInvalidKey     Kind = "invalid-key"         // 400: empty, too long, bad characters, bad format, or repeated header
+	KindInvalidRequest Kind = "invalid-request"     // 400: the body cannot be fingerprinted (malformed JSON, too deep, duplicate names)
+	KindMissingScope   Kind = "missing-scope"       // 401: no principal (or scope header) to scope the key to
+	KindInvalidScope   Kind = "invalid-scope"       // 400: the principal or scope header is not valid UTF-8 or is too long
+	KindMismatch       Kind = "key-reused"          // 422: same key, different request
+	KindInFlight       Kind = "in-flight"           // 409: another execution holds the key
+	KindNotImplemented Kind = "not-implemented"     // 501: a phase is still the generated stub
+	KindFailed         Kind = "failed"              // 500: an execution failed after it may have had effects
+	KindUnavailable    Kind = "unavailable"         // 503: the idempotency store could not be reached; nothing was claimed
+	KindNotStored      Kind = "response-not-stored" // 410: the request completed, but its body was too large to store for replay
 )
 
 // ProblemTypeBase prefixes every problem type URI.
@@ -36,11 +38,13 @@ var kindStatus = map[Kind]int{
 	KindInvalidKey:     http.StatusBadRequest,
 	KindInvalidRequest: http.StatusBadRequest,
 	KindMissingScope:   http.StatusUnauthorized,
+	KindInvalidScope:   http.StatusBadRequest,
 	KindMismatch:       http.StatusUnprocessableEntity,
 	KindInFlight:       http.StatusConflict,
 	KindNotImplemented: http.StatusNotImplemented,
 	KindFailed:         http.StatusInternalServerError,
 	KindUnavailable:    http.StatusServiceUnavailable,
+	KindNotStored:      http.StatusGone,
 }
 
 var kindTitle = map[Kind]string{
@@ -48,11 +52,13 @@ var kindTitle = map[Kind]string{
 	KindInvalidKey:     "Idempotency-Key header is malformed",
 	KindInvalidRequest: "Request cannot be fingerprinted",
 	KindMissingScope:   "No principal to scope the Idempotency-Key to",
+	KindInvalidScope:   "The principal or scope header cannot scope an Idempotency-Key",
 	KindMismatch:       "Idempotency-Key was used with a different request",
 	KindInFlight:       "A request with this Idempotency-Key is in progress",
 	KindNotImplemented: "Operation phase not implemented",
 	KindFailed:         "Request failed; retry with the same Idempotency-Key to resume",
 	KindUnavailable:    "The idempotency store is unavailable; retry with the same Idempotency-Key",
+	KindNotStored:      "The request completed, but its response was too large to store for replay",
 }
 
 // Error is a protocol error: something the client sent, or the state of the

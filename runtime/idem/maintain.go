@@ -2,7 +2,6 @@ package idem
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -16,28 +15,32 @@ import (
 // Each batch locks its rows with SKIP LOCKED, so many processes can prune at
 // once without waiting on each other, and a claim of the same key waits for
 // at most one batch's transaction. A claimed record is deleted only once its
-// lease has also expired, so a running execution is never pruned under its
-// owner.
+// lease has also expired and only if no phase of it committed: a running
+// execution is never pruned under its owner, and a half-done one waits for
+// its owner, a retry, the completer or an operator (see Abandoned), whatever
+// its age. After the last batch, Prune reports how many such records are
+// stuck past their retention (EventStuck).
 func (e *Engine) Prune(ctx context.Context, batch int) (int64, error) {
 	if batch <= 0 {
 		batch = 1000
 	}
-	sql := `DELETE FROM ` + e.opts.Schema + `.records WHERE ctid IN (
-    SELECT ctid FROM ` + e.opts.Schema + `.records
-    WHERE expires_at <= now() AND (state = 'completed' OR lease_until <= now())
-    ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)`
 	var total int64
 	for {
-		tag, err := e.pool.Exec(ctx, sql, batch)
+		tag, err := e.pool.Exec(ctx, e.q.pruneSQL, batch)
 		if err != nil {
 			return total, fmt.Errorf("idem: prune: %w", err)
 		}
 		n := tag.RowsAffected()
 		total += n
 		if n > 0 {
-			e.obs.Observe(Event{Kind: EventPruned, Duration: time.Duration(n)})
+			e.obs.Observe(Event{Kind: EventPruned, Count: n})
 		}
 		if n < int64(batch) {
+			stuck, err := e.countStuck(ctx)
+			if err != nil {
+				return total, fmt.Errorf("idem: prune: counting stuck records: %w", err)
+			}
+			e.obs.Observe(Event{Kind: EventStuck, Count: stuck})
 			return total, nil
 		}
 		if err := ctx.Err(); err != nil {
@@ -55,8 +58,15 @@ type resumer func(ctx context.Context, c *claim, payload []byte) (*Outcome, erro
 // request payload back into the operation's phases.
 func RegisterCompleter[S any](e *Engine, op *Operation, build func(payload []byte) ([]Phase[S], error)) {
 	e.resume[op.ID] = func(ctx context.Context, c *claim, payload []byte) (*Outcome, error) {
-		phases, err := build(payload)
+		var phases []Phase[S]
+		err := recovered("(decoding the stored request)", func() error {
+			var err error
+			phases, err = build(payload)
+			return err
+		})
 		if err != nil {
+			// Nothing ran: give the lease back for a later pass.
+			e.yield(c)
 			return nil, err
 		}
 		if err := checkPhases(phases); err != nil {
@@ -82,21 +92,24 @@ func (e *Engine) CompleteAbandoned(ctx context.Context, limit int) (int, error) 
 		ids = append(ids, op.ID)
 		byID[op.ID] = op
 	}
-	rows, err := e.pool.Query(ctx, `SELECT namespace, scope, key, operation, owner_token, request
+	// attempts counts the claim and every takeover: a record that keeps
+	// failing (a poisoned request, a phase that panics) is left to an
+	// operator instead of being tried forever.
+	rows, err := e.pool.Query(ctx, `SELECT namespace, scope, key, operation, owner_token, request, fingerprint
 FROM `+e.opts.Schema+`.records
-WHERE state = 'claimed' AND background AND lease_until <= now() AND operation = ANY($1)
-ORDER BY lease_until LIMIT $2`, ids, limit)
+WHERE state = 'claimed' AND background AND lease_until <= now() AND operation = ANY($1) AND attempts < $3
+ORDER BY lease_until LIMIT $2`, ids, limit, e.opts.CompleterAttempts)
 	if err != nil {
 		return 0, fmt.Errorf("idem: completer: %w", err)
 	}
 	type abandoned struct {
 		ns, scope, key, op string
 		owner              [16]byte
-		payload            []byte
+		payload, fp        []byte
 	}
 	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (abandoned, error) {
 		var a abandoned
-		err := r.Scan(&a.ns, &a.scope, &a.key, &a.op, &a.owner, &a.payload)
+		err := r.Scan(&a.ns, &a.scope, &a.key, &a.op, &a.owner, &a.payload, &a.fp)
 		return a, err
 	})
 	if err != nil {
@@ -106,7 +119,12 @@ ORDER BY lease_until LIMIT $2`, ids, limit)
 	var errs []error
 	for _, a := range found {
 		op := byID[a.op]
-		c := &claim{op: op, policy: op.Policy.withDefaults(), ns: a.ns, scope: a.scope, key: a.key, token: newToken()}
+		p, err := e.policy(op)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c := &claim{op: op, policy: p, ns: a.ns, scope: a.scope, key: a.key, token: newToken(), fingerprint: a.fp, background: true}
 		ok, err := e.q.takeover(ctx, e.pool, c, &a.owner)
 		if err != nil {
 			errs = append(errs, err)
@@ -141,49 +159,4 @@ func (e *Engine) RunCompleter(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 	}
-}
-
-// RecordInfo is what an operator sees of one record.
-type RecordInfo struct {
-	Namespace     string          `json:"namespace"`
-	Scope         string          `json:"scope"`
-	Key           string          `json:"key"`
-	Operation     string          `json:"operation"`
-	State         string          `json:"state"`
-	RecoveryPoint string          `json:"recovery_point"`
-	PhaseState    json.RawMessage `json:"phase_state,omitempty"`
-	Owner         string          `json:"owner,omitempty"`
-	LeaseLeft     string          `json:"lease_left,omitempty"` // negative once expired
-	Attempts      int             `json:"attempts"`
-	Age           string          `json:"age"`
-	ExpiresIn     string          `json:"expires_in"`
-	Status        *int            `json:"response_status,omitempty"`
-}
-
-// Inspect returns the record for (namespace, scope, key), or pgx.ErrNoRows.
-func (e *Engine) Inspect(ctx context.Context, namespace, scope, key string) (*RecordInfo, error) {
-	var r RecordInfo
-	var owner *string
-	var lease *float64
-	var age, expires float64
-	err := e.pool.QueryRow(ctx, `SELECT namespace, scope, key, operation, state, recovery_point, phase_state,
-    owner_token::text, extract(epoch FROM lease_until - now())::float8, attempts,
-    extract(epoch FROM now() - created_at)::float8, extract(epoch FROM expires_at - now())::float8, response_status
-FROM `+e.opts.Schema+`.records WHERE namespace = $1 AND scope = $2 AND key = $3`, namespace, scope, key).
-		Scan(&r.Namespace, &r.Scope, &r.Key, &r.Operation, &r.State, &r.RecoveryPoint, &r.PhaseState,
-			&owner, &lease, &r.Attempts, &age, &expires, &r.Status)
-	if err != nil {
-		return nil, err
-	}
-	secs := func(s float64) string {
-		return (time.Duration(s * float64(time.Second))).Round(time.Millisecond).String()
-	}
-	if owner != nil {
-		r.Owner = *owner
-	}
-	if lease != nil {
-		r.LeaseLeft = secs(*lease)
-	}
-	r.Age, r.ExpiresIn = secs(age), secs(expires)
-	return &r, nil
 }

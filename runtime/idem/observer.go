@@ -9,6 +9,7 @@ type Event struct {
 	Phase     string        // for EventPhase: the phase name
 	Duration  time.Duration // for EventPhase: how long the phase ran, commit included
 	Err       error         // for EventPhase: the phase's error, if any
+	Count     int64         // for EventPruned: records deleted; for EventStuck: records stuck
 }
 
 // EventKind names an event.
@@ -29,7 +30,8 @@ const (
 	EventAmbiguous    EventKind = "ambiguous"     // an execution failed after possible effects
 	EventCompleterRun EventKind = "completer_run" // the background completer finished a record
 	EventPhase        EventKind = "phase"         // a phase ran (see Duration)
-	EventPruned       EventKind = "pruned"        // records deleted by the pruner (Duration unused)
+	EventPruned       EventKind = "pruned"        // records deleted by the pruner (see Count)
+	EventStuck        EventKind = "stuck"         // after a prune: half-done records past retention, waiting for an operator (see Count)
 )
 
 // Observer receives engine events. Implementations must be safe for

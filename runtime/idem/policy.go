@@ -109,8 +109,22 @@ func (p Policy) Validate() error {
 	case p.MaxReplayBody < 0:
 		return fmt.Errorf("maxBodyBytes %d is negative", p.MaxReplayBody)
 	}
+	for _, h := range p.ReplayHeaders {
+		if FramingHeader(h) {
+			return fmt.Errorf("replay header %s describes the body's framing, which the server sets for each response; it cannot be stored", h)
+		}
+	}
 	return nil
 }
+
+// framingHeaders describe how one response's body is framed on the wire. The
+// server computes them for each response: a stored copy would contradict
+// the body actually sent.
+var framingHeaders = map[string]bool{"Content-Length": true, "Transfer-Encoding": true, "Content-Encoding": true}
+
+// FramingHeader reports whether name is a framing header (Content-Length,
+// Transfer-Encoding, Content-Encoding), which a policy may not replay.
+func FramingHeader(name string) bool { return framingHeaders[http.CanonicalHeaderKey(name)] }
 
 // storedHeaders keeps the headers the policy allows to be stored.
 func (p Policy) storedHeaders(h http.Header) http.Header {

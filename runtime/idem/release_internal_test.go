@@ -28,7 +28,8 @@ func TestReleaseAfterLostCommitAck(t *testing.T) {
 	}
 	op := &Operation{ID: "op", Policy: Policy{Lease: 30 * time.Second}}
 	fp := sha256.Sum256([]byte("body"))
-	c, out, err := e.claim(ctx, op, Request{Scope: "s", Key: "k", Fingerprint: fp[:]})
+	p, _ := e.policy(op)
+	c, out, err := e.claim(ctx, op, p, Request{Scope: "s", Key: "k", Fingerprint: fp[:]})
 	if err != nil || out != nil {
 		t.Fatalf("claim: %v %v", out, err)
 	}

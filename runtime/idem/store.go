@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -23,51 +24,86 @@ type execer interface {
 
 // queries holds the engine's SQL, written once for its schema. Every
 // statement that changes a claimed record is fenced by the owner token.
+// docs/runtime.md lists each predicate that protects a record and the test
+// that fails without it.
 type queries struct {
 	insertSQL, insertAsyncSQL, readSQL, takeoverSQL, deleteExpiredSQL string
 	advanceSQL, completeSQL, releaseSQL, yieldSQL, refreshSQL         string
+	pruneSQL                                                          string
 }
 
 // micros passes a duration to SQL as microseconds (bigint), which PostgreSQL
 // turns into an interval exactly.
 func micros(d time.Duration) int64 { return d.Microseconds() }
 
-const fence = ` WHERE namespace = $1 AND scope = $2 AND key = $3 AND owner_token = $4 AND state = 'claimed'`
+// fence matches the record only while this execution owns it. It needs no
+// "state = 'claimed'": the table's CHECK makes owner_token NULL on every
+// completed record, so a matching token implies a claimed record.
+const fence = ` WHERE namespace = $1 AND scope = $2 AND key = $3 AND owner_token = $4`
+
+// freeable is what makes a record past its retention deletable: completed,
+// or claimed by nobody live with no committed phase. A record with a
+// recovery point is never freed, whatever its age: its committed phases
+// would run again.
+const freeable = `expires_at <= now() AND (state = 'completed' OR (lease_until <= now() AND recovery_point = ''))`
+
+// Lease and retention arithmetic uses clock_timestamp(), not the
+// transaction's start, and never moves lease_until backwards: a commit at
+// the end of a long phase must not undo the refreshes made during it.
+const (
+	leaseFrom     = `clock_timestamp() + $%d::bigint * interval '1 microsecond'`
+	extendLease   = `lease_until = GREATEST(lease_until, ` + leaseFrom + `)`
+	extendExpires = `expires_at = GREATEST(expires_at, ` + leaseFrom + `)`
+)
 
 func newQueries(schema string) queries {
 	t := schema + ".records"
 	insert := `INSERT INTO ` + t + ` (namespace, scope, key, owner_token, operation, fingerprint, state,
-    lease_until, request, background, expires_at)
+    lease_until, request, background, expires_at, key_derivation)
 SELECT $1, $2, $3, $4, $5, $6, 'claimed',
-    now() + $7::bigint * interval '1 microsecond', $8, $9, now() + $10::bigint * interval '1 microsecond'`
-	return queries{
+    now() + $7::bigint * interval '1 microsecond', $8, $9, now() + $10::bigint * interval '1 microsecond', $11`
+	q := queries{
 		insertSQL: insert + ` ON CONFLICT DO NOTHING`,
 		// set_config(..., true) is local to the statement's own transaction and
 		// read at its commit.
 		insertAsyncSQL: insert + ` FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async ON CONFLICT DO NOTHING`,
 		readSQL: `SELECT operation, fingerprint, state, owner_token, coalesce(lease_until > now(), false),
-    coalesce(extract(epoch FROM lease_until - now()), 0)::float8,
-    (expires_at <= now() AND (state = 'completed' OR lease_until <= now())),
+    coalesce(extract(epoch FROM lease_until - now()), 0)::float8, expires_at <= now(),
     recovery_point, phase_state, response_status, response_headers, response_body, body_omitted
 FROM ` + t + ` WHERE namespace = $1 AND scope = $2 AND key = $3`,
-		takeoverSQL: `UPDATE ` + t + ` SET owner_token = $5, lease_until = now() + $6::bigint * interval '1 microsecond',
-    attempts = attempts + 1` + fence + ` AND lease_until <= now()
-RETURNING recovery_point, phase_state`,
-		deleteExpiredSQL: `DELETE FROM ` + t + ` WHERE namespace = $1 AND scope = $2 AND key = $3
-    AND expires_at <= now() AND (state = 'completed' OR lease_until <= now())`,
+		// The lease condition is checked again here, not only in the read
+		// before it: the owner may have refreshed in between.
+		takeoverSQL: `UPDATE ` + t + ` SET owner_token = $5, lease_until = ` + fmt.Sprintf(leaseFrom, 6) + `,
+    ` + fmt.Sprintf(extendExpires, 7) + `, attempts = attempts + 1` + fence + ` AND lease_until <= now()
+RETURNING recovery_point, phase_state, key_derivation`,
+		deleteExpiredSQL: `DELETE FROM ` + t + ` WHERE namespace = $1 AND scope = $2 AND key = $3 AND ` + freeable,
 		advanceSQL: `UPDATE ` + t + ` SET recovery_point = $5, phase_state = $6,
-    lease_until = now() + $7::bigint * interval '1 microsecond'` + fence,
+    ` + fmt.Sprintf(extendLease, 7) + `, ` + fmt.Sprintf(extendExpires, 8) + fence,
+		// A completed record is remembered for the whole retention from its
+		// completion.
 		completeSQL: `UPDATE ` + t + ` SET state = 'completed', owner_token = NULL, lease_until = NULL,
     recovery_point = $5, phase_state = $6, response_status = $7, response_headers = $8,
-    response_body = $9, body_omitted = $10, completed_at = now(), request = NULL` + fence,
+    response_body = $9, body_omitted = $10, completed_at = now(), request = NULL,
+    expires_at = ` + fmt.Sprintf(leaseFrom, 11) + fence,
 		// A release also requires the recovery point this execution last
 		// saw: if a commit whose acknowledgement was lost did advance it,
 		// effects exist and the record must stay.
 		releaseSQL: `DELETE FROM ` + t + fence + ` AND recovery_point = $5`,
 		yieldSQL:   `UPDATE ` + t + ` SET lease_until = now()` + fence,
-		refreshSQL: `UPDATE ` + t + ` SET lease_until = now() + $5::bigint * interval '1 microsecond'` + fence,
+		refreshSQL: `UPDATE ` + t + ` SET ` + fmt.Sprintf(extendLease, 5) + fence,
+		pruneSQL: `DELETE FROM ` + t + ` WHERE ctid IN (
+    SELECT ctid FROM ` + t + ` WHERE ` + freeable + `
+    ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)`,
 	}
+	if sqlMutant != nil {
+		sqlMutant(&q)
+	}
+	return q
 }
+
+// sqlMutant, set only by tests, rewrites the engine's SQL to remove one
+// protecting predicate, to show that a named test then fails.
+var sqlMutant func(*queries)
 
 func (q queries) insert(ctx context.Context, db execer, async bool, c *claim, op string, fp, payload []byte) (bool, error) {
 	sql := q.insertSQL
@@ -75,7 +111,7 @@ func (q queries) insert(ctx context.Context, db execer, async bool, c *claim, op
 		sql = q.insertAsyncSQL
 	}
 	tag, err := db.Exec(ctx, sql, c.ns, c.scope, c.key, c.token, op, fp,
-		micros(c.policy.Lease), payload, c.policy.Complete == CompleteBackground, micros(c.policy.Retention))
+		micros(c.policy.Lease), payload, c.policy.Complete == CompleteBackground, micros(c.policy.Retention), CurrentKeyDerivation)
 	return tag.RowsAffected() == 1, err
 }
 
@@ -87,17 +123,19 @@ type record struct {
 	owner       *[16]byte
 	live        bool
 	retryAfter  time.Duration
-	expired     bool
-	recovery    string
-	phaseState  []byte
-	status      *int
-	headers     http.Header
-	body        []byte
-	bodyOmitted bool
+	// pastRetention: expires_at has passed. Whether the record may be
+	// freed is decided by the delete's own predicates.
+	pastRetention bool
+	recovery      string
+	phaseState    []byte
+	status        *int
+	headers       http.Header
+	body          []byte
+	bodyOmitted   bool
 }
 
 func (r *record) response() *Response {
-	resp := &Response{Header: r.headers, Body: r.body, BodyOmitted: r.bodyOmitted}
+	resp := &Response{Header: r.headers, Body: r.body}
 	if r.status != nil {
 		resp.Status = *r.status
 	}
@@ -114,7 +152,7 @@ func (q queries) read(ctx context.Context, db execer, ns, scope, key string) (*r
 	var r record
 	var secs float64
 	err := db.QueryRow(ctx, q.readSQL, ns, scope, key).Scan(&r.operation, &r.fingerprint, &r.state, &r.owner,
-		&r.live, &secs, &r.expired, &r.recovery, &r.phaseState, &r.status, &r.headers, &r.body, &r.bodyOmitted)
+		&r.live, &secs, &r.pastRetention, &r.recovery, &r.phaseState, &r.status, &r.headers, &r.body, &r.bodyOmitted)
 	if err != nil {
 		return nil, err
 	}
@@ -132,8 +170,8 @@ func (q queries) takeover(ctx context.Context, db execer, c *claim, observed *[1
 	if observed == nil {
 		return false, nil
 	}
-	err := db.QueryRow(ctx, q.takeoverSQL, c.ns, c.scope, c.key, *observed, c.token, micros(c.policy.Lease)).
-		Scan(&c.recovery, &c.state)
+	err := db.QueryRow(ctx, q.takeoverSQL, c.ns, c.scope, c.key, *observed, c.token, micros(c.policy.Lease),
+		micros(c.policy.Retention)).Scan(&c.recovery, &c.state, &c.derivation)
 	if err == pgx.ErrNoRows {
 		return false, nil
 	}
@@ -144,17 +182,22 @@ func (q queries) takeover(ctx context.Context, db execer, c *claim, observed *[1
 	return true, nil
 }
 
-func (q queries) deleteExpired(ctx context.Context, db execer, ns, scope, key string) error {
-	_, err := db.Exec(ctx, q.deleteExpiredSQL, ns, scope, key)
-	return err
-}
-
-func (q queries) advance(ctx context.Context, tx pgx.Tx, c *claim, phase string, state []byte) (bool, error) {
-	tag, err := tx.Exec(ctx, q.advanceSQL, c.ns, c.scope, c.key, c.token, phase, state, micros(c.policy.Lease))
+// deleteExpired frees a record past its retention if it is freeable, and
+// reports whether it did.
+func (q queries) deleteExpired(ctx context.Context, db execer, ns, scope, key string) (bool, error) {
+	tag, err := db.Exec(ctx, q.deleteExpiredSQL, ns, scope, key)
 	return tag.RowsAffected() == 1, err
 }
 
-func (q queries) complete(ctx context.Context, tx pgx.Tx, c *claim, phase string, state []byte, r *Response) (bool, error) {
+func (q queries) advance(ctx context.Context, tx pgx.Tx, c *claim, phase string, state []byte) (bool, error) {
+	tag, err := tx.Exec(ctx, q.advanceSQL, c.ns, c.scope, c.key, c.token, phase, state, micros(c.policy.Lease),
+		micros(c.policy.Retention))
+	return tag.RowsAffected() == 1, err
+}
+
+// complete stores r and marks the record completed; omitted says that r's
+// body exceeded the policy's MaxReplayBody and is not stored.
+func (q queries) complete(ctx context.Context, tx pgx.Tx, c *claim, phase string, state []byte, r *Response, omitted bool) (bool, error) {
 	if len(state) == 0 {
 		state = nil
 	}
@@ -163,10 +206,14 @@ func (q queries) complete(ctx context.Context, tx pgx.Tx, c *claim, phase string
 		return false, err
 	}
 	body := r.Body
-	if body == nil && !r.BodyOmitted {
+	switch {
+	case omitted:
+		body = nil
+	case body == nil:
 		body = []byte{}
 	}
-	tag, err := tx.Exec(ctx, q.completeSQL, c.ns, c.scope, c.key, c.token, phase, state, r.Status, headers, body, r.BodyOmitted)
+	tag, err := tx.Exec(ctx, q.completeSQL, c.ns, c.scope, c.key, c.token, phase, state, r.Status, headers, body,
+		omitted, micros(c.policy.Retention))
 	return tag.RowsAffected() == 1, err
 }
 

@@ -172,7 +172,7 @@ func (rt *Runtime) scope(c echo.Context, spec *Spec) (string, error) {
 		if v == "" {
 			return "", &idem.Error{Kind: idem.KindMissingScope, Detail: "send the " + name + " header: keys are scoped to it"}
 		}
-		return v, nil
+		return v, idem.CheckScope(v)
 	default: // principal
 		if rt.Principal == nil {
 			return "", errors.New("idemecho: operation " + spec.Operation.ID + " is scoped to the principal but Runtime.Principal is nil")
@@ -184,7 +184,7 @@ func (rt *Runtime) scope(c echo.Context, spec *Spec) (string, error) {
 		if p == "" {
 			return "", &idem.Error{Kind: idem.KindMissingScope, Detail: "authenticate: keys are scoped to the caller"}
 		}
-		return p, nil
+		return p, idem.CheckScope(p)
 	}
 }
 
@@ -254,8 +254,7 @@ func (r *recorder) Write(b []byte) (int, error) {
 }
 
 // WriteResponse writes a stored or fresh response. A replay carries
-// Idempotent-Replayed: true; a replay whose body was too large to store
-// carries Idempotent-Body-Omitted: true and no body.
+// Idempotent-Replayed: true.
 func WriteResponse(w http.ResponseWriter, r *idem.Response, replayed bool) error {
 	h := w.Header()
 	for k, v := range r.Header {
@@ -263,10 +262,6 @@ func WriteResponse(w http.ResponseWriter, r *idem.Response, replayed bool) error
 	}
 	if replayed {
 		h.Set(idemhttp.ReplayedHeader, "true")
-	}
-	if r.BodyOmitted {
-		h.Del("Content-Type")
-		h.Set("Idempotent-Body-Omitted", "true")
 	}
 	w.WriteHeader(r.Status)
 	_, err := w.Write(r.Body)

@@ -18,10 +18,12 @@ import (
 //	                                                 takeover, fenced, resume, complete, ambiguous,
 //	                                                 completer_run
 //	idemgen_pruned_total                             counter: records deleted by the pruner
+//	idemgen_records_stuck                            gauge: half-done records past retention, waiting for an operator (set after each prune)
 //	idemgen_phase_duration_seconds{operation,phase,outcome}  histogram; outcome is ok or error
 type Observer struct {
 	events *prometheus.CounterVec
 	pruned prometheus.Counter
+	stuck  prometheus.Gauge
 	phase  *prometheus.HistogramVec
 }
 
@@ -34,12 +36,16 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 		pruned: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "idemgen_pruned_total", Help: "Idempotency records deleted after their retention.",
 		}),
+		stuck: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "idemgen_records_stuck",
+			Help: "Claimed records past their retention with no live owner: never pruned, they wait for a retry, the completer or 'idemgen resolve'.",
+		}),
 		phase: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "idemgen_phase_duration_seconds", Help: "Phase run time, commit included.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
 		}, []string{"operation", "phase", "outcome"}),
 	}
-	for _, c := range []prometheus.Collector{o.events, o.pruned, o.phase} {
+	for _, c := range []prometheus.Collector{o.events, o.pruned, o.stuck, o.phase} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -57,7 +63,9 @@ func (o *Observer) Observe(ev idem.Event) {
 		}
 		o.phase.WithLabelValues(ev.Operation, ev.Phase, outcome).Observe(ev.Duration.Seconds())
 	case idem.EventPruned:
-		o.pruned.Add(float64(ev.Duration)) // Duration carries the row count
+		o.pruned.Add(float64(ev.Count))
+	case idem.EventStuck:
+		o.stuck.Set(float64(ev.Count))
 	default:
 		o.events.WithLabelValues(ev.Operation, string(ev.Kind)).Inc()
 	}

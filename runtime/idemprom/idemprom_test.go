@@ -22,9 +22,13 @@ func TestObserver(t *testing.T) {
 	o.Observe(idem.Event{Kind: idem.EventReplay, Operation: "pay"})
 	o.Observe(idem.Event{Kind: idem.EventReplay, Operation: "pay"})
 	o.Observe(idem.Event{Kind: idem.EventPhase, Operation: "pay", Phase: "charge", Duration: 3 * time.Millisecond, Err: errors.New("x")})
-	o.Observe(idem.Event{Kind: idem.EventPruned, Duration: 7})
+	o.Observe(idem.Event{Kind: idem.EventPruned, Count: 7})
+	o.Observe(idem.Event{Kind: idem.EventStuck, Count: 3})
 	if got := testutil.ToFloat64(o.events.WithLabelValues("pay", "replay")); got != 2 {
 		t.Errorf("replays = %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(o.stuck); got != 3 {
+		t.Errorf("stuck = %v, want 3", got)
 	}
 	if got := testutil.ToFloat64(o.pruned); got != 7 {
 		t.Errorf("pruned = %v, want 7", got)

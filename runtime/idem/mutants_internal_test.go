@@ -1,0 +1,85 @@
+package idem
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/internal/dbtest"
+)
+
+// predicates lists every predicate of the engine's SQL that protects a
+// record, with the test that fails when it is removed. docs/runtime.md
+// carries the same table.
+var predicates = []struct {
+	name      string
+	statement func(*queries) *string
+	predicate string // removed from the statement by the mutant...
+	stand     string // ...and replaced by this, which keeps its parameter typed
+	test      string
+}{
+	{"owner token in advance's fence", func(q *queries) *string { return &q.advanceSQL }, " AND owner_token = $4", " AND $4::uuid IS NOT NULL", "TestFenceWhileTakerRuns/advance"},
+	{"owner token in complete's fence", func(q *queries) *string { return &q.completeSQL }, " AND owner_token = $4", " AND $4::uuid IS NOT NULL", "TestFenceWhileTakerRuns/complete"},
+	{"owner token in release's fence", func(q *queries) *string { return &q.releaseSQL }, " AND owner_token = $4", " AND $4::uuid IS NOT NULL", "TestFenceWhileTakerRuns/release"},
+	{"owner token in yield's fence", func(q *queries) *string { return &q.yieldSQL }, " AND owner_token = $4", " AND $4::uuid IS NOT NULL", "TestFenceWhileTakerRuns/yield"},
+	{"owner token in refresh's fence", func(q *queries) *string { return &q.refreshSQL }, " AND owner_token = $4", " AND $4::uuid IS NOT NULL", "TestRefreshIsFenced"},
+	{"lease condition in takeover", func(q *queries) *string { return &q.takeoverSQL }, " AND lease_until <= now()", "", "TestTakeoverRechecksLease"},
+	{"liveness in the expired-record delete", func(q *queries) *string { return &q.deleteExpiredSQL }, "lease_until <= now() AND ", "", "TestExpiredDeleteRechecksLiveness"},
+	{"recovery point in the expired-record delete", func(q *queries) *string { return &q.deleteExpiredSQL }, " AND recovery_point = ''", "", "TestHalfDoneRecordOutlivesRetention/claim_path"},
+	{"recovery point in release", func(q *queries) *string { return &q.releaseSQL }, " AND recovery_point = $5", " AND $5::text IS NOT NULL", "TestReleaseAfterLostCommitAck"},
+	{"retention in the pruner", func(q *queries) *string { return &q.pruneSQL }, "expires_at <= now() AND ", "", "TestPrune"},
+	{"lease in the pruner", func(q *queries) *string { return &q.pruneSQL }, "lease_until <= now() AND ", "", "TestPrune"},
+	{"recovery point in the pruner", func(q *queries) *string { return &q.pruneSQL }, " AND recovery_point = ''", "", "TestHalfDoneRecordOutlivesRetention/pruner"},
+}
+
+const mutantEnv = "IDEMGEN_SQL_MUTANT"
+
+func init() {
+	name := os.Getenv(mutantEnv)
+	if name == "" {
+		return
+	}
+	for _, p := range predicates {
+		if p.name == name {
+			sqlMutant = func(q *queries) {
+				s := p.statement(q)
+				*s = strings.Replace(*s, p.predicate, p.stand, 1)
+			}
+		}
+	}
+}
+
+// TestSQLPredicates removes each protecting predicate in turn and runs the
+// test named for it in a child process: the test must fail. A predicate
+// that no test misses is either redundant (then remove it, or say in
+// docs/runtime.md what implies it) or untested.
+func TestSQLPredicates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the named tests once per predicate; not in -short")
+	}
+	q := newQueries("s")
+	for _, p := range predicates {
+		if !strings.Contains(*p.statement(&q), p.predicate) {
+			t.Fatalf("%s: %q is not in the statement; update the table", p.name, p.predicate)
+		}
+	}
+	for _, p := range predicates {
+		t.Run(p.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			run := "^" + strings.ReplaceAll(p.test, "/", "$/^") + "$"
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run", run, "-test.count", "1")
+			cmd.Env = append(os.Environ(), mutantEnv+"="+p.name, "DATABASE_URL="+dbtest.URL())
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("with %q removed, %s still passes:\n%s", p.predicate, p.test, out)
+			}
+			if !strings.Contains(string(out), "--- FAIL: "+strings.SplitN(p.test, "/", 2)[0]) {
+				t.Fatalf("with %q removed, %s did not fail as a test:\n%s", p.predicate, p.test, out)
+			}
+		})
+	}
+}

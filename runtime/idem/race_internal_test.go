@@ -1,0 +1,195 @@
+package idem
+
+// Races between an owner and a retry, driven deterministically through the
+// engine's test hooks.
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/internal/dbtest"
+)
+
+type raceEnv struct {
+	t      *testing.T
+	pool   *pgxpool.Pool
+	schema string
+	eng    *Engine
+	mu     sync.Mutex
+	events map[EventKind]int
+}
+
+func newRaceEnv(t *testing.T) *raceEnv {
+	t.Helper()
+	pool, schema := dbtest.Pool(t)
+	if _, err := Migrate(context.Background(), pool, schema); err != nil {
+		t.Fatal(err)
+	}
+	r := &raceEnv{t: t, pool: pool, schema: schema, events: map[EventKind]int{}}
+	eng, err := New(pool, Options{Schema: schema, Observer: ObserverFunc(func(ev Event) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.events[ev.Kind]++
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.eng = eng
+	t.Cleanup(func() { hookAfterRead, hookAfterEnd = nil, nil })
+	return r
+}
+
+func (r *raceEnv) count(k EventKind) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.events[k]
+}
+
+func (r *raceEnv) exec(sql string, args ...any) {
+	r.t.Helper()
+	if _, err := r.pool.Exec(context.Background(), sql, args...); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func raceReq(key string) Request {
+	fp := sha256.Sum256([]byte("body"))
+	return Request{Scope: "s", Key: key, Fingerprint: fp[:]}
+}
+
+func errKind(err error) Kind {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return ""
+}
+
+type st struct{ N int }
+
+func local(name string) Phase[st] {
+	return Phase[st]{Name: name, Local: func(ctx context.Context, tx pgx.Tx, s *st) error { s.N++; return nil }}
+}
+
+func final() Phase[st] {
+	return Phase[st]{Name: "final", Final: func(ctx context.Context, tx pgx.Tx, s *st) (*Response, error) {
+		return &Response{Status: 201, Body: []byte("{}")}, nil
+	}}
+}
+
+// TestKeeperStopsBeforeTheEnd: the lease keeper stops before the engine
+// releases, yields or completes, so no refresh lands after the end: a
+// yielded claim is resumable at once and no fenced event is reported.
+func TestKeeperStopsBeforeTheEnd(t *testing.T) {
+	const lease = time.Second
+	op := &Operation{ID: "op", Policy: Policy{Lease: lease}}
+	// After the outcome, wait longer than one refresh interval: a keeper
+	// still running refreshes (or is fenced) in that time.
+	linger := func() { time.Sleep(lease/3 + 300*time.Millisecond) }
+	ctx := context.Background()
+
+	t.Run("yield", func(t *testing.T) {
+		r := newRaceEnv(t)
+		hookAfterEnd = linger
+		_, err := Run(ctx, r.eng, op, raceReq("k"), []Phase[st]{local("one"),
+			{Name: "two", Foreign: func(ctx context.Context, key string, s *st) error { return errors.New("timeout") }}, final()})
+		if errKind(err) != KindFailed {
+			t.Fatalf("err %v; want failed", err)
+		}
+		hookAfterEnd = nil
+		out, err := Run(ctx, r.eng, op, raceReq("k"), []Phase[st]{local("one"),
+			{Name: "two", Foreign: func(ctx context.Context, key string, s *st) error { return nil }}, final()})
+		if err != nil || !out.Resumed {
+			t.Fatalf("retry right after the yield: %+v, %v; want it resumed at once", out, err)
+		}
+		if n := r.count(EventFenced); n != 0 {
+			t.Fatalf("%d spurious fenced events", n)
+		}
+	})
+	t.Run("release", func(t *testing.T) {
+		r := newRaceEnv(t)
+		hookAfterEnd = linger
+		_, err := Run(ctx, r.eng, op, raceReq("k"), []Phase[st]{{Name: "only", Final: func(ctx context.Context, tx pgx.Tx, s *st) (*Response, error) {
+			return nil, Release(errors.New("bad input"))
+		}}})
+		if err == nil {
+			t.Fatal("want the release error")
+		}
+		if n := r.count(EventFenced); n != 0 {
+			t.Fatalf("%d spurious fenced events after a release", n)
+		}
+	})
+	t.Run("complete", func(t *testing.T) {
+		r := newRaceEnv(t)
+		hookAfterEnd = linger
+		if _, err := Run(ctx, r.eng, op, raceReq("k"), []Phase[st]{local("one"), final()}); err != nil {
+			t.Fatal(err)
+		}
+		if n := r.count(EventFenced); n != 0 {
+			t.Fatalf("%d spurious fenced events after completion", n)
+		}
+	})
+}
+
+// claimedAndExpired inserts a record claimed by another owner at recovery
+// point rp, whose lease has expired, optionally past its retention.
+func (r *raceEnv) claimedAndExpired(key, rp string, pastRetention bool) {
+	r.t.Helper()
+	expires := "now() + interval '1 hour'"
+	if pastRetention {
+		expires = "now() - interval '1 second'"
+	}
+	fp := raceReq(key).Fingerprint
+	r.exec(`INSERT INTO `+r.schema+`.records (namespace, scope, key, operation, fingerprint, state, owner_token,
+    lease_until, recovery_point, expires_at)
+VALUES ('op', 's', $1, 'op', $2, 'claimed', gen_random_uuid(), now() - interval '1 second', $3, `+expires+`)`, key, fp, rp)
+}
+
+// ownerRefreshes is what a slow but live owner's lease refresh does.
+func (r *raceEnv) ownerRefreshes(key string) func() {
+	return func() {
+		hookAfterRead = nil
+		r.exec(`UPDATE `+r.schema+`.records SET lease_until = now() + interval '1 minute' WHERE key = $1`, key)
+	}
+}
+
+// TestTakeoverRechecksLease: the retry read an expired lease, then the owner
+// refreshed it before the takeover: the takeover must not happen (409).
+func TestTakeoverRechecksLease(t *testing.T) {
+	r := newRaceEnv(t)
+	op := &Operation{ID: "op", Policy: Policy{Lease: 30 * time.Second}}
+	r.claimedAndExpired("k", "one", false)
+	hookAfterRead = r.ownerRefreshes("k")
+	out, err := Run(context.Background(), r.eng, op, raceReq("k"), []Phase[st]{local("one"), final()})
+	if errKind(err) != KindInFlight {
+		t.Fatalf("retry: %+v, %v; want 409: the owner refreshed its lease before the takeover", out, err)
+	}
+	if n := r.count(EventTakeover); n != 0 {
+		t.Fatalf("%d takeovers of a refreshed lease", n)
+	}
+}
+
+// TestExpiredDeleteRechecksLiveness: the retry read a record past retention
+// whose lease had expired, then the owner refreshed it before the delete:
+// the record must stay (409), not be freed under its live owner.
+func TestExpiredDeleteRechecksLiveness(t *testing.T) {
+	r := newRaceEnv(t)
+	op := &Operation{ID: "op", Policy: Policy{Lease: 30 * time.Second}}
+	r.claimedAndExpired("k", "", true)
+	hookAfterRead = r.ownerRefreshes("k")
+	out, err := Run(context.Background(), r.eng, op, raceReq("k"), []Phase[st]{local("one"), final()})
+	if errKind(err) != KindInFlight {
+		t.Fatalf("retry: %+v, %v; want 409: the owner is live again", out, err)
+	}
+	var n int
+	if err := r.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+r.schema+`.records WHERE state = 'claimed'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the live owner's record was deleted (%d, %v)", n, err)
+	}
+}
