@@ -118,6 +118,11 @@ func CanonicalForm(body []byte, exclude []string) ([]byte, error) {
 	if err != nil {
 		return nil, badBody("malformed form body: %v", err)
 	}
+	for name, vals := range v {
+		if err := checkNUL(name + strings.Join(vals, "")); err != nil {
+			return nil, err
+		}
+	}
 	for _, p := range exclude {
 		toks, err := parsePointer(p)
 		if err == nil && len(toks) == 1 {
@@ -178,6 +183,9 @@ func parseValue(dec *json.Decoder, depth int) (any, error) {
 					return nil, badBody("malformed JSON body: %v", err)
 				}
 				k := kt.(string)
+				if err := checkNUL(k); err != nil {
+					return nil, err
+				}
 				if _, dup := obj[k]; dup {
 					return nil, badBody("the JSON body repeats the member name %q", k)
 				}
@@ -200,9 +208,20 @@ func parseValue(dec *json.Decoder, depth int) (any, error) {
 			return arr, wrapSyntax(err)
 		}
 		return nil, badBody("malformed JSON body: unexpected %v", t)
+	case string:
+		return t, checkNUL(t)
 	default:
-		return t, nil // string, json.Number, bool, nil
+		return t, nil // json.Number, bool, nil
 	}
+}
+
+// checkNUL refuses a string holding U+0000: PostgreSQL's text and jsonb
+// cannot store it, so a phase that saves it would fail on every retry.
+func checkNUL(s string) error {
+	if strings.IndexByte(s, 0) >= 0 {
+		return badBody("the body contains a NUL character (\\u0000), which cannot be stored")
+	}
+	return nil
 }
 
 func wrapSyntax(err error) error {
