@@ -294,6 +294,12 @@ func renderRegister(f *File, r *ir) {
 				Return(Qual("errors", "New").Call(Lit(fmt.Sprintf("Register: %s is scoped to the principal; set rt.Principal", o.Spec.OperationID))))))
 		}
 	}
+	var ops []Code
+	for _, o := range r.Idempotent {
+		ops = append(ops, Id(o.specVar()).Dot("Operation"))
+	}
+	body = append(body, If(Err().Op(":=").Id("rt").Dot("Engine").Dot("Register").Call(ops...), Err().Op("!=").Nil()).Block(
+		Return(Qual("fmt", "Errorf").Call(Lit("Register: %w"), Err()))))
 	for _, o := range r.Idempotent {
 		if o.X.Complete != "background" {
 			continue

@@ -158,6 +158,7 @@ func Validate(file string, data []byte, doc *openapi3.T) (*Document, error) {
 				at(ExtensionName, "the operation needs an operationId: it names the key namespace and the generated phases")
 			}
 			checkBody(op, at)
+			checkReplayFits(op, at)
 		}
 	}
 	errs = append(errs, checkGroups(file, lines, d)...)
@@ -209,6 +210,73 @@ func checkBody(op *Operation, at func(field, format string, args ...any)) {
 	if x.Complete == "background" && len(other) > 0 {
 		at(ExtensionName+".complete", "background completion stores the request to replay it, which needs a JSON or form body; this operation also accepts %s", strings.Join(other, ", "))
 	}
+}
+
+// checkReplayFits refuses a maxBodyBytes below the smallest body that a
+// response's schema allows: such a response could never be replayed.
+// Responses that may or may not fit are checked at run time (a replay of
+// an unstored body is the response-not-stored problem).
+func checkReplayFits(op *Operation, at func(field, format string, args ...any)) {
+	if op.Op.Responses == nil {
+		return
+	}
+	limit := op.Idempotency.Replay.MaxBodyBytes
+	responses := op.Op.Responses.Map()
+	for _, code := range sortedKeys(responses) {
+		r := responses[code]
+		if r == nil || r.Value == nil {
+			continue
+		}
+		for _, mt := range sortedKeys(r.Value.Content) {
+			c := r.Value.Content[mt]
+			if c == nil || c.Schema == nil || c.Schema.Value == nil {
+				continue
+			}
+			if n := minJSONSize(c.Schema.Value, 0); n > int64(limit) {
+				at(ExtensionName+".replay.maxBodyBytes", "%d is below the smallest %s body of response %s (%d bytes by its schema): it could never be replayed; raise maxBodyBytes",
+					limit, mt, code, n)
+			}
+		}
+	}
+}
+
+// minJSONSize is a lower bound of the size of any JSON document valid
+// against s: required members, minItems elements, minLength characters.
+func minJSONSize(s *openapi3.Schema, depth int) int64 {
+	if s == nil || depth > 32 {
+		return 0
+	}
+	var n int64
+	switch {
+	case s.Type.Is("string"):
+		n = 2 + int64(s.MinLength)
+	case s.Type.Is("array"):
+		n = 2
+		if s.MinItems > 0 {
+			var item *openapi3.Schema
+			if s.Items != nil {
+				item = s.Items.Value
+			}
+			n += int64(s.MinItems) * (minJSONSize(item, depth+1) + 1)
+		}
+	case s.Type.Is("object"):
+		n = 2
+		for _, name := range s.Required {
+			var prop *openapi3.Schema
+			if ref := s.Properties[name]; ref != nil {
+				prop = ref.Value
+			}
+			n += int64(len(name)) + 4 + minJSONSize(prop, depth+1)
+		}
+	default:
+		n = 1
+	}
+	for _, sub := range s.AllOf {
+		if sub != nil {
+			n = max(n, minJSONSize(sub.Value, depth+1))
+		}
+	}
+	return n
 }
 
 func orEmpty(s *openapi3.Schema) *openapi3.Schema {

@@ -105,6 +105,10 @@ var (
 var never = map[string]bool{"set-cookie": true, "authorization": true, "proxy-authorization": true,
 	"www-authenticate": true, "proxy-authenticate": true, "cookie": true}
 
+// framing lists the headers that frame a body on the wire; the server sets
+// them for each response, so a stored copy would contradict the body sent.
+var framing = map[string]bool{"content-length": true, "transfer-encoding": true, "content-encoding": true}
+
 // FieldError is one problem with one field of an extension.
 type FieldError struct {
 	Field   string // e.g. "x-idempotency.phases[2].foreign"
@@ -367,6 +371,8 @@ func Parse(v any) (*Extension, []FieldError) {
 							p.errorf(f, "%q is not a valid header name", h)
 						case never[strings.ToLower(h)]:
 							p.errorf(f, "%s is never stored: it carries credentials or per-client state", h)
+						case framing[strings.ToLower(h)]:
+							p.errorf(f, "%s is never stored: it frames the body on the wire, and the server sets it for each response", h)
 						}
 					}
 					x.Replay.Headers = l

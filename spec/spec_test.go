@@ -51,6 +51,10 @@ func TestParseErrors(t *testing.T) {
 		{map[string]any{"fingerprint": map[string]any{"exclude": []any{"x", 3.0}}}, []string{
 			"x-idempotency.fingerprint.exclude[1]: got a number; want a string"}},
 		{map[string]any{"replay": map[string]any{"headers": []any{"Authorization"}}}, []string{"x-idempotency.replay.headers[0]: Authorization is never stored"}},
+		{map[string]any{"replay": map[string]any{"headers": []any{"Content-Length", "transfer-encoding", "Content-Encoding"}}}, []string{
+			"x-idempotency.replay.headers[0]: Content-Length is never stored: it frames the body",
+			"x-idempotency.replay.headers[1]: transfer-encoding is never stored",
+			"x-idempotency.replay.headers[2]: Content-Encoding is never stored"}},
 		{map[string]any{"ambiguous": "maybe", "complete": "later"}, []string{`x-idempotency.ambiguous: "maybe" is not allowed`, `x-idempotency.complete: "later" is not allowed`}},
 	}
 	for _, tc := range cases {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
@@ -135,6 +136,9 @@ func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemech
 	}
 	if rt.Principal == nil {
 		return errors.New("Register: createTransfer is scoped to the principal; set rt.Principal")
+	}
+	if err := rt.Engine.Register(idemCreateTransfer.Operation); err != nil {
+		return fmt.Errorf("Register: %w", err)
 	}
 	idem.RegisterCompleter(rt.Engine, idemCreateTransfer.Operation, func(payload []byte) ([]idem.Phase[CreateTransferState], error) {
 		var request CreateTransferRequestObject

@@ -6,6 +6,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
@@ -111,6 +112,9 @@ func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemech
 	}
 	if phases.Subscribe == nil {
 		return errors.New("Register: phases.Subscribe is nil")
+	}
+	if err := rt.Engine.Register(idemSubscribe.Operation); err != nil {
+		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
 		phases: phases,

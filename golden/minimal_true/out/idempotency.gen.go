@@ -6,6 +6,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
@@ -114,6 +115,9 @@ func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemech
 	}
 	if rt.Principal == nil {
 		return errors.New("Register: startJob is scoped to the principal; set rt.Principal")
+	}
+	if err := rt.Engine.Register(idemStartJob.Operation); err != nil {
+		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
 		phases: phases,
