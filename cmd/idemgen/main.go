@@ -6,6 +6,8 @@
 //	idemgen migrate   apply, revert or print the store's schema migrations
 //	idemgen prune     delete records past their retention
 //	idemgen inspect   show one key's record
+//	idemgen abandoned list claims whose owner died
+//	idemgen resolve   settle one abandoned claim deliberately
 package main
 
 import (

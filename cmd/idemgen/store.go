@@ -20,6 +20,8 @@ func init() {
 	register("migrate", "apply (up), revert (down N) or print (sql) the store's migrations", runMigrate)
 	register("prune", "delete records past their retention, in batches", runPrune)
 	register("inspect", "show one key's record: state, recovery point, lease, owner, age", runInspect)
+	register("abandoned", "list claims whose owner's lease expired (-stuck: only those past retention)", runAbandoned)
+	register("resolve", "settle one abandoned claim: -delete it, or -complete it with a problem", runResolve)
 }
 
 type dbFlags struct {
@@ -164,4 +166,76 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(info)
+}
+
+func runAbandoned(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("abandoned", stderr)
+	db := addDBFlags(fs)
+	stuck := fs.Bool("stuck", false, "only records past their retention (never pruned: they wait for you)")
+	limit := fs.Int("limit", 100, "list at most this many, oldest lease first")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	eng, closeDB, err := db.engine(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	list, err := eng.Abandoned(ctx, *stuck, *limit)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	for _, r := range list {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stderr, "%d abandoned claim(s)\n", len(list))
+	return nil
+}
+
+func runResolve(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("resolve", stderr)
+	db := addDBFlags(fs)
+	ns := fs.String("operation", "", "operationId, or the group name for grouped operations (required)")
+	scope := fs.String("scope", "", "scope value: the principal, the scope header's value, or empty for global")
+	key := fs.String("key", "", "the Idempotency-Key (required)")
+	del := fs.Bool("delete", false, "delete the record: a retry then executes from the start, whatever the committed phases did")
+	complete := fs.Bool("complete", false, "complete the record with a problem response that every retry gets")
+	status := fs.Int("status", 500, "with -complete: the problem's HTTP status (400 to 599)")
+	detail := fs.String("detail", "", "with -complete: the problem's detail, shown to the client")
+	retention := fs.Duration("retention", idem.DefaultRetention, "with -complete: how long the answer is replayed")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: idemgen resolve -operation OP [-scope S] -key K (-delete | -complete [-status N] [-detail TEXT])\n\n"+
+			"Settles one abandoned claim (see 'idemgen abandoned'). Nothing happens without -delete or -complete.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *ns == "" || *key == "" || *del == *complete {
+		fs.Usage()
+		return errUsage
+	}
+	ctx := context.Background()
+	eng, closeDB, err := db.engine(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	err = eng.Resolve(ctx, *ns, *scope, *key, idem.Resolution{Delete: *del, Status: *status, Detail: *detail, Retention: *retention})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("no record for operation %q, scope %q, key %q", *ns, *scope, *key)
+	}
+	if err != nil {
+		return err
+	}
+	if *del {
+		fmt.Fprintf(stdout, "deleted the record of %s key %q: the key is free\n", *ns, *key)
+	} else {
+		fmt.Fprintf(stdout, "completed the record of %s key %q with a %d problem\n", *ns, *key, *status)
+	}
+	return nil
 }
