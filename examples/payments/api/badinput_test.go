@@ -125,6 +125,10 @@ func TestBadInput(t *testing.T) {
 		{"wrong type", hdrs("k-type"), `{"amount":"1000","currency":"EUR","customer":"a"}`, 400, "about:blank"},
 		{"invalid values (released by the phase)", hdrs("k-invalid"), `{"amount":-5,"currency":"EURO","customer":""}`, 400, "about:blank"},
 		{"body over the limit", hdrs("k-big"), `{"customer":"` + strings.Repeat("x", 1<<20) + `"}`, 413, "about:blank"},
+		{"NUL in a JSON string", hdrs("k-nul"), `{"amount":1000,"currency":"EUR","customer":"ada\u0000@example.com"}`, 400, "urn:idemgen:problem:invalid-request"},
+		{"NUL in a member name", hdrs("k-nul-name"), `{"amount":1000,"currency":"EUR","customer":"a","x\u0000":1}`, 400, "urn:idemgen:problem:invalid-request"},
+		{"principal over the bound", [][2]string{{"Authorization", "Bearer " + strings.Repeat("a", 300)}, {"Content-Type", "application/json"}, {"Idempotency-Key", "k-long-principal"}}, payment, 400, "urn:idemgen:problem:invalid-scope"},
+		{"principal not UTF-8", [][2]string{{"Authorization", "Bearer acct_\xff\xfe"}, {"Content-Type", "application/json"}, {"Idempotency-Key", "k-latin1"}}, payment, 400, "urn:idemgen:problem:invalid-scope"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

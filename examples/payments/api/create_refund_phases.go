@@ -20,10 +20,16 @@ var _ CreateRefundPhases = (*CreateRefundImpl)(nil)
 // transaction; refusals are stored and replayed like successes.
 func (p *CreateRefundImpl) Refund(ctx context.Context, tx pgx.Tx, request CreateRefundRequestObject, state *CreateRefundState) (CreateRefundResponseObject, error) {
 	b := request.Body
-	var amount, refunded int64
+	// Lock the payment first, then sum its refunds in a statement of its
+	// own: under READ COMMITTED each statement sees what committed before
+	// it began, so a refund committed while this one waited for the lock is
+	// counted. (A sum in the locking statement itself is read from the
+	// snapshot taken before the wait, and two concurrent refunds would each
+	// see the other's amount as still available.)
+	var amount int64
 	var status string
-	err := tx.QueryRow(ctx, `SELECT p.amount, p.status, coalesce((SELECT sum(amount) FROM refunds WHERE payment_id = p.id), 0)
-FROM payments p WHERE p.id = $1 AND p.account = $2 FOR UPDATE`, b.PaymentId, Account(ctx)).Scan(&amount, &status, &refunded)
+	err := tx.QueryRow(ctx, `SELECT amount, status FROM payments WHERE id = $1 AND account = $2 FOR UPDATE`,
+		b.PaymentId, Account(ctx)).Scan(&amount, &status)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return CreateRefund404ApplicationProblemPlusJSONResponse(problem(404, "no-payment", "No such payment",
@@ -33,9 +39,16 @@ FROM payments p WHERE p.id = $1 AND p.account = $2 FOR UPDATE`, b.PaymentId, Acc
 	case status != "succeeded":
 		return CreateRefund409ApplicationProblemPlusJSONResponse(problem(409, "not-refundable", "The payment cannot be refunded",
 			fmt.Sprintf("payment %d is %s", b.PaymentId, status))), nil
-	case b.Amount <= 0 || refunded+b.Amount > amount:
+	}
+	var refunded int64
+	if err := tx.QueryRow(ctx, `SELECT coalesce(sum(amount), 0) FROM refunds WHERE payment_id = $1`, b.PaymentId).Scan(&refunded); err != nil {
+		return nil, err
+	}
+	// Compare against what is left, never refunded+amount: that sum can
+	// overflow for an amount near the largest int64.
+	if left := amount - refunded; b.Amount <= 0 || b.Amount > left {
 		return CreateRefund409ApplicationProblemPlusJSONResponse(problem(409, "too-much", "The refund exceeds the payment",
-			fmt.Sprintf("%d of %d is left to refund", amount-refunded, amount))), nil
+			fmt.Sprintf("%d of %d is left to refund", left, amount))), nil
 	}
 	var id int64
 	if err := tx.QueryRow(ctx, `INSERT INTO refunds (payment_id, amount) VALUES ($1, $2) RETURNING id`, b.PaymentId, b.Amount).Scan(&id); err != nil {

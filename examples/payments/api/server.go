@@ -7,12 +7,21 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/idemgen/idemgen/examples/payments/cardnet"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
+)
+
+// The server's timeouts (see NewServer).
+const (
+	ReadHeaderTimeout = 5 * time.Second
+	ReadTimeout       = 15 * time.Second
+	WriteTimeout      = 45 * time.Second
+	IdleTimeout       = 2 * time.Minute
 )
 
 // ServerConfig is what NewServer wires together.
@@ -32,6 +41,16 @@ type ServerConfig struct {
 func NewServer(cfg ServerConfig) (*echo.Echo, error) {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
+	// A client that trickles its headers or body, or never reads the
+	// answer, must not hold a connection forever. The write timeout covers
+	// the longest request: a card network call (30s client timeout).
+	e.Server.ReadHeaderTimeout = ReadHeaderTimeout
+	e.Server.ReadTimeout = ReadTimeout
+	e.Server.WriteTimeout = WriteTimeout
+	e.Server.IdleTimeout = IdleTimeout
+	// A panic outside the engine (the engine recovers its phases' panics)
+	// becomes a 500 problem instead of ending the process.
+	e.Use(middleware.Recover())
 	e.HTTPErrorHandler = idemecho.HTTPErrorHandler
 	e.Binder = idemecho.StrictJSONBinder{}
 	e.GET("/healthz", func(c echo.Context) error {

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/idemgen/idemgen/examples/payments/cardnet"
+	"github.com/idemgen/idemgen/runtime/idem"
 )
 
 //go:embed schema.sql
@@ -45,8 +46,14 @@ func (s *Service) Phases() Phases {
 
 type accountKey struct{}
 
-// Account returns the authenticated account of a request's context.
+// Account returns the account a request or an execution acts for. In a
+// phase it is the call's scope (the principal the key is scoped to), which
+// the engine provides on the request path and in the background completer
+// alike; elsewhere, the account Authenticate put in the request's context.
 func Account(ctx context.Context) string {
+	if call := idem.CallFrom(ctx); call != nil {
+		return call.Scope
+	}
 	a, _ := ctx.Value(accountKey{}).(string)
 	return a
 }
