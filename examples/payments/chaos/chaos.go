@@ -49,6 +49,8 @@ type Config struct {
 	PGRestarts       int           // fast restarts of PostgreSQL
 	SlowCard         int           // windows in which the card network is slower than the lease
 	DropRate         float64       // share of responses dropped after the service answered
+	RefundShare      float64       // share of succeeded payments then refunded by a burst of concurrent refunds
+	Progress         time.Duration // how often to print progress (default 5s)
 	CardFailAfter    float64       // share of card charges made and then answered 503 (ambiguous foreign failures)
 	FaultEvery       time.Duration // mean pause between two faults
 	Deadline         time.Duration // for all intents to be answered
@@ -67,13 +69,16 @@ type Report struct {
 	Attempts, Replays, Conflicts, Errors5xx, Resets int
 	Takeovers, Fenced, Resumes                      int
 	Kills, ConnFaults, PGRestarts, SlowCard, Drops  int
+	Refunds, RefundsSucceeded, OverRefunded         int
 	Duplicates, Losses                              int
 	Wall                                            time.Duration
 	Problems                                        []string // one line per offending intent
 }
 
 // OK reports whether the run kept the promise.
-func (r *Report) OK() bool { return r.Duplicates == 0 && r.Losses == 0 && len(r.Problems) == 0 }
+func (r *Report) OK() bool {
+	return r.Duplicates == 0 && r.Losses == 0 && r.OverRefunded == 0 && len(r.Problems) == 0
+}
 
 // Table is the figures as text.
 func (r *Report) Table() string {
@@ -81,6 +86,7 @@ func (r *Report) Table() string {
 	row := func(k string, v any) { fmt.Fprintf(&b, "  %-34s %v\n", k, v) }
 	row("seed", r.Seed)
 	row("intents (succeeded / declined)", fmt.Sprintf("%d (%d / %d)", r.Intents, r.Succeeded, r.Declined))
+	row("refund intents (succeeded)", fmt.Sprintf("%d (%d)", r.Refunds, r.RefundsSucceeded))
 	row("attempts", r.Attempts)
 	row("replays received", r.Replays)
 	row("409 in flight", r.Conflicts)
@@ -96,6 +102,7 @@ func (r *Report) Table() string {
 	row("responses dropped after commit", r.Drops)
 	row("duplicates (must be 0)", r.Duplicates)
 	row("losses (must be 0)", r.Losses)
+	row("over-refunded payments (must be 0)", r.OverRefunded)
 	row("wall time", r.Wall.Round(time.Millisecond))
 	return b.String()
 }
@@ -131,6 +138,11 @@ type run struct {
 	errs5xx   atomic.Int64
 	resets    atomic.Int64
 	attempts  atomic.Int64
+	answered  atomic.Int64 // intents and refund intents with a terminal answer
+	// faults injected so far, for the progress line
+	kills, connFaults, pgRestarts, slowCard atomic.Int64
+	refunds                                 [][]*refundIntent // per client
+	sayMu                                   sync.Mutex
 }
 
 // newRand returns a generator for one purpose (the fault schedule, one
@@ -140,7 +152,11 @@ func (r *run) newRand(purpose uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(r.cfg.Seed, purpose*0x9e3779b97f4a7c15+1))
 }
 
-func (r *run) say(format string, args ...any) { fmt.Fprintf(r.out, format+"\n", args...) }
+func (r *run) say(format string, args ...any) {
+	r.sayMu.Lock()
+	defer r.sayMu.Unlock()
+	fmt.Fprintf(r.out, format+"\n", args...)
+}
 
 // Run performs one chaos round and checks it. The error is for the harness
 // failing to run; a broken promise is in the report (see Report.OK).
@@ -175,6 +191,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	done := make(chan struct{})
 	faultsDone := make(chan struct{})
 	go func() { r.faults(done); close(faultsDone) }()
+	go r.progress(done, start)
 	intents := r.clients(faultsDone)
 	close(done)
 	<-faultsDone
@@ -264,6 +281,7 @@ func (r *run) newIntent(c, i int, rng *rand.Rand) *intent {
 func (r *run) clients(faultsDone <-chan struct{}) [][]*intent {
 	deadline := time.Now().Add(r.cfg.Deadline)
 	all := make([][]*intent, r.cfg.Clients)
+	r.refunds = make([][]*refundIntent, r.cfg.Clients)
 	var wg sync.WaitGroup
 	for c := range all {
 		wg.Add(1)
@@ -282,6 +300,9 @@ func (r *run) clients(faultsDone <-chan struct{}) [][]*intent {
 				in := r.newIntent(c, i, rng)
 				all[c] = append(all[c], in)
 				r.pay(in, retryable, deadline, rng)
+				if in.status == 201 && rng.Float64() < r.cfg.RefundShare {
+					r.refunds[c] = append(r.refunds[c], r.refundBurst(in, 3, deadline, rng)...)
+				}
 				if r.cfg.Think > 0 {
 					time.Sleep(r.cfg.Think)
 				}
@@ -360,6 +381,7 @@ func (r *run) pay(in *intent, retryable bool, deadline time.Time, rng *rand.Rand
 			in.status = a.status
 			in.bodies = append(in.bodies, a.body)
 			in.last = strconv.Itoa(a.status)
+			r.answered.Add(1)
 			// Ask once more: the answer must be the same bytes, replayed.
 			for time.Now().Before(deadline) {
 				again := r.send(in, false)
@@ -441,7 +463,7 @@ func (r *run) faults(done chan struct{}) {
 		case "kill":
 			s := r.services[rng.IntN(len(r.services))]
 			s.Kill()
-			r.report.Kills++
+			r.kills.Add(1)
 			pause := time.Duration(100+rng.IntN(1500)) * time.Millisecond
 			wg.Add(1)
 			go func() {
@@ -477,7 +499,7 @@ func (r *run) faults(done chan struct{}) {
 				kind, closeAfter = "latency", time.Duration(11000+rng.IntN(3000))*time.Millisecond
 				dur = closeAfter + time.Second
 			}
-			r.report.ConnFaults++
+			r.connFaults.Add(1)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -490,9 +512,9 @@ func (r *run) faults(done chan struct{}) {
 			if err := r.cluster.Restart(context.Background()); err != nil {
 				r.say("PostgreSQL restart failed: %v", err)
 			}
-			r.report.PGRestarts++
+			r.pgRestarts.Add(1)
 		case "slowcard":
-			r.report.SlowCard++
+			r.slowCard.Add(1)
 			r.cardOptions(fmt.Sprintf(`{"latency":"12s","fail_after":%g}`, r.cfg.CardFailAfter))
 			window := time.Duration(2000+rng.IntN(2000)) * time.Millisecond
 			wg.Add(1)
@@ -502,6 +524,27 @@ func (r *run) faults(done chan struct{}) {
 				r.cardOptions(fmt.Sprintf(`{"latency":"0s","fail_after":%g}`, r.cfg.CardFailAfter))
 			}()
 		}
+	}
+}
+
+// progress prints, every Config.Progress until done is closed, how many
+// intents were answered and how many faults were injected so far.
+func (r *run) progress(done <-chan struct{}, start time.Time) {
+	every := r.cfg.Progress
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		r.say("progress %s: %d intents answered (%d attempts); faults so far: %d kills, %d connection faults, %d PostgreSQL restarts, %d slow-card windows, %d dropped responses",
+			time.Since(start).Round(time.Second), r.answered.Load(), r.attempts.Load(), r.kills.Load(), r.connFaults.Load(),
+			r.pgRestarts.Load(), r.slowCard.Load(), r.front.dropped.Load())
 	}
 }
 
@@ -544,6 +587,8 @@ func (r *run) check(ctx context.Context, all [][]*intent) {
 	rep.Errors5xx = int(r.errs5xx.Load())
 	rep.Resets = int(r.resets.Load())
 	rep.Drops = int(r.front.dropped.Load())
+	rep.Kills, rep.ConnFaults = int(r.kills.Load()), int(r.connFaults.Load())
+	rep.PGRestarts, rep.SlowCard = int(r.pgRestarts.Load()), int(r.slowCard.Load())
 	logs := filepath.Join(r.dir, "payments-*.log")
 	rep.Takeovers = countLines(logs, `"event":"takeover"`)
 	rep.Fenced = countLines(logs, `"event":"fenced"`)
@@ -658,6 +703,15 @@ func (r *run) check(ctx context.Context, all [][]*intent) {
 				problem("loss", "no email")
 			}
 		}
+	}
+	var refunds []*refundIntent
+	for _, rs := range r.refunds {
+		refunds = append(refunds, rs...)
+	}
+	if truth, err := collectRefunds(ctx, r.dbURL); err != nil {
+		rep.Problems = append(rep.Problems, "checker: refunds: "+err.Error())
+	} else {
+		r.judgeRefunds(truth, refunds)
 	}
 	sort.Strings(rep.Problems)
 }

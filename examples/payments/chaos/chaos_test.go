@@ -29,7 +29,7 @@ func TestShortRound(t *testing.T) {
 	var log bytes.Buffer
 	rep, err := Run(context.Background(), Config{
 		Seed: 20261130, Clients: 8, RetryableClients: 1, Intents: 25,
-		Think: 300 * time.Millisecond, Kills: 3, ConnFaults: 6, PGRestarts: 1, SlowCard: 1, DropRate: 0.03,
+		Think: 300 * time.Millisecond, Kills: 3, ConnFaults: 6, PGRestarts: 1, SlowCard: 1, DropRate: 0.03, RefundShare: 0.25,
 		CardFailAfter: 0.05, FaultEvery: 1200 * time.Millisecond, Deadline: 150 * time.Second,
 		PaymentsBin: payments, CardnetBin: cardnet, Out: &log, Dir: t.TempDir(),
 	})
@@ -41,7 +41,7 @@ func TestShortRound(t *testing.T) {
 	if !rep.OK() {
 		t.Fatalf("broken promise, seed %d:\n%v", rep.Seed, rep.Problems)
 	}
-	if rep.Intents < 200 || rep.Kills != 3 || rep.ConnFaults != 6 || rep.PGRestarts != 1 {
+	if rep.Intents < 200 || rep.Kills != 3 || rep.ConnFaults != 6 || rep.PGRestarts != 1 || rep.Refunds < 30 || rep.RefundsSucceeded == 0 {
 		t.Fatalf("the round did not run as planned: %+v", rep)
 	}
 }
@@ -62,4 +62,25 @@ func TestCheckerCatchesDuplicates(t *testing.T) {
 		t.Fatalf("unsafe keys produced no duplicates the checker could see:\n%s", rep.Table())
 	}
 	t.Logf("checker found %d duplicates, e.g. %s", rep.Duplicates, rep.Problems[0])
+}
+
+// TestJudgeRefunds: the refund checker reports an over-refunded payment, a
+// refund row without a 201 (a duplicate) and a 201 without a row (a loss).
+func TestJudgeRefunds(t *testing.T) {
+	ok := func(id string, payment int64, status int) *refundIntent {
+		return &refundIntent{id: id, payment: payment, amount: 40, status: status, bodies: [][]byte{[]byte("{}")}}
+	}
+	r := &run{}
+	r.judgeRefunds(map[int64]refundTruth{
+		1: {amount: 100, refunded: 80, rows: 2},  // two 201s, two rows: fine
+		2: {amount: 100, refunded: 120, rows: 3}, // over-refunded
+		3: {amount: 100, refunded: 80, rows: 2},  // one 201, two rows: a duplicate
+		4: {amount: 100, refunded: 0, rows: 0},   // one 201, no row: a loss
+	}, []*refundIntent{ok("a", 1, 201), ok("b", 1, 201), ok("c", 1, 409),
+		ok("d", 2, 201), ok("e", 2, 201), ok("f", 2, 201), ok("g", 3, 201), ok("h", 4, 201)})
+	rep := r.report
+	if rep.OverRefunded != 1 || rep.Duplicates != 1 || rep.Losses != 1 || rep.Refunds != 8 || rep.RefundsSucceeded != 7 {
+		t.Fatalf("over-refunded %d, duplicates %d, losses %d, refunds %d (%d succeeded); want 1, 1, 1, 8 (7):\n%v",
+			rep.OverRefunded, rep.Duplicates, rep.Losses, rep.Refunds, rep.RefundsSucceeded, rep.Problems)
+	}
 }

@@ -26,6 +26,8 @@ func main() {
 	flag.IntVar(&cfg.PGRestarts, "pg-restarts", 1, "PostgreSQL restarts")
 	flag.IntVar(&cfg.SlowCard, "slow-card", 5, "windows with the card network slower than the lease")
 	flag.Float64Var(&cfg.DropRate, "drop", 0.02, "share of responses dropped after the service answered")
+	flag.Float64Var(&cfg.RefundShare, "refunds", 0.25, "share of succeeded payments then refunded by 3 concurrent refunds under different keys")
+	flag.DurationVar(&cfg.Progress, "progress", 5*time.Second, "how often to print progress")
 	flag.Float64Var(&cfg.CardFailAfter, "card-fail-after", 0.03, "share of charges answered 503 after they were made")
 	flag.DurationVar(&cfg.FaultEvery, "fault-every", time.Second, "mean pause between faults")
 	flag.DurationVar(&cfg.Deadline, "deadline", 15*time.Minute, "for all intents to be answered")
@@ -49,5 +51,5 @@ func main() {
 		}
 		os.Exit(1)
 	}
-	fmt.Println("\nexactly once: no duplicates, no losses")
+	fmt.Println("\nexactly once: no duplicates, no losses, no payment refunded beyond its amount")
 }
