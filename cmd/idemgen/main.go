@@ -6,6 +6,7 @@
 //	idemgen migrate   apply, revert or print the store's schema migrations
 //	idemgen prune     delete records past their retention
 //	idemgen inspect   show one key's record
+//	idemgen version   print the version, VCS revision, Go and oapi-codegen versions
 package main
 
 import (
