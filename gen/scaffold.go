@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"go/format"
 	"strings"
+	"unicode"
 
 	"github.com/idemgen/idemgen/templates"
 )
@@ -52,17 +53,36 @@ func renderScaffolds(cfg Config, r *ir) ([]OutputFile, error) {
 	return files, nil
 }
 
-// snake turns CreatePayment into create_payment.
+// snake turns a Go name into the snake_case of a file name. An initialism
+// stays one word: CreatePayment is create_payment, GetHTTPStatus is
+// get_http_status, userID is user_id, ListOrderIDs is list_order_ids.
 func snake(s string) string {
+	r := []rune(s)
 	var b strings.Builder
-	for i, r := range s {
-		if r >= 'A' && r <= 'Z' {
-			if i > 0 {
+	for i, c := range r {
+		if unicode.IsUpper(c) {
+			if i > 0 && startsWord(r, i) {
 				b.WriteByte('_')
 			}
-			r += 'a' - 'A'
+			c = unicode.ToLower(c)
 		}
-		b.WriteRune(r)
+		b.WriteRune(c)
 	}
 	return b.String()
+}
+
+// startsWord reports whether the upper-case letter r[i] (i > 0) starts a
+// word: after a lower-case letter or a digit (createPayment, PutV2Order), or
+// as the last capital of an initialism when lower case follows (the S of
+// HTTPServer), unless that is the initialism's plural s (IDs).
+func startsWord(r []rune, i int) bool {
+	prev := r[i-1]
+	if unicode.IsLower(prev) || unicode.IsDigit(prev) {
+		return true
+	}
+	if !unicode.IsUpper(prev) || i+1 >= len(r) || !unicode.IsLower(r[i+1]) {
+		return false
+	}
+	plural := r[i+1] == 's' && (i+2 == len(r) || !unicode.IsLower(r[i+2]))
+	return !plural
 }

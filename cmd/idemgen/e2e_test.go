@@ -66,6 +66,12 @@ func TestEndToEnd(t *testing.T) {
 	if out, err := goCmd(t, dir, "generate", "./..."); err != nil {
 		t.Fatalf("go generate: %v\n%s", err, out)
 	}
+	// The tool go.mod pins says what it was built from, replacement included.
+	if out, err := goCmd(t, dir, "tool", "idemgen", "version"); err != nil ||
+		!strings.Contains(out, "idemgen      github.com/idemgen/idemgen v0.0.0 => "+repoRoot(t)+" (devel)\n") ||
+		!strings.Contains(out, "oapi-codegen github.com/oapi-codegen/oapi-codegen/v2 v2.") {
+		t.Errorf("go tool idemgen version: %v\n%s", err, out)
+	}
 	scaffold := filepath.Join(dir, "create_item_phases.go")
 	if data, err := os.ReadFile(scaffold); err != nil || !bytes.Contains(data, []byte("idem.ErrNotImplemented")) {
 		t.Fatalf("scaffold missing or not a stub: %v", err)

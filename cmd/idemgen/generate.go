@@ -34,6 +34,12 @@ func loadConfig(path string) (gen.Config, error) {
 	if err != nil {
 		return gen.Config{}, err
 	}
+	return parseConfig(path, data)
+}
+
+// parseConfig reads the config file at path, whose contents are data.
+// Unknown fields are errors: a typo must not be silently ignored.
+func parseConfig(path string, data []byte) (gen.Config, error) {
 	var fc fileConfig
 	dec := yaml.NewDecoder(bytesReader(data))
 	dec.KnownFields(true)

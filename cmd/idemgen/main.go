@@ -1,6 +1,7 @@
 // Command idemgen generates idempotent echo services from OpenAPI specs and
 // operates their idempotency store.
 //
+//	idemgen init      write a starter idemgen.yaml and generate.go
 //	idemgen generate  generate code from a spec (see docs/getting-started.md)
 //	idemgen check     lint a spec's x-idempotency extensions
 //	idemgen migrate   apply, revert or print the store's schema migrations
@@ -8,6 +9,7 @@
 //	idemgen inspect   show one key's record
 //	idemgen abandoned list claims whose owner died
 //	idemgen resolve   settle one abandoned claim deliberately
+//	idemgen version   print the version, VCS revision, Go and oapi-codegen versions
 package main
 
 import (

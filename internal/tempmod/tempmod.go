@@ -33,7 +33,12 @@ func New(dir, name string) error {
 	if !strings.Contains(text, "github.com/oapi-codegen/runtime ") {
 		text += "\nrequire github.com/oapi-codegen/runtime v1.9.0\n"
 	}
-	text += "\nreplace github.com/idemgen/idemgen => " + root + "\n\ntool github.com/idemgen/idemgen/cmd/idemgen\n"
+	text += "\nreplace github.com/idemgen/idemgen => " + root + "\n"
+	// The checkout's go.mod already declares the tool, for the example's
+	// go:generate line; declare it once.
+	if !strings.Contains(text, "\ntool github.com/idemgen/idemgen/cmd/idemgen\n") {
+		text += "\ntool github.com/idemgen/idemgen/cmd/idemgen\n"
+	}
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(text), 0o644); err != nil {
 		return err
 	}

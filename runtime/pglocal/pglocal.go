@@ -293,13 +293,14 @@ func (e *Env) Close() { e.close() }
 // named by the DATABASE_URL environment variable when it is set, otherwise on
 // a throwaway cluster started from the local binaries.
 func Open(ctx context.Context, prefix string, opts Options) (*Env, error) {
+	base, err := databaseURL()
+	if err != nil {
+		return nil, err
+	}
 	name := fmt.Sprintf("%s_%d_%d", sanitize(prefix), os.Getpid(), time.Now().UnixNano()%1e6)
-	if base := os.Getenv("DATABASE_URL"); base != "" {
+	if base != "" {
 		if err := CreateDatabase(ctx, base, name); err != nil {
 			return nil, fmt.Errorf("pglocal: creating database %s on DATABASE_URL: %w", name, err)
-		}
-		if _, err := pgx.ParseConfig(base); err != nil {
-			return nil, fmt.Errorf("pglocal: DATABASE_URL: %w", err)
 		}
 		url := withDatabase(base, name)
 		return &Env{URL: url, close: func() { DropDatabase(context.Background(), base, name) }}, nil
@@ -313,6 +314,25 @@ func Open(ctx context.Context, prefix string, opts Options) (*Env, error) {
 		return nil, err
 	}
 	return &Env{URL: c.URL(name), Cluster: c, close: func() { c.Stop() }}, nil
+}
+
+// databaseURL returns the DATABASE_URL environment variable, "" when it is
+// unset or empty, and an error naming the variable when it cannot be a
+// connection string. It is checked before anything connects with it: pgx
+// reads a blank string as "connect to the defaults", a server nobody named.
+func databaseURL() (string, error) {
+	url := os.Getenv("DATABASE_URL")
+	switch {
+	case url == "":
+		return "", nil
+	case strings.TrimSpace(url) == "":
+		return "", errors.New("pglocal: DATABASE_URL is blank; unset it for a throwaway cluster, or set it to a PostgreSQL URL")
+	}
+	if _, err := pgx.ParseConfig(url); err != nil {
+		// pgx's message quotes the URL with its password masked.
+		return "", fmt.Errorf("pglocal: DATABASE_URL is not a valid PostgreSQL connection string: %w", err)
+	}
+	return url, nil
 }
 
 // withDatabase rewrites the database name in a URL or keyword/value DSN.

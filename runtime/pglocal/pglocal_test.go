@@ -2,6 +2,7 @@ package pglocal
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -46,6 +47,28 @@ func TestWithDatabase(t *testing.T) {
 	} {
 		if got := withDatabase(in, "new"); got != want {
 			t.Errorf("withDatabase(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestOpenChecksDatabaseURLFirst: a DATABASE_URL that cannot be used is
+// reported as such, naming the variable, before anything connects with it.
+func TestOpenChecksDatabaseURLFirst(t *testing.T) {
+	for _, bad := range []string{
+		"postgres://u:secret@localhost:5432/db?sslmode=bogus", // pgx rejects it
+		"   ", // blank: pgx would connect to its defaults (local socket, OS user)
+	} {
+		t.Setenv("DATABASE_URL", bad)
+		env, err := Open(context.Background(), "badurl", Options{})
+		if err == nil {
+			env.Close()
+			t.Errorf("DATABASE_URL=%q: Open succeeded", bad)
+			continue
+		}
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "pglocal: DATABASE_URL ") || strings.Contains(msg, "creating database") ||
+			strings.Contains(msg, "dial") || strings.Contains(msg, "secret") {
+			t.Errorf("DATABASE_URL=%q: %v\nwant an error that names the variable, before any connection, without the password", bad, err)
 		}
 	}
 }
