@@ -299,7 +299,8 @@ func (cs *clientSource) params(m clientMethod) (params, args []Code, taken map[s
 	return params, args, taken, nil
 }
 
-// fresh returns the first of names not in taken, and takes it.
+// fresh returns the first of names not in taken (or the first with a
+// number appended), and takes it.
 func fresh(taken map[string]bool, names ...string) string {
 	for _, n := range names {
 		if !taken[n] {
@@ -307,7 +308,12 @@ func fresh(taken map[string]bool, names ...string) string {
 			return n
 		}
 	}
-	panic("gen: no free name among " + strings.Join(names, ", "))
+	for i := 2; ; i++ {
+		if n := names[0] + strconv.Itoa(i); !taken[n] {
+			taken[n] = true
+			return n
+		}
+	}
 }
 
 func renderIdempotentMethod(f *File, cs *clientSource, o *opIR, m clientMethod) error {

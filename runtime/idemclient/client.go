@@ -63,7 +63,7 @@ func (p Policy) send(req *http.Request, attempt func(*http.Request) (*http.Respo
 		}
 		res, err := attempt(cur)
 		v := p.judge(ctx, cur, res, err, n)
-		tr.record(cur.Header.Get(p.Header), res, err, v.retry, v.wait)
+		tr.record(p.key(cur), res, err, v.retry, v.wait)
 		if p.OnAttempt != nil {
 			a := Attempt{Request: cur, N: n, Err: err, Retry: v.retry, Reason: v.reason}
 			if res != nil {
@@ -126,8 +126,9 @@ type Result struct {
 // Tracker collects the Result of the calls made with its context. It is
 // safe for concurrent use.
 type Tracker struct {
-	mu  sync.Mutex
-	res Result
+	mu     sync.Mutex
+	res    Result
+	header string // the key's header, when a Call made the tracker
 }
 
 type trackerKey struct{}
@@ -187,7 +188,7 @@ func NewCall(ctx context.Context, header, key string) *Call {
 		key = NewKey()
 	}
 	ctx, t := Track(ctx)
-	t.res.Key = key
+	t.res.Key, t.header = key, header
 	return &Call{ctx: ctx, tracker: t, header: header, key: key}
 }
 

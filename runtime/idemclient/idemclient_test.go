@@ -520,3 +520,19 @@ func TestRetryableHTTP(t *testing.T) {
 		}
 	})
 }
+
+func TestACallsOwnKeyHeaderMakesItRetryable(t *testing.T) {
+	s, url := serve(t, reply{status: 503}, reply{status: 201})
+	call := idemclient.NewCall(context.Background(), "X-Request-Id", "")
+	req, _ := http.NewRequestWithContext(call.Context(), "POST", url, strings.NewReader("{}"))
+	call.SetKey(nil, req)
+	res, err := (&http.Client{Transport: &idemclient.Transport{Policy: fast}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	got := call.Result()
+	if res.StatusCode != 201 || got.Attempts != 2 || len(s.requests()) != 2 || got.Key == "" {
+		t.Fatalf("a POST keyed in X-Request-Id: %d after %d requests, %+v; want 201 after 2", res.StatusCode, len(s.requests()), got)
+	}
+}

@@ -85,8 +85,8 @@ func Replayed(res *http.Response) bool {
 // value is the default policy.
 type Policy struct {
 	// Header is the request header that carries the key (default
-	// Idempotency-Key). A request with this header set is safe to retry
-	// whatever its method.
+	// Idempotency-Key). A request with this header set, or with the header
+	// of the Call it belongs to, is safe to retry whatever its method.
 	Header string
 	// MaxAttempts bounds the attempts of one request, the first included
 	// (default 10). The context's deadline bounds the total time as well.
@@ -107,8 +107,8 @@ type Policy struct {
 
 // Attempt describes one attempt of a request, for Policy.OnAttempt.
 type Attempt struct {
-	Request *http.Request // what was sent
-	N       int           // 1 for the first attempt
+	Request *http.Request // what was sent (nil in CheckRetry after a transport error)
+	N       int           // 1 for the first attempt (0 in CheckRetry without Track)
 	Status  int           // the answer's status; 0 when Err is set
 	Header  http.Header   // the answer's header; nil when Err is set
 	Err     error         // the transport error, if any
@@ -165,7 +165,7 @@ func (p Policy) judge(ctx context.Context, req *http.Request, res *http.Response
 		if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
 			return verdict{reason: v.reason + "; not retried: the body cannot be replayed (no GetBody)"}
 		}
-		if !keyed(req, p.Header) && !idempotentMethod(req.Method) && !refused(err) {
+		if p.key(req) == "" && !idempotentMethod(req.Method) && !refused(err) {
 			return verdict{reason: fmt.Sprintf("%s; not retried: %s without %s may have taken effect", v.reason, req.Method, p.Header)}
 		}
 	}
@@ -257,9 +257,17 @@ func retryAfter(h http.Header) (time.Duration, bool) {
 	return 0, false
 }
 
-// keyed reports whether req carries an idempotency key.
-func keyed(req *http.Request, header string) bool {
-	return strings.TrimSpace(req.Header.Get(header)) != ""
+// key returns the idempotency key req carries: in the policy's header, or
+// in the header of the Call whose context req has (an operation may name
+// its own key header); "" when none.
+func (p Policy) key(req *http.Request) string {
+	if k := strings.TrimSpace(req.Header.Get(p.Header)); k != "" {
+		return k
+	}
+	if tr, _ := req.Context().Value(trackerKey{}).(*Tracker); tr != nil && tr.header != "" {
+		return strings.TrimSpace(req.Header.Get(tr.header))
+	}
+	return ""
 }
 
 // idempotentMethod reports whether RFC 9110 defines method as idempotent.

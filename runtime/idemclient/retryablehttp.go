@@ -22,7 +22,7 @@ import (
 // (a response or an error) is retried under the policy's rules, and stops
 // when ctx is done or when the server's Retry-After would end after ctx's
 // deadline. It records the attempt in ctx's Tracker, if any, and calls
-// OnAttempt (whose Wait is then the minimum the server asked for).
+// OnAttempt (whose Wait is then an estimate: Backoff draws the actual one).
 func (p Policy) CheckRetry(ctx context.Context, res *http.Response, err error) (bool, error) {
 	p = p.withDefaults()
 	var req *http.Request
@@ -33,7 +33,7 @@ func (p Policy) CheckRetry(ctx context.Context, res *http.Response, err error) (
 	tr, _ := ctx.Value(trackerKey{}).(*Tracker)
 	key := ""
 	if req != nil {
-		key = req.Header.Get(p.Header)
+		key = p.key(req)
 	}
 	n := 0
 	if tr != nil {
@@ -78,7 +78,7 @@ func (p Policy) Backoff(min, max time.Duration, attemptNum int, res *http.Respon
 // when the answer was a connection error).
 func (p Policy) PrepareRetry(req *http.Request) error {
 	p = p.withDefaults()
-	if !keyed(req, p.Header) && !idempotentMethod(req.Method) {
+	if p.key(req) == "" && !idempotentMethod(req.Method) {
 		return fmt.Errorf("idemclient: %s %s has no %s: not retried, the first attempt may have taken effect",
 			req.Method, req.URL.Redacted(), p.Header)
 	}
