@@ -157,7 +157,7 @@ func (p Policy) judge(ctx context.Context, req *http.Request, res *http.Response
 	if ctx.Err() != nil {
 		return verdict{reason: "context done: " + context.Cause(ctx).Error()}
 	}
-	v := classify(res, err, p.Header)
+	v := classify(res, err)
 	if !v.retry {
 		return v
 	}
@@ -186,7 +186,7 @@ func (p Policy) judge(ctx context.Context, req *http.Request, res *http.Response
 }
 
 // classify applies the protocol's rules to one answer.
-func classify(res *http.Response, err error, header string) verdict {
+func classify(res *http.Response, err error) verdict {
 	if err != nil {
 		if permanent(err) {
 			return verdict{reason: "error: " + err.Error()}
