@@ -2,6 +2,7 @@ package gen
 
 import (
 	"flag"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,6 +51,10 @@ func caseConfig(t *testing.T, dir string) Config {
 			cfg.Package = strings.TrimSpace(v)
 		case "openapi-out":
 			cfg.OpenAPIOut = strings.TrimSpace(v)
+		case "client-out":
+			cfg.ClientOut = strings.TrimSpace(v)
+		case "client-package":
+			cfg.ClientPackage = strings.TrimSpace(v)
 		}
 	}
 	return cfg
@@ -99,6 +104,9 @@ func TestGolden(t *testing.T) {
 				gotNames = append(gotNames, f.Path)
 				path := filepath.Join(out, f.Path)
 				if *update {
+					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+						t.Fatal(err)
+					}
 					if err := os.WriteFile(path, f.Data, 0o644); err != nil {
 						t.Fatal(err)
 					}
@@ -113,11 +121,14 @@ func TestGolden(t *testing.T) {
 					t.Errorf("%s differs (-want +got):\n%s", f.Path, diff)
 				}
 			}
-			entries, _ := os.ReadDir(out)
 			var wantNames []string
-			for _, e := range entries {
-				wantNames = append(wantNames, e.Name())
-			}
+			filepath.WalkDir(out, func(path string, d fs.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					rel, _ := filepath.Rel(out, path)
+					wantNames = append(wantNames, rel)
+				}
+				return nil
+			})
 			sort.Strings(gotNames)
 			if diff := cmp.Diff(wantNames, gotNames); diff != "" {
 				t.Errorf("file sets differ (-golden +generated):\n%s", diff)

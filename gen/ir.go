@@ -18,6 +18,7 @@ type ir struct {
 	SpecFile   string
 	Idempotent []*opIR // in spec order
 	Plain      []*plainIR
+	Routes     []string // every operation's "METHOD /path", in spec order
 }
 
 // opIR is one idempotent operation.
@@ -49,6 +50,7 @@ type phaseIR struct {
 type plainIR struct {
 	GoName, RequestType, ResponseType string
 	Method, Path                      string
+	OperationID                       string // may be empty
 }
 
 // strictMethod is one method of oapi-codegen's StrictServerInterface.
@@ -129,12 +131,13 @@ func buildIR(cfg Config, doc *spec.Document, oapi string) (*ir, error) {
 	r := &ir{Package: cfg.Package, SpecFile: cfg.Spec}
 	var errs spec.Errors
 	for _, op := range doc.Operations {
+		r.Routes = append(r.Routes, op.Method+" "+op.Path)
 		m, ok := methods[op.Method+" "+op.Path]
 		if !ok || m.visit == "" {
 			return nil, fmt.Errorf("gen: oapi-codegen generated no strict handler for %s %s", op.Method, op.Path)
 		}
 		if op.Idempotency == nil {
-			r.Plain = append(r.Plain, &plainIR{GoName: m.name, RequestType: m.request, ResponseType: m.response, Method: op.Method, Path: op.Path})
+			r.Plain = append(r.Plain, &plainIR{GoName: m.name, RequestType: m.request, ResponseType: m.response, Method: op.Method, Path: op.Path, OperationID: op.OperationID})
 			continue
 		}
 		o := &opIR{Spec: op, X: op.Idempotency, GoName: m.name, RequestType: m.request, ResponseType: m.response, VisitMethod: m.visit}

@@ -15,18 +15,20 @@ import (
 )
 
 func init() {
-	register("generate", "generate models, echo handlers, idempotency glue and phase scaffolds from a spec", runGenerate)
+	register("generate", "generate models, echo handlers, idempotency glue and phase scaffolds (and, opt-in, a client) from a spec", runGenerate)
 	register("check", "report x-idempotency errors and operations that are unsafe to retry", runCheck)
 }
 
 // fileConfig is the YAML config file. Paths are relative to the file.
 type fileConfig struct {
-	Spec       string `yaml:"spec"`
-	Package    string `yaml:"package"`
-	Output     string `yaml:"output"`
-	OpenAPIOut string `yaml:"openapi-out"`
-	Templates  string `yaml:"templates"`
-	NoScaffold bool   `yaml:"no-scaffold"`
+	Spec          string `yaml:"spec"`
+	Package       string `yaml:"package"`
+	Output        string `yaml:"output"`
+	OpenAPIOut    string `yaml:"openapi-out"`
+	ClientOut     string `yaml:"client-out"`
+	ClientPackage string `yaml:"client-package"`
+	Templates     string `yaml:"templates"`
+	NoScaffold    bool   `yaml:"no-scaffold"`
 }
 
 func loadConfig(path string) (gen.Config, error) {
@@ -44,7 +46,7 @@ func parseConfig(path string, data []byte) (gen.Config, error) {
 	dec := yaml.NewDecoder(bytesReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
-		return gen.Config{}, fmt.Errorf("%s: %w (fields: spec, package, output, openapi-out, templates, no-scaffold)", path, err)
+		return gen.Config{}, fmt.Errorf("%s: %w (fields: spec, package, output, openapi-out, client-out, client-package, templates, no-scaffold)", path, err)
 	}
 	base := filepath.Dir(path)
 	rel := func(p string) string {
@@ -58,16 +60,18 @@ func parseConfig(path string, data []byte) (gen.Config, error) {
 		out = "."
 	}
 	return gen.Config{Spec: rel(fc.Spec), Package: fc.Package, Output: rel(out), OpenAPIOut: fc.OpenAPIOut,
-		Templates: rel(fc.Templates), NoScaffold: fc.NoScaffold}, nil
+		ClientOut: fc.ClientOut, ClientPackage: fc.ClientPackage, Templates: rel(fc.Templates), NoScaffold: fc.NoScaffold}, nil
 }
 
 func runGenerate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("generate", stderr)
-	configPath := fs.String("config", "", "YAML config file (spec, package, output, openapi-out, templates, no-scaffold); flags override it")
+	configPath := fs.String("config", "", "YAML config file (spec, package, output, openapi-out, client-out, client-package, templates, no-scaffold); flags override it")
 	specPath := fs.String("spec", "", "the OpenAPI document")
 	pkg := fs.String("package", "", "Go package name of the output")
 	out := fs.String("out", "", "output directory (default: the config's, or .)")
 	openapiOut := fs.String("openapi-out", "", "also write an enriched copy of the spec here (relative to the output directory)")
+	clientOut := fs.String("client-out", "", "also write a client package here (relative to the output directory): oapi-codegen's typed client and an idempotent wrapper")
+	clientPkg := fs.String("client-package", "", "Go package name of the client (default: the last element of -client-out)")
 	templatesDir := fs.String("templates", "", "directory of templates overriding the built-in scaffold")
 	noScaffold := fs.Bool("no-scaffold", false, "do not write missing phase scaffolds")
 	if err := fs.Parse(args); err != nil {
@@ -89,6 +93,8 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	set(&cfg.Package, *pkg)
 	set(&cfg.Output, *out)
 	set(&cfg.OpenAPIOut, *openapiOut)
+	set(&cfg.ClientOut, *clientOut)
+	set(&cfg.ClientPackage, *clientPkg)
 	set(&cfg.Templates, *templatesDir)
 	cfg.NoScaffold = cfg.NoScaffold || *noScaffold
 	if cfg.Output == "" {

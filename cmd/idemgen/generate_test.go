@@ -85,3 +85,36 @@ paths:
 		t.Errorf("errors: exit %d\n%s", code, out)
 	}
 }
+
+func TestGenerateClient(t *testing.T) {
+	dir := t.TempDir()
+	spec, _ := os.ReadFile("../../golden/minimal_true/api.yaml")
+	os.WriteFile(filepath.Join(dir, "api.yaml"), spec, 0o644)
+	os.WriteFile(filepath.Join(dir, "idemgen.yaml"), []byte("spec: api.yaml\npackage: jobs\noutput: gen\nclient-out: ../jobsclient\n"), 0o644)
+	code, _, errs := runCLI(t, "generate", "-config", filepath.Join(dir, "idemgen.yaml"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, f := range []string{"gen/api.gen.go", "jobsclient/client.gen.go", "jobsclient/idempotent.gen.go"} {
+		data, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Errorf("%s not written: %v", f, err)
+			continue
+		}
+		if strings.HasPrefix(f, "jobsclient/") && !strings.Contains(string(data), "\npackage jobsclient\n") {
+			t.Errorf("%s is not in package jobsclient", f)
+		}
+	}
+	// The flag overrides the config; a directory that is no package name needs -client-package.
+	code, _, errs = runCLI(t, "generate", "-config", filepath.Join(dir, "idemgen.yaml"), "-client-out", "../jobs-client")
+	if code != 1 || !strings.Contains(errs, "set client-package") {
+		t.Errorf("client dir not a package name: exit %d, %q", code, errs)
+	}
+	code, _, errs = runCLI(t, "generate", "-config", filepath.Join(dir, "idemgen.yaml"), "-client-out", "../jobs-client", "-client-package", "jobsapi")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "jobs-client", "idempotent.gen.go")); err != nil || !strings.Contains(string(data), "\npackage jobsapi\n") {
+		t.Errorf("-client-package: %v", err)
+	}
+}

@@ -27,7 +27,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/go-retryablehttp"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgen/idemgen/examples/payments/cardnet"
@@ -60,6 +59,10 @@ type Config struct {
 	PaymentsBin, CardnetBin string
 	Dir                     string // logs and the mail sink; a temp dir when empty
 	Out                     io.Writer
+	// UnsafeClientKeys makes the clients send a fresh Idempotency-Key on
+	// every attempt instead of the intent's: the checker must then find
+	// duplicate payments.
+	UnsafeClientKeys bool
 }
 
 // Report is what a run found.
@@ -299,7 +302,7 @@ func (r *run) clients(faultsDone <-chan struct{}) [][]*intent {
 				}
 				in := r.newIntent(c, i, rng)
 				all[c] = append(all[c], in)
-				r.pay(in, retryable, deadline, rng)
+				r.pay(in, retryable, deadline)
 				if in.status == 201 && rng.Float64() < r.cfg.RefundShare {
 					r.refunds[c] = append(r.refunds[c], r.refundBurst(in, 3, deadline, rng)...)
 				}
@@ -313,109 +316,40 @@ func (r *run) clients(faultsDone <-chan struct{}) [][]*intent {
 	return all
 }
 
-type answer struct {
-	status     int
-	body       []byte
-	replayed   bool
-	retryAfter time.Duration
-	err        error
-}
-
-func (r *run) body(in *intent) []byte {
-	return []byte(fmt.Sprintf(`{"amount":%d,"currency":"EUR","customer":%q,"client_ts":%q}`, in.amount, in.customer, time.Now().Format(time.RFC3339Nano)))
-}
-
-// send makes one attempt with the plain client, or one call of the
-// retryable client (which retries connection errors and 5xx by itself,
-// resending the same key).
-func (r *run) send(in *intent, retryable bool) answer {
-	url := "http://" + r.front.addr + "/payments"
-	var res *http.Response
-	var err error
-	if retryable {
-		rc := retryablehttp.NewClient()
-		rc.Logger = nil
-		rc.RetryMax = 8
-		rc.RetryWaitMin, rc.RetryWaitMax = 100*time.Millisecond, 2*time.Second
-		rc.HTTPClient.Timeout = 8 * time.Second
-		rc.RequestLogHook = func(_ retryablehttp.Logger, _ *http.Request, _ int) { r.attempts.Add(1); in.attempts++ }
-		req, _ := retryablehttp.NewRequest("POST", url, r.body(in))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+in.account)
-		req.Header.Set("Idempotency-Key", in.key)
-		res, err = rc.Do(req)
-	} else {
-		r.attempts.Add(1)
-		in.attempts++
-		req, _ := http.NewRequest("POST", url, bytes.NewReader(r.body(in)))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+in.account)
-		req.Header.Set("Idempotency-Key", in.key)
-		res, err = (&http.Client{Timeout: 8 * time.Second}).Do(req)
+// pay pays one intent through the generated client, which retries under
+// the intent's key (timeouts, resets, 5xx, 409 after Retry-After) until a
+// terminal answer (201 or 402) or the deadline; then it asks once more:
+// the answer must be the same bytes, replayed.
+func (r *run) pay(in *intent, retryable bool, deadline time.Time) {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	c := r.client(retryable)
+	resp, res, err := c.CreatePayment(ctx, in.key, r.payment(in), in.authorize)
+	in.attempts += res.Attempts
+	switch {
+	case err != nil:
+		in.last = "error: " + err.Error()
+		return
+	case resp.StatusCode() != 201 && resp.StatusCode() != 402:
+		in.last = fmt.Sprintf("unexpected %d %s", resp.StatusCode(), bytes.TrimSpace(resp.Body))
+		return
 	}
-	if err != nil {
-		return answer{err: err}
+	if res.Replayed {
+		r.replays.Add(1)
 	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	a := answer{status: res.StatusCode, body: b, err: err, replayed: res.Header.Get("Idempotent-Replayed") == "true"}
-	if s, perr := strconv.Atoi(res.Header.Get("Retry-After")); perr == nil {
-		a.retryAfter = time.Duration(s) * time.Second
+	in.status = resp.StatusCode()
+	in.bodies = append(in.bodies, resp.Body)
+	in.last = strconv.Itoa(in.status)
+	r.answered.Add(1)
+	again, res, err := c.CreatePayment(ctx, in.key, r.payment(in), in.authorize)
+	in.attempts += res.Attempts
+	if err != nil || (again.StatusCode() != 201 && again.StatusCode() != 402) {
+		return
 	}
-	return a
-}
-
-// pay retries one intent until a terminal answer, then checks one replay.
-func (r *run) pay(in *intent, retryable bool, deadline time.Time, rng *rand.Rand) {
-	backoff := 100 * time.Millisecond
-	for time.Now().Before(deadline) {
-		a := r.send(in, retryable)
-		switch {
-		case a.err != nil:
-			r.resets.Add(1)
-			in.last = "error: " + a.err.Error()
-		case a.status == 201 || a.status == 402:
-			if a.replayed {
-				r.replays.Add(1)
-			}
-			in.status = a.status
-			in.bodies = append(in.bodies, a.body)
-			in.last = strconv.Itoa(a.status)
-			r.answered.Add(1)
-			// Ask once more: the answer must be the same bytes, replayed.
-			for time.Now().Before(deadline) {
-				again := r.send(in, false)
-				if again.err == nil && (again.status == 201 || again.status == 402) {
-					r.replays.Add(1)
-					in.bodies = append(in.bodies, again.body)
-					if !again.replayed {
-						in.last = "verification answer not marked replayed"
-					}
-					return
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
-			return
-		case a.status == 409:
-			r.conflicts.Add(1)
-			in.last = "409"
-			wait := a.retryAfter
-			if wait <= 0 || wait > 5*time.Second {
-				wait = time.Second
-			}
-			time.Sleep(wait/2 + time.Duration(rng.Int64N(int64(wait/2)+1)))
-			continue
-		case a.status >= 500:
-			r.errs5xx.Add(1)
-			in.last = fmt.Sprintf("%d %s", a.status, bytes.TrimSpace(a.body))
-		default:
-			in.last = fmt.Sprintf("unexpected %d %s", a.status, bytes.TrimSpace(a.body))
-			return
-		}
-		time.Sleep(backoff + time.Duration(rng.Int64N(int64(backoff))))
-		if backoff < 2*time.Second {
-			backoff *= 2
-		}
+	r.replays.Add(1)
+	in.bodies = append(in.bodies, again.Body)
+	if !res.Replayed {
+		in.last = "verification answer not marked replayed"
 	}
 }
 

@@ -84,3 +84,22 @@ func TestJudgeRefunds(t *testing.T) {
 			rep.OverRefunded, rep.Duplicates, rep.Losses, rep.Refunds, rep.RefundsSucceeded, rep.Problems)
 	}
 }
+
+// TestCheckerCatchesClientKeyPerAttempt: a client that mints a key per
+// attempt, not per intent, executes a payment again on every retry after a
+// dropped response and on the verification call; the checker must say so.
+func TestCheckerCatchesClientKeyPerAttempt(t *testing.T) {
+	payments, cardnet := build(t)
+	rep, err := Run(context.Background(), Config{
+		Seed: 11, Clients: 4, RetryableClients: 1, Intents: 5, DropRate: 0.2, UnsafeClientKeys: true,
+		FaultEvery: time.Second, Deadline: 90 * time.Second,
+		PaymentsBin: payments, CardnetBin: cardnet, Dir: t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Duplicates == 0 {
+		t.Fatalf("a key per attempt produced no duplicates the checker could see:\n%s", rep.Table())
+	}
+	t.Logf("checker found %d duplicates, e.g. %s", rep.Duplicates, rep.Problems[0])
+}

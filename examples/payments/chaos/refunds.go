@@ -5,14 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/examples/payments/payclient"
 )
 
 // refundIntent is one refund a client wants made exactly once. Several are
@@ -47,105 +49,68 @@ func (r *run) refundBurst(in *intent, n int, deadline time.Time, rng *rand.Rand)
 			account: in.account, payment: p.ID, amount: in.amount * 2 / 5}
 	}
 	var wg sync.WaitGroup
-	for i, rf := range refunds {
-		own := rand.New(rand.NewPCG(rng.Uint64(), uint64(i))) // drawn here: rng is this client's alone
+	for _, rf := range refunds {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.refund(rf, deadline, own)
+			r.refund(rf, deadline)
 		}()
 	}
 	wg.Wait()
 	return refunds
 }
 
-// post makes one attempt of a request with a plain client.
-func (r *run) post(path, account, key string, body []byte) answer {
-	req, _ := http.NewRequest("POST", "http://"+r.front.addr+path, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+account)
-	req.Header.Set("Idempotency-Key", key)
-	res, err := (&http.Client{Timeout: 8 * time.Second}).Do(req)
-	if err != nil {
-		return answer{err: err}
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	a := answer{status: res.StatusCode, body: b, err: err, replayed: res.Header.Get("Idempotent-Replayed") == "true"}
-	if s, perr := strconv.Atoi(res.Header.Get("Retry-After")); perr == nil {
-		a.retryAfter = time.Duration(s) * time.Second
-	}
-	return a
-}
-
 // businessProblem returns the type of a refusal the payments service made
-// (urn:payments:problem:...), or "" for anything else, such as the
-// idempotency layer's 409 in-flight, which is to be retried.
+// (urn:payments:problem:...), or "".
 func businessProblem(body []byte) string {
 	var p struct {
 		Type string `json:"type"`
 	}
-	if json.Unmarshal(body, &p) == nil && len(p.Type) > len("urn:payments:") && p.Type[:len("urn:payments:")] == "urn:payments:" {
+	if json.Unmarshal(body, &p) == nil && strings.HasPrefix(p.Type, "urn:payments:") {
 		return p.Type
 	}
 	return ""
 }
 
-// refund retries one refund intent until a terminal answer, then checks
-// one replay.
-func (r *run) refund(rf *refundIntent, deadline time.Time, rng *rand.Rand) {
-	body := []byte(fmt.Sprintf(`{"payment_id":%d,"amount":%d}`, rf.payment, rf.amount))
-	backoff := 100 * time.Millisecond
-	for time.Now().Before(deadline) {
-		r.attempts.Add(1)
-		rf.attempts++
-		a := r.post("/refunds", rf.account, rf.key, body)
-		terminal := a.err == nil && (a.status == 201 || (a.status == 409 && businessProblem(a.body) != ""))
-		switch {
-		case a.err != nil:
-			r.resets.Add(1)
-			rf.last = "error: " + a.err.Error()
-		case terminal:
-			if a.replayed {
-				r.replays.Add(1)
-			}
-			rf.status, rf.problem = a.status, businessProblem(a.body)
-			rf.bodies = append(rf.bodies, a.body)
-			rf.last = strconv.Itoa(a.status)
-			r.answered.Add(1)
-			for time.Now().Before(deadline) {
-				again := r.post("/refunds", rf.account, rf.key, body)
-				if again.err == nil && again.status == a.status && businessProblem(again.body) == rf.problem {
-					r.replays.Add(1)
-					rf.bodies = append(rf.bodies, again.body)
-					if !again.replayed {
-						rf.last = "verification answer not marked replayed"
-					}
-					return
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
-			return
-		case a.status == 409:
-			r.conflicts.Add(1)
-			rf.last = "409 in flight"
-			wait := a.retryAfter
-			if wait <= 0 || wait > 5*time.Second {
-				wait = time.Second
-			}
-			time.Sleep(wait/2 + time.Duration(rng.Int64N(int64(wait/2)+1)))
-			continue
-		case a.status >= 500:
-			r.errs5xx.Add(1)
-			rf.last = fmt.Sprintf("%d %s", a.status, bytes.TrimSpace(a.body))
-		default:
-			rf.last = fmt.Sprintf("unexpected %d %s", a.status, bytes.TrimSpace(a.body))
-			return
-		}
-		time.Sleep(backoff + time.Duration(rng.Int64N(int64(backoff))))
-		if backoff < 2*time.Second {
-			backoff *= 2
-		}
+// refund makes one refund intent through the generated client, which
+// retries under the intent's key until a terminal answer: 201, or a
+// business refusal (a 409 without Retry-After, such as too-much). Then it
+// asks once more: the answer must be the same bytes, replayed.
+func (r *run) refund(rf *refundIntent, deadline time.Time) {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	c := r.client(false)
+	body := payclient.NewRefund{PaymentId: rf.payment, Amount: rf.amount}
+	auth := func(_ context.Context, req *http.Request) error {
+		req.Header.Set("Authorization", "Bearer "+rf.account)
+		return nil
+	}
+	resp, res, err := c.CreateRefund(ctx, rf.key, body, auth)
+	rf.attempts += res.Attempts
+	switch {
+	case err != nil:
+		rf.last = "error: " + err.Error()
+		return
+	case resp.StatusCode() != 201 && !(resp.StatusCode() == 409 && businessProblem(resp.Body) != ""):
+		rf.last = fmt.Sprintf("unexpected %d %s", resp.StatusCode(), bytes.TrimSpace(resp.Body))
+		return
+	}
+	if res.Replayed {
+		r.replays.Add(1)
+	}
+	rf.status, rf.problem = resp.StatusCode(), businessProblem(resp.Body)
+	rf.bodies = append(rf.bodies, resp.Body)
+	rf.last = strconv.Itoa(rf.status)
+	r.answered.Add(1)
+	again, res, err := c.CreateRefund(ctx, rf.key, body, auth)
+	rf.attempts += res.Attempts
+	if err != nil || again.StatusCode() != rf.status {
+		return
+	}
+	r.replays.Add(1)
+	rf.bodies = append(rf.bodies, again.Body)
+	if !res.Replayed {
+		rf.last = "verification answer not marked replayed"
 	}
 }
 

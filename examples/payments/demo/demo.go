@@ -1,9 +1,9 @@
 // Package demo is the scripted story `make demo` tells, and the test that
 // checks it: it starts PostgreSQL, the fake card network and the payments
-// service as a real process, then sends requests, kills the service in the
-// middle of a payment, restarts it, and counts payments, charges and emails.
-// Every step checks what it shows; the first surprise ends the story with an
-// error.
+// service as a real process, then pays through the generated client
+// (payclient), kills the service in the middle of a payment, restarts it,
+// and counts payments, charges and emails. Every step checks what it shows;
+// the first surprise ends the story with an error.
 package demo
 
 import (
@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,7 +24,9 @@ import (
 
 	"github.com/idemgen/idemgen/examples/payments/cardnet"
 	"github.com/idemgen/idemgen/examples/payments/outbox"
+	"github.com/idemgen/idemgen/examples/payments/payclient"
 	"github.com/idemgen/idemgen/internal/childproc"
+	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/pglocal"
 )
 
@@ -58,13 +59,13 @@ type story struct {
 	server  *childproc.Process
 	base    string
 	step    int
-	client  *http.Client
+	http    *http.Client // for the card network's GET /charges
 	mu      sync.Mutex
 }
 
 // Run tells the story. It stops everything it started before returning.
 func Run(ctx context.Context, cfg Config) (*Tally, error) {
-	s := &story{cfg: cfg, out: cfg.Out, client: &http.Client{Timeout: 30 * time.Second}}
+	s := &story{cfg: cfg, out: cfg.Out, http: &http.Client{Timeout: 30 * time.Second}}
 	if s.out == nil {
 		s.out = io.Discard
 	}
@@ -131,6 +132,8 @@ func (s *story) start() error {
 	if err := s.server.Start(30 * time.Second); err != nil {
 		return err
 	}
+	// A restart listens where the clients already send: the same address.
+	s.server.Args[1] = s.server.Addr()
 	s.base = "http://" + s.server.Addr()
 	s.say("Payments service running, pid %d, on %s (log: %s).", s.server.Pid(), s.base, s.logPath)
 	return nil
@@ -143,42 +146,70 @@ type reply struct {
 	header http.Header
 	body   []byte
 	err    error
+	res    idemclient.Result
 }
 
-func (r reply) summary() string {
-	if r.err != nil {
-		return "no answer: " + r.err.Error()
+// summary shows an answer the way an HTTP trace would.
+func summary(status int, header http.Header, body []byte, err error) string {
+	if err != nil {
+		return "no answer: " + err.Error()
 	}
 	extra := ""
-	if r.header.Get("Idempotent-Replayed") == "true" {
+	if header.Get("Idempotent-Replayed") == "true" {
 		extra += " [Idempotent-Replayed: true]"
 	}
-	if ra := r.header.Get("Retry-After"); ra != "" {
+	if ra := header.Get("Retry-After"); ra != "" {
 		extra += " [Retry-After: " + ra + "]"
 	}
-	return fmt.Sprintf("%d %s%s %s", r.status, http.StatusText(r.status), extra, bytes.TrimSpace(r.body))
+	return strings.TrimSpace(fmt.Sprintf("%d %s%s %s", status, http.StatusText(status), extra, bytes.TrimSpace(body)))
 }
 
-func (s *story) pay(key string, amount int, quiet bool) reply {
-	body := fmt.Sprintf(`{"amount":%d,"currency":"EUR","customer":"ada@example.com","client_ts":"%s"}`, amount, time.Now().Format(time.RFC3339Nano))
+func (r reply) summary() string { return summary(r.status, r.header, r.body, r.err) }
+
+// client returns the generated payments client, as account acct_ada. Each
+// attempt the client retries is reported to onRetry.
+func (s *story) client(onRetry func(idemclient.Attempt)) *payclient.IdempotentClient {
+	p := idemclient.Policy{MaxAttempts: 40, MaxWait: time.Second, OnAttempt: func(a idemclient.Attempt) {
+		if a.Retry && onRetry != nil {
+			onRetry(a)
+		}
+	}}
+	c, err := payclient.NewIdempotentClient(s.base, p,
+		payclient.WithHTTPClient(&http.Client{Timeout: 30 * time.Second}),
+		payclient.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+			req.Header.Set("Authorization", "Bearer acct_ada")
+			return nil
+		}))
+	if err != nil {
+		panic(err) // only a malformed base URL fails, and s.base is ours
+	}
+	return c
+}
+
+// retried says what the client does about an attempt it retries.
+func retried(a idemclient.Attempt) string {
+	return fmt.Sprintf("%s; the client retries in %v with the same key",
+		summary(a.Status, a.Header, nil, a.Err), a.Wait.Round(100*time.Millisecond))
+}
+
+// pay makes one payment call for the intent whose key is key, through the
+// generated client, which retries as idemclient's policy says. Unless
+// quiet, it shows the call, every retried attempt and the answer.
+func (s *story) pay(ctx context.Context, key string, amount int, quiet bool) reply {
 	if !quiet {
 		s.say("   → POST /payments  Idempotency-Key: %s  {\"amount\":%d,...}", key, amount)
 	}
-	req, _ := http.NewRequest("POST", s.base+"/payments", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer acct_ada")
-	req.Header.Set("Idempotency-Key", key)
-	res, err := s.client.Do(req)
-	if err != nil {
-		r := reply{err: err}
-		if !quiet {
-			s.say("   ← %s", r.summary())
-		}
-		return r
+	onRetry := func(a idemclient.Attempt) { s.say("   ← %s", retried(a)) }
+	if quiet {
+		onRetry = nil
 	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	r := reply{status: res.StatusCode, header: res.Header, body: b, err: err}
+	ts := time.Now().Format(time.RFC3339Nano)
+	resp, res, err := s.client(onRetry).CreatePayment(ctx, key,
+		payclient.NewPayment{Amount: int64(amount), Currency: "EUR", Customer: "ada@example.com", ClientTs: &ts})
+	r := reply{err: err, res: res}
+	if err == nil {
+		r.status, r.header, r.body = resp.StatusCode(), resp.HTTPResponse.Header, resp.Body
+	}
 	if !quiet {
 		s.say("   ← %s", r.summary())
 	}
@@ -194,28 +225,31 @@ func expect(cond bool, format string, args ...any) error {
 
 func (s *story) tell(ctx context.Context) (*Tally, error) {
 	t := &Tally{}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
 
-	s.title("A first payment executes: 201.")
-	first := s.pay("k-first", 1000, false)
-	if err := expect(first.status == 201 && first.header.Get("Idempotent-Replayed") == "", "first call: %s", first.summary()); err != nil {
+	s.title("A first payment executes: 201. Its key is minted when the intent is born (a UUIDv7), and stored with it.")
+	key := idemclient.NewKey()
+	first := s.pay(ctx, key, 1000, false)
+	if err := expect(first.status == 201 && !first.res.Replayed, "first call: %s", first.summary()); err != nil {
 		return nil, err
 	}
 	t.Intents, t.Succeeded = t.Intents+1, t.Succeeded+1
 
-	s.title("The client retries it (say, after a timeout): the stored response, byte for byte.")
-	retry := s.pay("k-first", 1000, false)
+	s.title("The caller sends the intent again with its stored key (say, after its own crash): the stored response, byte for byte.")
+	retry := s.pay(ctx, key, 1000, false)
 	same := retry.status == first.status && bytes.Equal(retry.body, first.body) && retry.header.Get("Location") == first.header.Get("Location")
 	s.say("   same status, Location and body as the first answer: %t", same)
-	if err := expect(same && retry.header.Get("Idempotent-Replayed") == "true", "retry: %s", retry.summary()); err != nil {
+	if err := expect(same && retry.res.Replayed, "retry: %s", retry.summary()); err != nil {
 		return nil, err
 	}
 
-	s.title("The same key with another amount is refused: 422.")
-	if r := s.pay("k-first", 2000, false); r.status != 422 {
-		return nil, expect(false, "reused key: %s", r.summary())
+	s.title("The same key with another amount is refused: 422, which the client returns at once.")
+	if r := s.pay(ctx, key, 2000, false); r.status != 422 || r.res.Attempts != 1 {
+		return nil, expect(false, "reused key: %s after %d attempts", r.summary(), r.res.Attempts)
 	}
 
-	s.title("Two concurrent calls with one key (the card network is slow now): 201 and 409.")
+	s.title("Two concurrent calls with one key (the card network is slow now): the second gets 409, waits as told, and gets the first's answer.")
 	// The second call is sent once the card network sees the first one's
 	// charge: the first execution then surely holds the claim.
 	charging := make(chan struct{})
@@ -223,31 +257,50 @@ func (s *story) tell(ctx context.Context) (*Tally, error) {
 	s.cards.SetOptions(cardnet.Options{Latency: 1500 * time.Millisecond, OnCharge: func(cardnet.Charge) {
 		charged.Do(func() { close(charging) })
 	}})
+	key = idemclient.NewKey()
 	var wg sync.WaitGroup
 	var a, b reply
+	var waits []idemclient.Attempt
 	wg.Add(2)
-	go func() { defer wg.Done(); a = s.pay("k-concurrent", 2500, true) }()
-	go func() { defer wg.Done(); <-charging; b = s.pay("k-concurrent", 2500, true) }()
+	go func() { defer wg.Done(); a = s.pay(ctx, key, 2500, true) }()
+	go func() {
+		defer wg.Done()
+		<-charging
+		ts := time.Now().Format(time.RFC3339Nano)
+		resp, res, err := s.client(func(at idemclient.Attempt) { waits = append(waits, at) }).CreatePayment(ctx, key,
+			payclient.NewPayment{Amount: 2500, Currency: "EUR", Customer: "ada@example.com", ClientTs: &ts})
+		b = reply{err: err, res: res}
+		if err == nil {
+			b.status, b.header, b.body = resp.StatusCode(), resp.HTTPResponse.Header, resp.Body
+		}
+	}()
 	wg.Wait()
 	s.cards.SetOptions(cardnet.Options{})
-	s.say("   → POST /payments  Idempotency-Key: k-concurrent  (the second while the first is at the card network)")
+	s.say("   → POST /payments  Idempotency-Key: %s  (the second while the first is at the card network)", key)
 	s.say("   ← first:  %s", a.summary())
+	for _, w := range waits {
+		s.say("   ← second: %s", retried(w))
+	}
 	s.say("   ← second: %s", b.summary())
-	if err := expect(a.status == 201 && b.status == 409 && b.header.Get("Retry-After") != "", "concurrent calls: %s / %s", a.summary(), b.summary()); err != nil {
+	if err := expect(a.status == 201 && len(waits) > 0 && waits[0].Status == 409 && waits[0].Header.Get("Retry-After") != "" &&
+		b.status == 201 && b.res.Replayed && bytes.Equal(a.body, b.body),
+		"concurrent calls: %s / %s after %d attempts", a.summary(), b.summary(), b.res.Attempts); err != nil {
 		return nil, err
 	}
 	t.Intents, t.Succeeded = t.Intents+1, t.Succeeded+1
 
-	s.title("A declined card is a business outcome: 402, stored and replayed.")
-	d1 := s.pay("k-declined", cardnet.DeclinedAmount, false)
-	d2 := s.pay("k-declined", cardnet.DeclinedAmount, false)
-	if err := expect(d1.status == 402 && d2.status == 402 && bytes.Equal(d1.body, d2.body) && d2.header.Get("Idempotent-Replayed") == "true",
-		"declined: %s / %s", d1.summary(), d2.summary()); err != nil {
+	s.title("A declined card is a business outcome: 402, stored and replayed, never retried.")
+	key = idemclient.NewKey()
+	d1 := s.pay(ctx, key, cardnet.DeclinedAmount, false)
+	d2 := s.pay(ctx, key, cardnet.DeclinedAmount, false)
+	if err := expect(d1.status == 402 && d2.status == 402 && bytes.Equal(d1.body, d2.body) && d2.res.Replayed &&
+		d1.res.Attempts == 1 && d2.res.Attempts == 1, "declined: %s / %s", d1.summary(), d2.summary()); err != nil {
 		return nil, err
 	}
 	t.Intents, t.Declined = t.Intents+1, t.Declined+1
 
-	s.title("The service is killed (SIGKILL) after the card was charged, before the payment was finished.")
+	s.title("The service is killed (SIGKILL) after the card was charged, before the payment was finished, and restarted.")
+	s.say("   The client keeps the key: it retries through the crash, the restart and the dead owner's lease.")
 	killed := make(chan struct{})
 	var once sync.Once
 	s.cards.SetOptions(cardnet.Options{Latency: 2 * time.Second, OnCharge: func(c cardnet.Charge) {
@@ -258,38 +311,34 @@ func (s *story) tell(ctx context.Context) (*Tally, error) {
 			close(killed)
 		})
 	}})
-	crash := s.pay("k-crash", 1500, false)
-	<-killed
-	s.cards.SetOptions(cardnet.Options{})
-	if err := expect(crash.err != nil || crash.status >= 500, "the call during the crash got %s", crash.summary()); err != nil {
-		return nil, err
+	key = idemclient.NewKey()
+	var resumed reply
+	paid := make(chan struct{})
+	go func() { defer close(paid); resumed = s.pay(ctx, key, 1500, false) }()
+	select {
+	case <-killed:
+	case <-paid:
+		return nil, expect(false, "the payment finished before the kill: %s", resumed.summary())
 	}
+	s.cards.SetOptions(cardnet.Options{})
+	time.Sleep(500 * time.Millisecond) // down for a moment: the client's attempts are refused
 	if err := s.start(); err != nil {
 		return nil, err
 	}
-	s.say("   The client retries with the same key, honouring Retry-After while the dead owner's lease runs out:")
-	var resumed reply
-	deadline := time.Now().Add(40 * time.Second)
-	for {
-		resumed = s.pay("k-crash", 1500, false)
-		if resumed.status != 409 || time.Now().After(deadline) {
-			break
-		}
-		wait, _ := strconv.Atoi(resumed.header.Get("Retry-After"))
-		time.Sleep(time.Duration(max(wait, 1)) * time.Second)
-	}
-	if err := expect(resumed.status == 201, "resumed retry: %s", resumed.summary()); err != nil {
+	<-paid
+	if err := expect(resumed.status == 201 && resumed.res.Attempts > 1, "resumed call: %s after %d attempts", resumed.summary(), resumed.res.Attempts); err != nil {
 		return nil, err
 	}
 	charges := 0
-	var key string
+	var chargeKey string
 	for _, c := range s.cards.Charges() {
 		if c.Amount == 1500 {
 			charges++
-			key = c.Key
+			chargeKey = c.Key
 		}
 	}
-	s.say("   card network charges for this payment: %d (key %s, asked %d times in all)", charges, key, s.cards.Posts())
+	s.say("   %d attempts under one Idempotency-Key; card network charges for this payment: %d (key %s, asked %d times in all)",
+		resumed.res.Attempts, charges, chargeKey, s.cards.Posts())
 	if err := expect(charges == 1, "the crashed payment was charged %d times", charges); err != nil {
 		return nil, err
 	}
@@ -327,7 +376,7 @@ func (s *story) count(ctx context.Context, t *Tally) error {
 	if declined != t.Declined {
 		return fmt.Errorf("demo: %d declined payment rows, want %d", declined, t.Declined)
 	}
-	res, err := s.client.Get(s.cardURL + "/charges")
+	res, err := s.http.Get(s.cardURL + "/charges")
 	if err != nil {
 		return err
 	}

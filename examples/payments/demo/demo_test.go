@@ -25,7 +25,7 @@ func TestStory(t *testing.T) {
 	if tally.Intents != 4 || tally.Succeeded != 3 || tally.Payments != 3 || tally.Charges != 3 || tally.Emails != 3 {
 		t.Fatalf("tally %+v", *tally)
 	}
-	for _, want := range []string{"Idempotent-Replayed: true", "422 Unprocessable Entity", "409 Conflict", "402 Payment Required", "kill -9"} {
+	for _, want := range []string{"Idempotent-Replayed: true", "422 Unprocessable Entity", "409 Conflict", "402 Payment Required", "kill -9", "the client retries in"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the story never shows %q", want)
 		}

@@ -18,7 +18,7 @@ func main() {
 	cfg := chaos.Config{Out: os.Stderr}
 	seed := flag.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the fault schedule and the clients' choices")
 	flag.IntVar(&cfg.Clients, "clients", 25, "concurrent clients")
-	flag.IntVar(&cfg.RetryableClients, "retryable-clients", 2, "of which use go-retryablehttp")
+	flag.IntVar(&cfg.RetryableClients, "retryable-clients", 2, "of which send through go-retryablehttp (with idemclient's retry policy)")
 	flag.IntVar(&cfg.Intents, "intents", 200, "intents per client")
 	flag.DurationVar(&cfg.Think, "think", 300*time.Millisecond, "pause between a client's intents")
 	flag.IntVar(&cfg.Kills, "kills", 50, "SIGKILLs of service processes")
@@ -32,6 +32,7 @@ func main() {
 	flag.DurationVar(&cfg.FaultEvery, "fault-every", time.Second, "mean pause between faults")
 	flag.DurationVar(&cfg.Deadline, "deadline", 15*time.Minute, "for all intents to be answered")
 	flag.BoolVar(&cfg.UnsafeKeys, "unsafe-keys", false, "send a fresh card key per attempt: the checker must find duplicates")
+	flag.BoolVar(&cfg.UnsafeClientKeys, "unsafe-client-keys", false, "clients send a fresh Idempotency-Key per attempt: the checker must find duplicates")
 	flag.StringVar(&cfg.PaymentsBin, "payments", "bin/payments", "the payments binary")
 	flag.StringVar(&cfg.CardnetBin, "cardnet", "bin/cardnet", "the cardnet binary")
 	flag.StringVar(&cfg.Dir, "dir", "", "keep logs and the mail sink here (default: a temp dir, removed)")

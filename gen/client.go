@@ -1,0 +1,396 @@
+package gen
+
+import (
+	"bytes"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	. "github.com/dave/jennifer/jen"
+	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
+
+	"github.com/idemgen/idemgen/spec"
+)
+
+const pkgIdemClient = "github.com/idemgen/idemgen/runtime/idemclient"
+
+// The files of the client package, under Config.ClientOut.
+const (
+	clientFile     = "client.gen.go"     // oapi-codegen's models and typed client
+	idemClientFile = "idempotent.gen.go" // the idempotent wrapper
+)
+
+// mintedKeyLength is the length of idemclient.NewKey's keys.
+const mintedKeyLength = 36
+
+// clientPackage returns the client package's name: ClientPackage, or the
+// last element of ClientOut.
+func clientPackage(cfg Config) (string, error) {
+	name := cfg.ClientPackage
+	if name == "" {
+		name = filepath.Base(filepath.Clean(cfg.ClientOut))
+	}
+	if !regexp.MustCompile(`^[a-z][a-z0-9_]*$`).MatchString(name) {
+		return "", fmt.Errorf("gen: client package name %q is not a valid Go package name; set client-package", name)
+	}
+	return name, nil
+}
+
+// generateClient renders the client package: oapi-codegen's models and
+// typed client, and idemgen's idempotent wrapper around it.
+func generateClient(cfg Config, doc *spec.Document, r *ir) ([]OutputFile, error) {
+	pkg, err := clientPackage(cfg)
+	if err != nil {
+		return nil, err
+	}
+	src, err := codegen.Generate(doc.OpenAPI, codegen.Configuration{
+		PackageName: pkg,
+		Generate:    codegen.GenerateOptions{Client: true, Models: true},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gen: oapi-codegen client: %w", err)
+	}
+	src, err = retitle(src, "Models and typed client")
+	if err != nil {
+		return nil, err
+	}
+	cs, err := clientMethods(src)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range []string{"IdempotentClient", "NewIdempotentClient"} {
+		if cs.declared[name] {
+			return nil, spec.Errors{&spec.Error{File: cfg.Spec, Message: fmt.Sprintf("the spec declares a type named %s, which idemgen generates for the client; rename the schema", name)}}
+		}
+	}
+	wrapper, err := renderClient(pkg, r, cs)
+	if err != nil {
+		return nil, err
+	}
+	return []OutputFile{
+		{Path: filepath.Join(cfg.ClientOut, clientFile), Data: []byte(src)},
+		{Path: filepath.Join(cfg.ClientOut, idemClientFile), Data: wrapper},
+	}, nil
+}
+
+// clientMethod is one method of oapi-codegen's ClientWithResponsesInterface.
+type clientMethod struct {
+	name   string       // e.g. CreatePaymentWithResponse
+	params []*ast.Field // after ctx, before reqEditors
+	result ast.Expr     // e.g. *CreatePaymentResponse
+}
+
+type clientSource struct {
+	byRoute  map[string][]clientMethod // "METHOD /path" -> its methods, in oapi-codegen's order
+	imports  map[string]string         // package name in the file -> import path
+	declared map[string]bool
+}
+
+// clientRoute finds the route in the doc comment of a client method; the
+// last one, as a summary may mention others.
+var clientRoute = regexp.MustCompile("(?:Corresponds with|performs a) ([A-Z]+) (\\S+) \\(the `")
+
+// clientMethods reads oapi-codegen's client and maps each route to the
+// methods of ClientWithResponsesInterface that call it. As for the server,
+// the generated code is read rather than oapi-codegen's naming predicted.
+func clientMethods(src string) (*clientSource, error) {
+	f, err := parser.ParseFile(token.NewFileSet(), clientFile, src, parser.ParseComments)
+	if err != nil {
+		return nil, fmt.Errorf("gen: parsing oapi-codegen's client: %w", err)
+	}
+	cs := &clientSource{byRoute: map[string][]clientMethod{}, imports: map[string]string{}, declared: map[string]bool{}}
+	for _, imp := range f.Imports {
+		path, _ := strconv.Unquote(imp.Path.Value)
+		name := path[strings.LastIndex(path, "/")+1:]
+		if imp.Name != nil {
+			name = imp.Name.Name
+		}
+		cs.imports[name] = path
+	}
+	var iface *ast.InterfaceType
+	for _, d := range f.Decls {
+		switch d := d.(type) {
+		case *ast.GenDecl:
+			for _, s := range d.Specs {
+				switch s := s.(type) {
+				case *ast.TypeSpec:
+					cs.declared[s.Name.Name] = true
+					if it, ok := s.Type.(*ast.InterfaceType); ok && s.Name.Name == "ClientWithResponsesInterface" {
+						iface = it
+					}
+				case *ast.ValueSpec:
+					for _, n := range s.Names {
+						cs.declared[n.Name] = true
+					}
+				}
+			}
+		case *ast.FuncDecl:
+			if d.Recv == nil {
+				cs.declared[d.Name.Name] = true
+			}
+		}
+	}
+	if iface == nil {
+		return nil, fmt.Errorf("gen: oapi-codegen's client has no ClientWithResponsesInterface")
+	}
+	for _, m := range iface.Methods.List {
+		ft, ok := m.Type.(*ast.FuncType)
+		if !ok || len(m.Names) != 1 || m.Doc == nil || ft.Results == nil || len(ft.Results.List) != 2 {
+			continue
+		}
+		routes := clientRoute.FindAllStringSubmatch(m.Doc.Text(), -1)
+		if routes == nil {
+			continue
+		}
+		route := routes[len(routes)-1]
+		var params []*ast.Field
+		for _, p := range ft.Params.List {
+			for _, n := range p.Names {
+				params = append(params, &ast.Field{Names: []*ast.Ident{n}, Type: p.Type})
+			}
+		}
+		// ctx first and reqEditors last, as oapi-codegen always writes them.
+		if len(params) < 2 || params[0].Names[0].Name != "ctx" {
+			return nil, fmt.Errorf("gen: oapi-codegen's %s does not start with ctx", m.Names[0].Name)
+		}
+		if _, ok := params[len(params)-1].Type.(*ast.Ellipsis); !ok {
+			return nil, fmt.Errorf("gen: oapi-codegen's %s does not end with request editors", m.Names[0].Name)
+		}
+		key := route[1] + " " + route[2]
+		cs.byRoute[key] = append(cs.byRoute[key], clientMethod{name: m.Names[0].Name, params: params[1 : len(params)-1], result: ft.Results.List[0].Type})
+	}
+	return cs, nil
+}
+
+// typeCode writes a type expression of oapi-codegen's client in jennifer,
+// qualifying imported names so that the wrapper imports what it uses.
+func (cs *clientSource) typeCode(e ast.Expr) (Code, error) {
+	switch e := e.(type) {
+	case *ast.Ident:
+		return Id(e.Name), nil
+	case *ast.StarExpr:
+		x, err := cs.typeCode(e.X)
+		return Op("*").Add(x), err
+	case *ast.SelectorExpr:
+		pkg, ok := e.X.(*ast.Ident)
+		if !ok || cs.imports[pkg.Name] == "" {
+			break
+		}
+		return Qual(cs.imports[pkg.Name], e.Sel.Name), nil
+	case *ast.ArrayType:
+		if e.Len != nil {
+			break
+		}
+		x, err := cs.typeCode(e.Elt)
+		return Index().Add(x), err
+	case *ast.MapType:
+		k, err := cs.typeCode(e.Key)
+		if err != nil {
+			return nil, err
+		}
+		v, err := cs.typeCode(e.Value)
+		return Map(k).Add(v), err
+	case *ast.InterfaceType:
+		if len(e.Methods.List) == 0 {
+			return Interface(), nil
+		}
+	}
+	return nil, fmt.Errorf("gen: oapi-codegen's client uses a parameter type idemgen cannot copy (%T)", e)
+}
+
+// renderClient renders idempotent.gen.go: IdempotentClient, whose methods
+// call oapi-codegen's typed client, idempotent operations under an
+// idempotency key.
+func renderClient(pkg string, r *ir, cs *clientSource) ([]byte, error) {
+	f := NewFile(pkg)
+	f.HeaderComment(Header)
+	f.HeaderComment("Source: " + filepath.Base(r.SpecFile))
+	f.ImportName(pkgIdemClient, "idemclient")
+	for name, path := range cs.imports {
+		if name == path[strings.LastIndex(path, "/")+1:] {
+			f.ImportName(path, name)
+		} else {
+			f.ImportAlias(path, name) // e.g. openapi_types, as oapi-codegen's file has it
+		}
+	}
+
+	for _, l := range []string{
+		"IdempotentClient calls the API through oapi-codegen's typed client. Each method of an",
+		"operation with x-idempotency takes the intent's idempotency key, or mints one, and",
+		"sends it on every attempt; the other operations' methods pass through. Retries follow",
+		"the idemclient.Policy given to NewIdempotentClient.",
+	} {
+		f.Comment(l)
+	}
+	f.Type().Id("IdempotentClient").Struct(
+		Comment("Client is the typed client underneath. Its idempotent operations called directly carry no key."),
+		Id("Client").Id("ClientWithResponsesInterface"),
+	)
+	f.Line()
+	for _, l := range []string{
+		"NewIdempotentClient returns a client of the API at server. Each attempt is sent by the",
+		"client's doer (an *http.Client unless opts set one with WithHTTPClient, whose Timeout",
+		"then bounds each attempt); policy decides which answers are retried and how long to",
+		"wait. The context of each call bounds all its attempts.",
+	} {
+		f.Comment(l)
+	}
+	f.Func().Id("NewIdempotentClient").Params(Id("server").String(), Id("policy").Qual(pkgIdemClient, "Policy"), Id("opts").Op("...").Id("ClientOption")).
+		Params(Op("*").Id("IdempotentClient"), Error()).Block(
+		List(Id("c"), Err()).Op(":=").Id("NewClient").Call(Id("server"), Id("opts").Op("...")),
+		If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
+		Id("c").Dot("Client").Op("=").Qual(pkgIdemClient, "NewDoer").Call(Id("c").Dot("Client"), Id("policy")),
+		Return(Op("&").Id("IdempotentClient").Values(Dict{
+			Id("Client"): Op("&").Id("ClientWithResponses").Values(Dict{Id("ClientInterface"): Id("c")}),
+		}), Nil()),
+	)
+
+	idem := map[string]*opIR{}
+	for _, o := range r.Idempotent {
+		idem[route(o)] = o
+	}
+	plain := map[string]*plainIR{}
+	for _, p := range r.Plain {
+		plain[p.Method+" "+p.Path] = p
+	}
+	for _, rt := range r.Routes {
+		methods := cs.byRoute[rt]
+		if len(methods) == 0 {
+			return nil, fmt.Errorf("gen: oapi-codegen generated no client method for %s", rt)
+		}
+		for _, m := range methods {
+			var err error
+			if o := idem[rt]; o != nil {
+				err = renderIdempotentMethod(f, cs, o, m)
+			} else {
+				err = renderPlainMethod(f, cs, plain[rt], m)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	var buf bytes.Buffer
+	if err := f.Render(&buf); err != nil {
+		return nil, fmt.Errorf("gen: rendering %s: %w", idemClientFile, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// params returns the wrapper's parameters (after ctx and before
+// reqEditors) and the arguments passing them on.
+func (cs *clientSource) params(m clientMethod) (params, args []Code, taken map[string]bool, err error) {
+	taken = map[string]bool{"ctx": true, "reqEditors": true, "c": true}
+	for _, p := range m.params {
+		t, err := cs.typeCode(p.Type)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		name := p.Names[0].Name
+		taken[name] = true
+		params = append(params, Id(name).Add(t))
+		args = append(args, Id(name))
+	}
+	return params, args, taken, nil
+}
+
+// fresh returns the first of names not in taken (or the first with a
+// number appended), and takes it.
+func fresh(taken map[string]bool, names ...string) string {
+	for _, n := range names {
+		if !taken[n] {
+			taken[n] = true
+			return n
+		}
+	}
+	for i := 2; ; i++ {
+		if n := names[0] + strconv.Itoa(i); !taken[n] {
+			taken[n] = true
+			return n
+		}
+	}
+}
+
+func renderIdempotentMethod(f *File, cs *clientSource, o *opIR, m clientMethod) error {
+	params, args, taken, err := cs.params(m)
+	if err != nil {
+		return err
+	}
+	result, err := cs.typeCode(m.result)
+	if err != nil {
+		return err
+	}
+	key := fresh(taken, "key", "idempotencyKey", "idemKey")
+	call := fresh(taken, "call", "idemCall")
+	resp := fresh(taken, "resp", "idemResp")
+	name := strings.TrimSuffix(m.name, "WithResponse")
+	header := o.X.Key.Header
+
+	f.Line()
+	f.Commentf("%s calls %s (%s) under the intent's idempotency key,", name, o.Spec.OperationID, route(o))
+	f.Commentf("sent in %s on every attempt.", header)
+	if o.X.Key.MaxLength >= mintedKeyLength {
+		f.Comment(`Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which the`)
+		f.Comment("Result returns, so store it to retry this intent after a crash or a failure.")
+	} else {
+		f.Commentf("Pass the key stored with the intent: keys of this operation are at most %d characters, so", o.X.Key.MaxLength)
+		f.Comment("none is minted.")
+	}
+	f.Comment("The Result also counts the attempts and says whether the answer was a replay; its Key")
+	f.Comment("is set even when the error is not nil.")
+	for _, p := range m.params {
+		if sel, ok := p.Type.(*ast.SelectorExpr); ok && sel.Sel.Name == "Reader" && cs.imports[fmt.Sprint(sel.X)] == "io" {
+			f.Commentf("A retry resends %s only if it is a *bytes.Buffer, *bytes.Reader or *strings.Reader;", p.Names[0].Name)
+			f.Comment("any other reader makes the first answer final.")
+		}
+	}
+	all := append([]Code{Id("ctx").Qual("context", "Context"), Id(key).String()}, params...)
+	all = append(all, Id("reqEditors").Op("...").Id("RequestEditorFn"))
+	var body []Code
+	if o.X.Key.MaxLength < mintedKeyLength {
+		body = append(body, If(Id(key).Op("==").Lit("")).Block(Return(Nil(), Qual(pkgIdemClient, "Result").Values(),
+			Qual("errors", "New").Call(Lit(fmt.Sprintf("%s: pass the intent's key: this operation takes keys of at most %d characters, shorter than minted ones", o.Spec.OperationID, o.X.Key.MaxLength))))))
+	}
+	callArgs := append([]Code{Id(call).Dot("Context").Call()}, args...)
+	callArgs = append(callArgs, Append(Qual("slices", "Clip").Call(Id("reqEditors")), Id(call).Dot("SetKey")).Op("..."))
+	body = append(body,
+		Id(call).Op(":=").Qual(pkgIdemClient, "NewCall").Call(Id("ctx"), Lit(header), Id(key)),
+		List(Id(resp), Err()).Op(":=").Id("c").Dot("Client").Dot(m.name).Call(callArgs...),
+		Return(Id(resp), Id(call).Dot("Result").Call(), Err()),
+	)
+	f.Func().Params(Id("c").Op("*").Id("IdempotentClient")).Id(name).Params(all...).
+		Params(result, Qual(pkgIdemClient, "Result"), Error()).Block(body...)
+	return nil
+}
+
+func renderPlainMethod(f *File, cs *clientSource, p *plainIR, m clientMethod) error {
+	params, args, _, err := cs.params(m)
+	if err != nil {
+		return err
+	}
+	result, err := cs.typeCode(m.result)
+	if err != nil {
+		return err
+	}
+	name := strings.TrimSuffix(m.name, "WithResponse")
+	f.Line()
+	what := p.Method + " " + p.Path
+	if p.OperationID != "" {
+		what = fmt.Sprintf("%s (%s)", p.OperationID, what)
+	}
+	f.Commentf("%s calls %s, which has no x-idempotency: it sends no key,", name, what)
+	f.Comment("and the policy retries it only if its method is idempotent (GET, HEAD, OPTIONS, PUT,")
+	f.Comment("DELETE) or nothing reached the server.")
+	all := append([]Code{Id("ctx").Qual("context", "Context")}, params...)
+	all = append(all, Id("reqEditors").Op("...").Id("RequestEditorFn"))
+	callArgs := append([]Code{Id("ctx")}, args...)
+	callArgs = append(callArgs, Id("reqEditors").Op("..."))
+	f.Func().Params(Id("c").Op("*").Id("IdempotentClient")).Id(name).Params(all...).Params(result, Error()).
+		Block(Return(Id("c").Dot("Client").Dot(m.name).Call(callArgs...)))
+	return nil
+}

@@ -1,0 +1,213 @@
+package idemclient
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Doer sends one HTTP request: *http.Client, and the HttpRequestDoer of
+// oapi-codegen's clients, are Doers.
+type Doer interface {
+	Do(*http.Request) (*http.Response, error)
+}
+
+// NewDoer returns a Doer that sends each attempt with next (an
+// *http.Client, whose Timeout then bounds each attempt) and retries as p
+// says. The request's context bounds all attempts together.
+func NewDoer(next Doer, p Policy) Doer {
+	return &doer{next: next, p: p.withDefaults()}
+}
+
+type doer struct {
+	next Doer
+	p    Policy
+}
+
+func (d *doer) Do(req *http.Request) (*http.Response, error) { return d.p.send(req, d.next.Do) }
+
+// Transport is an http.RoundTripper that retries as Policy says. Each
+// attempt goes through Base (http.DefaultTransport when nil); an
+// http.Client's Timeout bounds all attempts together, as does the request's
+// context.
+type Transport struct {
+	Base   http.RoundTripper
+	Policy Policy
+}
+
+// RoundTrip sends req, retrying as t.Policy says. It does not change req:
+// a retry sends a clone, with the body from req.GetBody.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	base := t.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return t.Policy.withDefaults().send(req, base.RoundTrip)
+}
+
+// send is the retry loop. p has its defaults.
+func (p Policy) send(req *http.Request, attempt func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	ctx := req.Context()
+	tr, _ := ctx.Value(trackerKey{}).(*Tracker)
+	cur := req
+	for n := 1; ; n++ {
+		if n > 1 {
+			next, err := rewind(req)
+			if err != nil {
+				return nil, err
+			}
+			cur = next
+		}
+		res, err := attempt(cur)
+		v := p.judge(ctx, cur, res, err, n)
+		tr.record(p.key(cur), res, err, v.retry, v.wait)
+		if p.OnAttempt != nil {
+			a := Attempt{Request: cur, N: n, Err: err, Retry: v.retry, Reason: v.reason}
+			if res != nil {
+				a.Status, a.Header = res.StatusCode, res.Header
+			}
+			if v.retry {
+				a.Wait = v.wait
+			}
+			p.OnAttempt(a)
+		}
+		if !v.retry {
+			return res, err
+		}
+		if res != nil {
+			// Read a little of the body so the connection can be reused.
+			io.CopyN(io.Discard, res.Body, 64<<10)
+			res.Body.Close()
+		}
+		timer := time.NewTimer(v.wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, fmt.Errorf("idemclient: %s %s: gave up after %d attempt(s) (last: %s): %w",
+				req.Method, req.URL.Redacted(), n, v.reason, context.Cause(ctx))
+		case <-timer.C:
+		}
+	}
+}
+
+// rewind returns a copy of req with a fresh body for the next attempt.
+func rewind(req *http.Request) (*http.Request, error) {
+	next := req.Clone(req.Context())
+	if req.Body == nil || req.Body == http.NoBody {
+		return next, nil
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return nil, fmt.Errorf("idemclient: rewinding the request body: %w", err)
+	}
+	next.Body = body
+	return next, nil
+}
+
+// Result is what one call came to.
+type Result struct {
+	// Key is the idempotency key every attempt sent ("" when none).
+	Key string
+	// Attempts counts the requests sent, the first included.
+	Attempts int
+	// Replayed is true when the answer was a stored one
+	// (Idempotent-Replayed: true): an earlier attempt, or an earlier call
+	// with the same key, executed the request.
+	Replayed bool
+	// Waited is the time spent waiting between attempts.
+	Waited time.Duration
+	// Status is the last answer's status, 0 when the last attempt failed.
+	Status int
+}
+
+// Tracker collects the Result of the calls made with its context. It is
+// safe for concurrent use.
+type Tracker struct {
+	mu     sync.Mutex
+	res    Result
+	header string // the key's header, when a Call made the tracker
+}
+
+type trackerKey struct{}
+
+// Track returns a context whose requests, sent through Transport, NewDoer
+// or a go-retryablehttp client using Policy.CheckRetry, report their
+// attempts to the returned Tracker.
+func Track(ctx context.Context) (context.Context, *Tracker) {
+	t := &Tracker{}
+	return context.WithValue(ctx, trackerKey{}, t), t
+}
+
+// Result returns what was recorded so far.
+func (t *Tracker) Result() Result {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.res
+}
+
+// record notes one attempt; key is the key it sent, "" when unknown.
+func (t *Tracker) record(key string, res *http.Response, err error, retry bool, wait time.Duration) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.res.Attempts++
+	if key != "" {
+		t.res.Key = key
+	}
+	t.res.Status, t.res.Replayed = 0, false
+	if err == nil && res != nil {
+		t.res.Status, t.res.Replayed = res.StatusCode, Replayed(res)
+	}
+	if retry {
+		t.res.Waited += wait
+	}
+}
+
+// Call is one call for one intent: it carries the intent's key and tracks
+// the attempts. Generated idempotent clients make one per method call.
+type Call struct {
+	ctx     context.Context
+	tracker *Tracker
+	header  string
+	key     string
+}
+
+// NewCall starts a call whose requests carry key in header (DefaultHeader
+// when ""); an empty key is replaced by NewKey(). Use Context for the
+// requests and SetKey as their request editor.
+func NewCall(ctx context.Context, header, key string) *Call {
+	if header == "" {
+		header = DefaultHeader
+	}
+	if key == "" {
+		key = NewKey()
+	}
+	ctx, t := Track(ctx)
+	t.res.Key, t.header = key, header
+	return &Call{ctx: ctx, tracker: t, header: header, key: key}
+}
+
+// Context returns the context to send the call's requests with.
+func (c *Call) Context() context.Context { return c.ctx }
+
+// Key returns the call's key.
+func (c *Call) Key() string { return c.key }
+
+// SetKey sets the call's key on req. Its signature is that of oapi-codegen's
+// RequestEditorFn.
+func (c *Call) SetKey(_ context.Context, req *http.Request) error {
+	req.Header.Set(c.header, c.key)
+	return nil
+}
+
+// Result returns what the call came to so far; Key is always set.
+func (c *Call) Result() Result {
+	r := c.tracker.Result()
+	r.Key = c.key
+	return r
+}

@@ -1,0 +1,308 @@
+// Package idemclient calls APIs that speak the Idempotency-Key protocol
+// (idemgen services, and any API following the IETF draft or Stripe's
+// convention) safely from Go, with nothing but net/http.
+//
+// The rules it implements:
+//
+//   - One key per intent, not per attempt: a request is retried with the
+//     headers it was first sent with, key included. Mint the key with NewKey
+//     when the intent is born, store it with the intent, and send it on every
+//     call for that intent.
+//   - Retry what cannot have done harm or what the server asked to be
+//     retried: connection errors, 409 with Retry-After (the key's first
+//     request is still running), 429, and 5xx (except 501).
+//   - Never retry an answer: 422 (the key was used for another request),
+//     any other 4xx (a 402 declined card is a business outcome), and any
+//     response marked Idempotent-Replayed: true, whatever its status (the
+//     server stored it; asking again gets the same bytes).
+//   - Wait as the server says: Retry-After in seconds or as an HTTP-date, with
+//     a little jitter so that clients told the same thing do not come back
+//     together; otherwise exponential backoff with jitter.
+//   - Stop at the context's deadline: a wait that would end after it is not
+//     started, and the last answer is returned instead.
+//   - Never retry a request whose body cannot be replayed (no GetBody), and
+//     never retry a request without a key whose method is not idempotent
+//     (POST, PATCH) unless the connection was refused before anything was
+//     sent.
+//
+// Three ways to use the rules: Transport (an http.RoundTripper, for any
+// http.Client), NewDoer (around any Do(*http.Request) client, e.g. the one
+// oapi-codegen's clients take), and Policy.CheckRetry, Policy.Backoff and
+// Policy.PrepareRetry for github.com/hashicorp/go-retryablehttp. Track (or
+// NewCall, which also sets the key) reports how many attempts a call took and
+// whether its answer was a replay.
+package idemclient
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// The protocol's header names.
+const (
+	// DefaultHeader carries the key unless Policy.Header says otherwise.
+	DefaultHeader = "Idempotency-Key"
+	// ReplayedHeader is "true" on a response the server stored earlier and
+	// sent again.
+	ReplayedHeader = "Idempotent-Replayed"
+)
+
+// Defaults of Policy's fields.
+const (
+	DefaultMaxAttempts   = 10
+	DefaultMinWait       = 100 * time.Millisecond
+	DefaultMaxWait       = 5 * time.Second
+	DefaultMaxRetryAfter = time.Minute
+)
+
+// NewKey returns a fresh key for one intent: a UUIDv7 (RFC 9562), 36
+// characters, unique, and ordered by creation time, which keeps the index of
+// a key column (yours, or the server's) compact.
+func NewKey() string {
+	// NewV7 fails only when the system's random source does, which Go's
+	// crypto/rand treats as fatal; Must cannot panic in practice.
+	return uuid.Must(uuid.NewV7()).String()
+}
+
+// Replayed reports whether res is a stored answer sent again
+// (Idempotent-Replayed: true).
+func Replayed(res *http.Response) bool {
+	return res != nil && strings.EqualFold(strings.TrimSpace(res.Header.Get(ReplayedHeader)), "true")
+}
+
+// Policy decides which answers are retried and how long to wait. The zero
+// value is the default policy.
+type Policy struct {
+	// Header is the request header that carries the key (default
+	// Idempotency-Key). A request with this header set, or with the header
+	// of the Call it belongs to, is safe to retry whatever its method.
+	Header string
+	// MaxAttempts bounds the attempts of one request, the first included
+	// (default 10). The context's deadline bounds the total time as well.
+	MaxAttempts int
+	// MinWait and MaxWait bound the exponential backoff used when the
+	// server gives no Retry-After: about MinWait, 2*MinWait, 4*MinWait...,
+	// at most MaxWait (defaults 100ms and 5s), each drawn between half and
+	// all of that.
+	MinWait, MaxWait time.Duration
+	// MaxRetryAfter is the longest Retry-After honoured (default 1m): an
+	// answer asking for a longer wait is returned, so that the caller can
+	// store its key and come back later.
+	MaxRetryAfter time.Duration
+	// OnAttempt, when set, is called after each attempt, in the caller's
+	// goroutine, before any wait (for logs and metrics).
+	OnAttempt func(Attempt)
+}
+
+// Attempt describes one attempt of a request, for Policy.OnAttempt.
+type Attempt struct {
+	Request *http.Request // what was sent (nil in CheckRetry after a transport error)
+	N       int           // 1 for the first attempt (0 in CheckRetry without Track)
+	Status  int           // the answer's status; 0 when Err is set
+	Header  http.Header   // the answer's header; nil when Err is set
+	Err     error         // the transport error, if any
+	// Retry says whether another attempt follows, after Wait.
+	Retry bool
+	Wait  time.Duration
+	// Reason says why the request is retried or why it stops, e.g.
+	// "409 in flight, Retry-After 2s" or "422 is an answer".
+	Reason string
+}
+
+func (p Policy) withDefaults() Policy {
+	if p.Header == "" {
+		p.Header = DefaultHeader
+	}
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	}
+	if p.MinWait <= 0 {
+		p.MinWait = DefaultMinWait
+	}
+	if p.MaxWait <= 0 {
+		p.MaxWait = DefaultMaxWait
+	}
+	if p.MaxWait < p.MinWait {
+		p.MaxWait = p.MinWait
+	}
+	if p.MaxRetryAfter <= 0 {
+		p.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	return p
+}
+
+// verdict is the policy's decision on one answer.
+type verdict struct {
+	retry  bool
+	wait   time.Duration // before the next attempt: Retry-After or the backoff, with jitter
+	hinted bool          // wait came from Retry-After
+	reason string
+}
+
+// judge decides whether the answer to req (a response or an error) is
+// retried. n is the attempt number (1 for the first), 0 when unknown. req may
+// be nil when only an error is known (go-retryablehttp's CheckRetry).
+func (p Policy) judge(ctx context.Context, req *http.Request, res *http.Response, err error, n int) verdict {
+	if ctx.Err() != nil {
+		return verdict{reason: "context done: " + context.Cause(ctx).Error()}
+	}
+	v := classify(res, err)
+	if !v.retry {
+		return v
+	}
+	if req != nil {
+		if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+			return verdict{reason: v.reason + "; not retried: the body cannot be replayed (no GetBody)"}
+		}
+		if p.key(req) == "" && !idempotentMethod(req.Method) && !refused(err) {
+			return verdict{reason: fmt.Sprintf("%s; not retried: %s without %s may have taken effect", v.reason, req.Method, p.Header)}
+		}
+	}
+	if n > 0 && n >= p.MaxAttempts {
+		return verdict{reason: fmt.Sprintf("%s; not retried: %d attempts made", v.reason, n)}
+	}
+	if v.hinted && v.wait > p.MaxRetryAfter {
+		return verdict{reason: fmt.Sprintf("%s; not retried: longer than MaxRetryAfter %v", v.reason, p.MaxRetryAfter)}
+	}
+	if !v.hinted {
+		v.wait = p.backoff(n)
+	}
+	v.wait = p.jittered(v)
+	if d, ok := ctx.Deadline(); ok && time.Now().Add(v.wait).After(d) {
+		return verdict{reason: fmt.Sprintf("%s; not retried: the context's deadline comes first", v.reason)}
+	}
+	return v
+}
+
+// classify applies the protocol's rules to one answer.
+func classify(res *http.Response, err error) verdict {
+	if err != nil {
+		if permanent(err) {
+			return verdict{reason: "error: " + err.Error()}
+		}
+		return verdict{retry: true, reason: "connection error: " + err.Error()}
+	}
+	code := res.StatusCode
+	ra, hinted := retryAfter(res.Header)
+	hint := ""
+	if hinted {
+		hint = ", Retry-After " + ra.String()
+	}
+	switch {
+	case Replayed(res):
+		return verdict{reason: fmt.Sprintf("%d replayed: the stored answer", code)}
+	case code == http.StatusConflict && hinted:
+		return verdict{retry: true, wait: ra, hinted: true, reason: "409 in flight" + hint}
+	case code == http.StatusConflict:
+		return verdict{reason: "409 without Retry-After is an answer"}
+	case code == http.StatusTooManyRequests:
+		return verdict{retry: true, wait: ra, hinted: hinted, reason: "429 too many requests" + hint}
+	case code == http.StatusNotImplemented:
+		return verdict{reason: "501 is an answer"}
+	case code >= 500 && code <= 599:
+		return verdict{retry: true, wait: ra, hinted: hinted, reason: strconv.Itoa(code) + " server error" + hint}
+	}
+	return verdict{reason: strconv.Itoa(code) + " is an answer"}
+}
+
+// backoff is the wait after attempt n without a Retry-After: MinWait
+// doubling up to MaxWait.
+func (p Policy) backoff(n int) time.Duration {
+	d := p.MinWait
+	for i := 1; i < n && d < p.MaxWait; i++ {
+		d *= 2
+	}
+	return min(d, p.MaxWait)
+}
+
+// jittered spreads clients that were told the same thing: a backoff is
+// drawn between half and all of it; a Retry-After is a minimum, extended by
+// up to a tenth of it (at least MinWait).
+func (p Policy) jittered(v verdict) time.Duration {
+	if v.hinted {
+		spread := max(v.wait/10, p.MinWait)
+		return v.wait + rand.N(spread)
+	}
+	half := v.wait / 2
+	return half + rand.N(v.wait-half+1)
+}
+
+// retryAfter parses Retry-After: delay-seconds or an HTTP-date (RFC 9110).
+// A date in the past is a wait of zero.
+func retryAfter(h http.Header) (time.Duration, bool) {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if s < 0 || s > int64(24*time.Hour/time.Second) {
+			return 0, false
+		}
+		return time.Duration(s) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0), true
+	}
+	return 0, false
+}
+
+// key returns the idempotency key req carries: in the policy's header, or
+// in the header of the Call whose context req has (an operation may name
+// its own key header); "" when none.
+func (p Policy) key(req *http.Request) string {
+	if k := strings.TrimSpace(req.Header.Get(p.Header)); k != "" {
+		return k
+	}
+	if tr, _ := req.Context().Value(trackerKey{}).(*Tracker); tr != nil && tr.header != "" {
+		return strings.TrimSpace(req.Header.Get(tr.header))
+	}
+	return ""
+}
+
+// idempotentMethod reports whether RFC 9110 defines method as idempotent.
+func idempotentMethod(method string) bool {
+	switch method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// refused reports whether err happened while connecting, so that nothing of
+// the request reached the server.
+func refused(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// permanent reports whether a transport error would recur on every retry:
+// a bad certificate, a bad URL scheme, a malformed header, a redirect loop.
+func permanent(err error) bool {
+	var (
+		unknown   x509.UnknownAuthorityError
+		hostname  x509.HostnameError
+		invalid   x509.CertificateInvalidError
+		verifyErr *tls.CertificateVerificationError
+	)
+	if errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid) || errors.As(err, &verifyErr) {
+		return true
+	}
+	msg := err.Error()
+	for _, s := range []string{"unsupported protocol scheme", "invalid header field", "stopped after", "no Host in request URL"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
