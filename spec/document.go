@@ -99,6 +99,18 @@ func Load(file string) (*Document, error) {
 // LoadData is Load for a document already in memory; file names it in
 // errors and resolves relative references.
 func LoadData(file string, data []byte) (*Document, error) {
+	doc, err := LoadOpenAPI(file, data)
+	if err != nil {
+		return nil, err
+	}
+	return Validate(file, data, doc)
+}
+
+// LoadOpenAPI parses data, the text of file, into a kin-openapi document
+// without validating its extensions: the one parse of the spec that
+// Validate, the generator and the enriched copy all read. It records
+// origins, which point errors at lines, as oapi-codegen's own command does.
+func LoadOpenAPI(file string, data []byte) (*openapi3.T, error) {
 	loader := openapi3.NewLoader()
 	loader.IncludeOrigin = true
 	loader.IsExternalRefsAllowed = true
@@ -110,7 +122,7 @@ func LoadData(file string, data []byte) (*Document, error) {
 	if doc.Paths == nil {
 		doc.Paths = openapi3.NewPaths()
 	}
-	return Validate(file, data, doc)
+	return doc, nil
 }
 
 // Validate checks the extensions of a loaded document. data is the
