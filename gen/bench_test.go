@@ -53,7 +53,7 @@ func BenchmarkGenerate(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := FromDocument(cfg, data, d); err != nil {
+			if _, err := FromDocument(cfg, d); err != nil {
 				b.Fatal(err)
 			}
 		}

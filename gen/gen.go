@@ -82,16 +82,24 @@ func Generate(cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return generate(cfg, data, doc)
+	return FromDocument(cfg, doc)
 }
 
 // FromDocument generates from a document already loaded and validated
-// (spec.Validate); data is its text, needed only for Config.OpenAPIOut.
-func FromDocument(cfg Config, data []byte, doc *spec.Document) (*Result, error) {
-	return generate(cfg, data, doc)
-}
-
-func generate(cfg Config, data []byte, doc *spec.Document) (*Result, error) {
+// (spec.LoadOpenAPI and spec.Validate). Every output is read from that one
+// document; the spec is not parsed again. It changes the document as
+// oapi-codegen does (unused components are pruned): load it again to
+// generate from it twice.
+func FromDocument(cfg Config, doc *spec.Document) (*Result, error) {
+	// The enriched copy comes first: oapi-codegen prunes the document it
+	// generates from, and the copy keeps every component of the spec.
+	var enriched []byte
+	if cfg.OpenAPIOut != "" {
+		var err error
+		if enriched, err = Enrich(doc, cfg.OpenAPIOut); err != nil {
+			return nil, err
+		}
+	}
 	oapi, err := codegen.Generate(doc.OpenAPI, codegen.Configuration{
 		PackageName: cfg.Package,
 		Generate:    codegen.GenerateOptions{EchoServer: true, Strict: true, Models: true},
@@ -129,10 +137,6 @@ func generate(cfg Config, data []byte, doc *spec.Document) (*Result, error) {
 		res.Files = append(res.Files, client...)
 	}
 	if cfg.OpenAPIOut != "" {
-		enriched, err := Enrich(cfg.Spec, data, cfg.OpenAPIOut)
-		if err != nil {
-			return nil, err
-		}
 		res.Files = append(res.Files, OutputFile{Path: cfg.OpenAPIOut, Data: enriched})
 	}
 	return res, nil

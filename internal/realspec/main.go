@@ -92,7 +92,7 @@ func idemgen(cfg gen.Config, withOverlay bool) (*gen.Result, *spec.Document, int
 	if err != nil {
 		return nil, nil, 0, timing{}, err
 	}
-	res, err := gen.FromDocument(cfg, data, d)
+	res, err := gen.FromDocument(cfg, d)
 	if err != nil {
 		return nil, nil, 0, timing{}, err
 	}
