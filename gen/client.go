@@ -53,11 +53,11 @@ func generateClient(cfg Config, doc *spec.Document, r *ir) ([]OutputFile, error)
 	if err != nil {
 		return nil, fmt.Errorf("gen: oapi-codegen client: %w", err)
 	}
-	src, err = retitle(src, "Models and typed client")
+	client, err := retitle(src, "Models and typed client")
 	if err != nil {
 		return nil, err
 	}
-	cs, err := clientMethods(src)
+	cs, err := clientMethods(client)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +71,7 @@ func generateClient(cfg Config, doc *spec.Document, r *ir) ([]OutputFile, error)
 		return nil, err
 	}
 	return []OutputFile{
-		{Path: filepath.Join(cfg.ClientOut, clientFile), Data: []byte(src)},
+		{Path: filepath.Join(cfg.ClientOut, clientFile), Data: client},
 		{Path: filepath.Join(cfg.ClientOut, idemClientFile), Data: wrapper},
 	}, nil
 }
@@ -96,7 +96,7 @@ var clientRoute = regexp.MustCompile("(?:Corresponds with|performs a) ([A-Z]+) (
 // clientMethods reads oapi-codegen's client and maps each route to the
 // methods of ClientWithResponsesInterface that call it. As for the server,
 // the generated code is read rather than oapi-codegen's naming predicted.
-func clientMethods(src string) (*clientSource, error) {
+func clientMethods(src []byte) (*clientSource, error) {
 	d, err := readDecls(clientFile, src, func(name string) bool { return name == "ClientWithResponsesInterface" })
 	if err != nil {
 		return nil, err

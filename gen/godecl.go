@@ -27,17 +27,17 @@ type goDecls struct {
 // fraction of a full parse, and only the parts asked for are parsed. The
 // tokens, not the text, delimit declarations: a string or comment that looks
 // like one is never taken for one.
-func readDecls(name, src string, keep func(typeName string) bool) (*goDecls, error) {
+func readDecls(name string, src []byte, keep func(typeName string) bool) (*goDecls, error) {
 	fset := token.NewFileSet()
 	file := fset.AddFile(name, fset.Base(), len(src))
 	r := &declReader{src: src, file: file, keep: keep, declared: map[string]bool{}}
-	r.s.Init(file, []byte(src), func(pos token.Position, msg string) { r.errs.Add(pos, msg) }, 0)
+	r.s.Init(file, src, func(pos token.Position, msg string) { r.errs.Add(pos, msg) }, 0)
 	for r.next(); r.tok != token.EOF; r.next() {
 		switch r.tok {
 		case token.IMPORT:
 			start := r.off
 			r.skip()
-			r.parts = append(r.parts, src[start:r.off])
+			r.parts = append(r.parts, string(src[start:r.off]))
 		case token.FUNC:
 			if r.next() == token.IDENT {
 				r.declared[r.lit] = true
@@ -75,7 +75,7 @@ func readDecls(name, src string, keep func(typeName string) bool) (*goDecls, err
 // declReader walks the tokens of a file one package-level declaration at a
 // time.
 type declReader struct {
-	src      string
+	src      []byte
 	file     *token.File
 	s        scanner.Scanner
 	errs     scanner.ErrorList
@@ -107,7 +107,7 @@ func (r *declReader) spec(kw token.Token) {
 	switch {
 	case kw == token.TYPE && r.tok == token.INTERFACE && r.keep(name):
 		r.skip()
-		r.parts = append(r.parts, "type "+r.src[start:r.off])
+		r.parts = append(r.parts, "type "+string(r.src[start:r.off]))
 		return
 	case kw != token.TYPE:
 		for r.tok == token.COMMA {

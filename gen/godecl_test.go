@@ -59,7 +59,7 @@ func NewStrictHandler(ssi StrictServerInterface, middlewares []strictecho.Strict
 	return &strictHandler{ssi: ssi}
 }
 `
-	d, err := readDecls("api.gen.go", src, func(name string) bool {
+	d, err := readDecls("api.gen.go", []byte(src), func(name string) bool {
 		return name == "StrictServerInterface" || strings.HasSuffix(name, "ResponseObject")
 	})
 	if err != nil {
@@ -104,7 +104,7 @@ func NewStrictHandler(ssi StrictServerInterface, middlewares []strictecho.Strict
 }
 
 func TestReadDeclsBadSource(t *testing.T) {
-	if _, err := readDecls("api.gen.go", "package api\n\nvar s = \"unterminated\n", func(string) bool { return true }); err == nil {
+	if _, err := readDecls("api.gen.go", []byte("package api\n\nvar s = \"unterminated\n"), func(string) bool { return true }); err == nil {
 		t.Error("an unterminated string was not reported")
 	}
 }

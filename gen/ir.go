@@ -62,7 +62,7 @@ var routeComment = regexp.MustCompile(`\((\w+) (\S+)\)`)
 // strict server method that serves it. Reading the generated code, rather
 // than re-deriving oapi-codegen's naming rules, keeps the two in step. It
 // also returns every name the output declares at package level.
-func strictMethods(src string) (map[string]strictMethod, map[string]bool, error) {
+func strictMethods(src []byte) (map[string]strictMethod, map[string]bool, error) {
 	d, err := readDecls("api.gen.go", src, func(name string) bool {
 		return name == "StrictServerInterface" || strings.HasSuffix(name, "ResponseObject")
 	})
@@ -115,7 +115,7 @@ func strictMethods(src string) (map[string]strictMethod, map[string]bool, error)
 	return out, d.declared, nil
 }
 
-func buildIR(cfg Config, doc *spec.Document, oapi string) (*ir, error) {
+func buildIR(cfg Config, doc *spec.Document, oapi []byte) (*ir, error) {
 	methods, declared, err := strictMethods(oapi)
 	if err != nil {
 		return nil, err
