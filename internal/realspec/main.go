@@ -30,12 +30,13 @@ func main() {
 	runs := flag.Int("runs", 5, "timed generations of each kind (the median is reported)")
 	keep := flag.Bool("keep", false, "keep the temporary module and print its path")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the timed runs (both kinds) to this file")
+	verbose := flag.Bool("v", false, "print the times of every run, not only the medians")
 	flag.Parse()
 	if *specPath == "" {
-		fmt.Fprintln(os.Stderr, "usage: realspec -spec PATH [-overlay=false] [-runs N] [-keep] [-cpuprofile FILE]")
+		fmt.Fprintln(os.Stderr, "usage: realspec -spec PATH [-overlay=false] [-runs N] [-keep] [-cpuprofile FILE] [-v]")
 		os.Exit(2)
 	}
-	if err := run(*specPath, *withOverlay, *runs, *keep, *cpuProfile); err != nil {
+	if err := run(*specPath, *withOverlay, *runs, *keep, *cpuProfile, *verbose); err != nil {
 		fmt.Fprintln(os.Stderr, "realspec:", err)
 		os.Exit(1)
 	}
@@ -113,7 +114,7 @@ func median(ts []timing, f func(timing) time.Duration) time.Duration {
 	return ds[len(ds)/2]
 }
 
-func run(path string, withOverlay bool, runs int, keep bool, cpuProfile string) error {
+func run(path string, withOverlay bool, runs int, keep bool, cpuProfile string, verbose bool) error {
 	dir, err := os.MkdirTemp("", "realspec-")
 	if err != nil {
 		return err
@@ -155,6 +156,12 @@ func run(path string, withOverlay bool, runs int, keep bool, cpuProfile string) 
 			return err
 		}
 		idemTimes = append(idemTimes, t)
+		if verbose {
+			o := oapiTimes[i]
+			fmt.Printf("run %d: oapi-codegen alone %v (generation %v), idemgen %v (generation %v): %.2fx (%.2fx)\n", i+1,
+				o.total.Round(time.Millisecond), o.gen.Round(time.Millisecond), t.total.Round(time.Millisecond), t.gen.Round(time.Millisecond),
+				float64(t.total)/float64(o.total), float64(t.gen)/float64(o.gen))
+		}
 	}
 	if cpuProfile != "" {
 		pprof.StopCPUProfile()
