@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"sort"
 	"time"
@@ -143,16 +143,17 @@ func run(path string, withOverlay bool, runs int, keep bool, cpuProfile string, 
 	var c counts
 	for i := 0; i < runs; i++ {
 		// Alternate the two so that neither gets a warmer machine, and
-		// start each from a collected heap so that neither pays for the
-		// other's garbage.
-		runtime.GC()
+		// start each as a command starts, from a collected heap whose
+		// memory went back to the system: neither pays for the other's
+		// garbage or reuses the pages the other faulted in.
+		debug.FreeOSMemory()
 		t, err := oapiCodegen(path, withOverlay)
 		if err != nil {
 			return err
 		}
 		oapiTimes = append(oapiTimes, t)
 		res = nil // what each run keeps alive is its own
-		runtime.GC()
+		debug.FreeOSMemory()
 		res, c, t, err = idemgen(cfg, withOverlay)
 		if err != nil {
 			return err
