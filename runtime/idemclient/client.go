@@ -220,18 +220,15 @@ func (c *Call) Key() string {
 
 // SetKey sets the call's key on req. Its signature is that of oapi-codegen's
 // RequestEditorFn. For a NewBodyCall it reads the key from req's body
-// instead, which must be replayable (GetBody set, as oapi-codegen's JSON
-// methods do); a body without the key is sent as is, unkeyed.
+// instead; a body without the key, or one that cannot be read twice (no
+// GetBody, which a retry needs too), is sent as is, unkeyed.
 func (c *Call) SetKey(_ context.Context, req *http.Request) error {
 	if c.pointer == "" {
 		req.Header.Set(c.header, c.key)
 		return nil
 	}
-	if req.Body == nil || req.Body == http.NoBody {
+	if req.Body == nil || req.Body == http.NoBody || req.GetBody == nil {
 		return nil
-	}
-	if req.GetBody == nil {
-		return fmt.Errorf("idemclient: the key is in the body at %s, but the body cannot be read twice (no GetBody)", c.pointer)
 	}
 	body, err := req.GetBody()
 	if err != nil {
