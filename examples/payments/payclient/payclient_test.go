@@ -58,7 +58,7 @@ func (s *service) handler() http.Handler {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	e, err := api.NewServer(api.ServerConfig{Pool: s.pool, Engine: eng, CardURL: s.cardURL})
+	e, err := api.NewServer(api.ServerConfig{Pool: s.pool, Engine: eng, CardURL: s.cardURL, WebhookSecret: []byte("whsec_test")})
 	if err != nil {
 		s.t.Fatal(err)
 	}
