@@ -104,7 +104,7 @@ func (v *HMAC) Verify(r *http.Request, body []byte) (string, error) {
 	values := r.Header.Values(name)
 	switch len(values) {
 	case 0:
-		return "", fmt.Errorf("%w: no %s header; sign the body as t=<unix seconds>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">", ErrInvalid, name)
+		return "", fmt.Errorf("%w: no %s header; send t=(Unix seconds),v1=(hex HMAC-SHA256 of the seconds, a full stop and the body)", ErrInvalid, name)
 	case 1:
 	default:
 		return "", fmt.Errorf("%w: the %s header appears %d times; send it once", ErrInvalid, name, len(values))
@@ -139,7 +139,7 @@ func (v *HMAC) Verify(r *http.Request, body []byte) (string, error) {
 
 // parseHeader returns the timestamp as written and the v1 signatures.
 func parseHeader(value string) (ts string, sigs [][]byte, err error) {
-	const want = "want t=<unix seconds>,v1=<64 hex digits>"
+	const want = "want t=(Unix seconds),v1=(64 hex digits)"
 	for _, item := range strings.Split(value, ",") {
 		k, val, ok := strings.Cut(strings.TrimSpace(item), "=")
 		if !ok {
