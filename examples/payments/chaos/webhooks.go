@@ -65,6 +65,8 @@ func (r *run) settledEvents(ctx context.Context) ([]cardnet.EventStatus, error) 
 }
 
 func (r *run) cardEvents(ctx context.Context) ([]cardnet.EventStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+r.card.Addr()+"/events", nil)
 	if err != nil {
 		return nil, err
