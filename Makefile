@@ -19,6 +19,7 @@ docs-check:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseKey$$' -fuzztime $(FUZZTIME) ./runtime/idemhttp
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(FUZZTIME) ./runtime/idemhttp
+	$(GO) test -run '^$$' -fuzz '^FuzzBodyKey$$' -fuzztime $(FUZZTIME) ./runtime/idemhttp
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./spec
 	$(GO) test -run '^$$' -fuzz '^FuzzRequestPath$$' -fuzztime $(FUZZTIME) ./examples/payments/api
 
