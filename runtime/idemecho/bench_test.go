@@ -24,9 +24,9 @@ import (
 )
 
 // counter is a pgx tracer that counts round trips (every query, exec and
-// batch sent) and commits (a COMMIT that succeeded, or a write outside a
-// transaction, which commits by itself), so that the benchmark reports
-// them as measured rather than as estimated.
+// batch sent) and commits (a COMMIT that succeeded, alone or in a batch, or
+// a write outside a transaction, which commits by itself), so that the
+// benchmark reports them as measured rather than as estimated.
 type counter struct{ trips, commits atomic.Int64 }
 
 func (c *counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
@@ -48,7 +48,13 @@ func (c *counter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceB
 	c.trips.Add(1)
 	return ctx
 }
-func (c *counter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+// TraceBatchQuery counts the COMMIT that travels in a batch (the engine
+// sends the completion and COMMIT together).
+func (c *counter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	if d.Err == nil && d.CommandTag.String() == "COMMIT" {
+		c.commits.Add(1)
+	}
+}
 func (c *counter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // benchService is every handler of the benchmark on one echo instance and
