@@ -104,9 +104,9 @@ RETURNING recovery_point, phase_state, key_derivation`,
 	}
 	// The inline claim is one pipeline of four statements (a pgx batch: one
 	// round trip, one Sync), run as one implicit transaction: it reads the record as it stands, inserts
-	// the claim (a plain INSERT: a conflict is a unique violation), and then
+	// the claim (a conflict is an error: see claimInsertSQL), and then
 	// BEGIN, which keeps that implicit transaction open as a regular one
-	// with the claim in it, uncommitted. On a conflict the INSERT's error
+	// with the claim in it, uncommitted. On a conflict the claim's error
 	// skips BEGIN and PostgreSQL rolls the implicit transaction back, so the
 	// connection is idle again and the read in the same round trip says what
 	// holds the key. lock_timeout bounds the wait on a concurrent owner's
@@ -119,10 +119,16 @@ RETURNING recovery_point, phase_state, key_derivation`,
     coalesce(extract(epoch FROM r.lease_until - now()), 0)::float8, coalesce(r.expires_at <= now(), false),
     coalesce(extract(epoch FROM r.expires_at - now()), 0)::float8, r.recovery_point, r.phase_state, r.response_status, r.response_headers, r.response_body, coalesce(r.body_omitted, false)
 FROM (SELECT 1) AS one LEFT JOIN ` + t + ` AS r ON r.namespace = $1 AND r.scope = $2 AND r.key = $3`
-	q.claimInsertSQL = `INSERT INTO ` + t + ` (namespace, scope, key, owner_token, operation, fingerprint, state,
+	// ON CONFLICT DO NOTHING checks the unique index before it writes, so a
+	// conflict leaves no dead row behind (a plain INSERT would write the
+	// row, then fail); dividing by the number of rows inserted turns the
+	// conflict into the error that skips BEGIN.
+	q.claimInsertSQL = `WITH ins AS (INSERT INTO ` + t + ` (namespace, scope, key, owner_token, operation, fingerprint, state,
     lease_until, request, background, expires_at, key_derivation)
 VALUES ($1, $2, $3, $4, $5, $6, 'claimed', now() + $7::bigint * interval '1 microsecond', $8, $9,
-    now() + $10::bigint * interval '1 microsecond', $11)`
+    now() + $10::bigint * interval '1 microsecond', $11)
+ON CONFLICT DO NOTHING RETURNING 1)
+SELECT 1 / count(*) FROM ins`
 	// A fenced statement that matches no row divides by zero, which aborts
 	// the transaction, so the COMMIT sent with it cannot commit a stale
 	// owner's writes.
@@ -294,7 +300,7 @@ func (q queries) claimInline(ctx context.Context, conn *pgx.Conn, c *claim, op s
 	}
 	if err != nil {
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation: the key is held
+		if errors.As(err, &pgErr) && pgErr.Code == "22012" { // division_by_zero: nothing inserted, the key is held
 			if operation == nil {
 				return false, nil, nil
 			}
