@@ -48,6 +48,7 @@ func (c *counter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceB
 	c.trips.Add(1)
 	return ctx
 }
+
 // TraceBatchQuery counts the COMMIT that travels in a batch (the engine
 // sends the completion and COMMIT together).
 func (c *counter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
@@ -55,7 +56,7 @@ func (c *counter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBat
 		c.commits.Add(1)
 	}
 }
-func (c *counter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (c *counter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // benchService is every handler of the benchmark on one echo instance and
 // one pool.
