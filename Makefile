@@ -3,6 +3,7 @@ GO ?= go
 # A short fuzz run per target in `make test`; longer with FUZZTIME=1m.
 FUZZTIME ?= 5s
 BENCHCOUNT ?= 5
+BENCHTIME ?= 2s
 
 .PHONY: test lint generate bench fuzz golden realspec demo chaos docs-check
 
@@ -19,6 +20,7 @@ docs-check:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseKey$$' -fuzztime $(FUZZTIME) ./runtime/idemhttp
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(FUZZTIME) ./runtime/idemhttp
+	$(GO) test -run '^$$' -fuzz '^FuzzBodyKey$$' -fuzztime $(FUZZTIME) ./runtime/idemhttp
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./spec
 	$(GO) test -run '^$$' -fuzz '^FuzzRequestPath$$' -fuzztime $(FUZZTIME) ./examples/payments/api
 
@@ -31,10 +33,10 @@ lint:
 generate:
 	$(GO) generate ./...
 
-## bench: plain handler vs the engine (new key, async claim, replay) on a durable PostgreSQL
+## bench: the engine against plain and plain-tx handlers, 1 and 16 clients, on a durable PostgreSQL
 bench:
-	IDEMGEN_PG_DURABLE=1 $(GO) test -run '^$$' -bench . -benchtime 2s -count $(BENCHCOUNT) ./runtime/idemecho | tee bench.out
-	@echo; awk -f scripts/benchratio.awk bench.out
+	IDEMGEN_PG_DURABLE=1 $(GO) test -run '^$$' -bench '^BenchmarkEngine$$' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./runtime/idemecho | tee bench.out
+	@echo; awk -f scripts/benchtable.awk bench.out
 
 ## golden: rewrite the golden cases from the generator's output (review the diff)
 golden:

@@ -250,7 +250,9 @@ func renderClient(pkg string, r *ir, cs *clientSource) ([]byte, error) {
 		}
 		for _, m := range methods {
 			var err error
-			if o := idem[rt]; o != nil {
+			if o := idem[rt]; o != nil && o.X.Key.Pointer != "" {
+				err = renderBodyKeyedMethod(f, cs, o, m)
+			} else if o != nil {
 				err = renderIdempotentMethod(f, cs, o, m)
 			} else {
 				err = renderPlainMethod(f, cs, plain[rt], m)
@@ -328,12 +330,7 @@ func renderIdempotentMethod(f *File, cs *clientSource, o *opIR, m clientMethod) 
 	}
 	f.Comment("The Result also counts the attempts and says whether the answer was a replay; its Key")
 	f.Comment("is set even when the error is not nil.")
-	for _, p := range m.params {
-		if sel, ok := p.Type.(*ast.SelectorExpr); ok && sel.Sel.Name == "Reader" && cs.imports[fmt.Sprint(sel.X)] == "io" {
-			f.Commentf("A retry resends %s only if it is a *bytes.Buffer, *bytes.Reader or *strings.Reader;", p.Names[0].Name)
-			f.Comment("any other reader makes the first answer final.")
-		}
-	}
+	readerNote(f, cs, m)
 	all := append([]Code{Id("ctx").Qual("context", "Context"), Id(key).String()}, params...)
 	all = append(all, Id("reqEditors").Op("...").Id("RequestEditorFn"))
 	var body []Code
@@ -350,6 +347,54 @@ func renderIdempotentMethod(f *File, cs *clientSource, o *opIR, m clientMethod) 
 	)
 	f.Func().Params(Id("c").Op("*").Id("IdempotentClient")).Id(name).Params(all...).
 		Params(result, Qual(pkgIdemClient, "Result"), Error()).Block(body...)
+	return nil
+}
+
+// readerNote says, for a method taking the body as an io.Reader, which
+// readers a retry can resend.
+func readerNote(f *File, cs *clientSource, m clientMethod) {
+	for _, p := range m.params {
+		if sel, ok := p.Type.(*ast.SelectorExpr); ok && sel.Sel.Name == "Reader" && cs.imports[fmt.Sprint(sel.X)] == "io" {
+			f.Commentf("A retry resends %s only if it is a *bytes.Buffer, *bytes.Reader or *strings.Reader;", p.Names[0].Name)
+			f.Comment("any other reader makes the first answer final.")
+		}
+	}
+}
+
+// renderBodyKeyedMethod renders the method of an operation whose key is a
+// member of its body (key.pointer): the key travels in the body, so the
+// method takes none; it tracks the call and has its requests retried as
+// keyed ones.
+func renderBodyKeyedMethod(f *File, cs *clientSource, o *opIR, m clientMethod) error {
+	params, args, taken, err := cs.params(m)
+	if err != nil {
+		return err
+	}
+	result, err := cs.typeCode(m.result)
+	if err != nil {
+		return err
+	}
+	call := fresh(taken, "call", "idemCall")
+	resp := fresh(taken, "resp", "idemResp")
+	name := strings.TrimSuffix(m.name, "WithResponse")
+
+	f.Line()
+	f.Commentf("%s calls %s (%s), whose idempotency key is the", name, o.Spec.OperationID, route(o))
+	f.Commentf("body's %s: every attempt sends the same body, so the policy retries it as a keyed", o.X.Key.Pointer)
+	f.Comment("request. Send the same body (the same key) again to retry the intent later. The")
+	f.Comment("Result counts the attempts, says whether the answer was a replay, and has the key")
+	f.Comment("read from the body.")
+	readerNote(f, cs, m)
+	all := append([]Code{Id("ctx").Qual("context", "Context")}, params...)
+	all = append(all, Id("reqEditors").Op("...").Id("RequestEditorFn"))
+	callArgs := append([]Code{Id(call).Dot("Context").Call()}, args...)
+	callArgs = append(callArgs, Append(Qual("slices", "Clip").Call(Id("reqEditors")), Id(call).Dot("SetKey")).Op("..."))
+	f.Func().Params(Id("c").Op("*").Id("IdempotentClient")).Id(name).Params(all...).
+		Params(result, Qual(pkgIdemClient, "Result"), Error()).Block(
+		Id(call).Op(":=").Qual(pkgIdemClient, "NewBodyCall").Call(Id("ctx"), Lit(o.X.Key.Pointer)),
+		List(Id(resp), Err()).Op(":=").Id("c").Dot("Client").Dot(m.name).Call(callArgs...),
+		Return(Id(resp), Id(call).Dot("Result").Call(), Err()),
+	)
 	return nil
 }
 

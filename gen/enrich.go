@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemhttp"
 	"github.com/idemgen/idemgen/spec"
 )
 
@@ -131,7 +132,7 @@ func enrichOperation(op *spec.Operation) *openapi3.Operation {
 	x := op.Idempotency
 	c := *op.Op
 	o := &c
-	declared := false
+	declared := x.Key.Pointer != "" // a body key is documented in the description, not as a parameter
 	for _, p := range o.Parameters {
 		if p.Value != nil && p.Value.In == openapi3.ParameterInHeader && strings.EqualFold(p.Value.Name, x.Key.Header) {
 			declared = true
@@ -152,22 +153,34 @@ func enrichOperation(op *spec.Operation) *openapi3.Operation {
 		o.Responses = openapi3.NewResponses()
 	} else {
 		responses := o.Responses.Map()
-		r := openapi3.NewResponsesWithCapacity(len(responses) + 3)
+		r := openapi3.NewResponsesWithCapacity(len(responses) + 4)
 		r.Extensions, r.Origin = o.Responses.Extensions, o.Responses.Origin
 		for code, resp := range responses {
 			r.Set(code, resp)
 		}
 		o.Responses = r
 	}
-	for _, r := range []struct {
+	missing := "The Idempotency-Key header is missing or malformed, or the body cannot be fingerprinted."
+	if x.Key.Pointer != "" {
+		missing = fmt.Sprintf("The idempotency key, the body's %s, is missing or malformed, or the body cannot be fingerprinted.", x.Key.Pointer)
+	} else if x.Key.Header != idemhttp.HeaderName {
+		missing = fmt.Sprintf("The idempotency key, the %s header, is missing or malformed, or the body cannot be fingerprinted.", x.Key.Header)
+	}
+	type response struct {
 		code string
 		kind []idem.Kind
 		desc string
-	}{
-		{"400", []idem.Kind{idem.KindMissingKey, idem.KindInvalidKey, idem.KindInvalidRequest}, "The Idempotency-Key header is missing or malformed, or the body cannot be fingerprinted."},
+	}
+	responses := []response{
+		{"400", []idem.Kind{idem.KindMissingKey, idem.KindInvalidKey, idem.KindInvalidRequest}, missing},
 		{"409", []idem.Kind{idem.KindInFlight}, "A request with this key is still in progress; retry after Retry-After seconds."},
 		{"422", []idem.Kind{idem.KindMismatch}, "This key was already used with a different request."},
-	} {
+	}
+	if x.Scope.Kind == "sender" {
+		responses = append(responses, response{"401", []idem.Kind{idem.KindInvalidSignature},
+			"The request's signature is missing, malformed, too old or does not match its body; nothing was recorded."})
+	}
+	for _, r := range responses {
 		if o.Responses.Value(r.code) != nil {
 			continue
 		}
@@ -184,13 +197,23 @@ func enrichOperation(op *spec.Operation) *openapi3.Operation {
 		"principal": "the authenticated caller",
 		"global":    "the whole service",
 		"header":    "the value of the " + x.Scope.Header + " header",
+		"sender":    "the signed sender (verifier " + x.Scope.Sender + ")",
 	}[x.Scope.Kind]
 	ns := "this operation"
 	if x.Group != "" {
 		ns = "the operations of group " + x.Group
 	}
-	policy := fmt.Sprintf("Idempotent: send the %s header (%s). Keys are unique per %s and %s, and remembered for %s; a retry with the same key and body gets the stored response.",
-		x.Key.Header, map[bool]string{true: "required", false: "optional"}[x.Key.Required], scope, ns, humanDuration(x.Retention.String()))
+	var policy string
+	if x.Key.Pointer != "" {
+		policy = fmt.Sprintf("Idempotent: the key is the request body's %s (required, at most %d characters). Keys are unique per %s and %s, and remembered for %s; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true.",
+			x.Key.Pointer, x.Key.MaxLength, scope, ns, humanDuration(x.Retention.String()))
+	} else {
+		policy = fmt.Sprintf("Idempotent: send the %s header (%s). Keys are unique per %s and %s, and remembered for %s; a retry with the same key and body gets the stored response.",
+			x.Key.Header, map[bool]string{true: "required", false: "optional"}[x.Key.Required], scope, ns, humanDuration(x.Retention.String()))
+	}
+	if x.Scope.Kind == "sender" {
+		policy += " Requests must be signed: a missing or bad signature is 401 and nothing is recorded."
+	}
 	if o.Description != "" {
 		o.Description += "\n\n"
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	. "github.com/dave/jennifer/jen"
+
+	"github.com/idemgen/idemgen/spec"
 )
 
 const (
@@ -161,12 +163,7 @@ func renderSpecs(f *File, r *ir) {
 					Id("MaxReplayBody"): Lit(x.Replay.MaxBodyBytes),
 				}),
 			}),
-			Id("Key"): Qual(pkgIdemHTTP, "KeyRule").Values(Dict{
-				Id("Header"):    Lit(x.Key.Header),
-				Id("Required"):  Lit(x.Key.Required),
-				Id("MaxLength"): Lit(x.Key.MaxLength),
-				Id("Format"):    Qual(pkgIdemHTTP, format),
-			}),
+			Id("Key"):     Qual(pkgIdemHTTP, "KeyRule").Values(keyRule(x, format)),
 			Id("Scope"):   Lit(x.Scope.String()),
 			Id("Route"):   Lit(o.Spec.Path),
 			Id("Exclude"): strs(x.Fingerprint.Exclude),
@@ -174,6 +171,22 @@ func renderSpecs(f *File, r *ir) {
 		})
 		f.Line()
 	}
+}
+
+// keyRule is the fields of the operation's idemhttp.KeyRule: a header, or
+// a pointer into the body.
+func keyRule(x *spec.Extension, format string) Dict {
+	d := Dict{
+		Id("Required"):  Lit(x.Key.Required),
+		Id("MaxLength"): Lit(x.Key.MaxLength),
+		Id("Format"):    Qual(pkgIdemHTTP, format),
+	}
+	if x.Key.Pointer != "" {
+		d[Id("Pointer")] = Lit(x.Key.Pointer)
+	} else {
+		d[Id("Header")] = Lit(x.Key.Header)
+	}
+	return d
 }
 
 func renderServer(f *File, r *ir) {
@@ -275,6 +288,13 @@ func renderRegister(f *File, r *ir) {
 		"operation is idempotent). Operations completed in the background are registered",
 		"with the engine's completer.",
 	}
+	for _, o := range r.Idempotent {
+		if o.X.Scope.Kind == "sender" {
+			lines = append(lines, "Operations scoped to a signed sender verify it with rt.Senders before anything else;",
+				"keep them out of middleware that authenticates callers otherwise.")
+			break
+		}
+	}
 	for _, l := range lines {
 		f.Comment(l)
 	}
@@ -289,9 +309,13 @@ func renderRegister(f *File, r *ir) {
 	for _, o := range r.Idempotent {
 		body = append(body, If(Id("phases").Dot(o.GoName).Op("==").Nil()).Block(
 			Return(Qual("errors", "New").Call(Lit(fmt.Sprintf("Register: phases.%s is nil", o.GoName))))))
-		if o.Spec.Idempotency.Scope.Kind == "principal" {
+		switch sc := o.Spec.Idempotency.Scope; sc.Kind {
+		case "principal":
 			body = append(body, If(Id("rt").Dot("Principal").Op("==").Nil()).Block(
 				Return(Qual("errors", "New").Call(Lit(fmt.Sprintf("Register: %s is scoped to the principal; set rt.Principal", o.Spec.OperationID))))))
+		case "sender":
+			body = append(body, If(Id("rt").Dot("Senders").Index(Lit(sc.Sender)).Op("==").Nil()).Block(
+				Return(Qual("errors", "New").Call(Lit(fmt.Sprintf("Register: %s is scoped to the sender verified by %q; set rt.Senders[%q]", o.Spec.OperationID, sc.Sender, sc.Sender))))))
 		}
 	}
 	var ops []Code

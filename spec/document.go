@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -219,9 +220,177 @@ func checkBody(op *Operation, at func(field, format string, args ...any)) {
 			at(field, "%q does not resolve against the request body schema%s", ptr, propertyHint(jsonSchema, formSchema))
 		}
 	}
+	if x.Key.Pointer != "" {
+		checkKeyPointer(op, at, jsonSchema, other)
+	}
 	if x.Complete == "background" && len(other) > 0 {
 		at(ExtensionName+".complete", "background completion stores the request to replay it, which needs a JSON or form body; this operation also accepts %s", strings.Join(other, ", "))
 	}
+}
+
+// checkKeyPointer checks a key taken from the body: the operation's body
+// must be JSON and required, and the pointer must name a member present in
+// every valid request (each member on the way required by its object) whose
+// value is a string or an integer.
+func checkKeyPointer(op *Operation, at func(field, format string, args ...any), jsonSchema *openapi3.Schema, other []string) {
+	const field = ExtensionName + ".key.pointer"
+	ptr := op.Idempotency.Key.Pointer
+	rb := op.Op.RequestBody
+	switch {
+	case jsonSchema == nil:
+		at(field, "%q cannot apply: the operation has no JSON request body to take the key from", ptr)
+		return
+	case len(other) > 0:
+		at(field, "%q is read from the JSON body, but this operation also accepts %s, which has no key; accept only JSON", ptr, strings.Join(other, ", "))
+	case rb.Value == nil || !rb.Value.Required:
+		at(field, "%q cannot be required: the request body is optional; set requestBody.required: true so that every request carries its key", ptr)
+	}
+	if reason := keyMember(jsonSchema, splitPointer(ptr), "", nil, 0); reason != "" {
+		at(field, "%q %s", ptr, reason)
+	}
+}
+
+// keyMember walks toks through s and returns "" when they name a member
+// that every valid body has, holding a string or an integer; otherwise why
+// not. at is the pointer walked so far; inherited lists members required by
+// an enclosing schema whose oneOf or anyOf alternatives s is.
+func keyMember(s *openapi3.Schema, toks []string, at string, inherited []string, depth int) string {
+	if depth > 32 {
+		return "nests too deep to check"
+	}
+	props, required, types, alts := flatten(s, depth)
+	required = append(required, inherited...)
+	if len(toks) == 0 {
+		return keyScalar(s, types, alts, at, depth)
+	}
+	name := toks[0]
+	here := at + "/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(name)
+	if s.Items != nil || slices.Contains(types, "array") {
+		return fmt.Sprintf("goes through the array %s; a key must be a member of objects only, each one required", orRoot(at))
+	}
+	prop, ok := props[name]
+	if !ok {
+		if len(alts) > 0 {
+			for _, alt := range alts {
+				if alt != nil {
+					if reason := keyMember(alt.Value, toks, at, required, depth+1); reason != "" {
+						return reason
+					}
+				}
+			}
+			return ""
+		}
+		return "does not resolve against the request body schema" + hintAt(at, props)
+	}
+	if !slices.Contains(required, name) && !requiredByAll(alts, name, depth) {
+		return fmt.Sprintf("names an optional member: %q is not in the required list of %s; a key must be in every request, so require it", name, orRoot(at))
+	}
+	if prop == nil || prop.Value == nil {
+		return fmt.Sprintf("names %s, which has no schema; a key must be declared as a string or an integer", here)
+	}
+	return keyMember(prop.Value, toks[1:], here, nil, depth+1)
+}
+
+// keyScalar says whether the schema at the end of a key pointer holds a
+// string or an integer, never null.
+func keyScalar(s *openapi3.Schema, types []string, alts openapi3.SchemaRefs, at string, depth int) string {
+	if len(types) == 0 && len(alts) > 0 {
+		for _, alt := range alts {
+			if alt != nil {
+				if reason := keyMember(alt.Value, nil, at, nil, depth+1); reason != "" {
+					return reason
+				}
+			}
+		}
+		return ""
+	}
+	if len(types) == 0 {
+		return "names a member without a type; a key must be declared as a string or an integer"
+	}
+	if s.Nullable || slices.Contains(types, "null") {
+		return "names a member that may be null; a key must be a string or an integer"
+	}
+	for _, t := range types {
+		switch t {
+		case "string", "integer":
+		case "number":
+			return "names a number; a key must be a string or an integer (1 and 1.0 would be two keys)"
+		default:
+			return fmt.Sprintf("names %s %s; a key must be a string or an integer", article(t), t)
+		}
+	}
+	return ""
+}
+
+// flatten merges a schema with its allOf parts: their properties, required
+// members and types; alts are its oneOf and anyOf alternatives.
+func flatten(s *openapi3.Schema, depth int) (props openapi3.Schemas, required, types []string, alts openapi3.SchemaRefs) {
+	props = openapi3.Schemas{}
+	var walk func(s *openapi3.Schema, depth int)
+	walk = func(s *openapi3.Schema, depth int) {
+		if s == nil || depth > 32 {
+			return
+		}
+		for k, v := range s.Properties {
+			if _, ok := props[k]; !ok {
+				props[k] = v
+			}
+		}
+		required = append(required, s.Required...)
+		if s.Type != nil {
+			types = append(types, s.Type.Slice()...)
+		}
+		alts = append(alts, s.OneOf...)
+		alts = append(alts, s.AnyOf...)
+		for _, sub := range s.AllOf {
+			if sub != nil {
+				walk(sub.Value, depth+1)
+			}
+		}
+	}
+	walk(s, depth)
+	return props, required, types, alts
+}
+
+// requiredByAll reports whether every alternative requires name.
+func requiredByAll(alts openapi3.SchemaRefs, name string, depth int) bool {
+	if len(alts) == 0 {
+		return false
+	}
+	for _, alt := range alts {
+		if alt == nil {
+			return false
+		}
+		_, required, _, _ := flatten(alt.Value, depth+1)
+		if !slices.Contains(required, name) {
+			return false
+		}
+	}
+	return true
+}
+
+func orRoot(at string) string {
+	if at == "" {
+		return "the body"
+	}
+	return at
+}
+
+func hintAt(at string, props openapi3.Schemas) string {
+	switch {
+	case len(props) == 0:
+		return ""
+	case at == "":
+		return "; top-level properties are " + strings.Join(sortedKeys(props), ", ")
+	}
+	return "; the properties of " + at + " are " + strings.Join(sortedKeys(props), ", ")
+}
+
+func article(t string) string {
+	if strings.ContainsAny(t[:1], "aeiou") {
+		return "an"
+	}
+	return "a"
 }
 
 // checkReplayFits refuses a maxBodyBytes below the smallest body that a
@@ -381,11 +550,11 @@ func checkGroups(file string, lines *sourceLines, d *Document) Errors {
 			first[g] = op
 			continue
 		}
-		if f.Idempotency.Scope != op.Idempotency.Scope || f.Idempotency.Key.Header != op.Idempotency.Key.Header {
+		if f.Idempotency.Scope != op.Idempotency.Scope || f.Idempotency.Key.Source() != op.Idempotency.Key.Source() {
 			errs = append(errs, &Error{File: file, Line: findLine(lines, op, ExtensionName+".group"), Method: op.Method, Path: op.Path,
 				OperationID: op.OperationID, Field: ExtensionName + ".group",
-				Message: fmt.Sprintf("group %q: scope %s and key header %s differ from %s %s (scope %s, header %s); operations of a group must agree on both",
-					g, op.Idempotency.Scope, op.Idempotency.Key.Header, f.Method, f.Path, f.Idempotency.Scope, f.Idempotency.Key.Header)})
+				Message: fmt.Sprintf("group %q: scope %s and key %s differ from %s %s (scope %s, %s); operations of a group must agree on both",
+					g, op.Idempotency.Scope, op.Idempotency.Key.Source(), f.Method, f.Path, f.Idempotency.Scope, f.Idempotency.Key.Source())})
 		}
 	}
 	return errs

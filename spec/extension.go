@@ -28,24 +28,39 @@ type Extension struct {
 	Phases      []Phase
 }
 
-// Key is the rule for the key header.
+// Key is where the key comes from and what it may look like: a request
+// header, or a member of the JSON request body (a webhook's event id).
 type Key struct {
-	Header    string
-	Required  bool
+	Header    string // the request header carrying the key; "" when Pointer is set
+	Pointer   string // a JSON Pointer into the JSON request body; "" for a header key
+	Required  bool   // always true for a body key
 	MaxLength int
 	Format    string // any | uuid
 }
 
+// Source says where the key comes from, e.g. "header Idempotency-Key" or
+// "pointer /id".
+func (k Key) Source() string {
+	if k.Pointer != "" {
+		return "pointer " + k.Pointer
+	}
+	return "header " + k.Header
+}
+
 // Scope is what keys are unique within (besides the operation or group).
 type Scope struct {
-	Kind   string // principal | header | global
+	Kind   string // principal | header | global | sender
 	Header string // for Kind header
+	Sender string // for Kind sender: the name of the runtime's verifier
 }
 
 // String returns the scope as written in the extension.
 func (s Scope) String() string {
-	if s.Kind == "header" {
+	switch s.Kind {
+	case "header":
 		return "header:" + s.Header
+	case "sender":
+		return "sender:" + s.Sender
 	}
 	return s.Kind
 }
@@ -97,7 +112,7 @@ func Default() *Extension {
 
 var (
 	phaseNameRE  = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
-	groupRE      = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,62}$`)
+	groupRE      = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,62}$`) // also sender names
 	headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 )
 
@@ -275,7 +290,7 @@ func Parse(v any) (*Extension, []FieldError) {
 	x := Default()
 	m, _ := p.object(root, v, "key", "scope", "group", "retention", "lease", "fingerprint", "replay", "ambiguous", "complete", "phases")
 	if kv, ok := m["key"]; ok {
-		if km, ok := p.object(root+".key", kv, "header", "required", "maxLength", "format"); ok {
+		if km, ok := p.object(root+".key", kv, "header", "pointer", "required", "maxLength", "format"); ok {
 			if h, ok := km["header"]; ok {
 				if s, ok := p.str(root+".key.header", h); ok {
 					if !headerNameRE.MatchString(s) {
@@ -285,9 +300,26 @@ func Parse(v any) (*Extension, []FieldError) {
 					}
 				}
 			}
+			if pv, ok := km["pointer"]; ok {
+				if s, ok := p.str(root+".key.pointer", pv); ok {
+					_, both := km["header"]
+					switch {
+					case !strings.HasPrefix(s, "/"):
+						p.errorf(root+".key.pointer", "%q is not a JSON Pointer; it must start with / (e.g. /id)", s)
+					case both:
+						p.errorf(root+".key.pointer", "key.header and key.pointer exclude each other: a key comes from a header or from the body, not both")
+					default:
+						x.Key.Pointer, x.Key.Header = s, ""
+					}
+				}
+			}
 			if r, ok := km["required"]; ok {
 				if b, ok := p.boolean(root+".key.required", r); ok {
-					x.Key.Required = b
+					if !b && x.Key.Pointer != "" {
+						p.errorf(root+".key.required", "a key in the body is always required: key.pointer must name a member the body schema requires; remove required: false")
+					} else {
+						x.Key.Required = b
+					}
 				}
 			}
 			if ml, ok := km["maxLength"]; ok {
@@ -309,8 +341,10 @@ func Parse(v any) (*Extension, []FieldError) {
 				x.Scope = Scope{Kind: s}
 			case strings.HasPrefix(s, "header:") && headerNameRE.MatchString(strings.TrimPrefix(s, "header:")):
 				x.Scope = Scope{Kind: "header", Header: strings.TrimPrefix(s, "header:")}
+			case strings.HasPrefix(s, "sender:") && groupRE.MatchString(strings.TrimPrefix(s, "sender:")):
+				x.Scope = Scope{Kind: "sender", Sender: strings.TrimPrefix(s, "sender:")}
 			default:
-				p.errorf(root+".scope", "%q is not a scope; use principal, global or header:<Header-Name>", s)
+				p.errorf(root+".scope", "%q is not a scope; use principal, global, header:<Header-Name> or sender:<name>", s)
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -43,6 +44,10 @@ func TestParseErrors(t *testing.T) {
 		{map[string]any{"lease": "500ms"}, []string{"x-idempotency.lease: 500ms is shorter than 1s"}},
 		{map[string]any{"retention": "30s"}, []string{"x-idempotency.retention: 30s must be longer than lease 30s"}},
 		{map[string]any{"scope": "header:"}, []string{`x-idempotency.scope: "header:" is not a scope`}},
+		{map[string]any{"scope": "sender:"}, []string{`x-idempotency.scope: "sender:" is not a scope; use principal, global, header:<Header-Name> or sender:<name>`}},
+		{map[string]any{"key": map[string]any{"pointer": "id"}}, []string{`x-idempotency.key.pointer: "id" is not a JSON Pointer`}},
+		{map[string]any{"key": map[string]any{"pointer": "/id", "header": "X-Key"}}, []string{"x-idempotency.key.pointer: key.header and key.pointer exclude each other"}},
+		{map[string]any{"key": map[string]any{"pointer": "/id", "required": false}}, []string{"x-idempotency.key.required: a key in the body is always required"}},
 		{map[string]any{"key": map[string]any{"maxLength": 1.5}}, []string{"x-idempotency.key.maxLength: got 1.5; want a whole number"}},
 		{map[string]any{"phases": []any{}}, []string{"x-idempotency.phases: got a list; want a non-empty list"}},
 		{map[string]any{"phases": []any{map[string]any{"foreign": true}}}, []string{"x-idempotency.phases[0].name: missing"}},
@@ -79,6 +84,7 @@ func TestParseErrors(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"lease":"30s","phases":["a",{"name":"b","foreign":true},"c"]}`))
 	f.Add([]byte(`true`))
+	f.Add([]byte(`{"key":{"pointer":"/id","required":true},"scope":"sender:cardnet"}`))
 	f.Add([]byte(`{"key":{"maxLength":1e300},"scope":"header:X"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var v any
@@ -86,7 +92,8 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		x, errs := Parse(v)
-		if len(errs) == 0 && x != nil && (x.Retention <= x.Lease || len(x.Phases) == 0 || x.Phases[len(x.Phases)-1].Foreign) {
+		if len(errs) == 0 && x != nil && (x.Retention <= x.Lease || len(x.Phases) == 0 || x.Phases[len(x.Phases)-1].Foreign ||
+			(x.Key.Pointer != "" && (!x.Key.Required || x.Key.Header != "")) || (x.Key.Pointer == "" && x.Key.Header == "")) {
 			t.Fatalf("accepted an invalid extension %+v", x)
 		}
 	})
@@ -113,6 +120,134 @@ func TestSchemaMatchesParser(t *testing.T) {
 	sort.Strings(allowed)
 	if diff := cmp.Diff(allowed, fields); diff != "" {
 		t.Fatalf("schema and parser disagree (-parser +schema):\n%s", diff)
+	}
+}
+
+func TestParseBodyKeyAndSender(t *testing.T) {
+	x, errs := Parse(map[string]any{"key": map[string]any{"pointer": "/id", "maxLength": 64.0}, "scope": "sender:cardnet"})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	want := Key{Pointer: "/id", Required: true, MaxLength: 64, Format: "any"}
+	if diff := cmp.Diff(want, x.Key); diff != "" {
+		t.Fatalf("key (-want +got):\n%s", diff)
+	}
+	if x.Scope != (Scope{Kind: "sender", Sender: "cardnet"}) || x.Scope.String() != "sender:cardnet" || x.Key.Source() != "pointer /id" {
+		t.Fatalf("scope %+v (%s), key source %s", x.Scope, x.Scope, x.Key.Source())
+	}
+}
+
+// TestKeyPointerAgainstSchema: a body key must name a member that every
+// valid body has (each member on the way required), holding a string or an
+// integer; anything else is an error that names the problem.
+func TestKeyPointerAgainstSchema(t *testing.T) {
+	const event = `{type: object, required: [id, data, items], properties: {
+  id: {type: string}, seq: {type: integer}, amount: {type: number}, note: {type: string}, ok: {type: boolean},
+  maybe: {type: string, nullable: true}, untyped: {},
+  data: {type: object, required: [object], properties: {object: {type: object, required: [id], properties: {id: {type: integer}, tag: {type: string}}}}},
+  items: {type: array, items: {type: object, required: [id], properties: {id: {type: string}}}}}}`
+	cases := []struct {
+		pointer, body, schema string
+		want                  string // "" for valid; else a fragment of the error
+	}{
+		{"/id", "required: true", event, ""},
+		{"/data/object/id", "required: true", event, ""},
+		{"/note", "required: true", event, `"/note" names an optional member: "note" is not in the required list of the body`},
+		{"/data/object/tag", "required: true", event, `"tag" is not in the required list of /data/object`},
+		{"/data", "required: true", event, `"/data" names an object; a key must be a string or an integer`},
+		{"/nope", "required: true", event, `"/nope" does not resolve against the request body schema; top-level properties are amount, data`},
+		{"/data/nope", "required: true", event, `the properties of /data are object`},
+		{"/items/0/id", "required: true", event, `goes through the array`},
+		{"/id", "", event, "the request body is optional"},
+		{"/id", "required: true", `{type: object, required: [id], properties: {id: {type: number}}}`, "names a number"},
+		{"/id", "required: true", `{type: object, required: [id], properties: {id: {type: boolean}}}`, "names a boolean"},
+		{"/id", "required: true", `{type: object, required: [id], properties: {id: {type: string, nullable: true}}}`, "may be null"},
+		{"/id", "required: true", `{type: object, required: [id], properties: {id: {}}}`, "without a type"},
+		{"/id", "required: true", `{allOf: [{type: object, properties: {id: {type: string}}}, {required: [id]}]}`, ""},
+		{"/id", "required: true", `{oneOf: [{type: object, required: [id], properties: {id: {type: string}}}, {type: object, required: [id], properties: {id: {type: integer}}}]}`, ""},
+		{"/id", "required: true", `{oneOf: [{type: object, required: [id], properties: {id: {type: string}}}, {type: object, properties: {id: {type: string}}}]}`, "optional member"},
+		{"/id", "required: true", `{type: object, additionalProperties: {type: string}}`, "does not resolve"},
+	}
+	for _, tc := range cases {
+		doc := fmt.Sprintf(`openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /events:
+    post:
+      operationId: receive
+      x-idempotency: {key: {pointer: %q}, scope: global}
+      requestBody:
+        %s
+        content:
+          application/json:
+            schema: %s
+      responses: {"200": {description: ok}}
+`, tc.pointer, tc.body, strings.ReplaceAll(tc.schema, "\n", "\n              "))
+		_, err := LoadData("api.yaml", []byte(doc))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s in %s: %v", tc.pointer, tc.schema, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s in %s: got %v; want an error containing %q", tc.pointer, tc.schema, err, tc.want)
+		case tc.want != "" && !strings.HasPrefix(err.Error(), "api.yaml:7: POST /events (receive): x-idempotency.key.pointer: "):
+			t.Errorf("%s: error %q does not point at the key's line", tc.pointer, err)
+		}
+	}
+}
+
+func TestKeyPointerNeedsJSONBody(t *testing.T) {
+	for body, want := range map[string]string{
+		"":                                  "no JSON request body",
+		"application/x-www-form-urlencoded": "no JSON request body",
+		"application/json, text/plain":      "also accepts text/plain",
+	} {
+		content := ""
+		for _, mt := range strings.Split(body, ", ") {
+			if mt != "" {
+				content += fmt.Sprintf("\n          %s: {schema: {type: object, required: [id], properties: {id: {type: string}}}}", mt)
+			}
+		}
+		rb := ""
+		if content != "" {
+			rb = "\n      requestBody:\n        required: true\n        content:" + content
+		}
+		doc := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /events:
+    post:
+      operationId: receive
+      x-idempotency: {key: {pointer: /id}}` + rb + `
+      responses: {"200": {description: ok}}
+`
+		_, err := LoadData("api.yaml", []byte(doc))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("body %q: got %v; want %q", body, err, want)
+		}
+	}
+}
+
+func TestGroupsAgreeOnKeySource(t *testing.T) {
+	doc := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /a:
+    post:
+      operationId: a
+      x-idempotency: {group: g, scope: global}
+      responses: {"200": {description: ok}}
+  /b:
+    post:
+      operationId: b
+      x-idempotency: {group: g, scope: global, key: {pointer: /id}}
+      requestBody:
+        required: true
+        content: {application/json: {schema: {type: object, required: [id], properties: {id: {type: string}}}}}
+      responses: {"200": {description: ok}}
+`
+	_, err := LoadData("api.yaml", []byte(doc))
+	if err == nil || !strings.Contains(err.Error(), "key header Idempotency-Key") || !strings.Contains(err.Error(), "pointer /id") {
+		t.Fatalf("got %v", err)
 	}
 }
 

@@ -126,6 +126,8 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("plain GET: %+v", r)
 	}
 	// Two concurrent calls with one key: one executes, the other gets 409.
+	// The first holds its uncommitted claim for 3s; the second waits for it
+	// at most the engine's ClaimWait (2s), then answers 409.
 	var wg sync.WaitGroup
 	replies := make([]reply, 2)
 	for i := range replies {
@@ -133,7 +135,7 @@ func TestEndToEnd(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			if i == 1 {
-				time.Sleep(time.Second) // land while the first holds the claim
+				time.Sleep(200 * time.Millisecond) // land while the first holds the claim
 			}
 			replies[i] = call(t, "POST", base+"/items", "k-slow", "acct", `{"name":"slow"}`)
 		}()

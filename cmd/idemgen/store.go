@@ -43,19 +43,20 @@ func (d dbFlags) pool(ctx context.Context) (*pgxpool.Pool, error) {
 	return pgxpool.New(ctx, *d.url)
 }
 
-// engine opens the database and an engine on the flags' schema; close
-// releases the pool.
-func (d dbFlags) engine(ctx context.Context) (eng *idem.Engine, close func(), err error) {
+// withEngine opens the database and an engine on the flags' schema, runs f
+// with them, and closes the pool.
+func (d dbFlags) withEngine(f func(ctx context.Context, eng *idem.Engine) error) error {
+	ctx := context.Background()
 	pool, err := d.pool(ctx)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	eng, err = idem.New(pool, idem.Options{Schema: *d.schema})
+	defer pool.Close()
+	eng, err := idem.New(pool, idem.Options{Schema: *d.schema})
 	if err != nil {
-		pool.Close()
-		return nil, nil, err
+		return err
 	}
-	return eng, pool.Close, nil
+	return f(ctx, eng)
 }
 
 func runMigrate(args []string, stdout, stderr io.Writer) error {
@@ -125,15 +126,11 @@ func runPrune(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ctx := context.Background()
-	eng, closeDB, err := db.engine(ctx)
-	if err != nil {
+	return db.withEngine(func(ctx context.Context, eng *idem.Engine) error {
+		n, err := eng.Prune(ctx, *batch)
+		fmt.Fprintf(stdout, "pruned %d records\n", n)
 		return err
-	}
-	defer closeDB()
-	n, err := eng.Prune(ctx, *batch)
-	fmt.Fprintf(stdout, "pruned %d records\n", n)
-	return err
+	})
 }
 
 func runInspect(args []string, stdout, stderr io.Writer) error {
@@ -150,22 +147,18 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 		return errUsage
 	}
-	ctx := context.Background()
-	eng, closeDB, err := db.engine(ctx)
-	if err != nil {
-		return err
-	}
-	defer closeDB()
-	info, err := eng.Inspect(ctx, *ns, *scope, *key)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("no record for operation %q, scope %q, key %q (never used, released, or pruned)", *ns, *scope, *key)
-	}
-	if err != nil {
-		return err
-	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(info)
+	return db.withEngine(func(ctx context.Context, eng *idem.Engine) error {
+		info, err := eng.Inspect(ctx, *ns, *scope, *key)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("no record for operation %q, scope %q, key %q (never used, released, or pruned)", *ns, *scope, *key)
+		}
+		if err != nil {
+			return err
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(info)
+	})
 }
 
 func runAbandoned(args []string, stdout, stderr io.Writer) error {
@@ -176,24 +169,20 @@ func runAbandoned(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ctx := context.Background()
-	eng, closeDB, err := db.engine(ctx)
-	if err != nil {
-		return err
-	}
-	defer closeDB()
-	list, err := eng.Abandoned(ctx, *stuck, *limit)
-	if err != nil {
-		return err
-	}
-	enc := json.NewEncoder(stdout)
-	for _, r := range list {
-		if err := enc.Encode(r); err != nil {
+	return db.withEngine(func(ctx context.Context, eng *idem.Engine) error {
+		list, err := eng.Abandoned(ctx, *stuck, *limit)
+		if err != nil {
 			return err
 		}
-	}
-	fmt.Fprintf(stderr, "%d abandoned claim(s)\n", len(list))
-	return nil
+		enc := json.NewEncoder(stdout)
+		for _, r := range list {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(stderr, "%d abandoned claim(s)\n", len(list))
+		return nil
+	})
 }
 
 func runResolve(args []string, stdout, stderr io.Writer) error {
@@ -219,23 +208,19 @@ func runResolve(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return errUsage
 	}
-	ctx := context.Background()
-	eng, closeDB, err := db.engine(ctx)
-	if err != nil {
-		return err
-	}
-	defer closeDB()
-	err = eng.Resolve(ctx, *ns, *scope, *key, idem.Resolution{Delete: *del, Status: *status, Detail: *detail, Retention: *retention})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("no record for operation %q, scope %q, key %q", *ns, *scope, *key)
-	}
-	if err != nil {
-		return err
-	}
-	if *del {
-		fmt.Fprintf(stdout, "deleted the record of %s key %q: the key is free\n", *ns, *key)
-	} else {
-		fmt.Fprintf(stdout, "completed the record of %s key %q with a %d problem\n", *ns, *key, *status)
-	}
-	return nil
+	return db.withEngine(func(ctx context.Context, eng *idem.Engine) error {
+		err := eng.Resolve(ctx, *ns, *scope, *key, idem.Resolution{Delete: *del, Status: *status, Detail: *detail, Retention: *retention})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("no record for operation %q, scope %q, key %q", *ns, *scope, *key)
+		}
+		if err != nil {
+			return err
+		}
+		if *del {
+			fmt.Fprintf(stdout, "deleted the record of %s key %q: the key is free\n", *ns, *key)
+		} else {
+			fmt.Fprintf(stdout, "completed the record of %s key %q with a %d problem\n", *ns, *key, *status)
+		}
+		return nil
+	})
 }

@@ -24,6 +24,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -36,10 +37,19 @@ type Options struct {
 	// Logger receives warnings (refresh failures, refused releases).
 	// Default: slog.Default().
 	Logger *slog.Logger
-	// AsyncClaimCommit commits the claim insert with synchronous_commit=off.
-	// A claim lost in a crash had no effects, and the first phase's durable
-	// commit flushes the WAL that holds it; see docs/runtime.md.
+	// AsyncClaimCommit commits a separate claim (Policy.SeparateClaim) with
+	// synchronous_commit=off. A claim lost in a crash had no effects, and the
+	// first phase's durable commit flushes the WAL that holds it; see
+	// docs/runtime.md. An inline claim commits with its first phases anyway.
 	AsyncClaimCommit bool
+	// ReplayCacheBytes bounds the in-process cache of completed responses,
+	// which answers replays without a round trip to the store (default
+	// DefaultReplayCacheBytes; negative disables it).
+	ReplayCacheBytes int64
+	// ClaimWait bounds how long a claim waits for a concurrent request's
+	// uncommitted claim of the same key (default 2s): when the other commits
+	// in time, this one replays its answer; otherwise it answers 409.
+	ClaimWait time.Duration
 	// DerivedKeyLength is the length of derived keys for foreign phases,
 	// 20 to 64 (default 64), for foreign systems with smaller limits.
 	DerivedKeyLength int
@@ -55,6 +65,12 @@ type Options struct {
 // DefaultCompleterAttempts is Options.CompleterAttempts' default.
 const DefaultCompleterAttempts = 5
 
+// DefaultClaimWait is Options.ClaimWait's default.
+const DefaultClaimWait = 2 * time.Second
+
+// rollbackTimeout bounds the ROLLBACK that ends an abandoned transaction.
+const rollbackTimeout = 5 * time.Second
+
 // Engine runs idempotent executions. It is safe for concurrent use.
 type Engine struct {
 	pool     *pgxpool.Pool
@@ -65,6 +81,7 @@ type Engine struct {
 	resume   map[string]resumer // by operation ID, for the background completer
 	ops      []*Operation       // operations with a completer, in registration order
 	policies sync.Map           // *Operation -> Policy, validated, defaults applied
+	cache    *replayCache       // completed responses; nil when disabled
 }
 
 // New returns an engine on pool. The schema must have been migrated (see
@@ -79,6 +96,12 @@ func New(pool *pgxpool.Pool, opts Options) (*Engine, error) {
 	if opts.DerivedKeyLength != 0 && (opts.DerivedKeyLength < 20 || opts.DerivedKeyLength > MaxDerivedKeyLength) {
 		return nil, fmt.Errorf("idem: DerivedKeyLength %d is outside 20..%d", opts.DerivedKeyLength, MaxDerivedKeyLength)
 	}
+	if opts.ReplayCacheBytes == 0 {
+		opts.ReplayCacheBytes = DefaultReplayCacheBytes
+	}
+	if opts.ClaimWait <= 0 {
+		opts.ClaimWait = DefaultClaimWait
+	}
 	switch {
 	case opts.CompleterAttempts == 0:
 		opts.CompleterAttempts = DefaultCompleterAttempts
@@ -86,7 +109,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("idem: CompleterAttempts %d is negative", opts.CompleterAttempts)
 	}
 	e := &Engine{pool: pool, opts: opts, obs: opts.Observer, log: opts.Logger,
-		q: newQueries(opts.Schema), resume: map[string]resumer{}}
+		q: newQueries(opts.Schema), resume: map[string]resumer{}, cache: newReplayCache(opts.ReplayCacheBytes)}
 	if e.obs == nil {
 		e.obs = nopObserver{}
 	}
@@ -293,8 +316,9 @@ type claim struct {
 	// fingerprint and derivation determine the derived keys of foreign phases.
 	fingerprint []byte
 	derivation  KeyDerivation
-	background  bool    // run by the completer
-	keeper      *keeper // refreshes the lease while the execution runs
+	background  bool     // run by the completer
+	keeper      *keeper  // refreshes the lease while the execution runs
+	sess        *session // the open transaction of an inline claim, until it commits
 }
 
 func newToken() [16]byte {
@@ -310,20 +334,46 @@ func newToken() [16]byte {
 func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, req Request) (*claim, *Outcome, error) {
 	c := &claim{op: op, policy: p, ns: op.namespace(), scope: req.Scope, key: req.Key, token: newToken(),
 		fingerprint: req.Fingerprint, derivation: CurrentKeyDerivation}
+	if ent := e.cache.get(cacheID(c.ns, c.scope, c.key)); ent != nil {
+		// A completed record, answered from memory: it cannot have changed.
+		if err := e.mismatch(op, ent.operation, ent.fingerprint, req.Fingerprint); err != nil {
+			return nil, nil, err
+		}
+		e.obs.Observe(Event{Kind: EventReplay, Operation: op.ID})
+		return nil, &Outcome{Response: ent.resp, Replayed: true}, nil
+	}
 	var payload []byte
 	if p.Complete == CompleteBackground {
 		payload = req.Payload
 	}
 	for attempt := 0; attempt < 5; attempt++ {
-		inserted, err := e.q.insert(ctx, e.pool, e.opts.AsyncClaimCommit, c, op.ID, req.Fingerprint, payload)
-		if err != nil {
-			return nil, nil, unavailable("claim", err)
+		var rec *record
+		if !p.SeparateClaim {
+			claimed, r, err := e.claimInline(ctx, c, op.ID, req.Fingerprint, payload)
+			if err != nil {
+				return nil, nil, err
+			}
+			if claimed {
+				e.obs.Observe(Event{Kind: EventClaim, Operation: op.ID})
+				return c, nil, nil
+			}
+			rec = r
+		} else {
+			inserted, err := e.q.insert(ctx, e.pool, e.opts.AsyncClaimCommit, c, op.ID, req.Fingerprint, payload)
+			if err != nil {
+				return nil, nil, unavailable("claim", err)
+			}
+			if inserted {
+				e.obs.Observe(Event{Kind: EventClaim, Operation: op.ID})
+				return c, nil, nil
+			}
 		}
-		if inserted {
-			e.obs.Observe(Event{Kind: EventClaim, Operation: op.ID})
-			return c, nil, nil
+		var err error
+		if rec == nil {
+			// A separate claim reads what holds the key; an inline one
+			// reads again only if the holder committed while it waited.
+			rec, err = e.q.read(ctx, e.pool, c.ns, c.scope, c.key)
 		}
-		rec, err := e.q.read(ctx, e.pool, c.ns, c.scope, c.key)
 		if hookAfterRead != nil {
 			hookAfterRead()
 		}
@@ -344,17 +394,15 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, req Request
 				continue
 			}
 		}
+		if err := e.mismatch(op, rec.operation, rec.fingerprint, req.Fingerprint); err != nil {
+			return nil, nil, err
+		}
 		switch {
-		case string(rec.fingerprint) != string(req.Fingerprint) || rec.operation != op.ID:
-			e.obs.Observe(Event{Kind: EventMismatch, Operation: op.ID})
-			detail := "this key was first used with a different request"
-			if rec.operation != op.ID {
-				detail = fmt.Sprintf("this key was first used for operation %s", rec.operation)
-			}
-			return nil, nil, &Error{Kind: KindMismatch, Detail: detail}
 		case rec.state == stateCompleted:
 			e.obs.Observe(Event{Kind: EventReplay, Operation: op.ID})
-			return nil, &Outcome{Response: e.replay(rec), Replayed: true}, nil
+			resp := e.replay(rec)
+			e.cache.put(cacheID(c.ns, c.scope, c.key), rec.operation, rec.fingerprint, resp, time.Now().Add(rec.expiresIn))
+			return nil, &Outcome{Response: resp, Replayed: true}, nil
 		case rec.live:
 			e.obs.Observe(Event{Kind: EventInFlight, Operation: op.ID})
 			return nil, nil, &Error{Kind: KindInFlight, RetryAfter: rec.retryAfter,
@@ -373,6 +421,59 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, req Request
 	}
 	e.obs.Observe(Event{Kind: EventInFlight, Operation: op.ID})
 	return nil, nil, &Error{Kind: KindInFlight, RetryAfter: time.Second, Detail: "the key is contended; retry later"}
+}
+
+// mismatch reports a key first used by another operation of its group, or
+// with another request: 422.
+func (e *Engine) mismatch(op *Operation, recOp string, recFP, fp []byte) error {
+	if string(recFP) == string(fp) && recOp == op.ID {
+		return nil
+	}
+	e.obs.Observe(Event{Kind: EventMismatch, Operation: op.ID})
+	detail := "this key was first used with a different request"
+	if recOp != op.ID {
+		detail = fmt.Sprintf("this key was first used for operation %s", recOp)
+	}
+	return &Error{Kind: KindMismatch, Detail: detail}
+}
+
+// remember caches a response this execution just stored. Its expiry is
+// counted from before the commit, less a margin for the clocks of this
+// process and of the database to disagree, so that it is never served
+// after the record's own expires_at.
+func (e *Engine) remember(c *claim, resp *Response, omitted bool, since time.Time) {
+	if omitted {
+		return
+	}
+	skew := min(c.policy.Retention/10, time.Minute)
+	e.cache.put(cacheID(c.ns, c.scope, c.key), c.op.ID, c.fingerprint, resp, since.Add(c.policy.Retention-skew))
+}
+
+// claimInline claims c's key in a transaction left open on a connection of
+// its own (c.sess), in one round trip; see queries.claimInlineSQL. When the
+// key is held, it returns what holds it instead (nil if that must be read
+// again), and the connection is back in the pool.
+func (e *Engine) claimInline(ctx context.Context, c *claim, op string, fp, payload []byte) (bool, *record, error) {
+	pc, err := e.pool.Acquire(ctx)
+	if err != nil {
+		return false, nil, unavailable("claim", err)
+	}
+	claimed, rec, err := e.q.claimInline(ctx, pc.Conn(), c, op, fp, payload, e.opts.ClaimWait)
+	if claimed {
+		c.sess = &session{pc: pc, tx: &phaseTx{conn: pc.Conn()}}
+		return true, nil, nil
+	}
+	(&session{pc: pc}).end()
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "55P03": // lock_not_available: a concurrent claim is still uncommitted
+		e.obs.Observe(Event{Kind: EventInFlight, Operation: c.op.ID})
+		return false, nil, &Error{Kind: KindInFlight, RetryAfter: time.Second,
+			Detail: "another request with this key is being processed; retry later"}
+	case err != nil:
+		return false, nil, unavailable("claim", err)
+	}
+	return false, rec, nil
 }
 
 // replay returns a completed record's stored response, or, when its body
@@ -399,6 +500,9 @@ func unavailable(step string, err error) *Error {
 
 // execute runs the phases after c's recovery point.
 func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S]) (*Outcome, error) {
+	// An inline claim's transaction that never committed (an error, a panic,
+	// an execution that died in runtime.Goexit) is rolled back.
+	defer c.sess.end()
 	var state S
 	start := 0
 	if c.recovery != "" {
@@ -423,12 +527,46 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 
 	ctx = context.WithValue(ctx, callKey{}, &Call{Operation: c.op.ID, Namespace: c.ns, Scope: c.scope, Key: c.key,
 		Resumed: c.resumed, Background: c.background})
-	ctx, c.keeper = e.keepLease(ctx, c)
-	defer c.keeper.close()
 
 	committed := c.recovery != "" // a local phase of this record has committed
 	foreignTried := false         // a foreign call may have had an effect
-	for i := start; i < len(phases); i++ {
+	i := start
+	if c.sess != nil {
+		// The claim is not committed yet: the local phases up to the first
+		// foreign one run in its transaction and commit with it, once.
+		j := i
+		for j < len(phases) && !phases[j].foreign() {
+			j++
+		}
+		resp, sent, err := runInline(ctx, e, c, phases[i:j], &state)
+		c.sess.end()
+		c.sess = nil
+		switch {
+		case err != nil && !sent:
+			// Rolled back: no record and no effect remain.
+			e.obs.Observe(Event{Kind: EventRelease, Operation: c.op.ID})
+			if hookAfterEnd != nil {
+				hookAfterEnd()
+			}
+			return nil, err
+		case err != nil:
+			// The COMMIT went out; whether it took effect is unknown.
+			return e.fail(c, false, false, err)
+		case resp != nil:
+			e.obs.Observe(Event{Kind: EventComplete, Operation: c.op.ID})
+			if hookAfterEnd != nil {
+				hookAfterEnd()
+			}
+			return &Outcome{Response: resp, Resumed: c.resumed}, nil
+		}
+		if j > i {
+			committed, c.recovery = true, phases[j-1].Name
+		}
+		i = j
+	}
+	ctx, c.keeper = e.keepLease(ctx, c)
+	defer c.keeper.close()
+	for ; i < len(phases); i++ {
 		p := phases[i]
 		began := time.Now()
 		var resp *Response
@@ -454,10 +592,7 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 		}
 		e.obs.Observe(Event{Kind: EventPhase, Operation: c.op.ID, Phase: p.Name, Duration: time.Since(began), Err: err})
 		if err != nil {
-			var pe *PanicError
-			if errors.As(err, &pe) {
-				e.log.Error("idem: a phase panicked", "operation", c.op.ID, "phase", p.Name, "panic", pe.Value, "stack", string(pe.Stack))
-			}
+			e.logPanic(c, p.Name, err)
 			return e.fail(c, committed, foreignTried, err)
 		}
 		if resp != nil {
@@ -473,6 +608,68 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 		}
 	}
 	return nil, errors.New("idem: the last phase returned no response")
+}
+
+// runInline runs local phases in the open transaction of c's inline claim,
+// bounded by the lease, then stores the progress (or the final response) and
+// commits in one round trip. sent reports that the COMMIT was sent, so that
+// an error may have come after it took effect.
+func runInline[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S], state *S) (resp *Response, sent bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, c.policy.Lease)
+	defer cancel()
+	if len(phases) == 0 {
+		// The first phase is foreign: the claim commits alone, before
+		// anything outside the database happens.
+		commit := "COMMIT"
+		if e.opts.AsyncClaimCommit {
+			commit = "SET LOCAL synchronous_commit = off; COMMIT"
+		}
+		_, err := c.sess.tx.conn.Exec(ctx, commit)
+		return nil, true, err
+	}
+	for _, p := range phases {
+		began := time.Now()
+		err := recovered(p.Name, func() error {
+			if p.Final == nil {
+				return p.Local(ctx, c.sess.tx, state)
+			}
+			var err error
+			resp, err = p.Final(ctx, c.sess.tx, state)
+			if err == nil && resp == nil {
+				err = fmt.Errorf("idem: final phase %s returned no response", p.Name)
+			}
+			return err
+		})
+		e.obs.Observe(Event{Kind: EventPhase, Operation: c.op.ID, Phase: p.Name, Duration: time.Since(began), Err: err})
+		if err != nil {
+			e.logPanic(c, p.Name, err)
+			return nil, false, err
+		}
+	}
+	st, err := json.Marshal(state)
+	if err != nil {
+		return nil, false, fmt.Errorf("idem: encoding phase state: %w", err)
+	}
+	omitted := false
+	if resp != nil {
+		resp = &Response{Status: resp.Status, Header: c.policy.storedHeaders(resp.Header), Body: resp.Body}
+		omitted = len(resp.Body) > c.policy.MaxReplayBody
+	}
+	since := time.Now()
+	if err := e.q.commitWith(ctx, c.sess.tx.conn, c, phases[len(phases)-1].Name, st, resp, omitted); err != nil {
+		return nil, true, err
+	}
+	if resp != nil {
+		e.remember(c, resp, omitted, since)
+	}
+	return resp, true, nil
+}
+
+func (e *Engine) logPanic(c *claim, phase string, err error) {
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		e.log.Error("idem: a phase panicked", "operation", c.op.ID, "phase", phase, "panic", pe.Value, "stack", string(pe.Stack))
+	}
 }
 
 // PanicError is a panic in a phase, recovered by the engine and treated as
@@ -512,12 +709,12 @@ func phaseIndex[S any](phases []Phase[S], name string) int {
 // recovery point (and, for the final phase, stores the response), fenced by
 // the owner token.
 func (e *Engine) commitPhase(ctx context.Context, c *claim, name string, state any, run func(pgx.Tx) (*Response, error)) (*Response, error) {
-	tx, err := e.pool.Begin(ctx)
+	sess, err := e.begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	resp, err := run(tx)
+	defer sess.end()
+	resp, err := run(sess.tx)
 	if err != nil {
 		return nil, err
 	}
@@ -525,27 +722,23 @@ func (e *Engine) commitPhase(ctx context.Context, c *claim, name string, state a
 	if err != nil {
 		return nil, fmt.Errorf("idem: encoding phase state after %s: %w", name, err)
 	}
-	var ok bool
+	omitted := false
 	if resp != nil {
 		// The answer goes out exactly as it is stored (the allowed headers
 		// only), so that it and every replay are byte-identical. A body too
 		// large to store still goes out in full this once.
 		resp = &Response{Status: resp.Status, Header: c.policy.storedHeaders(resp.Header), Body: resp.Body}
+		omitted = len(resp.Body) > c.policy.MaxReplayBody
 		// No refresh may land after the completion: it would find the
 		// record completed and report a spurious fence.
 		c.keeper.stop()
-		ok, err = e.q.complete(ctx, tx, c, name, st, resp, len(resp.Body) > c.policy.MaxReplayBody)
-	} else {
-		ok, err = e.q.advance(ctx, tx, c, name, st)
 	}
-	if err != nil {
+	since := time.Now()
+	if err := e.q.commitWith(ctx, sess.tx.conn, c, name, st, resp, omitted); err != nil {
 		return nil, err
 	}
-	if !ok {
-		return nil, ErrFenced
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, err
+	if resp != nil {
+		e.remember(c, resp, omitted, since)
 	}
 	return resp, nil
 }

@@ -95,7 +95,10 @@ func request(scope, key, body string) idem.Request {
 	return idem.Request{Scope: scope, Key: key, Fingerprint: sum[:], Payload: []byte(body)}
 }
 
-var payOp = &idem.Operation{ID: "createPayment", Policy: idem.Policy{Lease: 30 * time.Second}}
+// payOp commits its claim on its own (SeparateClaim), so that the tests of
+// leases, fencing and recovery points see a claimed record while its first
+// phase runs; TestInline* cover the default, inline claim.
+var payOp = &idem.Operation{ID: "createPayment", Policy: idem.Policy{Lease: 30 * time.Second, SeparateClaim: true}}
 
 type payState struct {
 	Recorded bool   `json:"recorded"`
@@ -544,7 +547,7 @@ func TestAmbiguousStore(t *testing.T) {
 func TestLeaseRefresh(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	op := &idem.Operation{ID: "slow", Policy: idem.Policy{Lease: 3 * time.Second}}
+	op := &idem.Operation{ID: "slow", Policy: idem.Policy{Lease: 3 * time.Second, SeparateClaim: true}}
 	inPhase := make(chan struct{})
 	slow := []idem.Phase[payState]{{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
 		close(inPhase)
@@ -570,7 +573,7 @@ func TestLeaseRefresh(t *testing.T) {
 func TestRefreshIsFenced(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	op := &idem.Operation{ID: "slow", Policy: idem.Policy{Lease: 3 * time.Second}}
+	op := &idem.Operation{ID: "slow", Policy: idem.Policy{Lease: 3 * time.Second, SeparateClaim: true}}
 	inPhase2 := make(chan struct{})
 	waits := []idem.Phase[payState]{{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
 		close(inPhase2)
@@ -632,6 +635,9 @@ func TestBackgroundCompleter(t *testing.T) {
 // even before the pruner runs.
 func TestExpiredRecordFreesKey(t *testing.T) {
 	e := newEnv(t)
+	// The test moves expires_at in the database; a cached copy would still
+	// expire with the real retention, so this engine caches nothing.
+	e.eng = mustEngineWith(t, e, idem.Options{Schema: e.schema, ReplayCacheBytes: -1})
 	ctx := context.Background()
 	if _, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), twoPhases("k")); err != nil {
 		t.Fatal(err)

@@ -28,6 +28,9 @@ const (
 	KindFailed         Kind = "failed"              // 500: an execution failed after it may have had effects
 	KindUnavailable    Kind = "unavailable"         // 503: the idempotency store could not be reached; nothing was claimed
 	KindNotStored      Kind = "response-not-stored" // 410: the request completed, but its body was too large to store for replay
+	// KindInvalidSignature (401): a signed sender's signature is missing,
+	// malformed, outside its time tolerance or wrong (see runtime/idemsig).
+	KindInvalidSignature Kind = "invalid-signature"
 )
 
 // ProblemTypeBase prefixes every problem type URI.
@@ -45,6 +48,8 @@ var kindStatus = map[Kind]int{
 	KindFailed:         http.StatusInternalServerError,
 	KindUnavailable:    http.StatusServiceUnavailable,
 	KindNotStored:      http.StatusGone,
+
+	KindInvalidSignature: http.StatusUnauthorized,
 }
 
 var kindTitle = map[Kind]string{
@@ -59,6 +64,8 @@ var kindTitle = map[Kind]string{
 	KindFailed:         "Request failed; retry with the same Idempotency-Key to resume",
 	KindUnavailable:    "The idempotency store is unavailable; retry with the same Idempotency-Key",
 	KindNotStored:      "The request completed, but its response was too large to store for replay",
+
+	KindInvalidSignature: "The request's signature is missing or invalid",
 }
 
 // Error is a protocol error: something the client sent, or the state of the

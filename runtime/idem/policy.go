@@ -38,6 +38,12 @@ type Policy struct {
 	Complete      Complete
 	ReplayHeaders []string // response headers stored and replayed (besides none)
 	MaxReplayBody int      // response bodies above this many bytes are not stored
+	// SeparateClaim commits the claim on its own before the first phase
+	// runs, instead of with the local phases up to the first foreign one
+	// (one commit fewer). Choose it when a local phase may run longer than
+	// the lease: an uncommitted claim cannot be renewed, so its transaction
+	// is bounded by the lease.
+	SeparateClaim bool
 }
 
 // Default policy values, as documented for the x-idempotency extension.

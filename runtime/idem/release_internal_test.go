@@ -26,7 +26,7 @@ func TestReleaseAfterLostCommitAck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op := &Operation{ID: "op", Policy: Policy{Lease: 30 * time.Second}}
+	op := &Operation{ID: "op", Policy: Policy{Lease: 30 * time.Second, SeparateClaim: true}}
 	fp := sha256.Sum256([]byte("body"))
 	p, _ := e.policy(op)
 	c, out, err := e.claim(ctx, op, p, Request{Scope: "s", Key: "k", Fingerprint: fp[:]})

@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -30,6 +31,9 @@ type queries struct {
 	insertSQL, insertAsyncSQL, readSQL, takeoverSQL, deleteExpiredSQL string
 	advanceSQL, completeSQL, releaseSQL, yieldSQL, refreshSQL         string
 	pruneSQL                                                          string
+	// Statements that travel with BEGIN or COMMIT in one round trip (see
+	// claimInline and commitWith), derived from the ones above.
+	claimReadSQL, claimInsertSQL, advanceFencedSQL, completeFencedSQL string
 }
 
 // micros passes a duration to SQL as microseconds (bigint), which PostgreSQL
@@ -69,7 +73,7 @@ SELECT $1, $2, $3, $4, $5, $6, 'claimed',
 		insertAsyncSQL: insert + ` FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async ON CONFLICT DO NOTHING`,
 		readSQL: `SELECT operation, fingerprint, state, owner_token, coalesce(lease_until > now(), false),
     coalesce(extract(epoch FROM lease_until - now()), 0)::float8, expires_at <= now(),
-    recovery_point, phase_state, response_status, response_headers, response_body, body_omitted
+    extract(epoch FROM expires_at - now())::float8, recovery_point, phase_state, response_status, response_headers, response_body, body_omitted
 FROM ` + t + ` WHERE namespace = $1 AND scope = $2 AND key = $3`,
 		// The lease condition is checked again here, not only in the read
 		// before it: the owner may have refreshed in between.
@@ -98,6 +102,39 @@ RETURNING recovery_point, phase_state, key_derivation`,
 	if sqlMutant != nil {
 		sqlMutant(&q)
 	}
+	// The inline claim is one pipeline of four statements (a pgx batch: one
+	// round trip, one Sync), run as one implicit transaction: it reads the record as it stands, inserts
+	// the claim (a conflict is an error: see claimInsertSQL), and then
+	// BEGIN, which keeps that implicit transaction open as a regular one
+	// with the claim in it, uncommitted. On a conflict the claim's error
+	// skips BEGIN and PostgreSQL rolls the implicit transaction back, so the
+	// connection is idle again and the read in the same round trip says what
+	// holds the key. lock_timeout bounds the wait on a concurrent owner's
+	// uncommitted claim; statement_timeout and
+	// idle_in_transaction_session_timeout bound the open transaction by the
+	// lease, since an uncommitted claim cannot be taken over.
+	q.claimReadSQL = `SELECT set_config('lock_timeout', $4, true), set_config('statement_timeout', $5, true),
+    set_config('idle_in_transaction_session_timeout', $5, true),
+    r.operation, r.fingerprint, r.state, r.owner_token, coalesce(r.lease_until > now(), false),
+    coalesce(extract(epoch FROM r.lease_until - now()), 0)::float8, coalesce(r.expires_at <= now(), false),
+    coalesce(extract(epoch FROM r.expires_at - now()), 0)::float8, r.recovery_point, r.phase_state, r.response_status, r.response_headers, r.response_body, coalesce(r.body_omitted, false)
+FROM (SELECT 1) AS one LEFT JOIN ` + t + ` AS r ON r.namespace = $1 AND r.scope = $2 AND r.key = $3`
+	// ON CONFLICT DO NOTHING checks the unique index before it writes, so a
+	// conflict leaves no dead row behind (a plain INSERT would write the
+	// row, then fail); dividing by the number of rows inserted turns the
+	// conflict into the error that skips BEGIN.
+	q.claimInsertSQL = `WITH ins AS (INSERT INTO ` + t + ` (namespace, scope, key, owner_token, operation, fingerprint, state,
+    lease_until, request, background, expires_at, key_derivation)
+VALUES ($1, $2, $3, $4, $5, $6, 'claimed', now() + $7::bigint * interval '1 microsecond', $8, $9,
+    now() + $10::bigint * interval '1 microsecond', $11)
+ON CONFLICT DO NOTHING RETURNING 1)
+SELECT 1 / count(*) FROM ins`
+	// A fenced statement that matches no row divides by zero, which aborts
+	// the transaction, so the COMMIT sent with it cannot commit a stale
+	// owner's writes.
+	fenced := func(update string) string { return `WITH u AS (` + update + ` RETURNING 1) SELECT 1 / count(*) FROM u` }
+	q.advanceFencedSQL = fenced(q.advanceSQL)
+	q.completeFencedSQL = fenced(q.completeSQL)
 	return q
 }
 
@@ -126,6 +163,7 @@ type record struct {
 	// pastRetention: expires_at has passed. Whether the record may be
 	// freed is decided by the delete's own predicates.
 	pastRetention bool
+	expiresIn     time.Duration // until expires_at
 	recovery      string
 	phaseState    []byte
 	status        *int
@@ -150,12 +188,13 @@ func (r *record) response() *Response {
 
 func (q queries) read(ctx context.Context, db execer, ns, scope, key string) (*record, error) {
 	var r record
-	var secs float64
+	var secs, expires float64
 	err := db.QueryRow(ctx, q.readSQL, ns, scope, key).Scan(&r.operation, &r.fingerprint, &r.state, &r.owner,
-		&r.live, &secs, &r.pastRetention, &r.recovery, &r.phaseState, &r.status, &r.headers, &r.body, &r.bodyOmitted)
+		&r.live, &secs, &r.pastRetention, &expires, &r.recovery, &r.phaseState, &r.status, &r.headers, &r.body, &r.bodyOmitted)
 	if err != nil {
 		return nil, err
 	}
+	r.expiresIn = time.Duration(expires * float64(time.Second))
 	r.retryAfter = time.Duration(secs * float64(time.Second))
 	if r.retryAfter < time.Second {
 		r.retryAfter = time.Second
@@ -232,4 +271,85 @@ func (q queries) yield(ctx context.Context, db execer, c *claim) error {
 func (q queries) refresh(ctx context.Context, db execer, c *claim) (bool, error) {
 	tag, err := db.Exec(ctx, q.refreshSQL, c.ns, c.scope, c.key, c.token, micros(c.policy.Lease))
 	return tag.RowsAffected() == 1, err
+}
+
+// claimInline sends the inline claim on conn. It reports claimed when the
+// claim was inserted and the transaction is open on conn; otherwise rec is
+// what held the key (nil if the holder committed while the INSERT waited),
+// or err is why it failed: a *pgconn.PgError with code lock_not_available
+// when a concurrent owner's uncommitted claim held it past wait.
+func (q queries) claimInline(ctx context.Context, conn *pgx.Conn, c *claim, op string, fp, payload []byte, wait time.Duration) (claimed bool, rec *record, err error) {
+	b := &pgx.Batch{}
+	b.Queue(q.claimReadSQL, c.ns, c.scope, c.key, fmt.Sprint(wait.Milliseconds()), fmt.Sprint(c.policy.Lease.Milliseconds()))
+	b.Queue(q.claimInsertSQL, c.ns, c.scope, c.key, c.token, op, fp, micros(c.policy.Lease), payload,
+		c.policy.Complete == CompleteBackground, micros(c.policy.Retention), int16(CurrentKeyDerivation))
+	b.Queue(`SET LOCAL lock_timeout TO DEFAULT`)
+	b.Queue(`BEGIN`)
+	br := conn.SendBatch(ctx, b)
+	var r record
+	var operation, state, recovery *string
+	var secs, expires float64
+	var ignore [3]string
+	err = br.QueryRow().Scan(&ignore[0], &ignore[1], &ignore[2], &operation, &r.fingerprint, &state, &r.owner, &r.live, &secs,
+		&r.pastRetention, &expires, &recovery, &r.phaseState, &r.status, &r.headers, &r.body, &r.bodyOmitted)
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "22012" { // division_by_zero: nothing inserted, the key is held
+			if operation == nil {
+				return false, nil, nil
+			}
+			r.operation, r.state = *operation, *state
+			if recovery != nil {
+				r.recovery = *recovery
+			}
+			r.retryAfter = max(time.Duration(secs*float64(time.Second)), time.Second)
+			r.expiresIn = time.Duration(expires * float64(time.Second))
+			return false, &r, nil
+		}
+		return false, nil, err
+	}
+	if conn.PgConn().TxStatus() != 'T' {
+		return false, nil, errors.New("idem: the inline claim left no transaction open")
+	}
+	return true, nil, nil
+}
+
+// commitWith stores c's progress (or, with resp, its response) and commits,
+// in one round trip on conn, whose transaction it ends. A stale owner's
+// statement matches no row and aborts the transaction: ErrFenced.
+func (q queries) commitWith(ctx context.Context, conn *pgx.Conn, c *claim, phase string, state []byte, resp *Response, omitted bool) error {
+	b := &pgx.Batch{}
+	if len(state) == 0 {
+		state = nil
+	}
+	if resp == nil {
+		b.Queue(q.advanceFencedSQL, c.ns, c.scope, c.key, c.token, phase, state, micros(c.policy.Lease), micros(c.policy.Retention))
+	} else {
+		headers, err := json.Marshal(resp.Header)
+		if err != nil {
+			return err
+		}
+		body := resp.Body
+		switch {
+		case omitted:
+			body = nil
+		case body == nil:
+			body = []byte{}
+		}
+		b.Queue(q.completeFencedSQL, c.ns, c.scope, c.key, c.token, phase, state, resp.Status, headers, body,
+			omitted, micros(c.policy.Retention))
+	}
+	b.Queue(`COMMIT`)
+	err := conn.SendBatch(ctx, b).Close()
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "22012" { // division_by_zero: the fence matched no row
+		return ErrFenced
+	}
+	return err
 }

@@ -2,9 +2,11 @@ package idemclient
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -126,9 +128,10 @@ type Result struct {
 // Tracker collects the Result of the calls made with its context. It is
 // safe for concurrent use.
 type Tracker struct {
-	mu     sync.Mutex
-	res    Result
-	header string // the key's header, when a Call made the tracker
+	mu       sync.Mutex
+	res      Result
+	header   string // the key's header, when a Call made the tracker
+	fromBody bool   // a body-keyed Call read its key from the body into res.Key
 }
 
 type trackerKey struct{}
@@ -175,6 +178,7 @@ type Call struct {
 	tracker *Tracker
 	header  string
 	key     string
+	pointer string // for NewBodyCall: where the key is in the body
 }
 
 // NewCall starts a call whose requests carry key in header (DefaultHeader
@@ -192,22 +196,84 @@ func NewCall(ctx context.Context, header, key string) *Call {
 	return &Call{ctx: ctx, tracker: t, header: header, key: key}
 }
 
+// NewBodyCall starts a call of an operation whose idempotency key is a
+// member of the JSON request body, at the JSON Pointer pointer (an
+// x-idempotency key.pointer, such as a webhook's event id). Every attempt
+// sends the same body, hence the same key, so the call's requests are
+// retried whatever their method, as keyed requests are. SetKey sets no
+// header: it reads the key from the body, for Result.
+func NewBodyCall(ctx context.Context, pointer string) *Call {
+	ctx, t := Track(ctx)
+	return &Call{ctx: ctx, tracker: t, pointer: pointer}
+}
+
 // Context returns the context to send the call's requests with.
 func (c *Call) Context() context.Context { return c.ctx }
 
-// Key returns the call's key.
-func (c *Call) Key() string { return c.key }
+// Key returns the call's key; for a NewBodyCall, the one SetKey read ("" before).
+func (c *Call) Key() string {
+	if c.pointer != "" {
+		return c.tracker.Result().Key
+	}
+	return c.key
+}
 
 // SetKey sets the call's key on req. Its signature is that of oapi-codegen's
-// RequestEditorFn.
+// RequestEditorFn. For a NewBodyCall it reads the key from req's body
+// instead; a body without the key, or one that cannot be read twice (no
+// GetBody, which a retry needs too), is sent as is, unkeyed.
 func (c *Call) SetKey(_ context.Context, req *http.Request) error {
-	req.Header.Set(c.header, c.key)
+	if c.pointer == "" {
+		req.Header.Set(c.header, c.key)
+		return nil
+	}
+	if req.Body == nil || req.Body == http.NoBody || req.GetBody == nil {
+		return nil
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return fmt.Errorf("idemclient: reading the key from the body: %w", err)
+	}
+	defer body.Close()
+	if key := bodyKey(body, c.pointer); key != "" {
+		c.tracker.mu.Lock()
+		c.tracker.res.Key, c.tracker.fromBody = key, true
+		c.tracker.mu.Unlock()
+	}
 	return nil
 }
 
-// Result returns what the call came to so far; Key is always set.
+// bodyKey returns the string or number at pointer in the JSON document r,
+// or "" when there is none.
+func bodyKey(r io.Reader, pointer string) string {
+	var v any
+	dec := json.NewDecoder(r)
+	dec.UseNumber()
+	if dec.Decode(&v) != nil || !strings.HasPrefix(pointer, "/") {
+		return ""
+	}
+	for _, tok := range strings.Split(pointer[1:], "/") {
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return ""
+		}
+		v = obj[strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)]
+	}
+	switch t := v.(type) {
+	case string:
+		return t
+	case json.Number:
+		return t.String()
+	}
+	return ""
+}
+
+// Result returns what the call came to so far; Key is always set, except
+// for a NewBodyCall whose body held no key.
 func (c *Call) Result() Result {
 	r := c.tracker.Result()
-	r.Key = c.key
+	if c.pointer == "" {
+		r.Key = c.key
+	}
 	return r
 }

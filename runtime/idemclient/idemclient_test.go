@@ -536,3 +536,42 @@ func TestACallsOwnKeyHeaderMakesItRetryable(t *testing.T) {
 		t.Fatalf("a POST keyed in X-Request-Id: %d after %d requests, %+v; want 201 after 2", res.StatusCode, len(s.requests()), got)
 	}
 }
+
+// TestABodyKeyedCallIsRetried: a POST whose key is in its body (a webhook's
+// event id) is retried like a keyed one, sends no key header, and reports
+// the key it read; a body without the key is sent unkeyed, and not retried.
+func TestABodyKeyedCallIsRetried(t *testing.T) {
+	send := func(url, body string) (*http.Response, idemclient.Result, error) {
+		call := idemclient.NewBodyCall(context.Background(), "/data/id")
+		req, _ := http.NewRequestWithContext(call.Context(), "POST", url, strings.NewReader(body))
+		if err := call.SetKey(nil, req); err != nil {
+			t.Fatal(err)
+		}
+		res, err := (&http.Client{Transport: &idemclient.Transport{Policy: fast}}).Do(req)
+		if err == nil {
+			res.Body.Close()
+		}
+		return res, call.Result(), err
+	}
+	s, url := serve(t, reply{status: 503}, reply{drop: true}, reply{status: 200})
+	res, got, err := send(url, `{"type":"charge.succeeded","data":{"id":"evt_9"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := s.requests()
+	if res.StatusCode != 200 || got.Attempts != 3 || got.Key != "evt_9" || len(reqs) != 3 || reqs[0].key != "" || reqs[2].body != reqs[0].body {
+		t.Fatalf("a body-keyed POST: %d after %d requests, %+v; want 200 after 3, key evt_9, the same body, no key header", res.StatusCode, len(reqs), got)
+	}
+	s, url = serve(t, reply{status: 503}, reply{status: 200})
+	res, got, err = send(url, `{"type":"charge.succeeded"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != 503 || len(s.requests()) != 1 || got.Key != "" {
+		t.Fatalf("a POST without its body key: %d after %d requests, %+v; want the 503, not retried", res.StatusCode, len(s.requests()), got)
+	}
+	s, url = serve(t, reply{status: 503}, reply{status: 200})
+	if res, got, err = send(url, `{"data":{"id":42}}`); err != nil || res.StatusCode != 200 || got.Key != "42" {
+		t.Fatalf("an integer key: %v, %+v", err, got)
+	}
+}

@@ -257,15 +257,24 @@ func retryAfter(h http.Header) (time.Duration, bool) {
 	return 0, false
 }
 
-// key returns the idempotency key req carries: in the policy's header, or
-// in the header of the Call whose context req has (an operation may name
-// its own key header); "" when none.
+// key returns the idempotency key req carries: in the policy's header, in
+// the header of the Call whose context req has (an operation may name its
+// own key header), or in the body of a NewBodyCall's request; "" when none.
 func (p Policy) key(req *http.Request) string {
 	if k := strings.TrimSpace(req.Header.Get(p.Header)); k != "" {
 		return k
 	}
-	if tr, _ := req.Context().Value(trackerKey{}).(*Tracker); tr != nil && tr.header != "" {
+	tr, _ := req.Context().Value(trackerKey{}).(*Tracker)
+	switch {
+	case tr == nil:
+		return ""
+	case tr.header != "":
 		return strings.TrimSpace(req.Header.Get(tr.header))
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.fromBody {
+		return tr.res.Key
 	}
 	return ""
 }

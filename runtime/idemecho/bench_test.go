@@ -5,11 +5,16 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 
 	"github.com/idemgen/idemgen/internal/dbtest"
@@ -18,94 +23,235 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
-// BenchmarkHandler compares, on one database in one run, a plain echo
-// handler that inserts one row with the same handler behind the engine:
-// with a new key each request (claim + one phase that inserts and stores
-// the response), the same with the claim committed asynchronously, and
-// replays of one key. Run with `make bench` (durable PostgreSQL).
-func BenchmarkHandler(b *testing.B) {
-	pool, schema := dbtest.Pool(b)
+// counter is a pgx tracer that counts round trips (every query, exec and
+// batch sent) and commits (a COMMIT that succeeded, alone or in a batch, or
+// a write outside a transaction, which commits by itself), so that the
+// benchmark reports them as measured rather than as estimated.
+type counter struct{ trips, commits atomic.Int64 }
+
+func (c *counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.trips.Add(1)
+	return ctx
+}
+
+func (c *counter) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryEndData) {
+	if d.Err != nil {
+		return
+	}
+	tag := d.CommandTag
+	if tag.String() == "COMMIT" || ((tag.Insert() || tag.Update() || tag.Delete()) && conn.PgConn().TxStatus() == 'I') {
+		c.commits.Add(1)
+	}
+}
+
+func (c *counter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.trips.Add(1)
+	return ctx
+}
+
+// TraceBatchQuery counts the COMMIT that travels in a batch (the engine
+// sends the completion and COMMIT together).
+func (c *counter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	if d.Err == nil && d.CommandTag.String() == "COMMIT" {
+		c.commits.Add(1)
+	}
+}
+func (c *counter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// benchService is every handler of the benchmark on one echo instance and
+// one pool.
+type benchService struct {
+	e     *echo.Echo
+	count *counter
+}
+
+func newBenchService(b *testing.B) *benchService {
+	schema := dbtest.Schema(b)
+	cfg, err := pgxpool.ParseConfig(dbtest.URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.MaxConns = 40
+	cnt := &counter{}
+	cfg.ConnConfig.Tracer = cnt
 	ctx := context.Background()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
 	if _, err := idem.Migrate(ctx, pool, schema); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE bench (id bigserial PRIMARY KEY, amount int)`); err != nil {
+	if _, err := pool.Exec(ctx, `CREATE TABLE bench (id bigserial PRIMARY KEY, amount int, charge text)`); err != nil {
 		b.Fatal(err)
 	}
 	e := echo.New()
+	created := func(c echo.Context, id int64) error { return c.JSON(201, map[string]int64{"id": id}) }
 	e.POST("/plain", func(c echo.Context) error {
 		var id int64
 		if err := pool.QueryRow(c.Request().Context(), `INSERT INTO bench (amount) VALUES (100) RETURNING id`).Scan(&id); err != nil {
 			return err
 		}
-		return c.JSON(201, map[string]int64{"id": id})
+		return created(c, id)
 	})
-	for _, async := range []bool{false, true} {
-		eng, err := idem.New(pool, idem.Options{Schema: schema, AsyncClaimCommit: async})
+	e.POST("/plain-tx", func(c echo.Context) error {
+		var id int64
+		err := pgx.BeginFunc(c.Request().Context(), pool, func(tx pgx.Tx) error {
+			return tx.QueryRow(c.Request().Context(), `INSERT INTO bench (amount) VALUES (100) RETURNING id`).Scan(&id)
+		})
+		if err != nil {
+			return err
+		}
+		return created(c, id)
+	})
+	type state struct {
+		ID     int64  `json:"id"`
+		Charge string `json:"charge"`
+	}
+	respond := func(id int64) (*idem.Response, error) {
+		return idemecho.Render(func(w http.ResponseWriter) error {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(201)
+			_, err := fmt.Fprintf(w, `{"id":%d}`+"\n", id)
+			return err
+		})
+	}
+	single := []idem.Phase[state]{{Name: "insert", Final: func(ctx context.Context, tx pgx.Tx, s *state) (*idem.Response, error) {
+		if err := tx.QueryRow(ctx, `INSERT INTO bench (amount) VALUES (100) RETURNING id`).Scan(&s.ID); err != nil {
+			return nil, err
+		}
+		return respond(s.ID)
+	}}}
+	three := []idem.Phase[state]{
+		{Name: "record", Local: func(ctx context.Context, tx pgx.Tx, s *state) error {
+			return tx.QueryRow(ctx, `INSERT INTO bench (amount) VALUES (100) RETURNING id`).Scan(&s.ID)
+		}},
+		{Name: "charge", Foreign: func(ctx context.Context, key string, s *state) error {
+			s.Charge = "ch_" + key[len(key)-8:] // an in-process card network with no latency
+			return nil
+		}},
+		{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *state) (*idem.Response, error) {
+			if _, err := tx.Exec(ctx, `UPDATE bench SET charge = $2 WHERE id = $1`, s.ID, s.Charge); err != nil {
+				return nil, err
+			}
+			return respond(s.ID)
+		}},
+	}
+	for _, cached := range []bool{true, false} {
+		opts := idem.Options{Schema: schema}
+		prefix := "/idem"
+		if !cached {
+			opts.ReplayCacheBytes, prefix = -1, "/cold"
+		}
+		eng, err := idem.New(pool, opts)
 		if err != nil {
 			b.Fatal(err)
 		}
 		rt := &idemecho.Runtime{Engine: eng, Principal: func(echo.Context) (string, error) { return "acct", nil }}
-		spec := &idemecho.Spec{Operation: &idem.Operation{ID: "bench", Policy: idem.Policy{Lease: 30 * time.Second}},
-			Key: idemhttp.KeyRule{Required: true}, Scope: "principal", Route: "/idem"}
-		e.POST(fmt.Sprintf("/idem/%t", async), func(c echo.Context) error {
-			resp, err := idemecho.Execute(c.Request().Context(), rt, nil, []idem.Phase[struct{}]{{Name: "insert",
-				Final: func(ctx context.Context, tx pgx.Tx, _ *struct{}) (*idem.Response, error) {
-					var id int64
-					if err := tx.QueryRow(ctx, `INSERT INTO bench (amount) VALUES (100) RETURNING id`).Scan(&id); err != nil {
-						return nil, err
+		for name, phases := range map[string][]idem.Phase[state]{"single": single, "three": three, "separate": single} {
+			spec := &idemecho.Spec{Operation: &idem.Operation{ID: name, Policy: idem.Policy{Lease: 30 * time.Second, SeparateClaim: name == "separate"}},
+				Key: idemhttp.KeyRule{Required: true}, Scope: "principal", Route: "/" + name}
+			e.POST(prefix+"/"+name, func(c echo.Context) error {
+				resp, err := idemecho.Execute(c.Request().Context(), rt, nil, phases)
+				if err != nil {
+					return err
+				}
+				return idemecho.Writer(c.Request().Context(), resp)(c.Response())
+			}, idemecho.Middleware(rt, spec))
+		}
+	}
+	return &benchService{e: e, count: cnt}
+}
+
+func (s *benchService) do(b *testing.B, path, key string) {
+	req := httptest.NewRequest("POST", path, strings.NewReader(`{"amount":100}`))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	rec := httptest.NewRecorder()
+	s.e.ServeHTTP(rec, req)
+	if rec.Code != 201 {
+		b.Fatalf("%s: %d %s", path, rec.Code, rec.Body)
+	}
+}
+
+// BenchmarkEngine measures, side by side on one database, a plain handler
+// (one autocommit insert), the same insert in BEGIN/COMMIT (plain-tx), the
+// insert as an idempotent operation's only phase (single-phase) and in the
+// payments shape (three-phase: local, foreign, local), each with a new key
+// per request, and replays of one key from the in-process cache (replay)
+// and from the store (replay-cold), at 1 and 16 concurrent clients. It
+// reports requests/s, p50 and p99 latency, round trips and commits per
+// request (counted by a pgx tracer) and allocations. `make bench` runs it
+// on a durable PostgreSQL and summarises the medians and ratios.
+func BenchmarkEngine(b *testing.B) {
+	s := newBenchService(b)
+	var run atomic.Int64
+	cases := []struct {
+		name string
+		path string
+		key  func(run, i int64) string
+	}{
+		{"plain", "/plain", nil},
+		{"plain-tx", "/plain-tx", nil},
+		{"single-phase", "/idem/single", func(r, i int64) string { return fmt.Sprintf("s-%d-%d", r, i) }},
+		{"single-phase-separate-claim", "/idem/separate", func(r, i int64) string { return fmt.Sprintf("p-%d-%d", r, i) }},
+		{"three-phase", "/idem/three", func(r, i int64) string { return fmt.Sprintf("t-%d-%d", r, i) }},
+		{"replay", "/idem/single", func(int64, int64) string { return "replayed" }},
+		{"replay-cold", "/cold/single", func(int64, int64) string { return "replayed-cold" }},
+	}
+	for _, clients := range []int{1, 16} {
+		for _, tc := range cases {
+			b.Run(fmt.Sprintf("c%d/%s", clients, tc.name), func(b *testing.B) {
+				r := run.Add(1)
+				if tc.key != nil && strings.HasPrefix(tc.name, "replay") {
+					s.do(b, tc.path, tc.key(r, 0)) // the first request completes the key
+				}
+				var seq atomic.Int64
+				var mu sync.Mutex
+				var lat []time.Duration
+				one := func(mine *[]time.Duration) {
+					key := ""
+					if tc.key != nil {
+						key = tc.key(r, seq.Add(1))
 					}
-					return idemecho.Render(func(w http.ResponseWriter) error {
-						w.Header().Set("Content-Type", "application/json")
-						w.WriteHeader(201)
-						_, err := fmt.Fprintf(w, `{"id":%d}`, id)
-						return err
+					began := time.Now()
+					s.do(b, tc.path, key)
+					*mine = append(*mine, time.Since(began))
+				}
+				trips, commits := s.count.trips.Load(), s.count.commits.Load()
+				b.ReportAllocs()
+				b.ResetTimer()
+				began := time.Now()
+				if clients == 1 {
+					for b.Loop() {
+						one(&lat)
+					}
+				} else {
+					b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))
+					b.RunParallel(func(pb *testing.PB) {
+						var mine []time.Duration
+						for pb.Next() {
+							one(&mine)
+						}
+						mu.Lock()
+						lat = append(lat, mine...)
+						mu.Unlock()
 					})
-				}}})
-			if err != nil {
-				return err
-			}
-			return idemecho.Writer(c.Request().Context(), resp)(c.Response())
-		}, idemecho.Middleware(rt, spec))
-	}
-	do := func(b *testing.B, path, key string) {
-		req := httptest.NewRequest("POST", path, strings.NewReader(`{"amount":100}`))
-		req.Header.Set("Content-Type", "application/json")
-		if key != "" {
-			req.Header.Set("Idempotency-Key", key)
-		}
-		rec := httptest.NewRecorder()
-		e.ServeHTTP(rec, req)
-		if rec.Code != 201 {
-			b.Fatalf("%s: %d %s", path, rec.Code, rec.Body)
+				}
+				elapsed := time.Since(began)
+				b.StopTimer()
+				n := float64(len(lat))
+				b.ReportMetric(n/elapsed.Seconds(), "req/s")
+				b.ReportMetric(float64(s.count.trips.Load()-trips)/n, "trips/op")
+				b.ReportMetric(float64(s.count.commits.Load()-commits)/n, "commits/op")
+				slices.Sort(lat)
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			})
 		}
 	}
-	run := 0
-	b.Run("plain", func(b *testing.B) {
-		for b.Loop() {
-			do(b, "/plain", "")
-		}
-	})
-	b.Run("new-key", func(b *testing.B) {
-		run++
-		i := 0
-		for b.Loop() {
-			i++
-			do(b, "/idem/false", fmt.Sprintf("k-%d-%d", run, i))
-		}
-	})
-	b.Run("new-key-async-claim", func(b *testing.B) {
-		run++
-		i := 0
-		for b.Loop() {
-			i++
-			do(b, "/idem/true", fmt.Sprintf("a-%d-%d", run, i))
-		}
-	})
-	b.Run("replay", func(b *testing.B) {
-		do(b, "/idem/false", "replayed")
-		for b.Loop() {
-			do(b, "/idem/false", "replayed")
-		}
-	})
 }

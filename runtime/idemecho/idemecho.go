@@ -2,9 +2,10 @@
 // installs Middleware on each idempotent route and calls Execute from the
 // operation's strict handler; users rarely call either directly.
 //
-// The middleware does everything that needs the raw request: it parses the
-// key, resolves the scope, reads the body and fingerprints the request, and
-// answers protocol errors as problem+json. Execute, called with the typed
+// The middleware does everything that needs the raw request: it verifies a
+// signed sender, parses the key (from its header or the JSON body), resolves
+// the scope, reads the body and fingerprints the request, and answers
+// protocol errors as problem+json. Execute, called with the typed
 // request after oapi-codegen bound and validated it, runs the phases through
 // the engine and returns the response to send, which is the stored response
 // on a replay.
@@ -24,6 +25,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemsig"
 )
 
 // ScopeResolver returns the principal a request's key is scoped to (an
@@ -36,6 +38,11 @@ type Runtime struct {
 	Engine *idem.Engine
 	// Principal resolves scope "principal". Required when an operation uses it.
 	Principal ScopeResolver
+	// Senders verifies the senders of operations scoped "sender:<name>",
+	// by name: the verifier runs over the raw body before anything is
+	// claimed, a refusal is 401 invalid-signature, and the sender it
+	// returns scopes the key. Required for each name an operation uses.
+	Senders map[string]idemsig.Verifier
 	// MaxBodyBytes limits request bodies read for fingerprinting (default
 	// 1 MiB); larger bodies are answered 413.
 	MaxBodyBytes int64
@@ -51,7 +58,7 @@ const DefaultMaxBodyBytes = 1 << 20
 type Spec struct {
 	Operation *idem.Operation
 	Key       idemhttp.KeyRule
-	// Scope is "principal", "global" or "header:<Name>".
+	// Scope is "principal", "global", "header:<Name>" or "sender:<name>".
 	Scope string
 	// Route is the OpenAPI path template, e.g. /payments/{id}.
 	Route string
@@ -122,16 +129,29 @@ func (rt *Runtime) log(c echo.Context, call *Call, status int, err error) {
 	rt.Logger.Info("idempotent request", attrs...)
 }
 
+// prepare reads what identifies the request: its key, its scope, its
+// fingerprint. A signed sender is verified first, over the raw body, so
+// that an unauthenticated request learns nothing about keys; otherwise the
+// key header and the scope are checked before the body is read, as cheap
+// refusals.
 func prepare(c echo.Context, rt *Runtime, spec *Spec) (*Call, error) {
 	r := c.Request()
 	call := &Call{Spec: spec}
-	key, err := idemhttp.ParseKey(r.Header, spec.Key)
-	if err != nil {
-		return call, err
+	sender, signed := strings.CutPrefix(spec.Scope, "sender:")
+	headerKey := func() (err error) {
+		if spec.Key.Pointer == "" {
+			call.Request.Key, err = idemhttp.ParseKey(r.Header, spec.Key)
+		}
+		return err
 	}
-	call.Request.Key = key
-	if call.Request.Scope, err = rt.scope(c, spec); err != nil {
-		return call, err
+	var err error
+	if !signed {
+		if err := headerKey(); err != nil {
+			return call, err
+		}
+		if call.Request.Scope, err = rt.scope(c, spec); err != nil {
+			return call, err
+		}
 	}
 	limit := rt.MaxBodyBytes
 	if limit <= 0 {
@@ -145,7 +165,20 @@ func prepare(c echo.Context, rt *Runtime, spec *Spec) (*Call, error) {
 		return call, echo.NewHTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body exceeds %d bytes", limit))
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	if key == "" {
+	if signed {
+		if call.Request.Scope, err = rt.verify(r, body, sender, spec); err != nil {
+			return call, err
+		}
+		if err := headerKey(); err != nil {
+			return call, err
+		}
+	}
+	if spec.Key.Pointer != "" {
+		if call.Request.Key, err = idemhttp.BodyKey(body, spec.Key); err != nil {
+			return call, err
+		}
+	}
+	if call.Request.Key == "" {
 		return call, nil // optional key not sent: no fingerprint needed
 	}
 	params := map[string]string{}
@@ -160,6 +193,29 @@ func prepare(c echo.Context, rt *Runtime, spec *Spec) (*Call, error) {
 		Body: body, Exclude: spec.Exclude,
 	})
 	return call, err
+}
+
+// verify runs the sender verifier of an operation scoped "sender:<name>"
+// and returns the sender. Refusals are invalid-signature problems; a
+// verifier's own failure goes to echo as is.
+func (rt *Runtime) verify(r *http.Request, body []byte, name string, spec *Spec) (string, error) {
+	v := rt.Senders[name]
+	if v == nil {
+		return "", errors.New("idemecho: operation " + spec.Operation.ID + " is scoped to sender " + name + " but Runtime.Senders has no verifier of that name")
+	}
+	sender, err := v.Verify(r, body)
+	var perr *idem.Error
+	switch {
+	case errors.Is(err, idemsig.ErrInvalid):
+		return "", &idem.Error{Kind: idem.KindInvalidSignature, Detail: err.Error()}
+	case errors.As(err, &perr):
+		return "", err
+	case err != nil:
+		return "", fmt.Errorf("idemecho: verifying the sender of %s: %w", spec.Operation.ID, err)
+	case sender == "":
+		return "", &idem.Error{Kind: idem.KindInvalidSignature, Detail: "the verifier found no sender"}
+	}
+	return sender, idem.CheckScope(sender)
 }
 
 func (rt *Runtime) scope(c echo.Context, spec *Spec) (string, error) {

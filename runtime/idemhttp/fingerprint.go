@@ -140,6 +140,25 @@ func CanonicalForm(body []byte, exclude []string) ([]byte, error) {
 // and trailing data are errors. CanonicalJSON of its own output returns the
 // same bytes.
 func CanonicalJSON(body []byte, exclude []string) ([]byte, error) {
+	v, err := parseJSON(body)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range exclude {
+		toks, err := parsePointer(p)
+		if err != nil {
+			return nil, err
+		}
+		v = removePointer(v, toks)
+	}
+	var buf bytes.Buffer
+	writeCanonical(&buf, v)
+	return buf.Bytes(), nil
+}
+
+// parseJSON parses a whole JSON body (numbers as json.Number), refusing
+// what CanonicalJSON refuses.
+func parseJSON(body []byte) (any, error) {
 	if !utf8.Valid(body) {
 		return nil, badBody("the JSON body is not valid UTF-8")
 	}
@@ -152,16 +171,7 @@ func CanonicalJSON(body []byte, exclude []string) ([]byte, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, badBody("malformed JSON body: data after the top-level value")
 	}
-	for _, p := range exclude {
-		toks, err := parsePointer(p)
-		if err != nil {
-			return nil, err
-		}
-		v = removePointer(v, toks)
-	}
-	var buf bytes.Buffer
-	writeCanonical(&buf, v)
-	return buf.Bytes(), nil
+	return v, nil
 }
 
 func parseValue(dec *json.Decoder, depth int) (any, error) {

@@ -1,9 +1,11 @@
 // Package idemhttp holds the HTTP side of the Idempotency-Key protocol that
-// does not depend on a web framework: parsing the header and fingerprinting
-// requests.
+// does not depend on a web framework: parsing the key (from its header or
+// from a member of the JSON body) and fingerprinting requests.
 package idemhttp
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -29,9 +31,15 @@ const (
 	FormatUUID KeyFormat = "uuid" // an RFC 9562 UUID in its 36-character form
 )
 
-// KeyRule is the per-operation rule for the key header.
+// KeyRule is the per-operation rule for the key: where it comes from and
+// what it may look like.
 type KeyRule struct {
-	Header    string    // header name; default Idempotency-Key
+	Header string // header name; default Idempotency-Key
+	// Pointer, when set, is a JSON Pointer (RFC 6901) into the JSON request
+	// body whose member holds the key (a webhook's event id): a string, or
+	// an integer written as digits. Header is then ignored and the key is
+	// always required.
+	Pointer   string
 	Required  bool      // a missing key is an error (otherwise the request runs without idempotency)
 	MaxLength int       // default 255
 	Format    KeyFormat // default any
@@ -65,19 +73,93 @@ func ParseKey(h http.Header, rule KeyRule) (string, error) {
 	if err != nil {
 		return "", invalid("%s: %s", name, err)
 	}
+	return key, checkKey(key, rule, "the "+name+" header")
+}
+
+// checkKey applies the rules every key follows, wherever it came from:
+// not empty, visible ASCII or spaces only, at most MaxLength characters,
+// and a UUID when the format says so. what names the key's source in
+// errors.
+func checkKey(key string, rule KeyRule, what string) error {
 	max := rule.MaxLength
 	if max <= 0 {
 		max = DefaultMaxKeyLength
 	}
 	switch {
 	case key == "":
-		return "", invalid("the %s header is empty", name)
+		return invalid("%s is empty", what)
 	case len(key) > max:
-		return "", invalid("the %s header is %d characters long; at most %d are allowed", name, len(key), max)
+		return invalid("%s is %d characters long; at most %d are allowed", what, len(key), max)
 	case rule.Format == FormatUUID && !uuidRE.MatchString(key):
-		return "", invalid("the %s header must be a UUID (8-4-4-4-12 hexadecimal digits)", name)
+		return invalid("%s must be a UUID (8-4-4-4-12 hexadecimal digits)", what)
 	}
-	return key, nil
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c > 0x7e {
+			return invalid("%s has the byte 0x%02x at %d; a key is printable ASCII", what, c, i)
+		}
+	}
+	return nil
+}
+
+// BodyKey returns the key held by the member of the JSON body that
+// rule.Pointer names: a string as is, or an integer written as digits
+// (-0 is 0). The key follows the same rules as a header's (length,
+// characters, format). A body without the member (or with null there) is an
+// *idem.Error of kind missing-key; another value (an object, a fraction, an
+// empty string) is invalid-key; a body that is not JSON is invalid-request.
+func BodyKey(body []byte, rule KeyRule) (string, error) {
+	toks, err := parsePointer(rule.Pointer)
+	if err != nil {
+		return "", err
+	}
+	what := "the body's " + rule.Pointer
+	if len(bytes.TrimSpace(body)) == 0 {
+		return "", &idem.Error{Kind: idem.KindMissingKey, Detail: fmt.Sprintf("the body is empty; send a JSON body whose %s is the key", rule.Pointer)}
+	}
+	v, err := parseJSON(body)
+	if err != nil {
+		return "", err
+	}
+	for _, tok := range toks {
+		obj, ok := v.(map[string]any)
+		if !ok {
+			v = nil
+			break
+		}
+		v = obj[tok]
+	}
+	var key string
+	switch t := v.(type) {
+	case nil:
+		return "", &idem.Error{Kind: idem.KindMissingKey, Detail: fmt.Sprintf("%s is missing: it is the key (a unique string per event or request)", what)}
+	case string:
+		key = t
+	case json.Number:
+		lit := string(t)
+		if !integerRE.MatchString(lit) {
+			return "", invalid("%s is %s; a key in the body is a string or an integer written as digits", what, lit)
+		}
+		if key = lit; lit == "-0" {
+			key = "0"
+		}
+	default:
+		return "", invalid("%s is %s; a key in the body is a string or an integer", what, jsonKind(v))
+	}
+	return key, checkKey(key, rule, what)
+}
+
+var integerRE = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	case bool:
+		return "a boolean"
+	}
+	return fmt.Sprintf("%T", v)
 }
 
 func invalid(format string, args ...any) error {

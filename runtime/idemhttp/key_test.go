@@ -93,3 +93,85 @@ func FuzzParseKey(f *testing.F) {
 		}
 	})
 }
+
+func TestBodyKey(t *testing.T) {
+	rule := KeyRule{Pointer: "/id", Required: true}
+	cases := []struct {
+		name string
+		body string
+		rule KeyRule
+		want string
+		kind idem.Kind // "" for success
+	}{
+		{"string", `{"id":"evt_1","type":"charge.succeeded"}`, rule, "evt_1", ""},
+		{"integer", `{"id":12345}`, rule, "12345", ""},
+		{"minus zero is zero", `{"id":-0}`, rule, "0", ""},
+		{"negative integer", `{"id":-7}`, rule, "-7", ""},
+		{"nested", `{"data":{"object":{"id":"ch_1"}}}`, KeyRule{Pointer: "/data/object/id"}, "ch_1", ""},
+		{"escaped pointer", `{"a/b":{"~c":"k"}}`, KeyRule{Pointer: "/a~1b/~0c"}, "k", ""},
+		{"spaces inside", `{"id":"a b"}`, rule, "a b", ""},
+		{"uuid", `{"id":"123e4567-e89b-12d3-a456-426614174000"}`, KeyRule{Pointer: "/id", Format: FormatUUID}, "123e4567-e89b-12d3-a456-426614174000", ""},
+		{"missing member", `{"type":"x"}`, rule, "", idem.KindMissingKey},
+		{"null", `{"id":null}`, rule, "", idem.KindMissingKey},
+		{"parent not an object", `{"data":"x"}`, KeyRule{Pointer: "/data/id"}, "", idem.KindMissingKey},
+		{"empty body", ``, rule, "", idem.KindMissingKey},
+		{"empty string", `{"id":""}`, rule, "", idem.KindInvalidKey},
+		{"fraction", `{"id":1.5}`, rule, "", idem.KindInvalidKey},
+		{"integer with a fraction part", `{"id":1.0}`, rule, "", idem.KindInvalidKey},
+		{"exponent", `{"id":1e3}`, rule, "", idem.KindInvalidKey},
+		{"object", `{"id":{"v":"x"}}`, rule, "", idem.KindInvalidKey},
+		{"boolean", `{"id":true}`, rule, "", idem.KindInvalidKey},
+		{"control character", `{"id":"a\u0001b"}`, rule, "", idem.KindInvalidKey},
+		{"non-ASCII", `{"id":"clé"}`, rule, "", idem.KindInvalidKey},
+		{"too long", `{"id":"` + strings.Repeat("k", 256) + `"}`, rule, "", idem.KindInvalidKey},
+		{"custom limit", `{"id":"abcdef"}`, KeyRule{Pointer: "/id", MaxLength: 5}, "", idem.KindInvalidKey},
+		{"not a uuid", `{"id":"abc"}`, KeyRule{Pointer: "/id", Format: FormatUUID}, "", idem.KindInvalidKey},
+		{"malformed JSON", `{"id":`, rule, "", idem.KindInvalidRequest},
+		{"duplicate member", `{"id":"a","id":"b"}`, rule, "", idem.KindInvalidRequest},
+		{"NUL in the key", `{"id":"a\u0000"}`, rule, "", idem.KindInvalidRequest},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := BodyKey([]byte(tc.body), tc.rule)
+			if tc.kind == "" {
+				if err != nil || got != tc.want {
+					t.Fatalf("BodyKey = %q, %v; want %q", got, err, tc.want)
+				}
+				return
+			}
+			var e *idem.Error
+			if !errors.As(err, &e) || e.Kind != tc.kind {
+				t.Fatalf("BodyKey = %q, %v; want error of kind %s", got, err, tc.kind)
+			}
+			if e.Detail == "" {
+				t.Errorf("error %v has no detail for the client", err)
+			}
+		})
+	}
+}
+
+// FuzzBodyKey: no body makes BodyKey panic; an accepted key follows the
+// same rules as a header's.
+func FuzzBodyKey(f *testing.F) {
+	for _, s := range []string{`{"id":"evt_1"}`, `{"id":12}`, `{"id":-0}`, `{"id":1.0}`, `{"id":null}`, `[]`, `"x"`, `{"id":"\u0000"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		key, err := BodyKey(body, KeyRule{Pointer: "/id", Required: true})
+		if err != nil {
+			var e *idem.Error
+			if !errors.As(err, &e) || (e.Kind != idem.KindInvalidKey && e.Kind != idem.KindMissingKey && e.Kind != idem.KindInvalidRequest) {
+				t.Fatalf("error %v is not a key or body error", err)
+			}
+			return
+		}
+		if key == "" || len(key) > DefaultMaxKeyLength {
+			t.Fatalf("accepted key %q of length %d", key, len(key))
+		}
+		for i := 0; i < len(key); i++ {
+			if key[i] < 0x20 || key[i] > 0x7e {
+				t.Fatalf("accepted key %q with byte 0x%02x", key, key[i])
+			}
+		}
+	})
+}

@@ -9,10 +9,29 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/oapi-codegen/runtime"
 )
+
+// Defines values for CardEventType.
+const (
+	ChargeRefunded  CardEventType = "charge.refunded"
+	ChargeSucceeded CardEventType = "charge.succeeded"
+)
+
+// Valid indicates whether the value is a known member of the CardEventType enum.
+func (e CardEventType) Valid() bool {
+	switch e {
+	case ChargeRefunded:
+		return true
+	case ChargeSucceeded:
+		return true
+	default:
+		return false
+	}
+}
 
 // Defines values for PaymentStatus.
 const (
@@ -49,6 +68,37 @@ func (e PutOrderParamsIfNoneMatch) Valid() bool {
 		return false
 	}
 }
+
+// AppliedEvent defines model for AppliedEvent.
+type AppliedEvent struct {
+	// AppliedAt When the service applied the event; the same in every replay.
+	AppliedAt time.Time `json:"applied_at"`
+	Event     string    `json:"event"`
+	PaymentId int64     `json:"payment_id"`
+	Type      string    `json:"type"`
+}
+
+// CardCharge defines model for CardCharge.
+type CardCharge struct {
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+	Id       string `json:"id"`
+}
+
+// CardEvent defines model for CardEvent.
+type CardEvent struct {
+	Charge CardCharge `json:"charge"`
+
+	// Created When the network created the event
+	Created int64 `json:"created"`
+
+	// Id The event's id (evt_...), the same on every delivery of the event: the idempotency key.
+	Id   string        `json:"id"`
+	Type CardEventType `json:"type"`
+}
+
+// CardEventType defines model for CardEvent.Type.
+type CardEventType string
 
 // NewOrder defines model for NewOrder.
 type NewOrder struct {
@@ -128,6 +178,9 @@ type CreatePaymentJSONRequestBody = NewPayment
 // CreateRefundJSONRequestBody defines body for CreateRefund for application/json ContentType.
 type CreateRefundJSONRequestBody = NewRefund
 
+// ReceiveCardnetEventJSONRequestBody defines body for ReceiveCardnetEvent for application/json ContentType.
+type ReceiveCardnetEventJSONRequestBody = CardEvent
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// PutOrder Create an order under a client-chosen id; naturally idempotent with If-None-Match.
@@ -142,6 +195,9 @@ type ServerInterface interface {
 	// CreateRefund Refund part or all of a payment.
 	// (POST /refunds)
 	CreateRefund(ctx echo.Context) error
+	// ReceiveCardnetEvent Apply an event the card network sends about one of its charges, once per event.
+	// (POST /webhooks/cardnet)
+	ReceiveCardnetEvent(ctx echo.Context) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -221,6 +277,15 @@ func (w *ServerInterfaceWrapper) CreateRefund(ctx echo.Context) error {
 	return err
 }
 
+// ReceiveCardnetEvent converts echo context to params.
+func (w *ServerInterfaceWrapper) ReceiveCardnetEvent(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ReceiveCardnetEvent(ctx)
+	return err
+}
+
 // This is a simple interface which specifies echo.Route addition functions which
 // are present on both echo.Echo and echo.Group, since we want to allow using
 // either of them for path registration
@@ -272,6 +337,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/payments/:id", wrapper.GetPayment, options.OperationMiddlewares["getPayment"]...)
 	router.POST(options.BaseURL+"/refunds", wrapper.CreateRefund, options.OperationMiddlewares["createRefund"]...)
 	router.PUT(options.BaseURL+"/orders/:id", wrapper.PutOrder, options.OperationMiddlewares["putOrder"]...)
+	router.POST(options.BaseURL+"/webhooks/cardnet", wrapper.ReceiveCardnetEvent, options.OperationMiddlewares["receiveCardnetEvent"]...)
 
 }
 
@@ -445,6 +511,28 @@ func (response CreateRefund409ApplicationProblemPlusJSONResponse) VisitCreateRef
 	return err
 }
 
+type ReceiveCardnetEventRequestObject struct {
+	Body *ReceiveCardnetEventJSONRequestBody
+}
+
+type ReceiveCardnetEventResponseObject interface {
+	VisitReceiveCardnetEventResponse(w http.ResponseWriter) error
+}
+
+type ReceiveCardnetEvent200JSONResponse AppliedEvent
+
+func (response ReceiveCardnetEvent200JSONResponse) VisitReceiveCardnetEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// PutOrder Create an order under a client-chosen id; naturally idempotent with If-None-Match.
@@ -459,6 +547,9 @@ type StrictServerInterface interface {
 	// CreateRefund Refund part or all of a payment.
 	// (POST /refunds)
 	CreateRefund(ctx context.Context, request CreateRefundRequestObject) (CreateRefundResponseObject, error)
+	// ReceiveCardnetEvent Apply an event the card network sends about one of its charges, once per event.
+	// (POST /webhooks/cardnet)
+	ReceiveCardnetEvent(ctx context.Context, request ReceiveCardnetEventRequestObject) (ReceiveCardnetEventResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx echo.Context, request any) (any, error)
@@ -633,6 +724,52 @@ func (sh *strictHandler) CreateRefund(ctx echo.Context) error {
 		return err
 	} else if validResponse, ok := response.(CreateRefundResponseObject); ok {
 		return validResponse.VisitCreateRefundResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ReceiveCardnetEvent operation middleware
+func (sh *strictHandler) ReceiveCardnetEvent(ctx echo.Context) error {
+	var request ReceiveCardnetEventRequestObject
+
+	var body ReceiveCardnetEventJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ReceiveCardnetEvent(ctx.Request().Context(), request.(ReceiveCardnetEventRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReceiveCardnetEvent")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ReceiveCardnetEventResponseObject); ok {
+		return validResponse.VisitReceiveCardnetEventResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

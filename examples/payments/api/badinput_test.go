@@ -23,6 +23,7 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 type service struct {
 	url   string
 	e     http.Handler
+	cards *cardnet.Network
 	count func(sql string) int
 }
 
@@ -37,19 +38,21 @@ func newService(t testing.TB) *service {
 	if err := api.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	cards := httptest.NewServer(cardnet.New(cardnet.Options{}))
+	network := cardnet.New(cardnet.Options{})
+	t.Cleanup(network.Close)
+	cards := httptest.NewServer(network)
 	t.Cleanup(cards.Close)
 	eng, err := idem.New(pool, idem.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := api.NewServer(api.ServerConfig{Pool: pool, Engine: eng, CardURL: cards.URL})
+	e, err := api.NewServer(api.ServerConfig{Pool: pool, Engine: eng, CardURL: cards.URL, WebhookSecret: []byte("whsec_test")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
-	return &service{url: srv.URL, e: e, count: func(sql string) int {
+	return &service{url: srv.URL, e: e, cards: network, count: func(sql string) int {
 		var n int
 		if err := pool.QueryRow(ctx, strings.ReplaceAll(sql, "records", schema+".records")).Scan(&n); err != nil {
 			t.Fatal(err)

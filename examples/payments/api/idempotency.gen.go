@@ -16,6 +16,12 @@ import (
 	"time"
 )
 
+// ReceiveCardnetEventPhases are the phases of receiveCardnetEvent (POST /webhooks/cardnet), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+type ReceiveCardnetEventPhases interface {
+	// Apply is phase 1 of 1 ("apply"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	Apply(ctx context.Context, tx pgx.Tx, request ReceiveCardnetEventRequestObject, state *ReceiveCardnetEventState) (ReceiveCardnetEventResponseObject, error)
+}
+
 // CreateRefundPhases are the phases of createRefund (POST /refunds), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
 type CreateRefundPhases interface {
 	// Refund is phase 1 of 1 ("refund"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
@@ -34,8 +40,9 @@ type CreatePaymentPhases interface {
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	CreateRefund  CreateRefundPhases
-	CreatePayment CreatePaymentPhases
+	ReceiveCardnetEvent ReceiveCardnetEventPhases
+	CreateRefund        CreateRefundPhases
+	CreatePayment       CreatePaymentPhases
 }
 
 // PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
@@ -48,8 +55,34 @@ type PlainHandlers interface {
 
 // Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
 var Specs = map[string]*idemecho.Spec{
-	"createPayment": idemCreatePayment,
-	"createRefund":  idemCreateRefund,
+	"createPayment":       idemCreatePayment,
+	"createRefund":        idemCreateRefund,
+	"receiveCardnetEvent": idemReceiveCardnetEvent,
+}
+
+var idemReceiveCardnetEvent = &idemecho.Spec{
+	Exclude: nil,
+	Headers: nil,
+	Key: idemhttp.KeyRule{
+		Format:    idemhttp.FormatAny,
+		MaxLength: 255,
+		Pointer:   "/id",
+		Required:  true,
+	},
+	Operation: &idem.Operation{
+		ID:        "receiveCardnetEvent",
+		Namespace: "",
+		Policy: idem.Policy{
+			Ambiguous:     idem.AmbiguousResume,
+			Complete:      idem.CompleteOnRetry,
+			Lease:         10 * time.Second,
+			MaxReplayBody: 65536,
+			ReplayHeaders: []string{"Content-Type", "Location"},
+			Retention:     72 * time.Hour,
+		},
+	},
+	Route: "/webhooks/cardnet",
+	Scope: "sender:cardnet",
 }
 
 var idemCreateRefund = &idemecho.Spec{
@@ -117,6 +150,40 @@ func (s *idemServer) GetPayment(ctx context.Context, request GetPaymentRequestOb
 
 func (s *idemServer) PutOrder(ctx context.Context, request PutOrderRequestObject) (PutOrderResponseObject, error) {
 	return s.plain.PutOrder(ctx, request)
+}
+
+func (s *idemServer) ReceiveCardnetEvent(ctx context.Context, request ReceiveCardnetEventRequestObject) (ReceiveCardnetEventResponseObject, error) {
+	resp, err := idemecho.Execute(ctx, s.rt, nil, receiveCardnetEventPhases(s.phases.ReceiveCardnetEvent, request))
+	if err != nil {
+		return nil, err
+	}
+	return receiveCardnetEventWritten(idemecho.Writer(ctx, resp)), nil
+}
+
+// receiveCardnetEventWritten writes the engine's response (fresh, replayed or a problem) as a ReceiveCardnetEventResponseObject.
+type receiveCardnetEventWritten func(http.ResponseWriter) error
+
+func (w receiveCardnetEventWritten) VisitReceiveCardnetEventResponse(rw http.ResponseWriter) error {
+	return w(rw)
+}
+
+// receiveCardnetEventPhases binds the phases of receiveCardnetEvent to one request.
+func receiveCardnetEventPhases(p ReceiveCardnetEventPhases, request ReceiveCardnetEventRequestObject) []idem.Phase[ReceiveCardnetEventState] {
+	return []idem.Phase[ReceiveCardnetEventState]{
+		{
+			Final: func(ctx context.Context, tx pgx.Tx, state *ReceiveCardnetEventState) (*idem.Response, error) {
+				response, err := p.Apply(ctx, tx, request, state)
+				if err != nil {
+					return nil, err
+				}
+				if response == nil {
+					return nil, errors.New("receiveCardnetEvent: phase apply returned no response")
+				}
+				return idemecho.Render(response.VisitReceiveCardnetEventResponse)
+			},
+			Name: "apply",
+		},
+	}
 }
 
 func (s *idemServer) CreateRefund(ctx context.Context, request CreateRefundRequestObject) (CreateRefundResponseObject, error) {
@@ -204,12 +271,20 @@ func createPaymentPhases(p CreatePaymentPhases, request CreatePaymentRequestObje
 // phases through rt's engine; the others are served by plain (nil when every
 // operation is idempotent). Operations completed in the background are registered
 // with the engine's completer.
+// Operations scoped to a signed sender verify it with rt.Senders before anything else;
+// keep them out of middleware that authenticates callers otherwise.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	if rt == nil || rt.Engine == nil {
 		return errors.New("Register: rt and rt.Engine are required")
 	}
 	if plain == nil {
 		return errors.New("Register: plain is nil, but the spec has operations without x-idempotency")
+	}
+	if phases.ReceiveCardnetEvent == nil {
+		return errors.New("Register: phases.ReceiveCardnetEvent is nil")
+	}
+	if rt.Senders["cardnet"] == nil {
+		return errors.New("Register: receiveCardnetEvent is scoped to the sender verified by \"cardnet\"; set rt.Senders[\"cardnet\"]")
 	}
 	if phases.CreateRefund == nil {
 		return errors.New("Register: phases.CreateRefund is nil")
@@ -223,7 +298,7 @@ func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemech
 	if rt.Principal == nil {
 		return errors.New("Register: createPayment is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemCreateRefund.Operation, idemCreatePayment.Operation); err != nil {
+	if err := rt.Engine.Register(idemReceiveCardnetEvent.Operation, idemCreateRefund.Operation, idemCreatePayment.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
@@ -232,8 +307,9 @@ func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemech
 		rt:     rt,
 	}
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, nil), RegisterHandlersOptions{OperationMiddlewares: map[string][]echo.MiddlewareFunc{
-		"createPayment": {idemecho.Middleware(rt, idemCreatePayment)},
-		"createRefund":  {idemecho.Middleware(rt, idemCreateRefund)},
+		"createPayment":       {idemecho.Middleware(rt, idemCreatePayment)},
+		"createRefund":        {idemecho.Middleware(rt, idemCreateRefund)},
+		"receiveCardnetEvent": {idemecho.Middleware(rt, idemReceiveCardnetEvent)},
 	}})
 	return nil
 }

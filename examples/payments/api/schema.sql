@@ -3,6 +3,7 @@
 --   refunds:  one row per refund
 --   orders:   one row per (account, order id)
 --   outbox:   one receipt email per succeeded payment; delivered_at set once relayed
+--   card_events: one row per card network event applied (POST /webhooks/cardnet)
 CREATE TABLE IF NOT EXISTS payments (
     id          bigserial   PRIMARY KEY,
     account     text        NOT NULL,
@@ -11,8 +12,11 @@ CREATE TABLE IF NOT EXISTS payments (
     customer    text        NOT NULL,
     status      text        NOT NULL CHECK (status IN ('pending', 'succeeded', 'declined')),
     charge_id   text,
-    created_at  timestamptz NOT NULL DEFAULT now()
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    settled_at  timestamptz -- set by the card network's charge.succeeded event
 );
+ALTER TABLE payments ADD COLUMN IF NOT EXISTS settled_at timestamptz;
+CREATE INDEX IF NOT EXISTS payments_charge_id ON payments (charge_id);
 CREATE TABLE IF NOT EXISTS refunds (
     id          bigserial   PRIMARY KEY,
     payment_id  bigint      NOT NULL REFERENCES payments (id),
@@ -35,4 +39,17 @@ CREATE TABLE IF NOT EXISTS outbox (
     body         text        NOT NULL,
     created_at   timestamptz NOT NULL DEFAULT now(),
     delivered_at timestamptz
+);
+-- No UNIQUE on event_id, on purpose: the idempotency key (the event id,
+-- scoped to the verified sender) is what applies an event once, and the chaos
+-- harness counts these rows to prove it. A production schema would add the
+-- constraint as a second guard.
+CREATE TABLE IF NOT EXISTS card_events (
+    seq          bigserial   PRIMARY KEY,
+    event_id     text        NOT NULL,
+    type         text        NOT NULL CHECK (type IN ('charge.succeeded', 'charge.refunded')),
+    charge_id    text        NOT NULL,
+    payment_id   bigint      NOT NULL REFERENCES payments (id),
+    amount       bigint      NOT NULL,
+    applied_at   timestamptz NOT NULL DEFAULT now()
 );

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/idemgen/idemgen/examples/payments/cardnet"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
+	"github.com/idemgen/idemgen/runtime/idemsig"
 )
 
 // The server's timeouts (see NewServer).
@@ -33,12 +35,19 @@ type ServerConfig struct {
 	UnsafeFreshChargeKeys bool
 	Logger                *slog.Logger         // request logs; nil for none
 	Metrics               *prometheus.Registry // served at /metrics when set
+	// WebhookSecret is the secret the card network signs its webhooks
+	// with (cardnet.SecretEnv). Required.
+	WebhookSecret []byte
 }
 
 // NewServer returns the payments service's echo instance: /healthz,
-// /metrics, and the API behind Bearer authentication. Every refusal is
+// /metrics, the API behind Bearer authentication, and the card network's
+// webhook receiver behind its signature. Every refusal is
 // problem+json, and request bodies are decoded strictly.
 func NewServer(cfg ServerConfig) (*echo.Echo, error) {
+	if len(cfg.WebhookSecret) == 0 {
+		return nil, errors.New("api: ServerConfig.WebhookSecret is required: it verifies the card network's webhooks")
+	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	// A client that trickles its headers or body, or never reads the
@@ -64,7 +73,9 @@ func NewServer(cfg ServerConfig) (*echo.Echo, error) {
 	}
 	svc := &Service{Pool: cfg.Pool, Cards: &cardnet.Client{URL: cfg.CardURL, HTTP: &http.Client{Timeout: 30 * time.Second}},
 		UnsafeFreshChargeKeys: cfg.UnsafeFreshChargeKeys}
-	rt := &idemecho.Runtime{Engine: cfg.Engine, Principal: Principal, Logger: cfg.Logger}
+	rt := &idemecho.Runtime{Engine: cfg.Engine, Principal: Principal, Logger: cfg.Logger,
+		Senders: map[string]idemsig.Verifier{"cardnet": &idemsig.HMAC{Header: cardnet.SignatureHeader,
+			Secrets: []idemsig.Secret{{Sender: "cardnet", Key: cfg.WebhookSecret}}, Tolerance: 5 * time.Minute}}}
 	if err := Register(e.Group("", Authenticate), svc, svc.Phases(), rt); err != nil {
 		return nil, err
 	}

@@ -41,6 +41,8 @@ func (s *Service) Phases() Phases {
 	return Phases{
 		CreatePayment: &CreatePaymentImpl{Cards: s.Cards, UnsafeFreshKeys: s.UnsafeFreshChargeKeys},
 		CreateRefund:  &CreateRefundImpl{},
+
+		ReceiveCardnetEvent: &ReceiveCardnetEventImpl{},
 	}
 }
 
@@ -58,11 +60,19 @@ func Account(ctx context.Context) string {
 	return a
 }
 
+// WebhookRoute is the card network's webhook receiver. Its requests are
+// authenticated by their signature (the generated handler verifies it with
+// Runtime.Senders["cardnet"]), not by a bearer token.
+const WebhookRoute = "/webhooks/cardnet"
+
 // Authenticate is the echo middleware that takes the account from
 // "Authorization: Bearer <account>" (a stand-in for real authentication) and
-// answers 401 without one.
+// answers 401 without one. It leaves WebhookRoute to its signature.
 func Authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		if c.Path() == WebhookRoute {
+			return next(c)
+		}
 		acct, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
 		acct = strings.TrimSpace(acct)
 		if !ok || acct == "" {

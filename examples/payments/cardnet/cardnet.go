@@ -8,6 +8,13 @@
 //	               amount is 402 (declined). The same key again returns the same
 //	               answer; the same key with another body is 422.
 //	GET  /charges  {"charges": [...], "count": N}: every successful charge, once.
+//	GET  /events   {"events": [...], "count": N}: every webhook event and its deliveries.
+//
+// Once SetWebhooks names a URL, the network tells it about its charges as
+// real networks do: a signed charge.succeeded event for every successful
+// charge, and charge.refunded for a share of them, each delivered at least
+// once: retried with backoff until a 2xx, and sometimes delivered twice on
+// purpose (see Webhooks).
 package cardnet
 
 import (
@@ -59,6 +66,7 @@ type Network struct {
 	byKey   map[string]entry
 	charges []Charge
 	posts   int
+	hooks   webhooks
 }
 
 type entry struct {
@@ -104,6 +112,9 @@ func (n *Network) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"charges": ok, "count": len(ok)})
+	case r.Method == http.MethodGet && r.URL.Path == "/events":
+		events := n.Events()
+		writeJSON(w, http.StatusOK, map[string]any{"events": events, "count": len(events)})
 	default:
 		http.NotFound(w, r)
 	}
@@ -139,6 +150,9 @@ func (n *Network) charge(w http.ResponseWriter, r *http.Request) {
 		e = entry{req: req, charge: c}
 		n.byKey[key] = e
 		n.charges = append(n.charges, c)
+		if c.Status == "succeeded" {
+			n.newEventLocked(EventChargeSucceeded, c)
+		}
 	}
 	n.mu.Unlock()
 	if !seen && opts.OnCharge != nil {

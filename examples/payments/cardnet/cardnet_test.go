@@ -2,9 +2,17 @@ package cardnet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idemsig"
 )
 
 func TestIdempotentCharges(t *testing.T) {
@@ -44,5 +52,87 @@ func TestIdempotentCharges(t *testing.T) {
 	}
 	if ok != 2 || n.Posts() != 6 {
 		t.Fatalf("%d charges, %d posts; want 2 and 6", ok, n.Posts())
+	}
+}
+
+// TestWebhooksAtLeastOnce: every successful charge is announced with a
+// signed charge.succeeded event, retried until a 2xx, delivered a second
+// time when the duplicate share says so, and followed by charge.refunded
+// for the refund share; a declined charge is not announced.
+func TestWebhooksAtLeastOnce(t *testing.T) {
+	secret := []byte("whsec_test")
+	verifier := &idemsig.HMAC{Header: SignatureHeader, Secrets: []idemsig.Secret{{Sender: "cardnet", Key: secret}}}
+	var mu sync.Mutex
+	got := map[string]int{} // event id -> 2xx answers
+	posts := 0
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if _, err := verifier.Verify(r, body); err != nil {
+			t.Errorf("delivery: %v", err)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		var ev Event
+		if err := json.Unmarshal(body, &ev); err != nil {
+			t.Errorf("delivery body %s: %v", body, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		posts++
+		if posts%2 == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable) // every other attempt fails: retried
+			return
+		}
+		got[ev.ID]++
+		if got[ev.ID] > 1 {
+			w.Header().Set("Idempotent-Replayed", "true")
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer receiver.Close()
+	n := New(Options{})
+	n.SetWebhooks(Webhooks{URL: receiver.URL, Secret: secret, DuplicateShare: 1, RefundShare: 1, MinWait: 5 * time.Millisecond, MaxWait: 20 * time.Millisecond})
+	defer n.Close()
+	srv := httptest.NewServer(n)
+	defer srv.Close()
+	c := &Client{URL: srv.URL}
+	ch, err := c.Charge(context.Background(), "k1", Request{Amount: 100, Currency: "EUR", Customer: "a@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Charge(context.Background(), "k2", Request{Amount: DeclinedAmount, Currency: "EUR"}); !errors.Is(err, ErrDeclined) {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var events []EventStatus
+	for {
+		events = n.Events()
+		if len(events) == 2 && events[0].Done && events[1].Done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("events not delivered: %+v", events)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i, want := range []string{EventChargeSucceeded, EventChargeRefunded} {
+		ev := events[i]
+		if ev.Event.Type != want || ev.Event.Charge.ID != ch.ID || !strings.HasPrefix(ev.Event.ID, "evt_") || !ev.Delivered || !ev.Duplicate {
+			t.Fatalf("event %d: %+v; want %s of %s, delivered twice", i, ev, want, ch.ID)
+		}
+		var ok, dupOK, failed int
+		for _, d := range ev.Deliveries {
+			switch {
+			case d.Status == 200 && d.Duplicate && d.Replayed:
+				dupOK++
+			case d.Status == 200 && !d.Duplicate:
+				ok++
+			case d.Status == 503:
+				failed++
+			}
+		}
+		if ok != 1 || dupOK != 1 || failed != 2 {
+			t.Fatalf("event %d deliveries %+v; want a 503 then a 200, twice (the second replayed)", i, ev.Deliveries)
+		}
 	}
 }

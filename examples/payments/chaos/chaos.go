@@ -2,16 +2,20 @@
 // account and key, at most one execution commits its effects, and every
 // success response is that execution's. It runs PostgreSQL, three service
 // processes behind a round-robin proxy, a TCP fault proxy (toxiproxy) between
-// each service and the database, and the card network as its own process;
-// then concurrent clients pay while a seeded schedule kills services,
-// cuts and resets database connections, slows the card network past the
-// lease, restarts PostgreSQL and drops responses after the service answered.
-// The checker then counts payments, charges and emails per intent.
+// each service and the database, and the card network as its own process,
+// which sends its signed webhooks through the same proxy; then concurrent
+// clients pay while a seeded schedule kills services, cuts and resets
+// database connections, slows the card network past the lease, restarts
+// PostgreSQL and drops responses after the service answered. The checker
+// then counts payments, charges and emails per intent, and applications per
+// webhook event.
 package chaos
 
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,6 +67,14 @@ type Config struct {
 	// every attempt instead of the intent's: the checker must then find
 	// duplicate payments.
 	UnsafeClientKeys bool
+	// Webhooks makes the card network deliver its signed events to the
+	// services (through the front proxy, so under the same faults), and
+	// the checker count how often each was applied.
+	Webhooks bool
+	// WebhookDuplicates is the share of events the card network delivers a
+	// second time on purpose; WebhookRefunds the share of charges it
+	// refunds on its own (charge.refunded).
+	WebhookDuplicates, WebhookRefunds float64
 }
 
 // Report is what a run found.
@@ -76,17 +88,24 @@ type Report struct {
 	Duplicates, Losses                              int
 	Wall                                            time.Duration
 	Problems                                        []string // one line per offending intent
+
+	// Webhook events the card network sent, their delivery attempts, the
+	// deliberate second deliveries, the deliveries answered with a replay,
+	// and the events applied more than once (or never sent) or never.
+	WebhookEvents, WebhookDeliveries, WebhookDuplicatesSent, WebhookReplays int
+	WebhookAppliedTwice, WebhookMissing                                     int
 }
 
 // OK reports whether the run kept the promise.
 func (r *Report) OK() bool {
-	return r.Duplicates == 0 && r.Losses == 0 && r.OverRefunded == 0 && len(r.Problems) == 0
+	return r.Duplicates == 0 && r.Losses == 0 && r.OverRefunded == 0 && r.WebhookAppliedTwice == 0 && r.WebhookMissing == 0 &&
+		len(r.Problems) == 0
 }
 
 // Table is the figures as text.
 func (r *Report) Table() string {
 	var b strings.Builder
-	row := func(k string, v any) { fmt.Fprintf(&b, "  %-34s %v\n", k, v) }
+	row := func(k string, v any) { fmt.Fprintf(&b, "  %-41s %v\n", k, v) }
 	row("seed", r.Seed)
 	row("intents (succeeded / declined)", fmt.Sprintf("%d (%d / %d)", r.Intents, r.Succeeded, r.Declined))
 	row("refund intents (succeeded)", fmt.Sprintf("%d (%d)", r.Refunds, r.RefundsSucceeded))
@@ -106,6 +125,11 @@ func (r *Report) Table() string {
 	row("duplicates (must be 0)", r.Duplicates)
 	row("losses (must be 0)", r.Losses)
 	row("over-refunded payments (must be 0)", r.OverRefunded)
+	row("webhook events (deliveries)", fmt.Sprintf("%d (%d)", r.WebhookEvents, r.WebhookDeliveries))
+	row("webhook duplicates sent on purpose", r.WebhookDuplicatesSent)
+	row("webhook deliveries replayed", r.WebhookReplays)
+	row("webhook events applied twice (must be 0)", r.WebhookAppliedTwice)
+	row("webhook events missing (must be 0)", r.WebhookMissing)
 	row("wall time", r.Wall.Round(time.Millisecond))
 	return b.String()
 }
@@ -146,6 +170,7 @@ type run struct {
 	kills, connFaults, pgRestarts, slowCard atomic.Int64
 	refunds                                 [][]*refundIntent // per client
 	sayMu                                   sync.Mutex
+	secret                                  string // the card network's webhook signing secret
 }
 
 // newRand returns a generator for one purpose (the fault schedule, one
@@ -220,33 +245,50 @@ func (r *run) up(ctx context.Context) error {
 		return err
 	}
 	r.sink = &outbox.Sink{Path: filepath.Join(r.dir, "mail.jsonl")}
-	r.card = &childproc.Process{Name: "cardnet", Bin: r.cfg.CardnetBin, Log: filepath.Join(r.dir, "cardnet.log"),
-		Args: []string{"-addr", "127.0.0.1:0", "-fail-after", strconv.FormatFloat(r.cfg.CardFailAfter, 'f', -1, 64)}}
-	if err := r.card.Start(30 * time.Second); err != nil {
-		return err
-	}
+	secret := make([]byte, 32)
+	crand.Read(secret)
+	r.secret = hex.EncodeToString(secret)
+	// The services' addresses come first: the front proxy spreads over
+	// them, and the card network delivers its webhooks through it.
 	var addrs []string
-	for i, p := range r.proxies {
+	for range r.proxies {
 		port, err := freePort()
 		if err != nil {
 			return err
 		}
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		args := []string{"-addr", addr, "-card-url", "http://" + r.card.Addr(), "-mail-sink", r.sink.Path}
+		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", port))
+	}
+	r.front, err = newFrontProxy(addrs, r.cfg.DropRate, r.newRand(1))
+	if err != nil {
+		return err
+	}
+	cardArgs := []string{"-addr", "127.0.0.1:0", "-fail-after", strconv.FormatFloat(r.cfg.CardFailAfter, 'f', -1, 64)}
+	if r.cfg.Webhooks {
+		cardArgs = append(cardArgs, "-webhook-url", "http://"+r.front.addr+"/webhooks/cardnet",
+			"-webhook-duplicate", strconv.FormatFloat(r.cfg.WebhookDuplicates, 'f', -1, 64),
+			"-webhook-refund", strconv.FormatFloat(r.cfg.WebhookRefunds, 'f', -1, 64),
+			"-webhook-min-wait", "200ms", "-webhook-max-wait", "2s")
+	}
+	r.card = &childproc.Process{Name: "cardnet", Bin: r.cfg.CardnetBin, Log: filepath.Join(r.dir, "cardnet.log"),
+		Args: cardArgs, Env: []string{cardnet.SecretEnv + "=" + r.secret}}
+	if err := r.card.Start(30 * time.Second); err != nil {
+		return err
+	}
+	for i, p := range r.proxies {
+		args := []string{"-addr", addrs[i], "-card-url", "http://" + r.card.Addr(), "-mail-sink", r.sink.Path}
 		if r.cfg.UnsafeKeys {
 			args = append(args, "-unsafe-fresh-charge-keys")
 		}
 		s := &childproc.Process{Name: fmt.Sprintf("payments-%d", i), Bin: r.cfg.PaymentsBin, Args: args,
-			Env: []string{fmt.Sprintf("DATABASE_URL=postgres://postgres@%s/chaos?sslmode=disable&pool_max_conns=16&connect_timeout=5", p.addr)},
+			Env: []string{fmt.Sprintf("DATABASE_URL=postgres://postgres@%s/chaos?sslmode=disable&pool_max_conns=16&connect_timeout=5", p.addr),
+				cardnet.SecretEnv + "=" + r.secret},
 			Log: filepath.Join(r.dir, fmt.Sprintf("payments-%d.log", i))}
 		if err := s.Start(60 * time.Second); err != nil {
 			return err
 		}
 		r.services = append(r.services, s)
-		addrs = append(addrs, addr)
 	}
-	r.front, err = newFrontProxy(addrs, r.cfg.DropRate, r.newRand(1))
-	return err
+	return nil
 }
 
 func (r *run) down() {
@@ -646,6 +688,9 @@ func (r *run) check(ctx context.Context, all [][]*intent) {
 		rep.Problems = append(rep.Problems, "checker: refunds: "+err.Error())
 	} else {
 		r.judgeRefunds(truth, refunds)
+	}
+	if r.cfg.Webhooks {
+		r.checkWebhooks(ctx)
 	}
 	sort.Strings(rep.Problems)
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/idemgen/idemgen/examples/payments/cardnet"
 )
 
 func build(t *testing.T) (payments, cardnet string) {
@@ -23,7 +25,9 @@ func build(t *testing.T) (payments, cardnet string) {
 
 // TestShortRound is the chaos round of `make test`: at least 200 intents with
 // kills, connection faults, a PostgreSQL restart, a slow card network and
-// dropped responses; no intent may be duplicated or lost.
+// dropped responses, while the card network delivers its signed webhooks
+// through the same faults; no intent may be duplicated or lost, and every
+// webhook event must be applied exactly once.
 func TestShortRound(t *testing.T) {
 	payments, cardnet := build(t)
 	var log bytes.Buffer
@@ -31,6 +35,7 @@ func TestShortRound(t *testing.T) {
 		Seed: 20261130, Clients: 8, RetryableClients: 1, Intents: 25,
 		Think: 300 * time.Millisecond, Kills: 3, ConnFaults: 6, PGRestarts: 1, SlowCard: 1, DropRate: 0.03, RefundShare: 0.25,
 		CardFailAfter: 0.05, FaultEvery: 1200 * time.Millisecond, Deadline: 150 * time.Second,
+		Webhooks: true, WebhookDuplicates: 0.1, WebhookRefunds: 0.1,
 		PaymentsBin: payments, CardnetBin: cardnet, Out: &log, Dir: t.TempDir(),
 	})
 	t.Log("\n" + log.String())
@@ -43,6 +48,36 @@ func TestShortRound(t *testing.T) {
 	}
 	if rep.Intents < 200 || rep.Kills != 3 || rep.ConnFaults != 6 || rep.PGRestarts != 1 || rep.Refunds < 30 || rep.RefundsSucceeded == 0 {
 		t.Fatalf("the round did not run as planned: %+v", rep)
+	}
+	// Exactly once for webhooks: one event per succeeded payment (and the
+	// network's own refunds), each applied once, duplicates replayed.
+	if rep.WebhookEvents < rep.Succeeded || rep.WebhookDuplicatesSent == 0 || rep.WebhookReplays < rep.WebhookDuplicatesSent ||
+		rep.WebhookAppliedTwice != 0 || rep.WebhookMissing != 0 {
+		t.Fatalf("webhooks: %d events for %d succeeded payments, %d duplicates sent, %d replays, %d applied twice, %d missing",
+			rep.WebhookEvents, rep.Succeeded, rep.WebhookDuplicatesSent, rep.WebhookReplays, rep.WebhookAppliedTwice, rep.WebhookMissing)
+	}
+}
+
+// TestJudgeWebhooks: the webhook checker reports an event applied twice, an
+// event never applied, a row for an event never sent, and a deliberate
+// second delivery that was not a replay.
+func TestJudgeWebhooks(t *testing.T) {
+	ev := func(id string, deliveries ...cardnet.Delivery) cardnet.EventStatus {
+		return cardnet.EventStatus{Event: cardnet.Event{ID: id, Type: cardnet.EventChargeSucceeded}, Deliveries: deliveries, Done: true}
+	}
+	ok := cardnet.Delivery{Status: 200}
+	replayed := cardnet.Delivery{Status: 200, Duplicate: true, Replayed: true}
+	r := &run{}
+	r.judgeWebhooks([]cardnet.EventStatus{
+		ev("evt_ok", cardnet.Delivery{Status: 503}, ok, replayed), // fine
+		ev("evt_twice", ok),
+		ev("evt_missing", cardnet.Delivery{Status: 503}),
+		ev("evt_not_replayed", ok, cardnet.Delivery{Status: 200, Duplicate: true}),
+	}, map[string]int{"evt_ok": 1, "evt_twice": 2, "evt_not_replayed": 1, "evt_stranger": 1})
+	rep := r.report
+	if rep.WebhookEvents != 4 || rep.WebhookDeliveries != 7 || rep.WebhookDuplicatesSent != 2 || rep.WebhookReplays != 1 ||
+		rep.WebhookAppliedTwice != 2 || rep.WebhookMissing != 1 || len(rep.Problems) != 4 || rep.OK() {
+		t.Fatalf("report %+v", rep)
 	}
 }
 

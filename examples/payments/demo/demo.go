@@ -1,15 +1,20 @@
 // Package demo is the scripted story `make demo` tells, and the test that
 // checks it: it starts PostgreSQL, the fake card network and the payments
 // service as a real process, then pays through the generated client
-// (payclient), kills the service in the middle of a payment, restarts it,
-// and counts payments, charges and emails. Every step checks what it shows;
-// the first surprise ends the story with an error.
+// (payclient), shows the card network's signed webhooks (a duplicate
+// delivery replayed, a forged one refused), kills the service in the middle
+// of a payment, restarts it, and counts payments, charges, emails and
+// applied webhook events. Every step checks what it shows; the first
+// surprise ends the story with an error.
 package demo
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,11 +27,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/idemgen/idemgen/examples/payments/api"
 	"github.com/idemgen/idemgen/examples/payments/cardnet"
 	"github.com/idemgen/idemgen/examples/payments/outbox"
 	"github.com/idemgen/idemgen/examples/payments/payclient"
 	"github.com/idemgen/idemgen/internal/childproc"
 	"github.com/idemgen/idemgen/runtime/idemclient"
+	"github.com/idemgen/idemgen/runtime/idemsig"
 	"github.com/idemgen/idemgen/runtime/pglocal"
 )
 
@@ -46,6 +53,9 @@ type Config struct {
 type Tally struct {
 	Intents, Succeeded, Declined int
 	Payments, Charges, Emails    int
+	// Events are the card network's webhook events; Applied counts their
+	// rows in card_events, Deliveries every attempt to deliver them.
+	Events, Applied, Deliveries int
 }
 
 type story struct {
@@ -58,6 +68,7 @@ type story struct {
 	logPath string
 	server  *childproc.Process
 	base    string
+	secret  []byte // the card network's webhook signing secret
 	step    int
 	http    *http.Client // for the card network's GET /charges
 	mu      sync.Mutex
@@ -90,6 +101,10 @@ func Run(ctx context.Context, cfg Config) (*Tally, error) {
 	s.dbURL = env.URL
 
 	s.cards = cardnet.New(cardnet.Options{})
+	defer s.cards.Close()
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	s.secret = []byte(hex.EncodeToString(secret)) // it travels in the service's environment
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -104,6 +119,10 @@ func Run(ctx context.Context, cfg Config) (*Tally, error) {
 		return nil, err
 	}
 	defer s.stop()
+	// Every event is delivered twice here, to show the duplicate replayed.
+	s.cards.SetWebhooks(cardnet.Webhooks{URL: s.base + api.WebhookRoute, Secret: s.secret, DuplicateShare: 1,
+		MinWait: 100 * time.Millisecond, MaxWait: time.Second})
+	s.say("The card network signs a webhook event for each charge and delivers it to %s%s at least once (here, twice).", s.base, api.WebhookRoute)
 	t, err := s.tell(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w\n(the service's log is %s)", err, s.logPath)
@@ -127,7 +146,7 @@ func (s *story) start() error {
 	if s.server == nil {
 		s.server = &childproc.Process{Name: "payments", Bin: s.cfg.Server, Log: s.logPath,
 			Args: []string{"-addr", "127.0.0.1:0", "-card-url", s.cardURL, "-mail-sink", s.sink.Path},
-			Env:  []string{"DATABASE_URL=" + s.dbURL}}
+			Env:  []string{"DATABASE_URL=" + s.dbURL, cardnet.SecretEnv + "=" + string(s.secret)}}
 	}
 	if err := s.server.Start(30 * time.Second); err != nil {
 		return err
@@ -249,6 +268,10 @@ func (s *story) tell(ctx context.Context) (*Tally, error) {
 		return nil, expect(false, "reused key: %s after %d attempts", r.summary(), r.res.Attempts)
 	}
 
+	if err := s.webhooks(ctx, first.body); err != nil {
+		return nil, err
+	}
+
 	s.title("Two concurrent calls with one key (the card network is slow now): the second gets 409, waits as told, and gets the first's answer.")
 	// The second call is sent once the card network sees the first one's
 	// charge: the first execution then surely holds the claim.
@@ -352,12 +375,100 @@ func (s *story) tell(ctx context.Context) (*Tally, error) {
 	s.say("   payments:  %d succeeded rows in the payments table (%d declined)", t.Payments, t.Declined)
 	s.say("   charges:   %d at the card network (GET /charges)", t.Charges)
 	s.say("   emails:    %d receipts in the mail sink", t.Emails)
-	if err := expect(t.Payments == t.Succeeded && t.Charges == t.Succeeded && t.Emails == t.Succeeded,
-		"tally: %+v", *t); err != nil {
+	s.say("   webhooks:  %d events, %d deliveries (retried while the service was down or a payment unfinished, each event twice on purpose); %d applied (card_events rows)", t.Events, t.Deliveries, t.Applied)
+	if err := expect(t.Payments == t.Succeeded && t.Charges == t.Succeeded && t.Emails == t.Succeeded &&
+		t.Events == t.Succeeded && t.Applied == t.Events, "tally: %+v", *t); err != nil {
 		return nil, err
 	}
 	s.say("\nEvery intent happened exactly once. Stopping everything.")
 	return t, nil
+}
+
+// webhooks shows the card network's event about the first payment's
+// charge: its two deliveries (the second replayed), the one row it left,
+// and a forged delivery refused.
+func (s *story) webhooks(ctx context.Context, firstBody []byte) error {
+	s.title("The card network confirms the charge with a signed webhook, charge.succeeded, and delivers it twice: the second delivery is replayed.")
+	var p struct {
+		ChargeID string `json:"charge_id"`
+	}
+	if err := json.Unmarshal(firstBody, &p); err != nil || p.ChargeID == "" {
+		return expect(false, "the first payment has no charge: %s", firstBody)
+	}
+	var ev cardnet.EventStatus
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		found := false
+		for _, e := range s.cards.Events() {
+			if e.Event.Charge.ID == p.ChargeID && e.Event.Type == cardnet.EventChargeSucceeded {
+				ev, found = e, true
+			}
+		}
+		if found && ev.Done {
+			break
+		}
+		if time.Now().After(end) {
+			return expect(false, "the event about %s was not delivered twice in 30s: %+v", p.ChargeID, ev)
+		}
+	}
+	for _, d := range ev.Deliveries {
+		sig := d.Signature
+		if i := strings.Index(sig, ",v1="); i >= 0 && len(sig) > i+20 {
+			sig = sig[:i+20] + "…"
+		}
+		what := "POST"
+		if d.Duplicate {
+			what = "POST (the same event again)"
+		}
+		s.say("   → %s %s  %s: %s  %s", what, api.WebhookRoute, cardnet.SignatureHeader, sig, ev.Body)
+		h := http.Header{}
+		if d.Replayed {
+			h.Set("Idempotent-Replayed", "true")
+		}
+		var err error
+		if d.Err != "" {
+			err = errors.New(d.Err)
+		}
+		s.say("   ← %s", summary(d.Status, h, []byte(d.Answer), err))
+	}
+	last := ev.Deliveries[len(ev.Deliveries)-1]
+	first := ev.Deliveries[0]
+	for _, d := range ev.Deliveries {
+		if d.Status == 200 && !d.Duplicate {
+			first = d
+		}
+	}
+	if err := expect(last.Duplicate && last.Status == 200 && last.Replayed && last.Answer == first.Answer,
+		"the duplicate delivery: %+v, first %+v", last, first); err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, s.dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	var rows int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM card_events WHERE event_id = $1`, ev.Event.ID).Scan(&rows); err != nil {
+		return err
+	}
+	s.say("   rows in card_events for %s: %d (the payment is settled once)", ev.Event.ID, rows)
+	if err := expect(rows == 1, "%s applied %d times", ev.Event.ID, rows); err != nil {
+		return err
+	}
+
+	s.say("   A forged delivery (signed with a guessed secret) is refused before anything is recorded:")
+	forged := strings.Replace(ev.Body, ev.Event.ID, "evt_forged", 1)
+	req, _ := http.NewRequestWithContext(ctx, "POST", s.base+api.WebhookRoute, strings.NewReader(forged))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(cardnet.SignatureHeader, idemsig.Sign(time.Now(), []byte(forged), []byte("whsec_guess")))
+	s.say("   → POST %s  %s  %s", api.WebhookRoute, "(a bad signature)", forged)
+	res, err := s.http.Do(req)
+	if err != nil {
+		return err
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	s.say("   ← %s", summary(res.StatusCode, res.Header, body, nil))
+	return expect(res.StatusCode == 401, "forged delivery: %d %s", res.StatusCode, body)
 }
 
 // count reads the database, the card network and the mail sink, waiting a
@@ -389,6 +500,31 @@ func (s *story) count(ctx context.Context, t *Tally) error {
 		return err
 	}
 	t.Charges = list.Count
+	// The card network delivers its last events in the background.
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		events := s.cards.Events()
+		t.Events, t.Deliveries = len(events), 0
+		done := 0
+		for _, e := range events {
+			t.Deliveries += len(e.Deliveries)
+			if e.Done {
+				done++
+			}
+		}
+		if done == len(events) || time.Now().After(end) {
+			break
+		}
+	}
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM card_events`).Scan(&t.Applied); err != nil {
+		return err
+	}
+	var duplicated int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM (SELECT event_id FROM card_events GROUP BY event_id HAVING count(*) > 1) d`).Scan(&duplicated); err != nil {
+		return err
+	}
+	if duplicated > 0 {
+		return fmt.Errorf("demo: %d webhook events applied more than once", duplicated)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		mails, err := s.sink.Mails()

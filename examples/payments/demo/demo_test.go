@@ -22,10 +22,12 @@ func TestStory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tally.Intents != 4 || tally.Succeeded != 3 || tally.Payments != 3 || tally.Charges != 3 || tally.Emails != 3 {
+	if tally.Intents != 4 || tally.Succeeded != 3 || tally.Payments != 3 || tally.Charges != 3 || tally.Emails != 3 ||
+		tally.Events != 3 || tally.Applied != 3 || tally.Deliveries < 6 {
 		t.Fatalf("tally %+v", *tally)
 	}
-	for _, want := range []string{"Idempotent-Replayed: true", "422 Unprocessable Entity", "409 Conflict", "402 Payment Required", "kill -9", "the client retries in"} {
+	for _, want := range []string{"Idempotent-Replayed: true", "422 Unprocessable Entity", "409 Conflict", "402 Payment Required", "kill -9", "the client retries in",
+		"POST /webhooks/cardnet", "(the same event again)", "401 Unauthorized"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the story never shows %q", want)
 		}

@@ -12,9 +12,28 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/oapi-codegen/runtime"
 )
+
+// Defines values for CardEventType.
+const (
+	ChargeRefunded  CardEventType = "charge.refunded"
+	ChargeSucceeded CardEventType = "charge.succeeded"
+)
+
+// Valid indicates whether the value is a known member of the CardEventType enum.
+func (e CardEventType) Valid() bool {
+	switch e {
+	case ChargeRefunded:
+		return true
+	case ChargeSucceeded:
+		return true
+	default:
+		return false
+	}
+}
 
 // Defines values for PaymentStatus.
 const (
@@ -51,6 +70,37 @@ func (e PutOrderParamsIfNoneMatch) Valid() bool {
 		return false
 	}
 }
+
+// AppliedEvent defines model for AppliedEvent.
+type AppliedEvent struct {
+	// AppliedAt When the service applied the event; the same in every replay.
+	AppliedAt time.Time `json:"applied_at"`
+	Event     string    `json:"event"`
+	PaymentId int64     `json:"payment_id"`
+	Type      string    `json:"type"`
+}
+
+// CardCharge defines model for CardCharge.
+type CardCharge struct {
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+	Id       string `json:"id"`
+}
+
+// CardEvent defines model for CardEvent.
+type CardEvent struct {
+	Charge CardCharge `json:"charge"`
+
+	// Created When the network created the event
+	Created int64 `json:"created"`
+
+	// Id The event's id (evt_...), the same on every delivery of the event: the idempotency key.
+	Id   string        `json:"id"`
+	Type CardEventType `json:"type"`
+}
+
+// CardEventType defines model for CardEvent.Type.
+type CardEventType string
 
 // NewOrder defines model for NewOrder.
 type NewOrder struct {
@@ -129,6 +179,9 @@ type CreatePaymentJSONRequestBody = NewPayment
 
 // CreateRefundJSONRequestBody defines body for CreateRefund for application/json ContentType.
 type CreateRefundJSONRequestBody = NewRefund
+
+// ReceiveCardnetEventJSONRequestBody defines body for ReceiveCardnetEvent for application/json ContentType.
+type ReceiveCardnetEventJSONRequestBody = CardEvent
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -248,6 +301,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /refunds (the `CreateRefund` operationId).
 	CreateRefund(ctx context.Context, body CreateRefundJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReceiveCardnetEventWithBody Apply an event the card network sends about one of its charges, once per event.
+	//
+	// The card network delivers each event at least once, signed (Cardnet-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>, see docs/webhooks.md), and delivers it again until it gets a 2xx. The event's id is the idempotency key, scoped to the verified sender: a second delivery gets the first one's answer. It is not behind Bearer authentication; the signature is its authentication. An event about a charge whose payment has not finished yet is answered 503 and nothing is recorded, so the network delivers it again later.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /webhooks/cardnet (the `ReceiveCardnetEvent` operationId).
+	ReceiveCardnetEventWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReceiveCardnetEvent Apply an event the card network sends about one of its charges, once per event.
+	//
+	// The card network delivers each event at least once, signed (Cardnet-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>, see docs/webhooks.md), and delivers it again until it gets a 2xx. The event's id is the idempotency key, scoped to the verified sender: a second delivery gets the first one's answer. It is not behind Bearer authentication; the signature is its authentication. An event about a charge whose payment has not finished yet is answered 503 and nothing is recorded, so the network delivers it again later.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /webhooks/cardnet (the `ReceiveCardnetEvent` operationId).
+	ReceiveCardnetEvent(ctx context.Context, body ReceiveCardnetEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // PutOrderWithBody Create an order under a client-chosen id; naturally idempotent with If-None-Match.
@@ -355,6 +426,44 @@ func (c *Client) CreateRefundWithBody(ctx context.Context, contentType string, b
 // Corresponds with POST /refunds (the `CreateRefund` operationId).
 func (c *Client) CreateRefund(ctx context.Context, body CreateRefundJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateRefundRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReceiveCardnetEventWithBody Apply an event the card network sends about one of its charges, once per event.
+//
+// The card network delivers each event at least once, signed (Cardnet-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>, see docs/webhooks.md), and delivers it again until it gets a 2xx. The event's id is the idempotency key, scoped to the verified sender: a second delivery gets the first one's answer. It is not behind Bearer authentication; the signature is its authentication. An event about a charge whose payment has not finished yet is answered 503 and nothing is recorded, so the network delivers it again later.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /webhooks/cardnet (the `ReceiveCardnetEvent` operationId).
+func (c *Client) ReceiveCardnetEventWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReceiveCardnetEventRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReceiveCardnetEvent Apply an event the card network sends about one of its charges, once per event.
+//
+// The card network delivers each event at least once, signed (Cardnet-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>, see docs/webhooks.md), and delivers it again until it gets a 2xx. The event's id is the idempotency key, scoped to the verified sender: a second delivery gets the first one's answer. It is not behind Bearer authentication; the signature is its authentication. An event about a charge whose payment has not finished yet is answered 503 and nothing is recorded, so the network delivers it again later.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /webhooks/cardnet (the `ReceiveCardnetEvent` operationId).
+func (c *Client) ReceiveCardnetEvent(ctx context.Context, body ReceiveCardnetEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReceiveCardnetEventRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -539,6 +648,46 @@ func NewCreateRefundRequestWithBody(server string, contentType string, body io.R
 	return req, nil
 }
 
+// NewReceiveCardnetEventRequest calls the generic ReceiveCardnetEvent builder with application/json body
+func NewReceiveCardnetEventRequest(server string, body ReceiveCardnetEventJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReceiveCardnetEventRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewReceiveCardnetEventRequestWithBody constructs an http.Request for the ReceiveCardnetEvent method, with any body, and a specified content type
+func NewReceiveCardnetEventRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/webhooks/cardnet")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -629,6 +778,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /refunds (the `CreateRefund` operationId).
 	CreateRefundWithResponse(ctx context.Context, body CreateRefundJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateRefundResponse, error)
+
+	// ReceiveCardnetEventWithBodyWithResponse Apply an event the card network sends about one of its charges, once per event.
+	//
+	// The card network delivers each event at least once, signed (Cardnet-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>, see docs/webhooks.md), and delivers it again until it gets a 2xx. The event's id is the idempotency key, scoped to the verified sender: a second delivery gets the first one's answer. It is not behind Bearer authentication; the signature is its authentication. An event about a charge whose payment has not finished yet is answered 503 and nothing is recorded, so the network delivers it again later.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /webhooks/cardnet (the `ReceiveCardnetEvent` operationId).
+	ReceiveCardnetEventWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReceiveCardnetEventResponse, error)
+
+	// ReceiveCardnetEventWithResponse Apply an event the card network sends about one of its charges, once per event.
+	//
+	// The card network delivers each event at least once, signed (Cardnet-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>, see docs/webhooks.md), and delivers it again until it gets a 2xx. The event's id is the idempotency key, scoped to the verified sender: a second delivery gets the first one's answer. It is not behind Bearer authentication; the signature is its authentication. An event about a charge whose payment has not finished yet is answered 503 and nothing is recorded, so the network delivers it again later.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /webhooks/cardnet (the `ReceiveCardnetEvent` operationId).
+	ReceiveCardnetEventWithResponse(ctx context.Context, body ReceiveCardnetEventJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceiveCardnetEventResponse, error)
 }
 
 type PutOrderResponse struct {
@@ -837,6 +1004,47 @@ func (r CreateRefundResponse) ContentType() string {
 	return ""
 }
 
+type ReceiveCardnetEventResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AppliedEvent
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReceiveCardnetEventResponse) GetJSON200() *AppliedEvent {
+	return r.JSON200
+}
+
+// GetBody returns the raw response body bytes
+func (r ReceiveCardnetEventResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReceiveCardnetEventResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReceiveCardnetEventResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReceiveCardnetEventResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // PutOrderWithBodyWithResponse Create an order under a client-chosen id; naturally idempotent with If-None-Match.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -924,6 +1132,36 @@ func (c *ClientWithResponses) CreateRefundWithResponse(ctx context.Context, body
 		return nil, err
 	}
 	return ParseCreateRefundResponse(rsp)
+}
+
+// ReceiveCardnetEventWithBodyWithResponse Apply an event the card network sends about one of its charges, once per event.
+//
+// The card network delivers each event at least once, signed (Cardnet-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>, see docs/webhooks.md), and delivers it again until it gets a 2xx. The event's id is the idempotency key, scoped to the verified sender: a second delivery gets the first one's answer. It is not behind Bearer authentication; the signature is its authentication. An event about a charge whose payment has not finished yet is answered 503 and nothing is recorded, so the network delivers it again later.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /webhooks/cardnet (the `ReceiveCardnetEvent` operationId).
+func (c *ClientWithResponses) ReceiveCardnetEventWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReceiveCardnetEventResponse, error) {
+	rsp, err := c.ReceiveCardnetEventWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReceiveCardnetEventResponse(rsp)
+}
+
+// ReceiveCardnetEventWithResponse Apply an event the card network sends about one of its charges, once per event.
+//
+// The card network delivers each event at least once, signed (Cardnet-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>, see docs/webhooks.md), and delivers it again until it gets a 2xx. The event's id is the idempotency key, scoped to the verified sender: a second delivery gets the first one's answer. It is not behind Bearer authentication; the signature is its authentication. An event about a charge whose payment has not finished yet is answered 503 and nothing is recorded, so the network delivers it again later.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /webhooks/cardnet (the `ReceiveCardnetEvent` operationId).
+func (c *ClientWithResponses) ReceiveCardnetEventWithResponse(ctx context.Context, body ReceiveCardnetEventJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceiveCardnetEventResponse, error) {
+	rsp, err := c.ReceiveCardnetEvent(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReceiveCardnetEventResponse(rsp)
 }
 
 // ParsePutOrderResponse parses an HTTP response from a PutOrderWithResponse call
@@ -1072,6 +1310,32 @@ func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error
 			return nil, err
 		}
 		response.ApplicationproblemJSON409 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseReceiveCardnetEventResponse parses an HTTP response from a ReceiveCardnetEventWithResponse call
+func ParseReceiveCardnetEventResponse(rsp *http.Response) (*ReceiveCardnetEventResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReceiveCardnetEventResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AppliedEvent
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
 
 	}
 

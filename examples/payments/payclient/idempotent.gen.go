@@ -32,6 +32,30 @@ func NewIdempotentClient(server string, policy idemclient.Policy, opts ...Client
 	return &IdempotentClient{Client: &ClientWithResponses{ClientInterface: c}}, nil
 }
 
+// ReceiveCardnetEventWithBody calls receiveCardnetEvent (POST /webhooks/cardnet), whose idempotency key is the
+// body's /id: every attempt sends the same body, so the policy retries it as a keyed
+// request. Send the same body (the same key) again to retry the intent later. The
+// Result counts the attempts, says whether the answer was a replay, and has the key
+// read from the body.
+// A retry resends body only if it is a *bytes.Buffer, *bytes.Reader or *strings.Reader;
+// any other reader makes the first answer final.
+func (c *IdempotentClient) ReceiveCardnetEventWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReceiveCardnetEventResponse, idemclient.Result, error) {
+	call := idemclient.NewBodyCall(ctx, "/id")
+	resp, err := c.Client.ReceiveCardnetEventWithBodyWithResponse(call.Context(), contentType, body, append(slices.Clip(reqEditors), call.SetKey)...)
+	return resp, call.Result(), err
+}
+
+// ReceiveCardnetEvent calls receiveCardnetEvent (POST /webhooks/cardnet), whose idempotency key is the
+// body's /id: every attempt sends the same body, so the policy retries it as a keyed
+// request. Send the same body (the same key) again to retry the intent later. The
+// Result counts the attempts, says whether the answer was a replay, and has the key
+// read from the body.
+func (c *IdempotentClient) ReceiveCardnetEvent(ctx context.Context, body ReceiveCardnetEventJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceiveCardnetEventResponse, idemclient.Result, error) {
+	call := idemclient.NewBodyCall(ctx, "/id")
+	resp, err := c.Client.ReceiveCardnetEventWithResponse(call.Context(), body, append(slices.Clip(reqEditors), call.SetKey)...)
+	return resp, call.Result(), err
+}
+
 // CreateRefundWithBody calls createRefund (POST /refunds) under the intent's idempotency key,
 // sent in Idempotency-Key on every attempt.
 // Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which the

@@ -2,6 +2,7 @@ package payclient_test
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +20,7 @@ import (
 	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
+	"github.com/idemgen/idemgen/runtime/idemsig"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -58,7 +60,7 @@ func (s *service) handler() http.Handler {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	e, err := api.NewServer(api.ServerConfig{Pool: s.pool, Engine: eng, CardURL: s.cardURL})
+	e, err := api.NewServer(api.ServerConfig{Pool: s.pool, Engine: eng, CardURL: s.cardURL, WebhookSecret: []byte("whsec_test")})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -297,5 +299,57 @@ func TestConnectionRefusedDuringRestartIsRetried(t *testing.T) {
 	}
 	if p, c := s.payments("restart@example.com"), s.charges("restart@example.com"); p != 1 || c != 1 {
 		t.Fatalf("%d payment rows and %d card charges; want 1 and 1", p, c)
+	}
+}
+
+// TestBodyKeyedOperation: the generated method of POST /webhooks/cardnet,
+// keyed by the event's /id, takes no key, reads it from the body, and has
+// the policy retry the POST: a delivery sent before its charge is known is
+// answered 503 until the payment exists, then applied, and sending it again
+// is a replay.
+func TestBodyKeyedOperation(t *testing.T) {
+	s := newService(t)
+	srv := httptest.NewServer(s.handler())
+	defer srv.Close()
+	sign := func(_ context.Context, req *http.Request) error {
+		body, err := req.GetBody()
+		if err != nil {
+			return err
+		}
+		defer body.Close()
+		b, err := io.ReadAll(body)
+		req.Header.Set(cardnet.SignatureHeader, idemsig.Sign(time.Now(), b, []byte("whsec_test")))
+		return err
+	}
+	event := payclient.CardEvent{Id: "evt_client_1", Type: payclient.ChargeSucceeded, Created: time.Now().Unix(),
+		Charge: payclient.CardCharge{Id: "ch_1", Amount: 1000, Currency: "EUR"}}
+	var statuses []int
+	var mu sync.Mutex
+	c := client(t, srv.URL, func(a idemclient.Attempt) { mu.Lock(); statuses = append(statuses, a.Status); mu.Unlock() })
+	type result struct {
+		resp *payclient.ReceiveCardnetEventResponse
+		res  idemclient.Result
+		err  error
+	}
+	done := make(chan result)
+	go func() {
+		resp, res, err := c.ReceiveCardnetEvent(context.Background(), event, sign)
+		done <- result{resp, res, err}
+	}()
+	time.Sleep(300 * time.Millisecond) // the delivery is refused (503) and retried meanwhile
+	if resp, _, err := c.CreatePayment(context.Background(), "", payclient.NewPayment{Amount: 1000, Currency: "EUR", Customer: "hook@example.com"}); err != nil || resp.StatusCode() != 201 {
+		t.Fatalf("payment: %v %v", resp, err)
+	}
+	first := <-done
+	if first.err != nil || first.resp.StatusCode() != 200 || first.res.Key != "evt_client_1" || first.res.Attempts < 2 || first.res.Replayed {
+		t.Fatalf("delivery: %v, %+v (statuses %v); want 200 after retries, key evt_client_1", first.err, first.res, statuses)
+	}
+	again, res, err := c.ReceiveCardnetEvent(context.Background(), event, sign)
+	if err != nil || again.StatusCode() != 200 || !res.Replayed || string(again.Body) != string(first.resp.Body) || res.Key != "evt_client_1" {
+		t.Fatalf("second delivery: %v, %+v; want the first answer, replayed", err, res)
+	}
+	var n int
+	if err := s.pool.QueryRow(context.Background(), `SELECT count(*) FROM card_events WHERE event_id = 'evt_client_1'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("evt_client_1 applied %d times (%v); want 1", n, err)
 	}
 }

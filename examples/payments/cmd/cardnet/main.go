@@ -1,10 +1,13 @@
 // Command cardnet runs the fake card network as its own process.
 //
 //	cardnet [-addr 127.0.0.1:8090] [-latency 0s] [-fail-before 0] [-fail-after 0]
+//	        [-webhook-url URL [-webhook-duplicate 0] [-webhook-refund 0]]
 //
-// Besides POST /charges and GET /charges (see package cardnet), PUT /admin/options
-// with {"latency":"2s","fail_before":0.1,"fail_after":0.1} changes its
-// behaviour while it runs.
+// Besides POST /charges, GET /charges and GET /events (see package cardnet),
+// PUT /admin/options with {"latency":"2s","fail_before":0.1,"fail_after":0.1}
+// changes its behaviour while it runs. With -webhook-url it delivers signed
+// webhook events about its charges there, with the secret in
+// CARDNET_WEBHOOK_SECRET.
 package main
 
 import (
@@ -14,6 +17,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/idemgen/idemgen/examples/payments/cardnet"
@@ -30,10 +34,24 @@ func main() {
 	latency := flag.Duration("latency", 0, "added to every charge before answering")
 	failBefore := flag.Float64("fail-before", 0, "probability of answering 503 without charging")
 	failAfter := flag.Float64("fail-after", 0, "probability of charging and then answering 503")
+	hookURL := flag.String("webhook-url", "", "deliver signed webhook events about charges to this URL (secret in "+cardnet.SecretEnv+")")
+	hookDup := flag.Float64("webhook-duplicate", 0, "share of events delivered a second time on purpose, after a 2xx")
+	hookRefund := flag.Float64("webhook-refund", 0, "share of succeeded charges the network refunds on its own (charge.refunded)")
+	hookMin := flag.Duration("webhook-min-wait", 200*time.Millisecond, "first backoff between delivery attempts")
+	hookMax := flag.Duration("webhook-max-wait", 5*time.Second, "longest backoff between delivery attempts")
 	flag.Parse()
 	n := cardnet.New(cardnet.Options{Latency: *latency, FailBefore: *failBefore, FailAfter: *failAfter})
+	if *hookURL != "" {
+		secret := os.Getenv(cardnet.SecretEnv)
+		if secret == "" {
+			log.Fatalf("cardnet: -webhook-url needs the signing secret in %s", cardnet.SecretEnv)
+		}
+		n.SetWebhooks(cardnet.Webhooks{URL: *hookURL, Secret: []byte(secret), DuplicateShare: *hookDup, RefundShare: *hookRefund,
+			MinWait: *hookMin, MaxWait: *hookMax})
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/charges", n)
+	mux.Handle("/events", n)
 	mux.HandleFunc("PUT /admin/options", func(w http.ResponseWriter, r *http.Request) {
 		var o adminOptions
 		if err := json.NewDecoder(r.Body).Decode(&o); err != nil {

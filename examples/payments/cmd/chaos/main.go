@@ -31,6 +31,9 @@ func main() {
 	flag.Float64Var(&cfg.CardFailAfter, "card-fail-after", 0.03, "share of charges answered 503 after they were made")
 	flag.DurationVar(&cfg.FaultEvery, "fault-every", time.Second, "mean pause between faults")
 	flag.DurationVar(&cfg.Deadline, "deadline", 15*time.Minute, "for all intents to be answered")
+	flag.BoolVar(&cfg.Webhooks, "webhooks", true, "the card network delivers signed webhooks for its charges; the checker counts their applications")
+	flag.Float64Var(&cfg.WebhookDuplicates, "webhook-duplicates", 0.1, "share of webhook events delivered a second time on purpose")
+	flag.Float64Var(&cfg.WebhookRefunds, "webhook-refunds", 0.1, "share of charges the card network refunds on its own (charge.refunded)")
 	flag.BoolVar(&cfg.UnsafeKeys, "unsafe-keys", false, "send a fresh card key per attempt: the checker must find duplicates")
 	flag.BoolVar(&cfg.UnsafeClientKeys, "unsafe-client-keys", false, "clients send a fresh Idempotency-Key per attempt: the checker must find duplicates")
 	flag.StringVar(&cfg.PaymentsBin, "payments", "bin/payments", "the payments binary")
@@ -52,5 +55,5 @@ func main() {
 		}
 		os.Exit(1)
 	}
-	fmt.Println("\nexactly once: no duplicates, no losses, no payment refunded beyond its amount")
+	fmt.Println("\nexactly once: no duplicates, no losses, no payment refunded beyond its amount, every webhook event applied once")
 }

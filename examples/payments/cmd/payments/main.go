@@ -5,13 +5,17 @@
 //
 // DATABASE_URL names the PostgreSQL database; without it the service starts
 // a throwaway cluster from the local PostgreSQL binaries. Without -card-url it
-// runs the fake card network in-process. It logs JSON lines (log/slog),
+// runs the fake card network in-process, which sends its webhooks to this
+// service. CARDNET_WEBHOOK_SECRET is the secret the card network signs its
+// webhooks with (POST /webhooks/cardnet); it is required with -card-url, and
+// a random one is shared with the in-process network otherwise. It logs JSON lines (log/slog),
 // serves Prometheus metrics at /metrics and readiness at /healthz, and shuts
 // down gracefully on SIGTERM or SIGINT.
 package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -77,16 +81,27 @@ func run() error {
 		return fmt.Errorf("migrating the payments tables: %w", err)
 	}
 
+	secret := []byte(os.Getenv(cardnet.SecretEnv))
+	var cards *cardnet.Network
 	if *cardURL == "" {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return err
 		}
-		srv := &http.Server{Handler: cardnet.New(cardnet.Options{Latency: *cardLatency})}
+		cards = cardnet.New(cardnet.Options{Latency: *cardLatency})
+		defer cards.Close()
+		srv := &http.Server{Handler: cards}
 		go srv.Serve(ln)
 		defer srv.Close()
 		*cardURL = "http://" + ln.Addr().String()
+		if len(secret) == 0 {
+			secret = make([]byte, 32)
+			rand.Read(secret)
+		}
 		log.Info("in-process card network", "url", *cardURL)
+	}
+	if len(secret) == 0 {
+		return fmt.Errorf("set %s to the secret the card network at %s signs its webhooks with", cardnet.SecretEnv, *cardURL)
 	}
 
 	reg := prometheus.NewRegistry()
@@ -101,7 +116,7 @@ func run() error {
 	}
 
 	e, err := api.NewServer(api.ServerConfig{Pool: pool, Engine: eng, CardURL: *cardURL,
-		UnsafeFreshChargeKeys: *unsafeKeys, Logger: log, Metrics: reg})
+		UnsafeFreshChargeKeys: *unsafeKeys, Logger: log, Metrics: reg, WebhookSecret: secret})
 	if err != nil {
 		return err
 	}
@@ -130,6 +145,9 @@ func run() error {
 		return err
 	}
 	e.Listener = ln
+	if cards != nil {
+		cards.SetWebhooks(cardnet.Webhooks{URL: "http://" + ln.Addr().String() + api.WebhookRoute, Secret: secret})
+	}
 	fmt.Printf("listening on %s\n", ln.Addr()) // harnesses read this line
 	log.Info("payments service ready", "addr", ln.Addr().String(), "mail_sink", *sinkPath)
 	errc := make(chan error, 1)

@@ -1,0 +1,30 @@
+package api
+
+// This file is yours. idemgen wrote it because it was missing and will never
+// overwrite it. If the spec changes receiveAcmeEvent's phases, the assertion
+// below stops compiling until these methods match ReceiveAcmeEventPhases again.
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// ReceiveAcmeEventState is what the phases of receiveAcmeEvent hand to each other. It is
+// saved as JSON with every local phase's commit, and a resumed execution
+// starts from the saved copy: keep its fields exported and JSON-encodable.
+type ReceiveAcmeEventState struct {
+}
+
+// ReceiveAcmeEventImpl implements ReceiveAcmeEventPhases. Put its dependencies here.
+type ReceiveAcmeEventImpl struct {
+}
+
+var _ ReceiveAcmeEventPhases = (*ReceiveAcmeEventImpl)(nil)
+
+// Apply is phase 1 of 1 ("apply"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+func (p *ReceiveAcmeEventImpl) Apply(ctx context.Context, tx pgx.Tx, request ReceiveAcmeEventRequestObject, state *ReceiveAcmeEventState) (ReceiveAcmeEventResponseObject, error) {
+	return nil, idem.ErrNotImplemented
+}
