@@ -14,7 +14,7 @@ import (
 // TestEnrichLeavesDocument: the enriched copy is built from the document
 // the generator reads, so it must not change it.
 func TestEnrichLeavesDocument(t *testing.T) {
-	for _, name := range []string{"all_fields", "declared_header", "client", "openapi31"} {
+	for _, name := range []string{"all_fields", "declared_header", "client", "openapi31", "body_pointer"} {
 		t.Run(name, func(t *testing.T) {
 			doc, err := spec.Load(filepath.Join(goldenDir, name, "api.yaml"))
 			if err != nil {
