@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"go/ast"
-	"go/parser"
-	"go/token"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -55,11 +53,11 @@ func generateClient(cfg Config, doc *spec.Document, r *ir) ([]OutputFile, error)
 	if err != nil {
 		return nil, fmt.Errorf("gen: oapi-codegen client: %w", err)
 	}
-	src, err = retitle(src, "Models and typed client")
+	client, err := retitle(src, "Models and typed client")
 	if err != nil {
 		return nil, err
 	}
-	cs, err := clientMethods(src)
+	cs, err := clientMethods(client)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +71,7 @@ func generateClient(cfg Config, doc *spec.Document, r *ir) ([]OutputFile, error)
 		return nil, err
 	}
 	return []OutputFile{
-		{Path: filepath.Join(cfg.ClientOut, clientFile), Data: []byte(src)},
+		{Path: filepath.Join(cfg.ClientOut, clientFile), Data: client},
 		{Path: filepath.Join(cfg.ClientOut, idemClientFile), Data: wrapper},
 	}, nil
 }
@@ -98,13 +96,13 @@ var clientRoute = regexp.MustCompile("(?:Corresponds with|performs a) ([A-Z]+) (
 // clientMethods reads oapi-codegen's client and maps each route to the
 // methods of ClientWithResponsesInterface that call it. As for the server,
 // the generated code is read rather than oapi-codegen's naming predicted.
-func clientMethods(src string) (*clientSource, error) {
-	f, err := parser.ParseFile(token.NewFileSet(), clientFile, src, parser.ParseComments)
+func clientMethods(src []byte) (*clientSource, error) {
+	d, err := readDecls(clientFile, src, func(name string) bool { return name == "ClientWithResponsesInterface" })
 	if err != nil {
-		return nil, fmt.Errorf("gen: parsing oapi-codegen's client: %w", err)
+		return nil, err
 	}
-	cs := &clientSource{byRoute: map[string][]clientMethod{}, imports: map[string]string{}, declared: map[string]bool{}}
-	for _, imp := range f.Imports {
+	cs := &clientSource{byRoute: map[string][]clientMethod{}, imports: map[string]string{}, declared: d.declared}
+	for _, imp := range d.file.Imports {
 		path, _ := strconv.Unquote(imp.Path.Value)
 		name := path[strings.LastIndex(path, "/")+1:]
 		if imp.Name != nil {
@@ -113,25 +111,12 @@ func clientMethods(src string) (*clientSource, error) {
 		cs.imports[name] = path
 	}
 	var iface *ast.InterfaceType
-	for _, d := range f.Decls {
-		switch d := d.(type) {
-		case *ast.GenDecl:
-			for _, s := range d.Specs {
-				switch s := s.(type) {
-				case *ast.TypeSpec:
-					cs.declared[s.Name.Name] = true
-					if it, ok := s.Type.(*ast.InterfaceType); ok && s.Name.Name == "ClientWithResponsesInterface" {
-						iface = it
-					}
-				case *ast.ValueSpec:
-					for _, n := range s.Names {
-						cs.declared[n.Name] = true
-					}
+	for _, decl := range d.file.Decls {
+		if g, ok := decl.(*ast.GenDecl); ok {
+			for _, s := range g.Specs {
+				if s, ok := s.(*ast.TypeSpec); ok {
+					iface, _ = s.Type.(*ast.InterfaceType)
 				}
-			}
-		case *ast.FuncDecl:
-			if d.Recv == nil {
-				cs.declared[d.Name.Name] = true
 			}
 		}
 	}

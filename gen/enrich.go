@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -22,20 +24,24 @@ const problemSchema = "IdempotencyProblem"
 // 400, 409 and 422 problem responses (unless it declares them), and a
 // paragraph on the policy (scope, retention) in its description. outName's
 // extension chooses JSON (.json) or YAML.
-func Enrich(file string, data []byte, outName string) ([]byte, error) {
-	doc, err := spec.LoadData(file, data)
-	if err != nil {
-		return nil, err
-	}
-	t := doc.OpenAPI
-	if t.Components == nil {
+//
+// It reads the document already loaded and does not change it: what it adds
+// goes into copies of the objects on the way from the root to each change,
+// the rest is shared. doc must not have been through oapi-codegen, which
+// prunes unused components from the document it generates from.
+func Enrich(doc *spec.Document, outName string) ([]byte, error) {
+	src := doc.OpenAPI
+	t := *src
+	if src.Components == nil {
 		t.Components = &openapi3.Components{}
-	}
-	if t.Components.Schemas == nil {
-		t.Components.Schemas = openapi3.Schemas{}
+	} else {
+		c := *src.Components
+		t.Components = &c
 	}
 	if _, ok := t.Components.Schemas[problemSchema]; !ok {
-		t.Components.Schemas[problemSchema] = openapi3.NewSchemaRef("", &openapi3.Schema{
+		schemas := make(openapi3.Schemas, len(t.Components.Schemas)+1)
+		maps.Copy(schemas, t.Components.Schemas)
+		schemas[problemSchema] = openapi3.NewSchemaRef("", &openapi3.Schema{
 			Type:        &openapi3.Types{openapi3.TypeObject},
 			Description: "An RFC 9457 problem. type is urn:idemgen:problem:<kind>.",
 			Required:    []string{"type", "title", "status"},
@@ -46,11 +52,17 @@ func Enrich(file string, data []byte, outName string) ([]byte, error) {
 				"detail": openapi3.NewSchemaRef("", openapi3.NewStringSchema()),
 			},
 		})
+		t.Components.Schemas = schemas
 	}
+	enriched := map[*openapi3.Operation]*openapi3.Operation{}
 	for _, op := range doc.Idempotent() {
-		enrichOperation(op)
+		enriched[op.Op] = enrichOperation(op)
 	}
-	out, err := json.MarshalIndent(t, "", "  ")
+	if len(enriched) > 0 {
+		t.Paths = withOperations(src.Paths, enriched)
+	}
+	out, err := json.MarshalIndent(&t, "", "  ")
+
 	if err != nil {
 		return nil, err
 	}
@@ -87,9 +99,39 @@ func needsQuotes(s string) bool {
 	return yaml.Unmarshal([]byte(s), &v) != nil || fmt.Sprint(v) != s
 }
 
-func enrichOperation(op *spec.Operation) {
+// withOperations returns a copy of paths in which each operation that is a
+// key of repl is replaced by its value.
+func withOperations(paths *openapi3.Paths, repl map[*openapi3.Operation]*openapi3.Operation) *openapi3.Paths {
+	items := paths.Map()
+	out := openapi3.NewPathsWithCapacity(len(items))
+	out.Extensions, out.Origin = paths.Extensions, paths.Origin
+	for path, item := range items {
+		var copied *openapi3.PathItem
+		for method, op := range item.Operations() {
+			if repl[op] == nil {
+				continue
+			}
+			if copied == nil {
+				c := *item
+				c.AdditionalOperations = maps.Clone(item.AdditionalOperations)
+				copied = &c
+			}
+			copied.SetOperation(method, repl[op])
+		}
+		if copied != nil {
+			item = copied
+		}
+		out.Set(path, item)
+	}
+	return out
+}
+
+// enrichOperation returns a copy of op's operation with the key parameter,
+// the problem responses and the policy paragraph added.
+func enrichOperation(op *spec.Operation) *openapi3.Operation {
 	x := op.Idempotency
-	o := op.Op
+	c := *op.Op
+	o := &c
 	declared := x.Key.Pointer != "" // a body key is documented in the description, not as a parameter
 	for _, p := range o.Parameters {
 		if p.Value != nil && p.Value.In == openapi3.ParameterInHeader && strings.EqualFold(p.Value.Name, x.Key.Header) {
@@ -101,7 +143,7 @@ func enrichOperation(op *spec.Operation) {
 		if x.Key.Format == "uuid" {
 			schema.Format = "uuid"
 		}
-		o.Parameters = append(o.Parameters, &openapi3.ParameterRef{Value: &openapi3.Parameter{
+		o.Parameters = append(slices.Clip(o.Parameters), &openapi3.ParameterRef{Value: &openapi3.Parameter{
 			Name: x.Key.Header, In: openapi3.ParameterInHeader, Required: x.Key.Required,
 			Description: "A unique value per logical request. Retries with the same value and body get the first response, marked Idempotent-Replayed: true.",
 			Schema:      openapi3.NewSchemaRef("", schema),
@@ -109,6 +151,14 @@ func enrichOperation(op *spec.Operation) {
 	}
 	if o.Responses == nil {
 		o.Responses = openapi3.NewResponses()
+	} else {
+		responses := o.Responses.Map()
+		r := openapi3.NewResponsesWithCapacity(len(responses) + 4)
+		r.Extensions, r.Origin = o.Responses.Extensions, o.Responses.Origin
+		for code, resp := range responses {
+			r.Set(code, resp)
+		}
+		o.Responses = r
 	}
 	missing := "The Idempotency-Key header is missing or malformed, or the body cannot be fingerprinted."
 	if x.Key.Pointer != "" {
@@ -168,6 +218,7 @@ func enrichOperation(op *spec.Operation) {
 		o.Description += "\n\n"
 	}
 	o.Description += policy
+	return o
 }
 
 // humanDuration turns 24h0m0s into 24h.

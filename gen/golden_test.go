@@ -19,7 +19,7 @@ const goldenDir = "../golden"
 
 // goldenCases lists the case folders: each holds api.yaml and idemgen.yaml,
 // and either out/ (the expected files) or stderr.txt (the expected errors).
-func goldenCases(t *testing.T) []string {
+func goldenCases(t testing.TB) []string {
 	t.Helper()
 	entries, err := os.ReadDir(goldenDir)
 	if err != nil {
@@ -37,7 +37,7 @@ func goldenCases(t *testing.T) []string {
 	return cases
 }
 
-func caseConfig(t *testing.T, dir string) Config {
+func caseConfig(t testing.TB, dir string) Config {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, "idemgen.yaml"))
 	if err != nil {

@@ -3,8 +3,6 @@ package gen
 import (
 	"fmt"
 	"go/ast"
-	"go/parser"
-	"go/token"
 	"regexp"
 	"strings"
 	"unicode"
@@ -62,41 +60,35 @@ var routeComment = regexp.MustCompile(`\((\w+) (\S+)\)`)
 
 // strictMethods reads oapi-codegen's output and maps "METHOD /path" to the
 // strict server method that serves it. Reading the generated code, rather
-// than re-deriving oapi-codegen's naming rules, keeps the two in step.
-func strictMethods(src string) (map[string]strictMethod, map[string]bool, error) {
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "api.gen.go", src, parser.ParseComments)
+// than re-deriving oapi-codegen's naming rules, keeps the two in step. It
+// also returns every name the output declares at package level.
+func strictMethods(src []byte) (map[string]strictMethod, map[string]bool, error) {
+	d, err := readDecls("api.gen.go", src, func(name string) bool {
+		return name == "StrictServerInterface" || strings.HasSuffix(name, "ResponseObject")
+	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("gen: parsing oapi-codegen output: %w", err)
+		return nil, nil, err
 	}
-	declared := map[string]bool{}
 	visits := map[string]string{} // response interface -> its Visit method
 	var strict *ast.InterfaceType
-	for _, d := range f.Decls {
-		switch d := d.(type) {
-		case *ast.GenDecl:
-			for _, s := range d.Specs {
-				switch s := s.(type) {
-				case *ast.TypeSpec:
-					declared[s.Name.Name] = true
-					it, ok := s.Type.(*ast.InterfaceType)
-					if !ok {
-						continue
-					}
-					if s.Name.Name == "StrictServerInterface" {
-						strict = it
-					} else if strings.HasSuffix(s.Name.Name, "ResponseObject") && len(it.Methods.List) == 1 && len(it.Methods.List[0].Names) == 1 {
-						visits[s.Name.Name] = it.Methods.List[0].Names[0].Name
-					}
-				case *ast.ValueSpec:
-					for _, n := range s.Names {
-						declared[n.Name] = true
-					}
-				}
+	for _, decl := range d.file.Decls {
+		g, ok := decl.(*ast.GenDecl)
+		if !ok {
+			continue
+		}
+		for _, s := range g.Specs {
+			s, ok := s.(*ast.TypeSpec)
+			if !ok {
+				continue
 			}
-		case *ast.FuncDecl:
-			if d.Recv == nil {
-				declared[d.Name.Name] = true
+			it, ok := s.Type.(*ast.InterfaceType)
+			if !ok {
+				continue
+			}
+			if s.Name.Name == "StrictServerInterface" {
+				strict = it
+			} else if len(it.Methods.List) == 1 && len(it.Methods.List[0].Names) == 1 {
+				visits[s.Name.Name] = it.Methods.List[0].Names[0].Name
 			}
 		}
 	}
@@ -120,10 +112,10 @@ func strictMethods(src string) (map[string]strictMethod, map[string]bool, error)
 		}
 		out[match[1]+" "+match[2]] = strictMethod{name: m.Names[0].Name, request: req.Name, response: resp.Name, visit: visits[resp.Name]}
 	}
-	return out, declared, nil
+	return out, d.declared, nil
 }
 
-func buildIR(cfg Config, doc *spec.Document, oapi string) (*ir, error) {
+func buildIR(cfg Config, doc *spec.Document, oapi []byte) (*ir, error) {
 	methods, declared, err := strictMethods(oapi)
 	if err != nil {
 		return nil, err

@@ -100,6 +100,18 @@ func Load(file string) (*Document, error) {
 // LoadData is Load for a document already in memory; file names it in
 // errors and resolves relative references.
 func LoadData(file string, data []byte) (*Document, error) {
+	doc, err := LoadOpenAPI(file, data)
+	if err != nil {
+		return nil, err
+	}
+	return Validate(file, data, doc)
+}
+
+// LoadOpenAPI parses data, the text of file, into a kin-openapi document
+// without validating its extensions: the one parse of the spec that
+// Validate, the generator and the enriched copy all read. It records
+// origins, which point errors at lines, as oapi-codegen's own command does.
+func LoadOpenAPI(file string, data []byte) (*openapi3.T, error) {
 	loader := openapi3.NewLoader()
 	loader.IncludeOrigin = true
 	loader.IsExternalRefsAllowed = true
@@ -111,14 +123,14 @@ func LoadData(file string, data []byte) (*Document, error) {
 	if doc.Paths == nil {
 		doc.Paths = openapi3.NewPaths()
 	}
-	return Validate(file, data, doc)
+	return doc, nil
 }
 
 // Validate checks the extensions of a loaded document. data is the
 // document's text, used to point errors at lines; it may be nil.
 func Validate(file string, data []byte, doc *openapi3.T) (*Document, error) {
 	d := &Document{File: file, OpenAPI: doc}
-	lines := strings.Split(string(data), "\n")
+	lines := &sourceLines{data: data}
 	var errs Errors
 	for _, path := range doc.Paths.InMatchingOrder() {
 		item := doc.Paths.Value(path)
@@ -525,7 +537,7 @@ func resolves(s *openapi3.Schema, toks []string, depth int) bool {
 
 // checkGroups: operations sharing a group share one key namespace, so they
 // must agree on what scopes a key.
-func checkGroups(file string, lines []string, d *Document) Errors {
+func checkGroups(file string, lines *sourceLines, d *Document) Errors {
 	var errs Errors
 	first := map[string]*Operation{}
 	for _, op := range d.Idempotent() {
@@ -548,9 +560,25 @@ func checkGroups(file string, lines []string, d *Document) Errors {
 	return errs
 }
 
+// sourceLines is a document's text split into lines on first use: only
+// errors need it, and a valid spec of megabytes is not split for nothing.
+type sourceLines struct {
+	data  []byte
+	lines []string
+	split bool
+}
+
+func (s *sourceLines) get() []string {
+	if !s.split {
+		s.lines, s.split = strings.Split(string(s.data), "\n"), true
+	}
+	return s.lines
+}
+
 // findLine points at the line of field within the operation's block, the
 // extension's line, or the operation's line, whichever it can find.
-func findLine(lines []string, op *Operation, field string) int {
+func findLine(src *sourceLines, op *Operation, field string) int {
+	lines := src.get()
 	if op.line <= 0 || op.line > len(lines) {
 		return op.line
 	}

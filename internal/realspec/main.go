@@ -1,8 +1,10 @@
 // Command realspec checks the generator against a real-world spec: it adds
 // x-idempotency to every POST and PATCH in memory (an overlay; the file is
 // not changed), generates into a temporary module, and compiles it. It also
-// times generation against oapi-codegen alone on the same document, side by
-// side in one run. Run it with `make realspec SPEC=path`.
+// times idemgen against oapi-codegen alone on the same spec, side by side in
+// one run: each from the spec file to the code, as their commands do, and
+// the part of that after the spec is loaded. Run it with
+// `make realspec SPEC=path`; docs/performance.md has the figures.
 package main
 
 import (
@@ -10,6 +12,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"runtime/pprof"
 	"sort"
 	"time"
 
@@ -17,63 +21,102 @@ import (
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 
 	"github.com/idemgen/idemgen/gen"
+	"github.com/idemgen/idemgen/internal/overlay"
 	"github.com/idemgen/idemgen/internal/tempmod"
 	"github.com/idemgen/idemgen/spec"
 )
 
 func main() {
 	specPath := flag.String("spec", "", "the OpenAPI document")
-	overlay := flag.Bool("overlay", true, "add x-idempotency: true to every POST and PATCH that lacks it")
-	runs := flag.Int("runs", 5, "timed generations of each kind (the median is reported)")
+	withOverlay := flag.Bool("overlay", true, "add x-idempotency: true to every POST and PATCH that lacks it")
+	runs := flag.Int("runs", 11, "timed generations of each kind (the median is reported); on a busy machine fewer runs move the ratio by 10% either way")
 	keep := flag.Bool("keep", false, "keep the temporary module and print its path")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the timed runs (both kinds) to this file")
+	verbose := flag.Bool("v", false, "print the times of every run, not only the medians")
 	flag.Parse()
 	if *specPath == "" {
-		fmt.Fprintln(os.Stderr, "usage: realspec -spec PATH [-overlay=false] [-runs N] [-keep]")
+		fmt.Fprintln(os.Stderr, "usage: realspec -spec PATH [-overlay=false] [-runs N] [-keep] [-cpuprofile FILE] [-v]")
 		os.Exit(2)
 	}
-	if err := run(*specPath, *overlay, *runs, *keep); err != nil {
+	if err := run(*specPath, *withOverlay, *runs, *keep, *cpuProfile, *verbose); err != nil {
 		fmt.Fprintln(os.Stderr, "realspec:", err)
 		os.Exit(1)
 	}
 }
 
-func load(path string, overlay bool) ([]byte, *openapi3.T, int, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, 0, err
-	}
+// timing is one run's clock: total from the spec file to the generated
+// source, and the part of it after the spec was loaded.
+type timing struct{ total, gen time.Duration }
+
+// oapiCodegen does what oapi-codegen's command does with the spec (v2.8.2,
+// cmd/oapi-codegen and pkg/util's loader: external references allowed,
+// origins recorded), for the output idemgen builds on: models, echo server
+// and strict server. The overlay is applied to the loaded document, as it is
+// for idemgen, so that both generate from the same document.
+func oapiCodegen(path string, withOverlay bool) (timing, error) {
+	start := time.Now()
 	loader := openapi3.NewLoader()
 	loader.IsExternalRefsAllowed = true
-	doc, err := loader.LoadFromData(data)
+	loader.IncludeOrigin = true
+	doc, err := loader.LoadFromFile(path)
 	if err != nil {
-		return nil, nil, 0, err
+		return timing{}, err
 	}
-	added := 0
-	if overlay {
-		for _, p := range doc.Paths.InMatchingOrder() {
-			for _, op := range []*openapi3.Operation{doc.Paths.Value(p).Post, doc.Paths.Value(p).Patch} {
-				if op == nil {
-					continue
-				}
-				if _, ok := op.Extensions[spec.ExtensionName]; !ok {
-					if op.Extensions == nil {
-						op.Extensions = map[string]any{}
-					}
-					op.Extensions[spec.ExtensionName] = true
-					added++
-				}
-			}
-		}
+	if withOverlay {
+		overlay.Idempotent(doc)
 	}
-	return data, doc, added, nil
+	loaded := time.Now()
+	if _, err := codegen.Generate(doc, codegen.Configuration{PackageName: "api",
+		Generate: codegen.GenerateOptions{EchoServer: true, Strict: true, Models: true}}); err != nil {
+		return timing{}, fmt.Errorf("oapi-codegen alone: %w", err)
+	}
+	end := time.Now()
+	return timing{total: end.Sub(start), gen: end.Sub(loaded)}, nil
 }
 
-func median(ds []time.Duration) time.Duration {
+// counts describes the spec: operations, idempotent ones, and how many of
+// those the overlay made idempotent.
+type counts struct{ ops, idempotent, added int }
+
+// idemgen does what `idemgen generate` does (gen.Generate), with the overlay
+// applied to the one loaded document before its extensions are validated.
+func idemgen(cfg gen.Config, withOverlay bool) (*gen.Result, counts, timing, error) {
+	start := time.Now()
+	data, err := os.ReadFile(cfg.Spec)
+	if err != nil {
+		return nil, counts{}, timing{}, err
+	}
+	doc, err := spec.LoadOpenAPI(cfg.Spec, data)
+	if err != nil {
+		return nil, counts{}, timing{}, err
+	}
+	added := 0
+	if withOverlay {
+		added = overlay.Idempotent(doc)
+	}
+	loaded := time.Now()
+	d, err := spec.Validate(cfg.Spec, data, doc)
+	if err != nil {
+		return nil, counts{}, timing{}, err
+	}
+	res, err := gen.FromDocument(cfg, d)
+	if err != nil {
+		return nil, counts{}, timing{}, err
+	}
+	end := time.Now()
+	return res, counts{len(d.Operations), len(d.Idempotent()), added}, timing{total: end.Sub(start), gen: end.Sub(loaded)}, nil
+}
+
+func median(ts []timing, f func(timing) time.Duration) time.Duration {
+	ds := make([]time.Duration, len(ts))
+	for i, t := range ts {
+		ds[i] = f(t)
+	}
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	return ds[len(ds)/2]
 }
 
-func run(path string, overlay bool, runs int, keep bool) error {
+func run(path string, withOverlay bool, runs int, keep bool, cpuProfile string, verbose bool) error {
 	dir, err := os.MkdirTemp("", "realspec-")
 	if err != nil {
 		return err
@@ -83,43 +126,58 @@ func run(path string, overlay bool, runs int, keep bool) error {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	cfg := gen.Config{Spec: path, Package: "api", Output: filepath.Join(dir, "api")}
-	var oapiTimes, idemTimes []time.Duration
-	var res *gen.Result
-	var added, idempotent, ops int
-	for i := 0; i < runs; i++ {
-		// Alternate the two so that neither gets a warmer machine.
-		_, doc, _, err := load(path, overlay)
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
 		if err != nil {
 			return err
 		}
-		start := time.Now()
-		if _, err := codegen.Generate(doc, codegen.Configuration{PackageName: "api",
-			Generate: codegen.GenerateOptions{EchoServer: true, Strict: true, Models: true}}); err != nil {
-			return fmt.Errorf("oapi-codegen alone: %w", err)
-		}
-		oapiTimes = append(oapiTimes, time.Since(start))
-
-		data, doc, n, err := load(path, overlay)
-		if err != nil {
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
 			return err
 		}
-		added = n
-		start = time.Now()
-		d, err := spec.Validate(path, data, doc)
-		if err != nil {
-			return err
-		}
-		if res, err = gen.FromDocument(cfg, data, d); err != nil {
-			return err
-		}
-		idemTimes = append(idemTimes, time.Since(start))
-		idempotent, ops = len(d.Idempotent()), len(d.Operations)
+		defer pprof.StopCPUProfile()
 	}
-	fmt.Printf("spec %s: %d operations, %d idempotent (%d added by the overlay)\n", path, ops, idempotent, added)
-	o, g := median(oapiTimes), median(idemTimes)
-	fmt.Printf("generation, median of %d: oapi-codegen alone %v, idemgen %v (oapi-codegen included): %.2fx\n",
+	cfg := gen.Config{Spec: path, Package: "api", Output: filepath.Join(dir, "api")}
+	var oapiTimes, idemTimes []timing
+	var res *gen.Result
+	var c counts
+	for i := 0; i < runs; i++ {
+		// Alternate the two so that neither gets a warmer machine, and
+		// start each as a command starts, from a collected heap whose
+		// memory went back to the system: neither pays for the other's
+		// garbage or reuses the pages the other faulted in.
+		debug.FreeOSMemory()
+		t, err := oapiCodegen(path, withOverlay)
+		if err != nil {
+			return err
+		}
+		oapiTimes = append(oapiTimes, t)
+		res = nil // what each run keeps alive is its own
+		debug.FreeOSMemory()
+		res, c, t, err = idemgen(cfg, withOverlay)
+		if err != nil {
+			return err
+		}
+		idemTimes = append(idemTimes, t)
+		if verbose {
+			o := oapiTimes[i]
+			fmt.Printf("run %d: oapi-codegen alone %v (generation %v), idemgen %v (generation %v): %.2fx (%.2fx)\n", i+1,
+				o.total.Round(time.Millisecond), o.gen.Round(time.Millisecond), t.total.Round(time.Millisecond), t.gen.Round(time.Millisecond),
+				float64(t.total)/float64(o.total), float64(t.gen)/float64(o.gen))
+		}
+	}
+	if cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	fmt.Printf("spec %s: %d operations, %d idempotent (%d added by the overlay)\n", path, c.ops, c.idempotent, c.added)
+	total := func(t timing) time.Duration { return t.total }
+	o, g := median(oapiTimes, total), median(idemTimes, total)
+	fmt.Printf("spec to code, median of %d: oapi-codegen alone %v, idemgen %v (oapi-codegen included): %.2fx\n",
 		runs, o.Round(time.Millisecond), g.Round(time.Millisecond), float64(g)/float64(o))
+	generation := func(t timing) time.Duration { return t.gen }
+	o, g = median(oapiTimes, generation), median(idemTimes, generation)
+	fmt.Printf("  of which generation from the loaded document: oapi-codegen alone %v, idemgen %v: %.2fx\n",
+		o.Round(time.Millisecond), g.Round(time.Millisecond), float64(g)/float64(o))
 	if err := tempmod.New(dir, "example.test/realspec"); err != nil {
 		return err
 	}
