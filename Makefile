@@ -5,12 +5,16 @@ FUZZTIME ?= 5s
 BENCHCOUNT ?= 5
 BENCHTIME ?= 2s
 
-.PHONY: test lint generate bench fuzz golden realspec demo chaos docs-check
+.PHONY: test test-short lint generate bench fuzz golden realspec demo chaos docs-check
 
 ## test: vet, short fuzz runs, the whole suite with the race detector on a real PostgreSQL
 test: lint
 	$(MAKE) --no-print-directory fuzz
 	$(GO) test -race -count=1 ./...
+
+## test-short: the edit-test loop: lint, then the suite without its long tests (no race detector)
+test-short: lint
+	$(GO) test -short -count=1 ./...
 
 ## docs-check: run every command of docs/getting-started.md in a temp dir (needs curl)
 docs-check:

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/idemgen/idemgen/internal/testshort"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files from the generator's output")
@@ -158,6 +159,7 @@ func TestGoldenDeterministic(t *testing.T) {
 // TestGoldenCompiles vets the golden module: every valid case's output,
 // scaffolds included, must compile.
 func TestGoldenCompiles(t *testing.T) {
+	testshort.Long(t)
 	if *update {
 		t.Skip("the golden files are being rewritten")
 	}

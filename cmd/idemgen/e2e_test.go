@@ -15,6 +15,7 @@ import (
 	"github.com/idemgen/idemgen/internal/childproc"
 	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/internal/tempmod"
+	"github.com/idemgen/idemgen/internal/testshort"
 )
 
 func repoRoot(t *testing.T) string { return tempmod.Root() }
@@ -58,6 +59,7 @@ func snapshot(t *testing.T, dir string) map[string]string {
 // TestEndToEnd is what a user does: add one go:generate line, generate, fill
 // the scaffold, run the service on PostgreSQL, and talk HTTP to it.
 func TestEndToEnd(t *testing.T) {
+	testshort.Long(t)
 	dir := newModule(t)
 	td := filepath.Join(repoRoot(t), "cmd", "idemgen", "testdata", "e2e")
 	copyFile(t, filepath.Join(td, "api.yaml"), filepath.Join(dir, "api.yaml"))

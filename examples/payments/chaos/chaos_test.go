@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/examples/payments/cardnet"
+	"github.com/idemgen/idemgen/internal/testshort"
 )
 
 func build(t *testing.T) (payments, cardnet string) {
@@ -29,6 +30,7 @@ func build(t *testing.T) (payments, cardnet string) {
 // through the same faults; no intent may be duplicated or lost, and every
 // webhook event must be applied exactly once.
 func TestShortRound(t *testing.T) {
+	testshort.Long(t)
 	payments, cardnet := build(t)
 	var log bytes.Buffer
 	rep, err := Run(context.Background(), Config{
@@ -84,6 +86,7 @@ func TestJudgeWebhooks(t *testing.T) {
 // TestCheckerCatchesDuplicates: without the derived key, card charges that
 // failed ambiguously are repeated under new keys, and the checker must say so.
 func TestCheckerCatchesDuplicates(t *testing.T) {
+	testshort.Long(t)
 	payments, cardnet := build(t)
 	rep, err := Run(context.Background(), Config{
 		Seed: 7, Clients: 4, Intents: 10, CardFailAfter: 0.4, UnsafeKeys: true,
@@ -124,6 +127,7 @@ func TestJudgeRefunds(t *testing.T) {
 // attempt, not per intent, executes a payment again on every retry after a
 // dropped response and on the verification call; the checker must say so.
 func TestCheckerCatchesClientKeyPerAttempt(t *testing.T) {
+	testshort.Long(t)
 	payments, cardnet := build(t)
 	rep, err := Run(context.Background(), Config{
 		Seed: 11, Clients: 4, RetryableClients: 1, Intents: 5, DropRate: 0.2, UnsafeClientKeys: true,

@@ -3,6 +3,7 @@ package demo
 import (
 	"bytes"
 	"context"
+	"github.com/idemgen/idemgen/internal/testshort"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 // TestStory runs the whole `make demo` scenario against the real service
 // binary and PostgreSQL; every step asserts what it shows.
 func TestStory(t *testing.T) {
+	testshort.Long(t)
 	bin := filepath.Join(t.TempDir(), "payments")
 	if out, err := exec.Command("go", "build", "-race", "-o", bin, "../cmd/payments").CombinedOutput(); err != nil {
 		t.Fatalf("building the service: %v\n%s", err, out)

@@ -18,6 +18,7 @@ import (
 	"github.com/idemgen/idemgen/examples/payments/cardnet"
 	"github.com/idemgen/idemgen/examples/payments/payclient"
 	"github.com/idemgen/idemgen/internal/dbtest"
+	"github.com/idemgen/idemgen/internal/testshort"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/idemsig"
@@ -173,6 +174,7 @@ func TestDroppedResponseRetriedGetsTheStoredAnswer(t *testing.T) {
 // 409 with Retry-After, waits that long, and ends in the replay of the
 // first call's answer.
 func TestInFlightRetriedAfterRetryAfterEndsInTheReplay(t *testing.T) {
+	testshort.Long(t)
 	s := newService(t)
 	srv := httptest.NewServer(s.handler())
 	defer srv.Close()
@@ -254,6 +256,7 @@ func TestAnswersAreReturnedAtOnce(t *testing.T) {
 // While the service restarts nothing listens: the create is refused,
 // retried, and made once the new instance is up.
 func TestConnectionRefusedDuringRestartIsRetried(t *testing.T) {
+	testshort.Long(t)
 	s := newService(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
