@@ -784,12 +784,12 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 	if c.policy.Ambiguous == AmbiguousStore {
 		resp := ProblemResponse(failure, e.opts.PolicyURL)
 		resp.Header = c.policy.storedHeaders(resp.Header) // sent as stored
-		ok, serr := e.storeFailure(ctx, c, resp)
-		if serr == nil && ok {
+		serr := e.storeFailure(ctx, c, resp)
+		if serr == nil {
 			e.obs.Observe(Event{Kind: EventComplete, Operation: c.op.ID})
 			return &Outcome{Response: resp}, nil
 		}
-		if serr == nil && !ok {
+		if errors.Is(serr, ErrFenced) {
 			e.obs.Observe(Event{Kind: EventFenced, Operation: c.op.ID})
 		}
 	}
@@ -800,14 +800,13 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 	return nil, failure
 }
 
-func (e *Engine) storeFailure(ctx context.Context, c *claim, resp *Response) (bool, error) {
-	var ok bool
-	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		var err error
-		ok, err = e.q.complete(ctx, tx, c, c.recovery, json.RawMessage(c.state), resp, false)
+func (e *Engine) storeFailure(ctx context.Context, c *claim, resp *Response) error {
+	sess, err := e.begin(ctx)
+	if err != nil {
 		return err
-	})
-	return ok, err
+	}
+	defer sess.end()
+	return e.q.commitWith(ctx, sess.tx.conn, c, c.recovery, c.state, resp, false)
 }
 
 // yield gives up c's lease at once, so a retry can resume without waiting

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/idemgen/idemgen/internal/dbtest"
 )
 
@@ -34,13 +32,12 @@ func TestReleaseAfterLostCommitAck(t *testing.T) {
 		t.Fatalf("claim: %v %v", out, err)
 	}
 	// The first phase commits; the engine never hears of it.
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		ok, err := e.q.advance(ctx, tx, c, "first", []byte(`{}`))
-		if !ok {
-			return errors.New("advance matched no row")
-		}
-		return err
-	})
+	sess, err := e.begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = e.q.commitWith(ctx, sess.tx.conn, c, "first", []byte(`{}`), nil, false)
+	sess.end()
 	if err != nil {
 		t.Fatal(err)
 	}

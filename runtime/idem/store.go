@@ -228,34 +228,6 @@ func (q queries) deleteExpired(ctx context.Context, db execer, ns, scope, key st
 	return tag.RowsAffected() == 1, err
 }
 
-func (q queries) advance(ctx context.Context, tx pgx.Tx, c *claim, phase string, state []byte) (bool, error) {
-	tag, err := tx.Exec(ctx, q.advanceSQL, c.ns, c.scope, c.key, c.token, phase, state, micros(c.policy.Lease),
-		micros(c.policy.Retention))
-	return tag.RowsAffected() == 1, err
-}
-
-// complete stores r and marks the record completed; omitted says that r's
-// body exceeded the policy's MaxReplayBody and is not stored.
-func (q queries) complete(ctx context.Context, tx pgx.Tx, c *claim, phase string, state []byte, r *Response, omitted bool) (bool, error) {
-	if len(state) == 0 {
-		state = nil
-	}
-	headers, err := json.Marshal(r.Header)
-	if err != nil {
-		return false, err
-	}
-	body := r.Body
-	switch {
-	case omitted:
-		body = nil
-	case body == nil:
-		body = []byte{}
-	}
-	tag, err := tx.Exec(ctx, q.completeSQL, c.ns, c.scope, c.key, c.token, phase, state, r.Status, headers, body,
-		omitted, micros(c.policy.Retention))
-	return tag.RowsAffected() == 1, err
-}
-
 // release deletes c's record if it is still claimed by c at c's recovery
 // point, and reports whether it did.
 func (q queries) release(ctx context.Context, db execer, c *claim) (bool, error) {
