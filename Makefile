@@ -5,7 +5,7 @@ FUZZTIME ?= 5s
 BENCHCOUNT ?= 5
 BENCHTIME ?= 2s
 
-.PHONY: test test-short lint generate bench fuzz golden realspec demo chaos docs-check
+.PHONY: test test-short lint generate bench fuzz golden realspec demo chaos topology docs-check
 
 ## test: vet, short fuzz runs, the whole suite with the race detector on a real PostgreSQL
 test: lint
@@ -61,3 +61,9 @@ chaos:
 	$(GO) build -race -o bin/payments ./examples/payments/cmd/payments
 	$(GO) build -race -o bin/cardnet ./examples/payments/cmd/cardnet
 	$(GO) run ./examples/payments/cmd/chaos -payments bin/payments -cardnet bin/cardnet $(CHAOSFLAGS)
+
+## topology: failover (pg_auto_failover) and pooler (PgBouncer) rounds of the payments example; installs the Debian packages when root (docs/reliability.md)
+topology:
+	$(GO) build -o bin/payments ./examples/payments/cmd/payments
+	$(GO) build -o bin/cardnet ./examples/payments/cmd/cardnet
+	GO=$(GO) $(GO) run ./examples/payments/cmd/topology -payments bin/payments -cardnet bin/cardnet $(TOPOLOGYFLAGS)

@@ -128,3 +128,32 @@ func TestCheckerCatchesClientKeyPerAttempt(t *testing.T) {
 	}
 	t.Logf("checker found %d duplicates, e.g. %s", rep.Duplicates, rep.Problems[0])
 }
+
+type fakeDB struct{}
+
+func (fakeDB) URL() string {
+	return "postgres://postgres@h1:5432,h2:5432/chaos?target_session_attrs=read-write"
+}
+func (fakeDB) Fail(context.Context) (string, error) { return "", nil }
+
+// TestExternalDatabase: a round on an external database refuses the faults
+// that need the round's own cluster, a failover needs a database to fail,
+// and the services connect with the database's URL plus their pool's
+// settings and the query-exec mode.
+func TestExternalDatabase(t *testing.T) {
+	ctx := context.Background()
+	if _, err := Run(ctx, Config{Database: fakeDB{}, ConnFaults: 1}); err == nil {
+		t.Error("connection faults on an external database were accepted")
+	}
+	if _, err := Run(ctx, Config{Database: fakeDB{}, PGRestarts: 1}); err == nil {
+		t.Error("PostgreSQL restarts of an external database were accepted")
+	}
+	if _, err := Run(ctx, Config{Failovers: 1}); err == nil {
+		t.Error("a failover without a database to fail was accepted")
+	}
+	r := &run{cfg: Config{Database: fakeDB{}, QueryExecMode: "cache_describe"}, dbURL: fakeDB{}.URL()}
+	want := fakeDB{}.URL() + "&pool_max_conns=16&connect_timeout=5&default_query_exec_mode=cache_describe"
+	if got := r.serviceURL(0); got != want {
+		t.Errorf("service URL\n got %s\nwant %s", got, want)
+	}
+}
