@@ -17,8 +17,9 @@
 //	└── ...
 //
 // The request span carries idem.operation, idem.replayed, idem.resumed,
-// idem.background and idem.outcome (see Outcome), and an event for each
-// engine event of the request (takeover, fenced, ...). A span whose step
+// idem.background and idem.outcome (see Outcome). Each engine event
+// becomes a span event, idem.event.<kind> (idem.event.takeover,
+// idem.event.fenced, ...), on the span of the step it happened in. A span whose step
 // failed has status Error. Metrics (names as OTel instruments; a Prometheus
 // exporter turns them into idemprom's names):
 //
@@ -181,7 +182,7 @@ func (o *Observer) ObserveContext(ctx context.Context, ev idem.Event) {
 	}
 	o.events.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", ev.Operation), attribute.String("event", string(ev.Kind))))
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.AddEvent("idem."+string(ev.Kind), trace.WithAttributes(AttrOperation.String(ev.Operation)))
+		span.AddEvent("idem.event."+string(ev.Kind), trace.WithAttributes(AttrOperation.String(ev.Operation)))
 	}
 	req, _ := ctx.Value(requestKey{}).(*request)
 	if req == nil {

@@ -191,11 +191,11 @@ func TestSpans(t *testing.T) {
 		t.Errorf("resumed request attributes %v", a)
 	}
 	// Each event is on the span of the step it happened in.
-	if ev := spanEvents(ended[0]); ended[0].Name() != "idem.claim" || !contains(ev, "idem.takeover") {
-		t.Errorf("%s events %v, want idem.takeover", ended[0].Name(), ev)
+	if ev := spanEvents(ended[0]); ended[0].Name() != "idem.claim" || !contains(ev, "idem.event.takeover") {
+		t.Errorf("%s events %v, want idem.event.takeover", ended[0].Name(), ev)
 	}
-	if ev := spanEvents(ended[len(ended)-1]); !contains(ev, "idem.resume") || !contains(ev, "idem.complete") {
-		t.Errorf("resumed request span events %v, want idem.resume and idem.complete", ev)
+	if ev := spanEvents(ended[len(ended)-1]); !contains(ev, "idem.event.resume") || !contains(ev, "idem.event.complete") {
+		t.Errorf("resumed request span events %v, want idem.event.resume and idem.event.complete", ev)
 	}
 }
 
