@@ -60,7 +60,7 @@ func probe(ctx context.Context, url, mode string) (probeResult, error) {
 		return res, err
 	}
 	defer pool.Close()
-	schema := "probe_" + strings.NewReplacer(" ", "_", "(", "", ")", "", "'", "").Replace(strings.Fields(res.mode)[0])
+	schema := "probe_" + strings.Fields(res.mode)[0] // probe_cache_statement, probe_cache_describe
 	if _, err := idem.Migrate(ctx, pool, schema); err != nil {
 		return res, fmt.Errorf("migrating through the pooler: %w", err)
 	}
