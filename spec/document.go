@@ -127,7 +127,7 @@ func LoadOpenAPI(file string, data []byte) (*openapi3.T, error) {
 }
 
 // Validate checks the extensions of a loaded document. data is the
-// document's text, used to point errors at lines; it may be nil.
+// document's text, used to point errors at lines; nil leaves lines out.
 func Validate(file string, data []byte, doc *openapi3.T) (*Document, error) {
 	d := &Document{File: file, OpenAPI: doc}
 	lines := &sourceLines{data: data}
@@ -578,6 +578,9 @@ func (s *sourceLines) get() []string {
 // findLine points at the line of field within the operation's block, the
 // extension's line, or the operation's line, whichever it can find.
 func findLine(src *sourceLines, op *Operation, field string) int {
+	if src.data == nil {
+		return 0 // no text to point into (an overlaid document)
+	}
 	lines := src.get()
 	if op.line <= 0 || op.line > len(lines) {
 		return op.line
