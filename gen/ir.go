@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"go/ast"
 	"maps"
-	"slices"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 
