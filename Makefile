@@ -24,9 +24,10 @@ test: lint
 test-short: lint
 	$(call each,$(GO) test -short -count=1 ./...)
 
-## docs-check: run every command of docs/getting-started.md in a temp dir (needs curl)
+## docs-check: run every command of the guides in temp dirs (needs curl)
 docs-check:
-	scripts/getting-started.sh -q
+	scripts/docs-check.sh -q docs/getting-started.md
+	scripts/docs-check.sh -q docs/adopting.md
 
 ## fuzz: run every fuzz target for FUZZTIME
 fuzz:

@@ -61,4 +61,7 @@ require (
 
 replace github.com/idemgen/idemgen => ../
 
-tool github.com/idemgen/idemgen/cmd/idemgen
+tool (
+	github.com/idemgen/idemgen/cmd/idemgen
+	github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen
+)
