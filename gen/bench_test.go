@@ -2,7 +2,6 @@ package gen
 
 import (
 	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -66,11 +65,7 @@ func BenchmarkGenerate(b *testing.B) {
 				b.Fatal(err)
 			}
 			for i := 0; i < b.N; i++ {
-				data, err := os.ReadFile(cfg.Spec)
-				if err != nil {
-					b.Fatal(err)
-				}
-				doc, err := spec.LoadOpenAPI(cfg.Spec, data)
+				doc, data, err := LoadSpec(cfg, "")
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/util"
 
@@ -53,15 +54,13 @@ type Source struct {
 // directory), as oapi-codegen's are relative to the directory it runs in.
 // Spec problems come back as spec.Errors.
 func Load(cfg *Config, wd string) (*Input, error) {
-	at := func(p string) string {
-		if wd == "" || p == "" || filepath.IsAbs(p) {
-			return p
-		}
-		return filepath.Join(wd, p)
-	}
+	at := func(p string) string { return within(wd, p) }
 	in := &Input{OapiCodegen: LinkedOapiCodegen()}
-	var err error
-	if in.Doc, err = loadSpec(cfg, at); err != nil {
+	doc, data, err := LoadSpec(cfg, wd)
+	if err != nil {
+		return nil, err
+	}
+	if in.Doc, err = spec.Validate(cfg.Spec, data, doc); err != nil {
 		return nil, err
 	}
 	if cfg.GlueOnly {
@@ -78,7 +77,23 @@ func Load(cfg *Config, wd string) (*Input, error) {
 	return in, nil
 }
 
-func loadSpec(cfg *Config, at func(string) string) (*spec.Document, error) {
+// within resolves p against wd, as a command run in wd would.
+func within(wd, p string) string {
+	if wd == "" || p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(wd, p)
+}
+
+// LoadSpec loads the spec as oapi-codegen's command does (its loader:
+// external references followed, allow-remote-refs-from honoured, the
+// overlay applied), relative to wd, without validating the extensions. It
+// also returns the spec's text, which points errors at lines, or nil when an
+// overlay was applied: an overlaid document is printed anew before it is
+// loaded, so its lines are not the file's. Load calls it; make realspec
+// times it.
+func LoadSpec(cfg *Config, wd string) (*openapi3.T, []byte, error) {
+	at := func(p string) string { return within(wd, p) }
 	path := at(cfg.Spec)
 	overlay := cfg.Codegen.OutputOptions.Overlay
 	opts := util.LoadSwaggerWithOverlayOpts{Path: at(overlay.Path), Strict: true, AllowRemoteRefsFrom: cfg.Codegen.AllowRemoteRefsFrom}
@@ -87,18 +102,19 @@ func loadSpec(cfg *Config, at func(string) string) (*spec.Document, error) {
 	}
 	doc, err := util.LoadSwaggerWithOverlay(path, opts)
 	if err != nil {
-		return nil, spec.Errors{&spec.Error{File: cfg.Spec, Message: "not a valid OpenAPI document: " + err.Error()}}
+		return nil, nil, spec.Errors{&spec.Error{File: cfg.Spec, Message: "not a valid OpenAPI document: " + err.Error()}}
 	}
-	// The text points errors at lines. An overlaid document was printed
-	// anew before it was loaded, so its lines are not the file's: its errors
-	// name the operation, without a line.
-	var data []byte
-	if overlay.Path == "" {
-		if data, err = os.ReadFile(path); err != nil {
-			return nil, err
-		}
+	if doc.Paths == nil {
+		doc.Paths = openapi3.NewPaths()
 	}
-	return spec.Validate(cfg.Spec, data, doc)
+	if overlay.Path != "" {
+		return doc, nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return doc, data, nil
 }
 
 // userTemplates returns oapi-codegen's user templates with each one given as

@@ -79,15 +79,12 @@ func oapiCodegen(path string, withOverlay bool) (timing, error) {
 // those the overlay made idempotent.
 type counts struct{ ops, idempotent, added int }
 
-// idemgen does what `idemgen generate` does (gen.Generate), with the overlay
-// applied to the one loaded document before its extensions are validated.
+// idemgen does what `idemgen generate` does (gen.LoadSpec, spec.Validate,
+// gen.Generate), with the overlay applied to the one loaded document before
+// its extensions are validated.
 func idemgen(cfg *gen.Config, withOverlay bool) (*gen.Result, counts, timing, error) {
 	start := time.Now()
-	data, err := os.ReadFile(cfg.Spec)
-	if err != nil {
-		return nil, counts{}, timing{}, err
-	}
-	doc, err := spec.LoadOpenAPI(cfg.Spec, data)
+	doc, data, err := gen.LoadSpec(cfg, "")
 	if err != nil {
 		return nil, counts{}, timing{}, err
 	}
