@@ -18,10 +18,7 @@ import (
 func Diff(res *Result, dir string) ([]string, error) {
 	var diffs []string
 	for _, f := range res.Files {
-		path := f.Path
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(dir, path)
-		}
+		path := f.in(dir)
 		old, err := os.ReadFile(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):

@@ -36,6 +36,14 @@ type OutputFile struct {
 	Owned bool
 }
 
+// in is the file's path under dir.
+func (f OutputFile) in(dir string) string {
+	if filepath.IsAbs(f.Path) {
+		return f.Path
+	}
+	return filepath.Join(dir, f.Path)
+}
+
 // Result is everything a generation produced.
 type Result struct {
 	Files []OutputFile
@@ -180,10 +188,7 @@ func Write(res *Result, dir string, log io.Writer) error {
 		return err
 	}
 	for _, f := range res.Files {
-		path := f.Path
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(dir, path)
-		}
+		path := f.in(dir)
 		old, err := os.ReadFile(path)
 		switch {
 		case f.Owned && err == nil:
