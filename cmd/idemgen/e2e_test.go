@@ -124,10 +124,10 @@ func TestEndToEnd(t *testing.T) {
 	if r := call(t, "POST", base+"/items", "\"unterminated", "acct", `{"name":"pen"}`); r.status != 400 || !strings.Contains(r.body, "invalid-key") {
 		t.Errorf("malformed key: %+v; want 400", r)
 	}
-	if r := call(t, "GET", base+"/items/1", "", "acct", ""); r.status != 200 || !strings.Contains(r.body, `"name":"pen"`) || r.header.Get("X-Strict") != "getItem" {
+	if r := call(t, "GET", base+"/items/1", "", "acct", ""); r.status != 200 || !strings.Contains(r.body, `"name":"pen"`) || r.header.Get("X-Strict") != "GetItem" {
 		t.Errorf("plain GET: %+v; want the item, through the strict middleware", r)
 	}
-	if first.header.Get("X-Strict") != "createItem" {
+	if first.header.Get("X-Strict") != "CreateItem" {
 		t.Errorf("the strict middleware did not run on the idempotent operation: %+v", first)
 	}
 	// The user's own middleware of createItem runs before ours: no key is
