@@ -19,13 +19,13 @@ import (
 	"net/http"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -111,6 +111,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Engine, error) {
 	}
 	e := &Engine{pool: pool, opts: opts, obs: opts.Observer, log: opts.Logger,
 		q: newQueries(opts.Schema), resume: map[string]resumer{}, cache: newReplayCache(opts.ReplayCacheBytes)}
+	e.q.claimWait = strconv.FormatInt(opts.ClaimWait.Milliseconds(), 10)
 	if pool != nil {
 		e.q.named = pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
 	}
@@ -508,15 +509,14 @@ func (e *Engine) claimInline(ctx context.Context, c *claim, op string, fp, paylo
 	if err != nil {
 		return false, nil, unavailable("claim", err)
 	}
-	claimed, rec, err := e.q.claimInline(ctx, pc.Conn(), c, op, fp, payload, e.opts.ClaimWait)
+	claimed, rec, err := e.q.claimInline(ctx, pc.Conn(), c, op, fp, payload)
 	if claimed {
-		c.sess = &session{pc: pc, tx: &phaseTx{conn: pc.Conn()}}
+		c.sess = newSession(pc)
 		return true, nil, nil
 	}
 	(&session{pc: pc}).end()
-	var pgErr *pgconn.PgError
 	switch {
-	case errors.As(err, &pgErr) && pgErr.Code == "55P03": // lock_not_available: a concurrent claim is still uncommitted
+	case sqlState(err) == lockNotAvailable: // a concurrent claim is still uncommitted
 		e.obs.Observe(Event{Kind: EventInFlight, Operation: c.op.ID})
 		return false, nil, &Error{Kind: KindInFlight, RetryAfter: time.Second,
 			Detail: "another request with this key is being processed; retry later"}
@@ -536,7 +536,7 @@ func (e *Engine) beginLast(ctx context.Context, c *claim) (bool, *record, error)
 	}
 	open, rec, err := e.q.beginLast(ctx, pc.Conn(), c)
 	if open {
-		c.sess, c.last = &session{pc: pc, tx: &phaseTx{conn: pc.Conn()}}, true
+		c.sess, c.last = newSession(pc), true
 		return true, nil, nil
 	}
 	(&session{pc: pc}).end()
@@ -729,9 +729,12 @@ func runInline[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S
 			return nil, false, err
 		}
 	}
-	st, err := json.Marshal(state)
-	if err != nil {
-		return nil, false, fmt.Errorf("idem: encoding phase state: %w", err)
+	var st []byte
+	if !c.last {
+		// A completed record is never resumed: only progress needs state.
+		if st, err = json.Marshal(state); err != nil {
+			return nil, false, fmt.Errorf("idem: encoding phase state: %w", err)
+		}
 	}
 	omitted := false
 	if resp != nil {
@@ -740,14 +743,13 @@ func runInline[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S
 	}
 	since := time.Now()
 	if c.last {
-		err = e.q.commitLast(ctx, c.sess.tx.conn, c, phases[len(phases)-1].Name, st, resp, omitted, e.opts.ClaimWait)
-		var pgErr *pgconn.PgError
+		err = e.q.commitLast(ctx, c.sess.tx.conn, c, phases[len(phases)-1].Name, resp, omitted)
 		switch {
-		case errors.As(err, &pgErr) && pgErr.Code == "55P03": // lock_not_available: a concurrent claim is still uncommitted
+		case sqlState(err) == lockNotAvailable: // a concurrent claim is still uncommitted
 			e.obs.Observe(Event{Kind: EventInFlight, Operation: c.op.ID})
 			return nil, false, &Error{Kind: KindInFlight, RetryAfter: time.Second, Err: err,
 				Detail: "another request with this key is being processed; retry later"}
-		case errors.Is(err, errLostRace) || errors.As(err, &pgErr):
+		case errors.Is(err, errLostRace) || sqlState(err) != "":
 			// The server refused the insert or the commit: nothing committed.
 			return nil, false, err
 		}
