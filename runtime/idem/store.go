@@ -109,7 +109,17 @@ RETURNING recovery_point, phase_state, key_derivation`,
 	}
 	// A record already there makes the check divide by zero, which skips
 	// the BEGIN sent after it.
-	q.lastCheckSQL = `SELECT 1 / (1 - count(*)) FROM ` + t + ` WHERE namespace = $1 AND scope = $2 AND key = $3`
+	//
+	// The read and the check are one statement: the record's row, if any,
+	// then a branch that returns nothing but divides by zero when the
+	// record exists. PostgreSQL runs a UNION ALL's branches in order and
+	// sends each row as it is produced, so the client has the row before
+	// the error. (Were the order ever different, the row would be missing
+	// and the engine would read it again: slower, never wrong.)
+	q.lastCheckSQL = q.readSQL + `
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM (SELECT 1 / (1 - count(*)) AS v FROM ` + t + ` WHERE namespace = $1 AND scope = $2 AND key = $3) AS held WHERE held.v IS NULL`
 	// The completed record of a ClaimLast execution, inserted just before
 	// its COMMIT. A record already there (a concurrent duplicate that
 	// committed first) is a unique violation; an uncommitted one is waited
@@ -234,12 +244,18 @@ func (q queries) read(ctx context.Context, db execer, ns, scope, key string) (*r
 // scanRecord scans a row of readSQL.
 func scanRecord(row pgx.Row) (*record, error) {
 	var r record
+	var operation *string
 	var secs, expires float64
-	err := row.Scan(&r.operation, &r.fingerprint, &r.state, &r.owner,
+	err := row.Scan(&operation, &r.fingerprint, &r.state, &r.owner,
 		&r.live, &secs, &r.pastRetention, &expires, &r.recovery, &r.phaseState, &r.status, &r.headers, &r.body, &r.bodyOmitted)
-	if err != nil {
+	if operation == nil {
+		// No row was scanned (lastCheckSQL may fail after its row).
+		if err == nil {
+			err = errors.New("idem: the record read returned no operation")
+		}
 		return nil, err
 	}
+	r.operation = *operation
 	r.expiresIn = time.Duration(expires * float64(time.Second))
 	r.retryAfter = time.Duration(secs * float64(time.Second))
 	if r.retryAfter < time.Second {
@@ -416,31 +432,28 @@ func storedResponse(resp *Response, omitted bool) (headers, body []byte, err err
 // must be read again: it was committed between the read and the check).
 func (q queries) beginLast(ctx context.Context, conn *pgx.Conn, c *claim) (open bool, rec *record, err error) {
 	const begin = `BEGIN`
-	if err := q.prepare(ctx, conn, q.readSQL, q.lastCheckSQL, begin); err != nil {
+	if err := q.prepare(ctx, conn, q.lastCheckSQL, begin); err != nil {
 		return false, nil, err
 	}
 	b := &pgx.Batch{}
-	b.Queue(q.readSQL, c.ns, c.scope, c.key)
 	b.Queue(q.lastCheckSQL, c.ns, c.scope, c.key)
 	b.Queue(begin)
 	br := conn.SendBatch(ctx, b)
+	// A held key scans its record, then fails.
 	rec, err = scanRecord(br.QueryRow())
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = nil
-	}
-	if err == nil {
-		_, err = br.Exec()
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	switch {
-	case err == nil && conn.PgConn().TxStatus() == 'T':
+	case conn.PgConn().TxStatus() == 'T':
 		return true, nil, nil
+	case rec != nil || sqlState(err) == divisionByZero: // a record holds the key
+		return false, rec, nil
 	case err == nil:
 		return false, nil, errors.New("idem: beginLast left no transaction open")
-	case sqlState(err) == divisionByZero: // a record holds the key
-		return false, rec, nil
 	}
 	return false, nil, err
 }
