@@ -5,7 +5,7 @@ FUZZTIME ?= 5s
 BENCHCOUNT ?= 5
 BENCHTIME ?= 2s
 
-.PHONY: test test-short lint generate bench fuzz golden realspec demo chaos docs-check
+.PHONY: test test-short lint generate bench bench-model fuzz golden realspec demo chaos docs-check
 
 # The modules whose packages make test runs: the toolkit, and examples/, a
 # module of its own so that the examples' dependencies (toxiproxy,
@@ -51,6 +51,10 @@ generate:
 bench:
 	IDEMGEN_PG_DURABLE=1 $(GO) test -run '^$$' -bench '^BenchmarkEngine$$' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./runtime/idemecho | tee bench.out
 	@echo; awk -f scripts/benchtable.awk bench.out
+
+## bench-model: what the protocol's SQL alone costs: pgbench runs each request shape on the engine's tables (durable)
+bench-model:
+	$(GO) run ./internal/pgbenchmodel
 
 ## golden: rewrite the golden cases from the generator's output (review the diff)
 golden:
