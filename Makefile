@@ -5,20 +5,29 @@ FUZZTIME ?= 5s
 BENCHCOUNT ?= 5
 BENCHTIME ?= 2s
 
-.PHONY: test test-short lint generate bench fuzz golden realspec demo chaos topology docs-check
+.PHONY: test test-short lint generate bench bench-model fuzz golden realspec demo chaos topology docs-check
+
+# The modules whose packages make test runs: the toolkit, and examples/, a
+# module of its own so that the examples' dependencies (toxiproxy,
+# go-retryablehttp, zerolog) never reach the toolkit's users. golden/ is a
+# module too, compiled by gen's TestGoldenCompiles.
+MODULES := . examples
+# Runs its argument in every module, stopping at the first failure.
+each = for m in $(MODULES); do (cd $$m && $(1)) || exit 1; done
 
 ## test: vet, short fuzz runs, the whole suite with the race detector on a real PostgreSQL
 test: lint
 	$(MAKE) --no-print-directory fuzz
-	$(GO) test -race -count=1 ./...
+	$(call each,$(GO) test -race -count=1 ./...)
 
 ## test-short: the edit-test loop: lint, then the suite without its long tests (no race detector)
 test-short: lint
-	$(GO) test -short -count=1 ./...
+	$(call each,$(GO) test -short -count=1 ./...)
 
-## docs-check: run every command of docs/getting-started.md in a temp dir (needs curl)
+## docs-check: run every command of the guides in temp dirs (needs curl)
 docs-check:
-	scripts/getting-started.sh -q
+	scripts/docs-check.sh -q docs/getting-started.md
+	scripts/docs-check.sh -q docs/adopting.md
 
 ## fuzz: run every fuzz target for FUZZTIME
 fuzz:
@@ -26,21 +35,26 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(FUZZTIME) ./runtime/idemhttp
 	$(GO) test -run '^$$' -fuzz '^FuzzBodyKey$$' -fuzztime $(FUZZTIME) ./runtime/idemhttp
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./spec
-	$(GO) test -run '^$$' -fuzz '^FuzzRequestPath$$' -fuzztime $(FUZZTIME) ./examples/payments/api
+	cd examples && $(GO) test -run '^$$' -fuzz '^FuzzRequestPath$$' -fuzztime $(FUZZTIME) ./payments/api
 
-## lint: formatting and go vet
+## lint: formatting, go vet, and the example's generated code against its spec
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	$(call each,$(GO) vet ./...)
+	cd examples/payments/api && $(GO) tool idemgen generate -check -config idemgen.yaml ../api.yaml
 
 ## generate: run every go:generate directive
 generate:
-	$(GO) generate ./...
+	$(call each,$(GO) generate ./...)
 
 ## bench: the engine against plain and plain-tx handlers, 1 and 16 clients, on a durable PostgreSQL
 bench:
 	IDEMGEN_PG_DURABLE=1 $(GO) test -run '^$$' -bench '^BenchmarkEngine$$' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./runtime/idemecho | tee bench.out
 	@echo; awk -f scripts/benchtable.awk bench.out
+
+## bench-model: what the protocol's SQL alone costs: pgbench runs each request shape on the engine's tables (durable)
+bench-model:
+	$(GO) run ./internal/pgbenchmodel
 
 ## golden: rewrite the golden cases from the generator's output (review the diff)
 golden:
@@ -53,17 +67,17 @@ realspec:
 
 ## demo: build the payments example and tell its story on a throwaway PostgreSQL (or DATABASE_URL)
 demo:
-	$(GO) build -o bin/payments ./examples/payments/cmd/payments
-	$(GO) run ./examples/payments/cmd/demo -server bin/payments
+	cd examples && $(GO) build -o ../bin/payments ./payments/cmd/payments
+	cd examples && $(GO) run ./payments/cmd/demo -server ../bin/payments
 
 ## chaos: the long chaos round (>= 5000 intents, 50 kills, 200 connection faults, a PostgreSQL restart)
 chaos:
-	$(GO) build -race -o bin/payments ./examples/payments/cmd/payments
-	$(GO) build -race -o bin/cardnet ./examples/payments/cmd/cardnet
-	$(GO) run ./examples/payments/cmd/chaos -payments bin/payments -cardnet bin/cardnet $(CHAOSFLAGS)
+	cd examples && $(GO) build -race -o ../bin/payments ./payments/cmd/payments
+	cd examples && $(GO) build -race -o ../bin/cardnet ./payments/cmd/cardnet
+	cd examples && $(GO) run ./payments/cmd/chaos -payments ../bin/payments -cardnet ../bin/cardnet $(CHAOSFLAGS)
 
 ## topology: failover (pg_auto_failover) and pooler (PgBouncer) rounds of the payments example; installs the Debian packages when root (docs/reliability.md)
 topology:
-	$(GO) build -o bin/payments ./examples/payments/cmd/payments
-	$(GO) build -o bin/cardnet ./examples/payments/cmd/cardnet
-	GO=$(GO) $(GO) run ./examples/payments/cmd/topology -payments bin/payments -cardnet bin/cardnet $(TOPOLOGYFLAGS)
+	cd examples && $(GO) build -o ../bin/payments ./payments/cmd/payments
+	cd examples && $(GO) build -o ../bin/cardnet ./payments/cmd/cardnet
+	cd examples && GO=$(GO) $(GO) run ./payments/cmd/topology -repo .. -payments ../bin/payments -cardnet ../bin/cardnet $(TOPOLOGYFLAGS)

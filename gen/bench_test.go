@@ -2,7 +2,6 @@ package gen
 
 import (
 	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/internal/overlay"
 	"github.com/idemgen/idemgen/spec"
+	"github.com/idemgen/idemgen/templates"
 )
 
 var benchSpec = flag.String("realspec", "", "BenchmarkGenerate: also time this spec, with x-idempotency on every POST and PATCH (as make realspec)")
@@ -24,12 +24,23 @@ var benchSpec = flag.String("realspec", "", "BenchmarkGenerate: also time this s
 // alone (models, echo and strict server) on the same document. Compare runs
 // with benchstat; nothing here asserts a time.
 func BenchmarkGenerate(b *testing.B) {
-	cfg := caseConfig(b, filepath.Join(goldenDir, "client"))
-	cfg.OpenAPIOut = "openapi.json"
+	dir := filepath.Join(goldenDir, "client")
+	cfg, err := LoadConfig(filepath.Join(dir, "idemgen.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.Spec, cfg.OpenAPIOut = "api.yaml", "openapi.json"
+	if err := cfg.Complete(); err != nil {
+		b.Fatal(err)
+	}
 	b.Run("golden", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			if _, err := Generate(cfg); err != nil {
+			in, err := Load(cfg, dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := Generate(cfg, in); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -44,13 +55,17 @@ func BenchmarkGenerate(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
-			cfg := Config{Spec: *benchSpec, Package: "api", Output: b.TempDir(), OpenAPIOut: openapiOut}
+			cfg := &Config{Spec: *benchSpec, Output: filepath.Join(b.TempDir(), DefaultOutput), Settings: Settings{OpenAPIOut: openapiOut}}
+			cfg.Codegen.PackageName = "api"
+			if err := cfg.Complete(); err != nil {
+				b.Fatal(err)
+			}
+			scaffold, err := templates.Load(templates.Scaffold, "")
+			if err != nil {
+				b.Fatal(err)
+			}
 			for i := 0; i < b.N; i++ {
-				data, err := os.ReadFile(cfg.Spec)
-				if err != nil {
-					b.Fatal(err)
-				}
-				doc, err := spec.LoadOpenAPI(cfg.Spec, data)
+				doc, data, err := LoadSpec(cfg, "")
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -59,7 +74,7 @@ func BenchmarkGenerate(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := FromDocument(cfg, d); err != nil {
+				if _, err := Generate(cfg, &Input{Doc: d, Scaffold: scaffold, OapiCodegen: "v0"}); err != nil {
 					b.Fatal(err)
 				}
 			}

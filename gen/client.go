@@ -28,12 +28,12 @@ const mintedKeyLength = 36
 
 // clientPackage returns the client package's name: ClientPackage, or the
 // last element of ClientOut.
-func clientPackage(cfg Config) (string, error) {
+func clientPackage(cfg *Config) (string, error) {
 	name := cfg.ClientPackage
 	if name == "" {
 		name = filepath.Base(filepath.Clean(cfg.ClientOut))
 	}
-	if !regexp.MustCompile(`^[a-z][a-z0-9_]*$`).MatchString(name) {
+	if !packageName.MatchString(name) {
 		return "", fmt.Errorf("gen: client package name %q is not a valid Go package name; set client-package", name)
 	}
 	return name, nil
@@ -41,19 +41,12 @@ func clientPackage(cfg Config) (string, error) {
 
 // generateClient renders the client package: oapi-codegen's models and
 // typed client, and idemgen's idempotent wrapper around it.
-func generateClient(cfg Config, doc *spec.Document, r *ir) ([]OutputFile, error) {
+func generateClient(cfg *Config, in *Input, r *ir) ([]OutputFile, error) {
 	pkg, err := clientPackage(cfg)
 	if err != nil {
 		return nil, err
 	}
-	src, err := codegen.Generate(doc.OpenAPI, codegen.Configuration{
-		PackageName: pkg,
-		Generate:    codegen.GenerateOptions{Client: true, Models: true},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("gen: oapi-codegen client: %w", err)
-	}
-	client, err := retitle(src, "Models and typed client")
+	client, err := runCodegen(cfg, in, codegen.GenerateOptions{Client: true, Models: true}, pkg)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -18,8 +19,15 @@ var update = flag.Bool("update", false, "rewrite the golden files from the gener
 
 const goldenDir = "../golden"
 
-// goldenCases lists the case folders: each holds api.yaml and idemgen.yaml,
-// and either out/ (the expected files) or stderr.txt (the expected errors).
+// A golden case is a folder holding a spec and a config, and either out/
+// (the expected files) or stderr.txt (the expected errors). Each config is
+// one run of `idemgen generate -config CONFIG SPEC` in the folder:
+// idemgen.yaml with api.yaml, and idemgen.NAME.yaml, if any, with
+// NAME.yaml (a spec split over files whose second part is generated on its
+// own, as oapi-codegen's import mapping to "-" asks). The files of every run
+// go to out/, under the directory of the run's output.
+
+// goldenCases lists the case folders.
 func goldenCases(t testing.TB) []string {
 	t.Helper()
 	entries, err := os.ReadDir(goldenDir)
@@ -38,27 +46,69 @@ func goldenCases(t testing.TB) []string {
 	return cases
 }
 
-func caseConfig(t testing.TB, dir string) Config {
+// goldenRun is one config of a case and its spec.
+type goldenRun struct{ config, spec string }
+
+func caseRuns(t testing.TB, dir string) []goldenRun {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, "idemgen.yaml"))
+	runs := []goldenRun{{"idemgen.yaml", "api.yaml"}}
+	more, err := filepath.Glob(filepath.Join(dir, "idemgen.*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Spec: filepath.Join(dir, "api.yaml")}
+	sort.Strings(more)
+	for _, m := range more {
+		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(m), "idemgen."), ".yaml")
+		runs = append(runs, goldenRun{filepath.Base(m), name + ".yaml"})
+	}
+	return runs
+}
+
+// linkedOapiCodegen is the oapi-codegen version in generated headers. Test
+// binaries carry no module versions, so it is read from go.mod, which pins
+// the version linked.
+var linkedOapiCodegen = sync.OnceValue(func() string {
+	data, err := os.ReadFile("../go.mod")
+	if err != nil {
+		panic(err)
+	}
 	for _, line := range strings.Split(string(data), "\n") {
-		k, v, _ := strings.Cut(line, ":")
-		switch strings.TrimSpace(k) {
-		case "package":
-			cfg.Package = strings.TrimSpace(v)
-		case "openapi-out":
-			cfg.OpenAPIOut = strings.TrimSpace(v)
-		case "client-out":
-			cfg.ClientOut = strings.TrimSpace(v)
-		case "client-package":
-			cfg.ClientPackage = strings.TrimSpace(v)
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == oapiCodegenModule {
+			return f[1]
 		}
 	}
-	return cfg
+	panic("go.mod does not require " + oapiCodegenModule)
+})
+
+// generateCase runs every config of the case in dir, as the idemgen command
+// does, with dir as the working directory, and returns the files by path
+// relative to dir.
+func generateCase(t testing.TB, dir string) (map[string][]byte, error) {
+	t.Helper()
+	files := map[string][]byte{}
+	for _, run := range caseRuns(t, dir) {
+		cfg, err := LoadConfig(filepath.Join(dir, run.config))
+		if err != nil {
+			return nil, err
+		}
+		cfg.Spec = run.spec
+		if err := cfg.Complete(); err != nil {
+			return nil, err
+		}
+		in, err := Load(cfg, dir)
+		if err != nil {
+			return nil, err
+		}
+		in.OapiCodegen = linkedOapiCodegen()
+		res, err := Generate(cfg, in)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range res.Files {
+			files[filepath.Join(cfg.Dir(), f.Path)] = f.Data
+		}
+	}
+	return files, nil
 }
 
 // TestGolden regenerates every case in memory and compares it byte for byte
@@ -68,11 +118,12 @@ func TestGolden(t *testing.T) {
 	for _, name := range goldenCases(t) {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join(goldenDir, name)
-			cfg := caseConfig(t, dir)
-			res, err := Generate(cfg)
+			files, err := generateCase(t, dir)
 			stderrFile := filepath.Join(dir, "stderr.txt")
 			if err != nil {
-				got := strings.ReplaceAll(err.Error(), dir+string(filepath.Separator), "") + "\n"
+				abs, _ := filepath.Abs(dir)
+				got := strings.ReplaceAll(err.Error(), abs+string(filepath.Separator), "")
+				got = strings.ReplaceAll(got, dir+string(filepath.Separator), "") + "\n"
 				if *update {
 					os.RemoveAll(filepath.Join(dir, "out"))
 					if err := os.WriteFile(stderrFile, []byte(got), 0o644); err != nil {
@@ -96,30 +147,27 @@ func TestGolden(t *testing.T) {
 			if *update {
 				os.Remove(stderrFile)
 				os.RemoveAll(out)
-				if err := os.MkdirAll(out, 0o755); err != nil {
-					t.Fatal(err)
-				}
 			}
 			var gotNames []string
-			for _, f := range res.Files {
-				gotNames = append(gotNames, f.Path)
-				path := filepath.Join(out, f.Path)
+			for name, data := range files {
+				gotNames = append(gotNames, name)
+				path := filepath.Join(out, name)
 				if *update {
 					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 						t.Fatal(err)
 					}
-					if err := os.WriteFile(path, f.Data, 0o644); err != nil {
+					if err := os.WriteFile(path, data, 0o644); err != nil {
 						t.Fatal(err)
 					}
 					continue
 				}
 				want, err := os.ReadFile(path)
 				if err != nil {
-					t.Errorf("%s: generated but not in the golden case: %v", f.Path, err)
+					t.Errorf("%s: generated but not in the golden case: %v", name, err)
 					continue
 				}
-				if diff := cmp.Diff(string(want), string(f.Data)); diff != "" {
-					t.Errorf("%s differs (-want +got):\n%s", f.Path, diff)
+				if diff := cmp.Diff(string(want), string(data)); diff != "" {
+					t.Errorf("%s differs (-want +got):\n%s", name, diff)
 				}
 			}
 			var wantNames []string
@@ -140,13 +188,13 @@ func TestGolden(t *testing.T) {
 
 // TestGoldenDeterministic: two runs give identical bytes.
 func TestGoldenDeterministic(t *testing.T) {
-	cfg := caseConfig(t, filepath.Join(goldenDir, "all_fields"))
-	a, err := Generate(cfg)
+	dir := filepath.Join(goldenDir, "all_fields")
+	a, err := generateCase(t, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		b, err := Generate(cfg)
+		b, err := generateCase(t, dir)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,9 @@ package gen
 import (
 	"fmt"
 	"go/ast"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -17,6 +19,10 @@ type ir struct {
 	Idempotent []*opIR // in spec order
 	Plain      []*plainIR
 	Routes     []string // every operation's "METHOD /path", in spec order
+	// MiddlewareKeys are the keys of oapi-codegen's OperationMiddlewares of
+	// every operation served: operationIds (or, without one, oapi-codegen's
+	// name for it).
+	MiddlewareKeys []string
 }
 
 // opIR is one idempotent operation.
@@ -60,40 +66,57 @@ var routeComment = regexp.MustCompile(`\((\w+) (\S+)\)`)
 
 // strictMethods reads oapi-codegen's output and maps "METHOD /path" to the
 // strict server method that serves it. Reading the generated code, rather
-// than re-deriving oapi-codegen's naming rules, keeps the two in step. It
-// also returns every name the output declares at package level.
-func strictMethods(src []byte) (map[string]strictMethod, map[string]bool, error) {
-	d, err := readDecls("api.gen.go", src, func(name string) bool {
-		return name == "StrictServerInterface" || strings.HasSuffix(name, "ResponseObject")
-	})
-	if err != nil {
-		return nil, nil, err
-	}
+// than re-deriving oapi-codegen's naming rules, keeps the two in step (and
+// in glue-only mode follows the user's oapi-codegen, whatever its version
+// or options). It also returns every name the files declare at package
+// level.
+func strictMethods(files []Source) (map[string]strictMethod, map[string]bool, error) {
+	declared := map[string]bool{}
 	visits := map[string]string{} // response interface -> its Visit method
 	var strict *ast.InterfaceType
-	for _, decl := range d.file.Decls {
-		g, ok := decl.(*ast.GenDecl)
-		if !ok {
-			continue
+	for _, src := range files {
+		d, err := readDecls(src.Name, src.Data, func(name string) bool {
+			return name == "StrictServerInterface" || strings.HasSuffix(name, "ResponseObject")
+		})
+		if err != nil {
+			return nil, nil, err
 		}
-		for _, s := range g.Specs {
-			s, ok := s.(*ast.TypeSpec)
+		maps.Copy(declared, d.declared)
+		for _, decl := range d.file.Decls {
+			g, ok := decl.(*ast.GenDecl)
 			if !ok {
 				continue
 			}
-			it, ok := s.Type.(*ast.InterfaceType)
-			if !ok {
-				continue
-			}
-			if s.Name.Name == "StrictServerInterface" {
-				strict = it
-			} else if len(it.Methods.List) == 1 && len(it.Methods.List[0].Names) == 1 {
-				visits[s.Name.Name] = it.Methods.List[0].Names[0].Name
+			for _, s := range g.Specs {
+				s, ok := s.(*ast.TypeSpec)
+				if !ok {
+					continue
+				}
+				it, ok := s.Type.(*ast.InterfaceType)
+				if !ok {
+					continue
+				}
+				if s.Name.Name == "StrictServerInterface" {
+					strict = it
+				} else if len(it.Methods.List) == 1 && len(it.Methods.List[0].Names) == 1 {
+					visits[s.Name.Name] = it.Methods.List[0].Names[0].Name
+				}
 			}
 		}
 	}
-	if strict == nil {
-		return nil, nil, fmt.Errorf("gen: oapi-codegen output has no StrictServerInterface")
+	var missing []string
+	for _, name := range []string{"StrictServerInterface", "NewStrictHandler", "StrictMiddlewareFunc", "EchoRouter", "RegisterHandlersWithOptions", "RegisterHandlersOptions"} {
+		if !declared[name] {
+			missing = append(missing, name)
+		}
+	}
+	if strict == nil || len(missing) > 0 {
+		var names []string
+		for _, f := range files {
+			names = append(names, f.Name)
+		}
+		return nil, nil, fmt.Errorf("gen: oapi-codegen's generated code (%s) lacks %s: idemgen's glue needs oapi-codegen's echo server and strict server (generate: {echo-server: true, strict-server: true}) from a release that has RegisterHandlersOptions.OperationMiddlewares",
+			orNone(names), strings.Join(missing, ", "))
 	}
 	out := map[string]strictMethod{}
 	for _, m := range strict.Methods.List {
@@ -112,22 +135,42 @@ func strictMethods(src []byte) (map[string]strictMethod, map[string]bool, error)
 		}
 		out[match[1]+" "+match[2]] = strictMethod{name: m.Names[0].Name, request: req.Name, response: resp.Name, visit: visits[resp.Name]}
 	}
-	return out, d.declared, nil
+	return out, declared, nil
 }
 
-func buildIR(cfg Config, doc *spec.Document, oapi []byte) (*ir, error) {
-	methods, declared, err := strictMethods(oapi)
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "no generated Go file"
+	}
+	return strings.Join(names, ", ")
+}
+
+func buildIR(cfg *Config, doc *spec.Document, sources []Source) (*ir, error) {
+	methods, declared, err := strictMethods(sources)
 	if err != nil {
 		return nil, err
 	}
-	r := &ir{Package: cfg.Package, SpecFile: cfg.Spec}
+	r := &ir{Package: cfg.Package(), SpecFile: cfg.Spec}
 	var errs spec.Errors
 	for _, op := range doc.Operations {
-		r.Routes = append(r.Routes, op.Method+" "+op.Path)
 		m, ok := methods[op.Method+" "+op.Path]
-		if !ok || m.visit == "" {
+		switch {
+		case ok && m.visit != "":
+		case excluded(cfg, op) && op.Idempotency == nil:
+			continue // left out of the strict server by the output options
+		case excluded(cfg, op):
+			errs = append(errs, &spec.Error{File: cfg.Spec, Method: op.Method, Path: op.Path, OperationID: op.OperationID, Field: spec.ExtensionName,
+				Message: "the config's output options (include/exclude tags or operation ids) leave this operation out of the strict server, so it cannot be idempotent; include it or remove x-idempotency"})
+			continue
+		default:
 			return nil, fmt.Errorf("gen: oapi-codegen generated no strict handler for %s %s", op.Method, op.Path)
 		}
+		r.Routes = append(r.Routes, op.Method+" "+op.Path)
+		key := op.OperationID
+		if key == "" {
+			key = m.name
+		}
+		r.MiddlewareKeys = append(r.MiddlewareKeys, key)
 		if op.Idempotency == nil {
 			r.Plain = append(r.Plain, &plainIR{GoName: m.name, RequestType: m.request, ResponseType: m.response, Method: op.Method, Path: op.Path, OperationID: op.OperationID})
 			continue
@@ -151,7 +194,7 @@ func buildIR(cfg Config, doc *spec.Document, oapi []byte) (*ir, error) {
 		}
 		r.Idempotent = append(r.Idempotent, o)
 	}
-	for _, name := range []string{"Phases", "PlainHandlers", "Register", "Specs"} {
+	for _, name := range []string{"Phases", "PlainHandlers", "Register", "RegisterWithOptions", "RegisterOptions", "Specs"} {
 		if declared[name] && len(r.Idempotent) > 0 {
 			errs = append(errs, &spec.Error{File: cfg.Spec, Message: fmt.Sprintf("the spec declares a type named %s, which idemgen generates; rename the schema", name)})
 		}
@@ -188,4 +231,21 @@ func lowerFirst(s string) string {
 	r := []rune(s)
 	r[0] = unicode.ToLower(r[0])
 	return string(r)
+}
+
+// excluded reports whether the config's output options leave op out of
+// oapi-codegen's output (include or exclude by tag or operationId).
+func excluded(cfg *Config, op *spec.Operation) bool {
+	o := cfg.Codegen.OutputOptions
+	anyTag := func(tags []string) bool {
+		for _, t := range op.Op.Tags {
+			if slices.Contains(tags, t) {
+				return true
+			}
+		}
+		return false
+	}
+	return (len(o.IncludeTags) > 0 && !anyTag(o.IncludeTags)) || anyTag(o.ExcludeTags) ||
+		(len(o.IncludeOperationIDs) > 0 && !slices.Contains(o.IncludeOperationIDs, op.OperationID)) ||
+		slices.Contains(o.ExcludeOperationIDs, op.OperationID)
 }

@@ -281,6 +281,31 @@ func renderPhaseList(f *File, o *opIR) {
 }
 
 func renderRegister(f *File, r *ir) {
+	for _, l := range []string{
+		"RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions",
+		"passes on: those of RegisterHandlersWithOptions and NewStrictHandler.",
+	} {
+		f.Comment(l)
+	}
+	f.Type().Id("RegisterOptions").Struct(
+		Comment("BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve"),
+		Comment("the API in an echo group, pass the group as the router."),
+		Id("BaseURL").String(),
+		Comment("StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they"),
+		Comment("see the typed request and response, of idempotent operations too (there, their"),
+		Comment("response is what the engine stores and replays)."),
+		Id("StrictMiddlewares").Index().Id("StrictMiddlewareFunc"),
+		Comment("OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's"),
+		Comment("RegisterHandlersOptions. They run before the idempotency middleware of an idempotent"),
+		Comment("operation (authenticate there: a key is claimed only after them)."),
+		Id("OperationMiddlewares").Map(String()).Index().Qual(pkgEcho, "MiddlewareFunc"),
+		Comment("ErrorHandler, when set, gets every error of a strict handler (a body that does not"),
+		Comment("bind, an error of a plain handler or of a phase) before anything above it does; what"),
+		Comment("it returns goes on up echo's chain, nil when it wrote the response itself."),
+		Id("ErrorHandler").Func().Params(Id("c").Qual(pkgEcho, "Context"), Id("err").Error()).Error(),
+	)
+	f.Line()
+
 	lines := []string{
 		"Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).",
 		"Idempotent operations get the Idempotency-Key protocol and run their phases from",
@@ -298,6 +323,12 @@ func renderRegister(f *File, r *ir) {
 	for _, l := range lines {
 		f.Comment(l)
 	}
+	f.Func().Id("Register").Params(Id("router").Id("EchoRouter"), Id("plain").Id("PlainHandlers"), Id("phases").Id("Phases"),
+		Id("rt").Op("*").Qual(pkgIdemEcho, "Runtime")).Error().Block(
+		Return(Id("RegisterWithOptions").Call(Id("router"), Id("plain"), Id("phases"), Id("rt"), Id("RegisterOptions").Values())))
+	f.Line()
+
+	f.Comment("RegisterWithOptions is Register with the options of oapi-codegen's registration.")
 	body := []Code{
 		If(Id("rt").Op("==").Nil().Op("||").Id("rt").Dot("Engine").Op("==").Nil()).Block(
 			Return(Qual("errors", "New").Call(Lit("Register: rt and rt.Engine are required")))),
@@ -336,17 +367,33 @@ func renderRegister(f *File, r *ir) {
 				Return(Id(o.phasesFunc()).Call(Id("phases").Dot(o.GoName), Id("request")), Nil()),
 			)))
 	}
+	var keys []Code
+	for _, k := range r.MiddlewareKeys {
+		keys = append(keys, Lit(k))
+	}
 	body = append(body,
 		Id("server").Op(":=").Op("&").Id("idemServer").Values(Dict{Id("plain"): Id("plain"), Id("phases"): Id("phases"), Id("rt"): Id("rt")}),
-		Id("RegisterHandlersWithOptions").Call(Id("router"), Id("NewStrictHandler").Call(Id("server"), Nil()), Id("RegisterHandlersOptions").Values(Dict{
-			Id("OperationMiddlewares"): Map(String()).Index().Qual(pkgEcho, "MiddlewareFunc").Values(DictFunc(func(d Dict) {
+		Id("middlewares").Op(":=").Qual(pkgIdemEcho, "OperationMiddlewares").Call(
+			Id("options").Dot("OperationMiddlewares"),
+			Map(String()).Qual(pkgEcho, "MiddlewareFunc").Values(DictFunc(func(d Dict) {
 				for _, o := range r.Idempotent {
-					d[Lit(o.Spec.OperationID)] = Values(Qual(pkgIdemEcho, "Middleware").Call(Id("rt"), Id(o.specVar())))
+					d[Lit(o.Spec.OperationID)] = Qual(pkgIdemEcho, "Middleware").Call(Id("rt"), Id(o.specVar()))
 				}
 			})),
-		})),
+			Id("options").Dot("ErrorHandler"),
+			Index().String().ValuesFunc(func(g *Group) {
+				for _, k := range keys {
+					g.Add(k)
+				}
+			}),
+		),
+		Id("RegisterHandlersWithOptions").Call(Id("router"), Id("NewStrictHandler").Call(Id("server"), Id("options").Dot("StrictMiddlewares")),
+			Id("RegisterHandlersOptions").Values(Dict{
+				Id("BaseURL"):              Id("options").Dot("BaseURL"),
+				Id("OperationMiddlewares"): Id("middlewares"),
+			})),
 		Return(Nil()),
 	)
-	f.Func().Id("Register").Params(Id("router").Id("EchoRouter"), Id("plain").Id("PlainHandlers"), Id("phases").Id("Phases"),
-		Id("rt").Op("*").Qual(pkgIdemEcho, "Runtime")).Error().Block(body...)
+	f.Func().Id("RegisterWithOptions").Params(Id("router").Id("EchoRouter"), Id("plain").Id("PlainHandlers"), Id("phases").Id("Phases"),
+		Id("rt").Op("*").Qual(pkgIdemEcho, "Runtime"), Id("options").Id("RegisterOptions")).Error().Block(body...)
 }

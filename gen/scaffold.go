@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"go/format"
 	"strings"
+	"text/template"
 	"unicode"
-
-	"github.com/idemgen/idemgen/templates"
 )
 
 type scaffoldPhase struct {
@@ -17,11 +16,7 @@ type scaffoldPhase struct {
 
 // renderScaffolds renders one user-owned phase file per idempotent
 // operation, named after the operationId in snake_case.
-func renderScaffolds(cfg Config, r *ir) ([]OutputFile, error) {
-	tmpl, err := templates.Load(templates.Scaffold, cfg.Templates)
-	if err != nil {
-		return nil, err
-	}
+func renderScaffolds(tmpl *template.Template, r *ir) ([]OutputFile, error) {
 	var files []OutputFile
 	for _, o := range r.Idempotent {
 		var phases []scaffoldPhase

@@ -30,6 +30,8 @@ type Operation struct {
 	Op          *openapi3.Operation
 	Idempotency *Extension // nil when the operation has no x-idempotency (or false)
 	line        int
+	file        string       // the file the operation is in, as errors name it
+	src         *sourceLines // its text
 }
 
 // Idempotent returns the operations that carry the extension.
@@ -127,10 +129,13 @@ func LoadOpenAPI(file string, data []byte) (*openapi3.T, error) {
 }
 
 // Validate checks the extensions of a loaded document. data is the
-// document's text, used to point errors at lines; it may be nil.
+// document's text, used to point errors at lines; nil leaves lines out.
 func Validate(file string, data []byte, doc *openapi3.T) (*Document, error) {
 	d := &Document{File: file, OpenAPI: doc}
 	lines := &sourceLines{data: data}
+	// Operations in other files (a path item's $ref) are located in those.
+	rootAbs, _ := filepath.Abs(file)
+	others := map[string]*sourceLines{}
 	var errs Errors
 	for _, path := range doc.Paths.InMatchingOrder() {
 		item := doc.Paths.Value(path)
@@ -143,8 +148,20 @@ func Validate(file string, data []byte, doc *openapi3.T) (*Document, error) {
 		for _, m := range methods {
 			o := ops[m]
 			op := &Operation{Method: strings.ToUpper(m), Path: path, OperationID: o.OperationID, Op: o}
+			op.file, op.src = file, lines
 			if o.Origin != nil && o.Origin.Key != nil {
 				op.line = o.Origin.Key.Line
+				if f := o.Origin.Key.File; f != "" && f != rootAbs && data != nil {
+					if others[f] == nil {
+						others[f] = &sourceLines{path: f}
+					}
+					op.src = others[f]
+					if rel, err := filepath.Rel(filepath.Dir(rootAbs), f); err == nil {
+						op.file = filepath.Join(filepath.Dir(file), rel)
+					} else {
+						op.file = f
+					}
+				}
 			}
 			d.Operations = append(d.Operations, op)
 			raw, ok := o.Extensions[ExtensionName]
@@ -152,7 +169,7 @@ func Validate(file string, data []byte, doc *openapi3.T) (*Document, error) {
 				continue
 			}
 			at := func(field, format string, args ...any) {
-				errs = append(errs, &Error{File: file, Line: findLine(lines, op, field), Method: op.Method, Path: path,
+				errs = append(errs, &Error{File: op.file, Line: findLine(op.src, op, field), Method: op.Method, Path: path,
 					OperationID: o.OperationID, Field: field, Message: fmt.Sprintf(format, args...)})
 			}
 			x, ferrs := Parse(raw)
@@ -174,8 +191,15 @@ func Validate(file string, data []byte, doc *openapi3.T) (*Document, error) {
 			checkReplayFits(op, at)
 		}
 	}
-	errs = append(errs, checkGroups(file, lines, d)...)
-	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
+	errs = append(errs, checkGroups(d)...)
+	// By file, the root's first, then by line.
+	sort.SliceStable(errs, func(i, j int) bool {
+		a, b := errs[i], errs[j]
+		if a.File != b.File {
+			return a.File == file || (b.File != file && a.File < b.File)
+		}
+		return a.Line < b.Line
+	})
 	if len(errs) > 0 {
 		return d, errs
 	}
@@ -537,7 +561,7 @@ func resolves(s *openapi3.Schema, toks []string, depth int) bool {
 
 // checkGroups: operations sharing a group share one key namespace, so they
 // must agree on what scopes a key.
-func checkGroups(file string, lines *sourceLines, d *Document) Errors {
+func checkGroups(d *Document) Errors {
 	var errs Errors
 	first := map[string]*Operation{}
 	for _, op := range d.Idempotent() {
@@ -551,7 +575,7 @@ func checkGroups(file string, lines *sourceLines, d *Document) Errors {
 			continue
 		}
 		if f.Idempotency.Scope != op.Idempotency.Scope || f.Idempotency.Key.Source() != op.Idempotency.Key.Source() {
-			errs = append(errs, &Error{File: file, Line: findLine(lines, op, ExtensionName+".group"), Method: op.Method, Path: op.Path,
+			errs = append(errs, &Error{File: op.file, Line: findLine(op.src, op, ExtensionName+".group"), Method: op.Method, Path: op.Path,
 				OperationID: op.OperationID, Field: ExtensionName + ".group",
 				Message: fmt.Sprintf("group %q: scope %s and key %s differ from %s %s (scope %s, %s); operations of a group must agree on both",
 					g, op.Idempotency.Scope, op.Idempotency.Key.Source(), f.Method, f.Path, f.Idempotency.Scope, f.Idempotency.Key.Source())})
@@ -562,14 +586,20 @@ func checkGroups(file string, lines *sourceLines, d *Document) Errors {
 
 // sourceLines is a document's text split into lines on first use: only
 // errors need it, and a valid spec of megabytes is not split for nothing.
+// The text of a file other than the root (path, set instead of data) is
+// read then too.
 type sourceLines struct {
 	data  []byte
+	path  string
 	lines []string
 	split bool
 }
 
 func (s *sourceLines) get() []string {
 	if !s.split {
+		if s.data == nil && s.path != "" {
+			s.data, _ = os.ReadFile(s.path)
+		}
 		s.lines, s.split = strings.Split(string(s.data), "\n"), true
 	}
 	return s.lines
@@ -578,6 +608,9 @@ func (s *sourceLines) get() []string {
 // findLine points at the line of field within the operation's block, the
 // extension's line, or the operation's line, whichever it can find.
 func findLine(src *sourceLines, op *Operation, field string) int {
+	if src.data == nil && src.path == "" {
+		return 0 // no text to point into (an overlaid document)
+	}
 	lines := src.get()
 	if op.line <= 0 || op.line > len(lines) {
 		return op.line

@@ -101,7 +101,7 @@ func TestEndToEnd(t *testing.T) {
 	if out, err := goCmd(t, dir, "build", "-o", bin, "."); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	base := startServer(t, bin)
+	base := startServer(t, bin) + "/v1" // RegisterOptions.BaseURL
 
 	first := call(t, "POST", base+"/items", "k1", "acct", `{"name":"pen","client_ts":"t1"}`)
 	if first.status != 201 || first.header.Get("Idempotent-Replayed") != "" {
@@ -124,8 +124,20 @@ func TestEndToEnd(t *testing.T) {
 	if r := call(t, "POST", base+"/items", "\"unterminated", "acct", `{"name":"pen"}`); r.status != 400 || !strings.Contains(r.body, "invalid-key") {
 		t.Errorf("malformed key: %+v; want 400", r)
 	}
-	if r := call(t, "GET", base+"/items/1", "", "acct", ""); r.status != 200 || !strings.Contains(r.body, `"name":"pen"`) {
-		t.Errorf("plain GET: %+v", r)
+	if r := call(t, "GET", base+"/items/1", "", "acct", ""); r.status != 200 || !strings.Contains(r.body, `"name":"pen"`) || r.header.Get("X-Strict") != "GetItem" {
+		t.Errorf("plain GET: %+v; want the item, through the strict middleware", r)
+	}
+	if first.header.Get("X-Strict") != "CreateItem" {
+		t.Errorf("the strict middleware did not run on the idempotent operation: %+v", first)
+	}
+	// The user's own middleware of createItem runs before ours: no key is
+	// claimed for an unauthenticated request.
+	if r := call(t, "POST", base+"/items", "k-anon", "", `{"name":"pen"}`); r.status != 401 || r.header.Get("X-Error-Handler") != "" {
+		t.Errorf("unauthenticated: %+v; want the user's middleware's 401", r)
+	}
+	// A path parameter that does not bind goes through the error handler.
+	if r := call(t, "GET", base+"/items/abc", "", "acct", ""); r.status != 400 || r.header.Get("X-Error-Handler") != "yes" {
+		t.Errorf("unbindable id: %+v; want 400 through RegisterOptions.ErrorHandler", r)
 	}
 	// Two concurrent calls with one key: one executes, the other gets 409.
 	// The first holds its uncommitted claim for 3s; the second waits for it
@@ -187,7 +199,9 @@ func call(t *testing.T, method, url, key, principal, body string) reply {
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
-	req.Header.Set("Authorization", "Bearer "+principal)
+	if principal != "" {
+		req.Header.Set("Authorization", "Bearer "+principal)
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -4,114 +4,94 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/idemgen/idemgen/gen"
 	"github.com/idemgen/idemgen/spec"
 )
 
 func init() {
-	register("generate", "generate models, echo handlers, idempotency glue and phase scaffolds (and, opt-in, a client) from a spec", runGenerate)
+	register("generate", "run oapi-codegen's config (models, echo strict server), then write the idempotency glue and phase scaffolds (-glue-only: only those)", runGenerate)
 	register("check", "report x-idempotency errors and operations that are unsafe to retry", runCheck)
-}
-
-// fileConfig is the YAML config file. Paths are relative to the file.
-type fileConfig struct {
-	Spec          string `yaml:"spec"`
-	Package       string `yaml:"package"`
-	Output        string `yaml:"output"`
-	OpenAPIOut    string `yaml:"openapi-out"`
-	ClientOut     string `yaml:"client-out"`
-	ClientPackage string `yaml:"client-package"`
-	Templates     string `yaml:"templates"`
-	NoScaffold    bool   `yaml:"no-scaffold"`
-}
-
-func loadConfig(path string) (gen.Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return gen.Config{}, err
-	}
-	return parseConfig(path, data)
-}
-
-// parseConfig reads the config file at path, whose contents are data.
-// Unknown fields are errors: a typo must not be silently ignored.
-func parseConfig(path string, data []byte) (gen.Config, error) {
-	var fc fileConfig
-	dec := yaml.NewDecoder(bytesReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
-		return gen.Config{}, fmt.Errorf("%s: %w (fields: spec, package, output, openapi-out, client-out, client-package, templates, no-scaffold)", path, err)
-	}
-	base := filepath.Dir(path)
-	rel := func(p string) string {
-		if p == "" || filepath.IsAbs(p) {
-			return p
-		}
-		return filepath.Join(base, p)
-	}
-	out := fc.Output
-	if out == "" {
-		out = "."
-	}
-	return gen.Config{Spec: rel(fc.Spec), Package: fc.Package, Output: rel(out), OpenAPIOut: fc.OpenAPIOut,
-		ClientOut: fc.ClientOut, ClientPackage: fc.ClientPackage, Templates: rel(fc.Templates), NoScaffold: fc.NoScaffold}, nil
 }
 
 func runGenerate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("generate", stderr)
-	configPath := fs.String("config", "", "YAML config file (spec, package, output, openapi-out, client-out, client-package, templates, no-scaffold); flags override it")
-	specPath := fs.String("spec", "", "the OpenAPI document")
-	pkg := fs.String("package", "", "Go package name of the output")
-	out := fs.String("out", "", "output directory (default: the config's, or .)")
-	openapiOut := fs.String("openapi-out", "", "also write an enriched copy of the spec here (relative to the output directory)")
-	clientOut := fs.String("client-out", "", "also write a client package here (relative to the output directory): oapi-codegen's typed client and an idempotent wrapper")
+	configPath := fs.String("config", "", "oapi-codegen's config file (package, generate, output, output-options, import-mapping, compatibility, additional-imports...), with an optional idemgen: section")
+	pkg := fs.String("package", "", "Go package name of the output (overrides the config's, as with oapi-codegen)")
+	output := fs.String("o", "", "oapi-codegen's output file, when the config names none (default "+gen.DefaultOutput+"); the glue and scaffolds go beside it")
+	glueOnly := fs.Bool("glue-only", false, "write only "+gen.GlueFile+" and the phase scaffolds, against the models and strict server your own oapi-codegen run wrote beside the output")
+	check := fs.Bool("check", false, "write nothing: print how the generated files on disk differ from what the spec produces, and exit 1 if they do")
+	openapiOut := fs.String("openapi-out", "", "also write an enriched copy of the spec here (relative to the output's directory)")
+	clientOut := fs.String("client-out", "", "also write a client package here (relative to the output's directory): oapi-codegen's typed client and an idempotent wrapper")
 	clientPkg := fs.String("client-package", "", "Go package name of the client (default: the last element of -client-out)")
-	templatesDir := fs.String("templates", "", "directory of templates overriding the built-in scaffold")
+	templatesDir := fs.String("templates", "", "directory of templates overriding the built-in phase scaffold")
 	noScaffold := fs.Bool("no-scaffold", false, "do not write missing phase scaffolds")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: idemgen generate [-config FILE] [flags] SPEC")
+		fmt.Fprintln(stderr, "Reads oapi-codegen's configuration and runs it, then writes the idempotency glue and phase scaffolds beside its output.")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var cfg gen.Config
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "idemgen generate: pass one OpenAPI document, as the last argument")
+		fs.Usage()
+		return errUsage
+	}
+	cfg := &gen.Config{}
 	if *configPath != "" {
 		var err error
-		if cfg, err = loadConfig(*configPath); err != nil {
+		if cfg, err = gen.LoadConfig(*configPath); err != nil {
 			return err
 		}
 	}
+	cfg.Spec = fs.Arg(0)
 	set := func(dst *string, v string) {
 		if v != "" {
 			*dst = v
 		}
 	}
-	set(&cfg.Spec, *specPath)
-	set(&cfg.Package, *pkg)
-	set(&cfg.Output, *out)
+	set(&cfg.Codegen.PackageName, *pkg)
+	if cfg.Output == "" {
+		cfg.Output = *output
+	}
 	set(&cfg.OpenAPIOut, *openapiOut)
 	set(&cfg.ClientOut, *clientOut)
 	set(&cfg.ClientPackage, *clientPkg)
 	set(&cfg.Templates, *templatesDir)
 	cfg.NoScaffold = cfg.NoScaffold || *noScaffold
-	if cfg.Output == "" {
-		cfg.Output = "."
-	}
-	if cfg.Spec == "" || cfg.Package == "" {
-		fmt.Fprintln(stderr, "idemgen generate: a spec and a package are required (-spec and -package, or -config)")
-		fs.PrintDefaults()
-		return errUsage
+	cfg.GlueOnly = cfg.GlueOnly || *glueOnly
+	if err := cfg.Complete(); err != nil {
+		return err
 	}
 	start := time.Now()
-	fmt.Fprintf(stderr, "idemgen: generating package %s from %s\n", cfg.Package, cfg.Spec)
-	res, err := gen.Generate(cfg)
+	if !*check {
+		fmt.Fprintf(stderr, "idemgen: generating package %s from %s\n", cfg.Package(), cfg.Spec)
+	}
+	in, err := gen.Load(cfg, "")
 	if err != nil {
 		return specError(err, stderr)
 	}
-	if err := gen.Write(res, cfg.Output, stderr); err != nil {
+	res, err := gen.Generate(cfg, in)
+	if err != nil {
+		return specError(err, stderr)
+	}
+	if *check {
+		diffs, err := gen.Diff(res, cfg.Dir())
+		if err != nil {
+			return err
+		}
+		for _, d := range diffs {
+			fmt.Fprint(stdout, d)
+		}
+		if len(diffs) > 0 {
+			return fmt.Errorf("%d generated file(s) differ from what %s produces; run go generate", len(diffs), cfg.Spec)
+		}
+		return nil
+	}
+	if err := gen.Write(res, cfg.Dir(), stderr); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "idemgen: done in %v\n", time.Since(start).Round(time.Millisecond))

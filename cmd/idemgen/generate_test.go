@@ -5,10 +5,37 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
+	"github.com/oapi-codegen/oapi-codegen/v2/pkg/util"
+
+	"github.com/idemgen/idemgen/gen"
 )
 
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, data := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
 func TestGenerateReportsEverySpecError(t *testing.T) {
-	code, _, errs := runCLI(t, "generate", "-spec", "../../golden/invalid_fields/api.yaml", "-package", "api", "-out", t.TempDir())
+	code, _, errs := runCLI(t, "generate", "-package", "api", "-o", filepath.Join(t.TempDir(), "api.gen.go"), "../../golden/invalid_fields/api.yaml")
 	if code != 1 {
 		t.Fatalf("exit %d; want 1", code)
 	}
@@ -23,75 +50,225 @@ func TestGenerateReportsEverySpecError(t *testing.T) {
 	}
 }
 
-func TestGenerateWithConfig(t *testing.T) {
+// userSpec is a spec split over two files, as oapi-codegen users write
+// them: the request's schema is in common.yaml.
+var userSpec = map[string]string{
+	"api.yaml": `openapi: 3.0.3
+info: {title: jobs, version: "1"}
+paths:
+  /jobs:
+    post:
+      operationId: startJob
+      tags: [jobs]
+      x-idempotency: true
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: {$ref: 'common.yaml#/components/schemas/JobSpec'}
+      responses:
+        "202":
+          description: accepted
+          content:
+            application/json:
+              schema: {type: object, properties: {id: {type: string}}}
+  /jobs/{id}:
+    get:
+      operationId: getJob
+      tags: [jobs]
+      parameters: [{name: id, in: path, required: true, schema: {type: string}}]
+      responses:
+        "200": {description: ok}
+`,
+	"common.yaml": `openapi: 3.0.3
+info: {title: common, version: "1"}
+paths: {}
+components:
+  schemas:
+    JobSpec:
+      type: object
+      required: [kind]
+      properties:
+        kind: {type: string}
+`,
+}
+
+// oapiConfig is what such a user's oapi-codegen.yaml says.
+const oapiConfig = `package: jobs
+output: server.gen.go
+generate:
+  models: true
+  echo-server: true
+  strict-server: true
+output-options:
+  name-normalizer: ToCamelCaseWithInitialisms
+  exclude-operation-ids: [getJob]
+import-mapping:
+  common.yaml: example.com/shop/common
+compatibility:
+  always-prefix-enum-values: true
+`
+
+// TestGenerateWithOapiCodegenConfig: `idemgen generate -config
+// oapi-codegen.yaml api.yaml` reads oapi-codegen's own file, writes its
+// output file where it says (a file, not a directory), keeps the meaning of
+// its options (the import mapping, an excluded operation), and puts the glue
+// beside it.
+func TestGenerateWithOapiCodegenConfig(t *testing.T) {
 	dir := t.TempDir()
-	spec, _ := os.ReadFile("../../golden/minimal_true/api.yaml")
-	os.WriteFile(filepath.Join(dir, "api.yaml"), spec, 0o644)
-	os.WriteFile(filepath.Join(dir, "idemgen.yaml"), []byte("spec: api.yaml\npackage: jobs\noutput: gen\nopenapi-out: openapi.json\n"), 0o644)
-	code, _, errs := runCLI(t, "generate", "-config", filepath.Join(dir, "idemgen.yaml"))
+	writeFiles(t, dir, userSpec)
+	writeFiles(t, dir, map[string]string{"oapi-codegen.yaml": oapiConfig})
+	t.Chdir(dir)
+	code, _, errs := runCLI(t, "generate", "-config", "oapi-codegen.yaml", "api.yaml")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, f := range []string{"api.gen.go", "idempotency.gen.go", "start_job_phases.go", "openapi.json"} {
-		if _, err := os.Stat(filepath.Join(dir, "gen", f)); err != nil {
-			t.Errorf("%s not written: %v", f, err)
+	server := readFile(t, "server.gen.go")
+	for _, want := range []string{
+		"// Models and echo strict server: oapi-codegen ",
+		"\npackage jobs\n",
+		"externalRef0 \"example.com/shop/common\"",
+		"type StartJobJSONRequestBody = externalRef0.JobSpec",
+	} {
+		if !strings.Contains(server, want) {
+			t.Errorf("server.gen.go lacks %q", want)
 		}
 	}
-	os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte("spec: api.yaml\npackag: x\n"), 0o644)
-	if code, _, errs := runCLI(t, "generate", "-config", filepath.Join(dir, "bad.yaml")); code != 1 || !strings.Contains(errs, "field packag not found") {
+	if strings.Contains(server, "GetJob") {
+		t.Error("server.gen.go has the operation exclude-operation-ids leaves out")
+	}
+	glue := readFile(t, "idempotency.gen.go")
+	if !strings.Contains(glue, `[]string{"startJob"}`) || strings.Contains(glue, "getJob") {
+		t.Errorf("the glue does not serve exactly the generated operations:\n%s", glue)
+	}
+	if _, err := os.Stat("start_job_phases.go"); err != nil {
+		t.Errorf("no scaffold beside the output: %v", err)
+	}
+
+	// A typo is an error, as it is to oapi-codegen.
+	writeFiles(t, dir, map[string]string{"typo.yaml": "package: jobs\noutput-option: {}\n"})
+	if code, _, errs := runCLI(t, "generate", "-config", "typo.yaml", "api.yaml"); code != 1 || !strings.Contains(errs, "field output-option not found") {
 		t.Errorf("a config typo: exit %d, %q", code, errs)
 	}
-	// A hand-written file in the way of a generated one is never clobbered.
+	// idemgen's earlier format gets the way forward.
+	writeFiles(t, dir, map[string]string{"old.yaml": "spec: api.yaml\npackage: jobs\noutput: gen\n"})
+	if code, _, errs := runCLI(t, "generate", "-config", "old.yaml", "api.yaml"); code != 1 || !strings.Contains(errs, "idemgen's earlier config format") {
+		t.Errorf("the earlier format: exit %d, %q", code, errs)
+	}
+	// Without the import mapping, oapi-codegen's own error.
+	writeFiles(t, dir, map[string]string{"nomap.yaml": "package: jobs\noutput: nomap/server.gen.go\n"})
+	if code, _, errs := runCLI(t, "generate", "-config", "nomap.yaml", "api.yaml"); code != 1 || !strings.Contains(errs, "import-mapping") {
+		t.Errorf("an unmapped external ref: exit %d, %q", code, errs)
+	}
+}
+
+// TestGenerateOverGeneratedCode: a file oapi-codegen generated is rewritten
+// (generated code is regenerated), a hand-written one never.
+func TestGenerateOverGeneratedCode(t *testing.T) {
+	dir := t.TempDir()
+	spec, _ := os.ReadFile("../../golden/minimal_true/api.yaml")
+	writeFiles(t, dir, map[string]string{
+		"api.yaml":   string(spec),
+		"api.gen.go": "// Package jobs provides primitives.\n//\n// Code generated by github.com/oapi-codegen/oapi-codegen/v2 version v2.8.2 DO NOT EDIT.\npackage jobs\n",
+	})
+	if code, _, errs := runCLI(t, "generate", "-package", "jobs", "-o", filepath.Join(dir, "api.gen.go"), filepath.Join(dir, "api.yaml")); code != 0 {
+		t.Fatalf("over oapi-codegen's file: exit %d, %s", code, errs)
+	}
 	other := t.TempDir()
-	os.WriteFile(filepath.Join(other, "api.gen.go"), []byte("package jobs\n"), 0o644)
-	if code, _, errs := runCLI(t, "generate", "-spec", filepath.Join(dir, "api.yaml"), "-package", "jobs", "-out", other); code != 1 || !strings.Contains(errs, "not generated by idemgen") {
+	writeFiles(t, other, map[string]string{"api.gen.go": "package jobs\n"})
+	if code, _, errs := runCLI(t, "generate", "-package", "jobs", "-o", filepath.Join(other, "api.gen.go"), filepath.Join(dir, "api.yaml")); code != 1 || !strings.Contains(errs, "is not generated code") {
 		t.Errorf("overwrote a hand-written file: exit %d, %q", code, errs)
 	}
 }
 
-func TestCheck(t *testing.T) {
+// TestGenerateGlueOnly: the user's oapi-codegen run writes the models and
+// the strict server with their options; idemgen -glue-only writes only the
+// glue and the scaffold, against those types, and leaves their file alone.
+func TestGenerateGlueOnly(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "api.yaml"), []byte(`openapi: 3.0.3
-info: {title: t, version: "1"}
-paths:
-  /a:
-    post: {operationId: createA, responses: {"201": {description: ok}}}
-  /b/{id}:
-    put:
-      operationId: putB
-      parameters: [{name: id, in: path, required: true, schema: {type: string}}]
-      responses: {"200": {description: ok}}
-  /c:
-    post: {operationId: createC, x-idempotency: true, responses: {"201": {description: ok}}}
-`), 0o644)
-	code, out, _ := runCLI(t, "check", filepath.Join(dir, "api.yaml"))
-	for _, want := range []string{
-		"warning: " + filepath.Join(dir, "api.yaml") + ": POST /a (createA): no x-idempotency",
-		"PUT /b/{id} (putB): neither x-idempotency nor a precondition header",
-		"3 operations, 1 idempotent, 0 errors, 2 warnings",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("check output lacks %q:\n%s", want, out)
+	writeFiles(t, dir, userSpec)
+	writeFiles(t, dir, map[string]string{"oapi-codegen.yaml": oapiConfig})
+	t.Chdir(dir)
+	// What `oapi-codegen -config oapi-codegen.yaml api.yaml` writes: its
+	// loader, its configuration type, its generator.
+	cfg, err := gen.LoadConfig("oapi-codegen.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := util.LoadSwagger("api.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := codegen.Generate(doc, cfg.Codegen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, dir, map[string]string{"server.gen.go": src})
+
+	code, _, errs := runCLI(t, "generate", "-glue-only", "-config", "oapi-codegen.yaml", "api.yaml")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if readFile(t, "server.gen.go") != src {
+		t.Error("glue-only rewrote the user's oapi-codegen output")
+	}
+	glue := readFile(t, "idempotency.gen.go")
+	for _, want := range []string{"StartJobRequestObject", "StartJobResponseObject", "VisitStartJobResponse"} {
+		if !strings.Contains(glue, want) {
+			t.Errorf("the glue lacks %s", want)
 		}
 	}
-	if code != 0 {
-		t.Errorf("warnings alone: exit %d; want 0", code)
+	if !strings.Contains(errs, "start_job_phases.go") || strings.Contains(errs, "server.gen.go") {
+		t.Errorf("glue-only wrote other files than the glue and the scaffold:\n%s", errs)
 	}
-	if code, _, _ := runCLI(t, "check", "-strict", filepath.Join(dir, "api.yaml")); code != 1 {
-		t.Errorf("-strict with warnings: exit %d; want 1", code)
+
+	// Without the user's strict server there is nothing to glue to.
+	empty := t.TempDir()
+	writeFiles(t, empty, userSpec)
+	if code, _, errs := runCLI(t, "generate", "-glue-only", "-package", "jobs", "-o", filepath.Join(empty, "server.gen.go"), filepath.Join(empty, "api.yaml")); code != 1 || !strings.Contains(errs, "lacks StrictServerInterface") {
+		t.Errorf("glue-only without oapi-codegen's output: exit %d, %q", code, errs)
 	}
-	code, out, _ = runCLI(t, "check", "../../golden/invalid_methods/api.yaml")
-	if code != 1 || !strings.Contains(out, "error: ../../golden/invalid_methods/api.yaml:7: GET /payments (listPayments): x-idempotency: not allowed on GET") {
-		t.Errorf("errors: exit %d\n%s", code, out)
+}
+
+// TestGenerateCheck: -check writes nothing, is silent when the files are
+// current, and prints a unified diff and exits 1 when they are not.
+func TestGenerateCheck(t *testing.T) {
+	dir := t.TempDir()
+	spec, _ := os.ReadFile("../../golden/minimal_true/api.yaml")
+	writeFiles(t, dir, map[string]string{"api.yaml": string(spec)})
+	args := []string{"generate", "-package", "jobs", "-o", filepath.Join(dir, "api.gen.go"), filepath.Join(dir, "api.yaml")}
+	if code, out, errs := runCLI(t, append([]string{"generate", "-check"}, args[1:]...)...); code != 1 || !strings.Contains(out, "+++ b/"+filepath.ToSlash(filepath.Join(dir, "idempotency.gen.go"))) || !strings.Contains(errs, "3 generated file(s) differ") {
+		t.Errorf("-check before generating: exit %d\n%s\n%s", code, out, errs)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("-check wrote files: %v", entries)
+	}
+	if code, _, errs := runCLI(t, args...); code != 0 {
+		t.Fatalf("generate: exit %d: %s", code, errs)
+	}
+	if code, out, errs := runCLI(t, append([]string{"generate", "-check"}, args[1:]...)...); code != 0 || out != "" {
+		t.Errorf("-check on current files: exit %d\n%s\n%s", code, out, errs)
+	}
+	// A hand edit of a generated file, and an edited scaffold.
+	glue := filepath.Join(dir, "idempotency.gen.go")
+	writeFiles(t, dir, map[string]string{"idempotency.gen.go": strings.Replace(readFile(t, glue), "Register serves", "Register (edited) serves", 1)})
+	writeFiles(t, dir, map[string]string{"start_job_phases.go": readFile(t, filepath.Join(dir, "start_job_phases.go")) + "// mine\n"})
+	code, out, errs := runCLI(t, append([]string{"generate", "-check"}, args[1:]...)...)
+	if code != 1 || !strings.Contains(out, "-// Register (edited) serves") || !strings.Contains(out, "+// Register serves") ||
+		strings.Contains(out, "phases.go") || !strings.Contains(errs, "1 generated file(s) differ") {
+		t.Errorf("-check after an edit: exit %d\n%s\n%s", code, out, errs)
 	}
 }
 
 func TestGenerateClient(t *testing.T) {
 	dir := t.TempDir()
 	spec, _ := os.ReadFile("../../golden/minimal_true/api.yaml")
-	os.WriteFile(filepath.Join(dir, "api.yaml"), spec, 0o644)
-	os.WriteFile(filepath.Join(dir, "idemgen.yaml"), []byte("spec: api.yaml\npackage: jobs\noutput: gen\nclient-out: ../jobsclient\n"), 0o644)
-	code, _, errs := runCLI(t, "generate", "-config", filepath.Join(dir, "idemgen.yaml"))
+	writeFiles(t, dir, map[string]string{
+		"api.yaml":     string(spec),
+		"idemgen.yaml": "package: jobs\noutput: gen/api.gen.go\nidemgen:\n  client-out: ../jobsclient\n",
+	})
+	t.Chdir(dir)
+	code, _, errs := runCLI(t, "generate", "-config", "idemgen.yaml", "api.yaml")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -106,11 +283,11 @@ func TestGenerateClient(t *testing.T) {
 		}
 	}
 	// The flag overrides the config; a directory that is no package name needs -client-package.
-	code, _, errs = runCLI(t, "generate", "-config", filepath.Join(dir, "idemgen.yaml"), "-client-out", "../jobs-client")
+	code, _, errs = runCLI(t, "generate", "-config", "idemgen.yaml", "-client-out", "../jobs-client", "api.yaml")
 	if code != 1 || !strings.Contains(errs, "set client-package") {
 		t.Errorf("client dir not a package name: exit %d, %q", code, errs)
 	}
-	code, _, errs = runCLI(t, "generate", "-config", filepath.Join(dir, "idemgen.yaml"), "-client-out", "../jobs-client", "-client-package", "jobsapi")
+	code, _, errs = runCLI(t, "generate", "-config", "idemgen.yaml", "-client-out", "../jobs-client", "-client-package", "jobsapi", "api.yaml")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/idemgen/idemgen/gen"
 	"github.com/idemgen/idemgen/templates"
@@ -61,6 +62,9 @@ func runInit(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if strings.ContainsAny(relSpec, " \t\"'`") {
+		return fmt.Errorf("the spec's path %q cannot stand in a go:generate line as one argument; use a path without spaces or quotes", relSpec)
+	}
 	res, err := renderInit(absDir, filepath.ToSlash(relSpec), *pkg, *templatesDir)
 	if err != nil {
 		return err
@@ -76,8 +80,8 @@ func runInit(args []string, stdout, stderr io.Writer) error {
 
 // renderInit renders the starter files in memory. The config is read back
 // by the loader generate uses, so init never writes a config that generate
-// would reject or read differently (a path that needs YAML quoting, an
-// overriding template with a typo).
+// would reject or read differently (a package name that needs YAML quoting,
+// an overriding template with a typo).
 func renderInit(dir, spec, pkg, templatesDir string) (*gen.Result, error) {
 	data := map[string]string{"Package": pkg, "Spec": spec, "Config": initConfig}
 	render := func(name string) ([]byte, error) {
@@ -95,14 +99,12 @@ func renderInit(dir, spec, pkg, templatesDir string) (*gen.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	configPath := filepath.Join(dir, initConfig)
-	cfg, err := parseConfig(configPath, config)
+	cfg, err := gen.ParseConfig(filepath.Join(dir, initConfig), config)
 	if err != nil {
 		return nil, fmt.Errorf("the rendered %s is not a valid config: %w", initConfig, err)
 	}
-	if want := filepath.Join(dir, filepath.FromSlash(spec)); cfg.Spec != want || cfg.Package != pkg {
-		return nil, fmt.Errorf("the rendered %s reads as spec %q, package %q; want %q, %q (quote the values in the template?)",
-			initConfig, cfg.Spec, cfg.Package, want, pkg)
+	if cfg.Package() != pkg {
+		return nil, fmt.Errorf("the rendered %s reads as package %q; want %q (quote the value in the template?)", initConfig, cfg.Package(), pkg)
 	}
 	src, err := render(templates.Generate)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/idemgen/idemgen/gen"
 )
 
 // TestInit writes the starter files, checks that generate accepts the config
@@ -32,22 +34,22 @@ func TestInit(t *testing.T) {
 		t.Errorf("init warned about an existing spec:\n%s", errs)
 	}
 
-	cfg, err := loadConfig(filepath.Join(dir, initConfig))
+	cfg, err := gen.LoadConfig(filepath.Join(dir, initConfig))
 	if err != nil {
 		t.Fatalf("generate's loader rejects the starter config: %v", err)
 	}
-	if cfg.Spec != filepath.Join(root, "openapi.yaml") || cfg.Package != "api" || cfg.Output != dir {
+	if cfg.Package() != "api" || cfg.Output != "api.gen.go" || !cfg.Codegen.Generate.EchoServer || !cfg.Codegen.Generate.Strict || !cfg.Codegen.Generate.Models {
 		t.Errorf("starter config reads as %+v", cfg)
 	}
 	src, _ := os.ReadFile(filepath.Join(dir, initGenerate))
-	for _, want := range []string{"package api\n", "\n//go:generate go tool idemgen generate -config idemgen.yaml\n"} {
+	for _, want := range []string{"package api\n", "\n//go:generate go tool idemgen generate -config idemgen.yaml ../openapi.yaml\n"} {
 		if !strings.Contains(string(src), want) {
 			t.Errorf("generate.go lacks %q:\n%s", want, src)
 		}
 	}
 	// What go generate will run, run in-process from the package directory.
 	t.Chdir(dir)
-	if code, _, errs := runCLI(t, "generate", "-config", "idemgen.yaml"); code != 0 {
+	if code, _, errs := runCLI(t, "generate", "-config", "idemgen.yaml", "../openapi.yaml"); code != 0 {
 		t.Fatalf("generate -config with the starter config: exit %d: %s", code, errs)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "idempotency.gen.go")); err != nil {
@@ -55,7 +57,7 @@ func TestInit(t *testing.T) {
 	}
 
 	// The user edits both files; init again overwrites neither and says so.
-	mine := map[string]string{initConfig: "spec: ../openapi.yaml\npackage: api\n# mine\n", initGenerate: "package api\n\n// mine\n"}
+	mine := map[string]string{initConfig: "package: api\noutput: server.gen.go\n# mine\n", initGenerate: "package api\n\n// mine\n"}
 	for f, data := range mine {
 		os.WriteFile(filepath.Join(dir, f), []byte(data), 0o644)
 	}
@@ -81,7 +83,7 @@ func TestInitRefusals(t *testing.T) {
 	}{
 		{[]string{"-dir", filepath.Join(root, "my-api")}, `directory name "my-api" is not a Go package name; pass -package`},
 		{[]string{"-dir", root, "-package", "func"}, `-package "func" is not a Go package name`},
-		{[]string{"-dir", root, "-package", "api", "-spec", filepath.Join(root, "a: b.yaml")}, "is not a valid config"},
+		{[]string{"-dir", root, "-package", "api", "-spec", filepath.Join(root, "a b.yaml")}, "cannot stand in a go:generate line"},
 	} {
 		code, _, errs := runCLI(t, append([]string{"init"}, tc.args...)...)
 		if code != 1 || !strings.Contains(errs, tc.want) {

@@ -7,15 +7,13 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+
+	"github.com/idemgen/idemgen/gen"
 )
 
 func init() {
 	register("version", "print idemgen's version, VCS revision, Go version and the oapi-codegen it links", runVersion)
 }
-
-// oapiCodegen is the module whose generator idemgen links; its version
-// decides the models and the strict server in api.gen.go.
-const oapiCodegen = "github.com/oapi-codegen/oapi-codegen/"
 
 func runVersion(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("version", stderr)
@@ -58,11 +56,8 @@ func writeVersion(w io.Writer, bi *debug.BuildInfo) {
 	}
 	line("go", bi.GoVersion+" "+runtime.GOOS+"/"+runtime.GOARCH)
 	oapi := "not linked"
-	for _, d := range bi.Deps {
-		if strings.HasPrefix(d.Path+"/", oapiCodegen) {
-			oapi = module(d)
-			break
-		}
+	if d := gen.OapiCodegenDep(bi); d != nil {
+		oapi = module(d)
 	}
 	line("oapi-codegen", oapi)
 }

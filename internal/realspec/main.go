@@ -24,6 +24,7 @@ import (
 	"github.com/idemgen/idemgen/internal/overlay"
 	"github.com/idemgen/idemgen/internal/tempmod"
 	"github.com/idemgen/idemgen/spec"
+	"github.com/idemgen/idemgen/templates"
 )
 
 func main() {
@@ -78,15 +79,12 @@ func oapiCodegen(path string, withOverlay bool) (timing, error) {
 // those the overlay made idempotent.
 type counts struct{ ops, idempotent, added int }
 
-// idemgen does what `idemgen generate` does (gen.Generate), with the overlay
-// applied to the one loaded document before its extensions are validated.
-func idemgen(cfg gen.Config, withOverlay bool) (*gen.Result, counts, timing, error) {
+// idemgen does what `idemgen generate` does (gen.LoadSpec, spec.Validate,
+// gen.Generate), with the overlay applied to the one loaded document before
+// its extensions are validated.
+func idemgen(cfg *gen.Config, withOverlay bool) (*gen.Result, counts, timing, error) {
 	start := time.Now()
-	data, err := os.ReadFile(cfg.Spec)
-	if err != nil {
-		return nil, counts{}, timing{}, err
-	}
-	doc, err := spec.LoadOpenAPI(cfg.Spec, data)
+	doc, data, err := gen.LoadSpec(cfg, "")
 	if err != nil {
 		return nil, counts{}, timing{}, err
 	}
@@ -99,7 +97,11 @@ func idemgen(cfg gen.Config, withOverlay bool) (*gen.Result, counts, timing, err
 	if err != nil {
 		return nil, counts{}, timing{}, err
 	}
-	res, err := gen.FromDocument(cfg, d)
+	scaffold, err := templates.Load(templates.Scaffold, "")
+	if err != nil {
+		return nil, counts{}, timing{}, err
+	}
+	res, err := gen.Generate(cfg, &gen.Input{Doc: d, Scaffold: scaffold, OapiCodegen: gen.LinkedOapiCodegen()})
 	if err != nil {
 		return nil, counts{}, timing{}, err
 	}
@@ -137,7 +139,11 @@ func run(path string, withOverlay bool, runs int, keep bool, cpuProfile string, 
 		}
 		defer pprof.StopCPUProfile()
 	}
-	cfg := gen.Config{Spec: path, Package: "api", Output: filepath.Join(dir, "api")}
+	cfg := &gen.Config{Spec: path, Output: filepath.Join(dir, "api", gen.DefaultOutput)}
+	cfg.Codegen.PackageName = "api"
+	if err := cfg.Complete(); err != nil {
+		return err
+	}
 	var oapiTimes, idemTimes []timing
 	var res *gen.Result
 	var c counts
@@ -181,7 +187,7 @@ func run(path string, withOverlay bool, runs int, keep bool, cpuProfile string, 
 	if err := tempmod.New(dir, "example.test/realspec"); err != nil {
 		return err
 	}
-	if err := gen.Write(res, cfg.Output, os.Stderr); err != nil {
+	if err := gen.Write(res, cfg.Dir(), os.Stderr); err != nil {
 		return err
 	}
 	start := time.Now()

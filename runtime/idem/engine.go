@@ -18,13 +18,14 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -114,6 +115,10 @@ func New(pool *pgxpool.Pool, opts Options) (*Engine, error) {
 	}
 	e := &Engine{pool: pool, opts: opts, obs: opts.Observer, log: opts.Logger,
 		q: newQueries(opts.Schema), resume: map[string]resumer{}, cache: newReplayCache(opts.ReplayCacheBytes)}
+	e.q.claimWait = strconv.FormatInt(opts.ClaimWait.Milliseconds(), 10)
+	if pool != nil {
+		e.q.named = pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
+	}
 	if e.obs == nil {
 		e.obs = nopObserver{}
 	}
@@ -250,16 +255,49 @@ func Run[S any](ctx context.Context, e *Engine, op *Operation, req Request, phas
 	if err := CheckScope(req.Scope); err != nil {
 		return nil, err
 	}
+	mode, err := claimMode(p, phases)
+	if err != nil {
+		return nil, fmt.Errorf("idem: operation %s: %w", op.ID, err)
+	}
 	ctx, end := e.start(ctx, Step{Kind: StepRequest, Operation: op.ID})
 	defer func() { end(err) }()
-	claimCtx, endClaim := e.start(ctx, Step{Kind: StepClaim, Operation: op.ID})
-	c, out, err := e.claim(claimCtx, op, p, req)
-	endClaim(err)
-	if err != nil || out != nil {
-		return out, err
+	for attempt := 0; ; attempt++ {
+		claimCtx, endClaim := e.start(ctx, Step{Kind: StepClaim, Operation: op.ID})
+		c, out, err := e.claim(claimCtx, op, p, mode, req)
+		endClaim(err)
+		if err != nil || out != nil {
+			return out, err
+		}
+		c.ctx = context.WithoutCancel(ctx)
+		out, err = execute(c.ctx, e, c, phases)
+		if !errors.Is(err, errLostRace) {
+			return out, err
+		}
+		// A concurrent duplicate committed first and this execution rolled
+		// back: the claim, decided again, replays its answer.
+		if attempt == maxAttempts {
+			e.observe(ctx, Event{Kind: EventInFlight, Operation: op.ID})
+			return nil, &Error{Kind: KindInFlight, RetryAfter: time.Second, Detail: "the key is contended; retry later", Err: err}
+		}
 	}
-	c.ctx = context.WithoutCancel(ctx)
-	return execute(c.ctx, e, c, phases)
+}
+
+// maxAttempts bounds how often an execution looks at a key again after
+// finding it changed under it.
+const maxAttempts = 5
+
+// claimMode resolves ClaimAuto for phases.
+func claimMode[S any](p Policy, phases []Phase[S]) (ClaimMode, error) {
+	local := !slices.ContainsFunc(phases, Phase[S].foreign)
+	switch {
+	case p.Claim == ClaimAuto && local:
+		return ClaimLast, nil
+	case p.Claim == ClaimAuto:
+		return ClaimFirst, nil
+	case p.Claim == ClaimLast && !local:
+		return "", errors.New("claim: last needs phases that are all local")
+	}
+	return p.Claim, nil
 }
 
 // MaxScopeLength bounds a scope value (a principal, a header's value), in bytes.
@@ -328,6 +366,8 @@ type claim struct {
 	background  bool     // run by the completer
 	keeper      *keeper  // refreshes the lease while the execution runs
 	sess        *session // the open transaction of an inline claim, until it commits
+	// last: the execution runs ClaimLast, in c.sess, with no record yet.
+	last bool
 	// ctx is the request's context, detached from its cancellation: the
 	// execution's events and logs carry it (its trace) to the end.
 	ctx context.Context
@@ -343,7 +383,7 @@ func newToken() [16]byte {
 
 // claim inserts the record, or decides what an existing one means. It
 // returns a claim to execute, or an outcome (a replay), or an error.
-func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, req Request) (*claim, *Outcome, error) {
+func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimMode, req Request) (*claim, *Outcome, error) {
 	c := &claim{op: op, policy: p, ns: op.namespace(), scope: req.Scope, key: req.Key, token: newToken(), ctx: ctx,
 		fingerprint: req.Fingerprint, derivation: CurrentKeyDerivation}
 	if ent := e.cache.get(cacheID(c.ns, c.scope, c.key)); ent != nil {
@@ -358,9 +398,20 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, req Request
 	if p.Complete == CompleteBackground {
 		payload = req.Payload
 	}
-	for attempt := 0; attempt < 5; attempt++ {
+	for attempt := 0; attempt < maxAttempts; attempt++ {
 		var rec *record
-		if !p.SeparateClaim {
+		switch mode {
+		case ClaimLast:
+			open, r, err := e.beginLast(ctx, c)
+			if err != nil {
+				return nil, nil, err
+			}
+			if open {
+				e.observe(ctx, Event{Kind: EventClaim, Operation: op.ID})
+				return c, nil, nil
+			}
+			rec = r
+		case ClaimFirst:
 			claimed, r, err := e.claimInline(ctx, c, op.ID, req.Fingerprint, payload)
 			if err != nil {
 				return nil, nil, err
@@ -370,7 +421,7 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, req Request
 				return c, nil, nil
 			}
 			rec = r
-		} else {
+		default:
 			inserted, err := e.q.insert(ctx, e.pool, e.opts.AsyncClaimCommit, c, op.ID, req.Fingerprint, payload)
 			if err != nil {
 				return nil, nil, unavailable("claim", err)
@@ -382,8 +433,8 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, req Request
 		}
 		var err error
 		if rec == nil {
-			// A separate claim reads what holds the key; an inline one
-			// reads again only if the holder committed while it waited.
+			// A separate claim reads what holds the key; the others read
+			// again only if the holder committed while they looked.
 			rec, err = e.q.read(ctx, e.pool, c.ns, c.scope, c.key)
 		}
 		if hookAfterRead != nil {
@@ -470,19 +521,38 @@ func (e *Engine) claimInline(ctx context.Context, c *claim, op string, fp, paylo
 	if err != nil {
 		return false, nil, unavailable("claim", err)
 	}
-	claimed, rec, err := e.q.claimInline(ctx, pc.Conn(), c, op, fp, payload, e.opts.ClaimWait)
+	claimed, rec, err := e.q.claimInline(ctx, pc.Conn(), c, op, fp, payload)
 	if claimed {
-		c.sess = &session{pc: pc, tx: &phaseTx{conn: pc.Conn()}}
+		c.sess = newSession(pc)
 		return true, nil, nil
 	}
 	(&session{pc: pc}).end()
-	var pgErr *pgconn.PgError
 	switch {
-	case errors.As(err, &pgErr) && pgErr.Code == "55P03": // lock_not_available: a concurrent claim is still uncommitted
+	case sqlState(err) == lockNotAvailable: // a concurrent claim is still uncommitted
 		e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})
 		return false, nil, &Error{Kind: KindInFlight, RetryAfter: time.Second,
 			Detail: "another request with this key is being processed; retry later"}
 	case err != nil:
+		return false, nil, unavailable("claim", err)
+	}
+	return false, rec, nil
+}
+
+// beginLast opens the transaction of a ClaimLast execution on a connection
+// of its own (c.sess), in one round trip, unless a record holds the key: it
+// returns that instead (nil if it must be read again).
+func (e *Engine) beginLast(ctx context.Context, c *claim) (bool, *record, error) {
+	pc, err := e.pool.Acquire(ctx)
+	if err != nil {
+		return false, nil, unavailable("claim", err)
+	}
+	open, rec, err := e.q.beginLast(ctx, pc.Conn(), c)
+	if open {
+		c.sess, c.last = newSession(pc), true
+		return true, nil, nil
+	}
+	(&session{pc: pc}).end()
+	if err != nil {
 		return false, nil, unavailable("claim", err)
 	}
 	return false, rec, nil
@@ -554,6 +624,15 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 		c.sess.end()
 		c.sess = nil
 		switch {
+		case c.last && err != nil && sent:
+			// Either all of it committed or nothing did: a retry finds out.
+			return nil, unavailable("commit", err)
+		case c.last && err != nil && !errors.Is(err, errLostRace) && e.takenMeanwhile(c):
+			// The phases may have failed on a concurrent duplicate's rows:
+			// its answer is the one to give.
+			return nil, errLostRace
+		case errors.Is(err, errLostRace):
+			return nil, err
 		case err != nil && !sent:
 			// Rolled back: no record and no effect remain.
 			e.observe(ctx, Event{Kind: EventRelease, Operation: c.op.ID})
@@ -629,8 +708,12 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 // commits in one round trip. sent reports that the COMMIT was sent, so that
 // an error may have come after it took effect.
 func runInline[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S], state *S) (resp *Response, sent bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, c.policy.Lease)
-	defer cancel()
+	if !c.last {
+		// No record is committed: nothing bounds this transaction but itself.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.policy.Lease)
+		defer cancel()
+	}
 	if len(phases) == 0 {
 		// The first phase is foreign: the claim commits alone, before
 		// anything outside the database happens.
@@ -662,9 +745,12 @@ func runInline[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S
 			return nil, false, err
 		}
 	}
-	st, err := json.Marshal(state)
-	if err != nil {
-		return nil, false, fmt.Errorf("idem: encoding phase state: %w", err)
+	var st []byte
+	if !c.last {
+		// A completed record is never resumed: only progress needs state.
+		if st, err = json.Marshal(state); err != nil {
+			return nil, false, fmt.Errorf("idem: encoding phase state: %w", err)
+		}
 	}
 	omitted := false
 	if resp != nil {
@@ -672,13 +758,34 @@ func runInline[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S
 		omitted = len(resp.Body) > c.policy.MaxReplayBody
 	}
 	since := time.Now()
-	if err := e.q.commitWith(ctx, c.sess.tx.conn, c, phases[len(phases)-1].Name, st, resp, omitted); err != nil {
+	if c.last {
+		err = e.q.commitLast(ctx, c.sess.tx.conn, c, phases[len(phases)-1].Name, resp, omitted)
+		switch {
+		case sqlState(err) == lockNotAvailable: // a concurrent claim is still uncommitted
+			e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})
+			return nil, false, &Error{Kind: KindInFlight, RetryAfter: time.Second, Err: err,
+				Detail: "another request with this key is being processed; retry later"}
+		case errors.Is(err, errLostRace) || sqlState(err) != "":
+			// The server refused the insert or the commit: nothing committed.
+			return nil, false, err
+		}
+	} else {
+		err = e.q.commitWith(ctx, c.sess.tx.conn, c, phases[len(phases)-1].Name, st, resp, omitted)
+	}
+	if err != nil {
 		return nil, true, err
 	}
 	if resp != nil {
 		e.remember(c, resp, omitted, since)
 	}
 	return resp, true, nil
+}
+
+// takenMeanwhile reports whether a record now holds c's key, after c's
+// ClaimLast execution failed and rolled back.
+func (e *Engine) takenMeanwhile(c *claim) bool {
+	_, err := e.q.read(context.Background(), e.pool, c.ns, c.scope, c.key)
+	return err == nil
 }
 
 func (e *Engine) logPanic(ctx context.Context, c *claim, phase string, err error) {

@@ -98,7 +98,7 @@ func request(scope, key, body string) idem.Request {
 // payOp commits its claim on its own (SeparateClaim), so that the tests of
 // leases, fencing and recovery points see a claimed record while its first
 // phase runs; TestInline* cover the default, inline claim.
-var payOp = &idem.Operation{ID: "createPayment", Policy: idem.Policy{Lease: 30 * time.Second, SeparateClaim: true}}
+var payOp = &idem.Operation{ID: "createPayment", Policy: idem.Policy{Lease: 30 * time.Second, Claim: idem.ClaimSeparate}}
 
 type payState struct {
 	Recorded bool   `json:"recorded"`
@@ -547,7 +547,7 @@ func TestAmbiguousStore(t *testing.T) {
 func TestLeaseRefresh(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	op := &idem.Operation{ID: "slow", Policy: idem.Policy{Lease: 3 * time.Second, SeparateClaim: true}}
+	op := &idem.Operation{ID: "slow", Policy: idem.Policy{Lease: 3 * time.Second, Claim: idem.ClaimSeparate}}
 	inPhase := make(chan struct{})
 	slow := []idem.Phase[payState]{{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
 		close(inPhase)
@@ -573,7 +573,7 @@ func TestLeaseRefresh(t *testing.T) {
 func TestRefreshIsFenced(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	op := &idem.Operation{ID: "slow", Policy: idem.Policy{Lease: 3 * time.Second, SeparateClaim: true}}
+	op := &idem.Operation{ID: "slow", Policy: idem.Policy{Lease: 3 * time.Second, Claim: idem.ClaimSeparate}}
 	inPhase2 := make(chan struct{})
 	waits := []idem.Phase[payState]{{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
 		close(inPhase2)

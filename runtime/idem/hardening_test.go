@@ -37,7 +37,7 @@ func catch(f func()) (err error) {
 func TestCommitNeverShortensLease(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	op := &idem.Operation{ID: "longLocal", Policy: idem.Policy{Lease: time.Second, SeparateClaim: true}}
+	op := &idem.Operation{ID: "longLocal", Policy: idem.Policy{Lease: time.Second, Claim: idem.ClaimSeparate}}
 	var foreignCalls atomic.Int32
 	var retryErr error
 	var retryOut *idem.Outcome
@@ -411,7 +411,7 @@ func TestLargeResponseReplay(t *testing.T) {
 func TestPhasesSeeTheirCall(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	op := &idem.Operation{ID: "bgCall", Policy: idem.Policy{Lease: 30 * time.Second, Complete: idem.CompleteBackground, SeparateClaim: true}}
+	op := &idem.Operation{ID: "bgCall", Policy: idem.Policy{Lease: 30 * time.Second, Complete: idem.CompleteBackground, Claim: idem.ClaimSeparate}}
 	var seen []idem.Call
 	phases := func(crash bool) []idem.Phase[payState] {
 		return []idem.Phase[payState]{

@@ -15,9 +15,9 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
-// inlineOp claims inline (the default): the claim commits with the local
+// inlineOp claims first, inline: the claim commits with the local
 // phases up to the first foreign one.
-var inlineOp = &idem.Operation{ID: "inline", Policy: idem.Policy{Lease: 30 * time.Second}}
+var inlineOp = &idem.Operation{ID: "inline", Policy: idem.Policy{Lease: 30 * time.Second, Claim: idem.ClaimFirst}}
 
 // TestInlineCrashLeavesNothing: an all-local execution that dies before its
 // one commit leaves no record and no business row; the retry runs afresh.
@@ -137,7 +137,7 @@ func TestInlineDuplicateWaitIsBounded(t *testing.T) {
 // cancelled, its writes roll back and the key is free.
 func TestInlineClaimIsBoundedByTheLease(t *testing.T) {
 	e := newEnv(t)
-	op := &idem.Operation{ID: "inlineShort", Policy: idem.Policy{Lease: time.Second}}
+	op := &idem.Operation{ID: "inlineShort", Policy: idem.Policy{Lease: time.Second, Claim: idem.ClaimFirst}}
 	phases := twoPhases("slow")
 	record := phases[0].Local
 	phases[0].Local = func(ctx context.Context, tx pgx.Tx, s *payState) error {

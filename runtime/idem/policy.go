@@ -38,13 +38,36 @@ type Policy struct {
 	Complete      Complete
 	ReplayHeaders []string // response headers stored and replayed (besides none)
 	MaxReplayBody int      // response bodies above this many bytes are not stored
-	// SeparateClaim commits the claim on its own before the first phase
-	// runs, instead of with the local phases up to the first foreign one
-	// (one commit fewer). Choose it when a local phase may run longer than
-	// the lease: an uncommitted claim cannot be renewed, so its transaction
-	// is bounded by the lease.
-	SeparateClaim bool
+	// Claim says when the execution's record is written; see ClaimMode.
+	Claim ClaimMode
 }
+
+// ClaimMode says when an execution writes its record, relative to its
+// local phases. docs/runtime.md compares the modes and their costs.
+type ClaimMode string
+
+const (
+	// ClaimAuto, the default, is ClaimLast for an operation whose phases are
+	// all local and ClaimFirst for one with a foreign phase.
+	ClaimAuto ClaimMode = ""
+	// ClaimLast runs the phases first, in one transaction, and inserts the
+	// completed record at its end, just before its commit. A concurrent
+	// duplicate runs the phases too, finds the key taken when it inserts
+	// the record, rolls back and replays the winner's answer. Only for
+	// operations whose phases are all local.
+	ClaimLast ClaimMode = "last"
+	// ClaimFirst inserts the claim in the transaction of the local phases up
+	// to the first foreign one (or alone, when a foreign phase comes first):
+	// a concurrent duplicate waits on it (Options.ClaimWait) and replays, or
+	// answers 409. Choose it for all-local phases too costly to run twice.
+	// The uncommitted claim cannot be renewed, so its transaction is bounded
+	// by the lease.
+	ClaimFirst ClaimMode = "first"
+	// ClaimSeparate commits the claim on its own before the first phase
+	// runs (one commit more). Choose it when a local phase may run longer
+	// than the lease: a committed claim is renewed while it runs.
+	ClaimSeparate ClaimMode = "separate"
+)
 
 // Default policy values, as documented for the x-idempotency extension.
 const (
@@ -112,6 +135,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("ambiguous %q is not one of resume, store", p.Ambiguous)
 	case p.Complete != CompleteOnRetry && p.Complete != CompleteBackground:
 		return fmt.Errorf("complete %q is not one of on-retry, background", p.Complete)
+	case p.Claim != ClaimAuto && p.Claim != ClaimLast && p.Claim != ClaimFirst && p.Claim != ClaimSeparate:
+		return fmt.Errorf("claim %q is not one of last, first, separate", p.Claim)
 	case p.MaxReplayBody < 0:
 		return fmt.Errorf("maxBodyBytes %d is negative", p.MaxReplayBody)
 	}

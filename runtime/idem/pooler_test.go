@@ -57,39 +57,28 @@ func TestNoSessionStateLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	separate := &idem.Operation{ID: "separate", Policy: idem.Policy{Lease: 5 * time.Second, SeparateClaim: true}}
+	separate := &idem.Operation{ID: "separate", Policy: idem.Policy{Lease: 5 * time.Second, Claim: idem.ClaimSeparate}}
 	foreignFirst := []idem.Phase[payState]{
 		{Name: "charge", Foreign: func(context.Context, string, *payState) error { return nil }},
 		twoPhases("ff")[1],
 	}
 	failing := twoPhases("fail")
 	failing[0].Local = func(context.Context, pgx.Tx, *payState) error { return idem.Release(errors.New("refused")) }
-	for i, run := range []func() error{
-		func() error {
-			_, err := idem.Run(ctx, eng, inlineOp, request("t", "k1", "b"), twoPhases("k1"))
-			return err
-		},
-		func() error {
-			_, err := idem.Run(ctx, eng, inlineOp, request("t", "k1", "b"), twoPhases("k1"))
-			return err
-		}, // conflict: replay
-		func() error {
-			_, err := idem.Run(ctx, eng, separate, request("t", "k2", "b"), twoPhases("k2"))
-			return err
-		},
-		func() error {
-			_, err := idem.Run(ctx, eng, inlineOp, request("t", "k3", "b"), foreignFirst)
-			return err
-		},
-		func() error {
-			_, err := idem.Run(ctx, eng, inlineOp, request("t", "k4", "b"), failing)
-			if err == nil {
-				return errors.New("the refused phase succeeded")
-			}
-			return nil
-		},
+	for i, r := range []struct {
+		op      *idem.Operation
+		key     string
+		phases  []idem.Phase[payState]
+		refused bool
+	}{
+		{inlineOp, "k1", twoPhases("k1"), false},
+		{inlineOp, "k1", twoPhases("k1"), false}, // conflict: replay
+		{lastOp, "k5", twoPhases("k5"), false},
+		{lastOp, "k5", twoPhases("k5"), false}, // conflict: replay
+		{separate, "k2", twoPhases("k2"), false},
+		{inlineOp, "k3", foreignFirst, false},
+		{inlineOp, "k4", failing, true},
 	} {
-		if err := run(); err != nil {
+		if _, err := idem.Run(ctx, eng, r.op, request("t", r.key, "b"), r.phases); (err != nil) != r.refused {
 			t.Fatalf("run %d: %v", i, err)
 		}
 		if after := settings(t, pool); after != before {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,6 +35,13 @@ type queries struct {
 	// Statements that travel with BEGIN or COMMIT in one round trip (see
 	// claimInline and commitWith), derived from the ones above.
 	claimReadSQL, claimInsertSQL, advanceFencedSQL, completeFencedSQL string
+	// The record-last path (ClaimLast): see beginLast and commitLast.
+	lastCheckSQL, insertCompletedSQL string
+	// named: prepare the statements of batches as named statements (see
+	// prepare).
+	named bool
+	// claimWait is Options.ClaimWait for lock_timeout, in milliseconds.
+	claimWait string
 }
 
 // micros passes a duration to SQL as microseconds (bigint), which PostgreSQL
@@ -99,6 +107,29 @@ RETURNING recovery_point, phase_state, key_derivation`,
     SELECT ctid FROM ` + t + ` WHERE ` + freeable + `
     ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)`,
 	}
+	// A record already there makes the check divide by zero, which skips
+	// the BEGIN sent after it.
+	//
+	// The read and the check are one statement: the record's row, if any,
+	// then a branch that returns nothing but divides by zero when the
+	// record exists. PostgreSQL runs a UNION ALL's branches in order and
+	// sends each row as it is produced, so the client has the row before
+	// the error. (Were the order ever different, the row would be missing
+	// and the engine would read it again: slower, never wrong.)
+	q.lastCheckSQL = q.readSQL + `
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM (SELECT 1 / (1 - count(*)) AS v FROM ` + t + ` WHERE namespace = $1 AND scope = $2 AND key = $3) AS held WHERE held.v IS NULL`
+	// The completed record of a ClaimLast execution, inserted just before
+	// its COMMIT. A record already there (a concurrent duplicate that
+	// committed first) is a unique violation; an uncommitted one is waited
+	// on for at most the claim wait, set for this transaction before the
+	// insert looks at the index.
+	q.insertCompletedSQL = `INSERT INTO ` + t + ` (namespace, scope, key, operation, fingerprint, state,
+    recovery_point, phase_state, response_status, response_headers, response_body, body_omitted,
+    completed_at, expires_at, key_derivation)
+SELECT $1, $2, $3, $4, $5, 'completed', $6, NULL, $7, $8, $9, $10, now(), ` + fmt.Sprintf(leaseFrom, 11) + `, $12
+FROM (SELECT set_config('lock_timeout', $13, true)) AS wait`
 	if sqlMutant != nil {
 		sqlMutant(&q)
 	}
@@ -136,6 +167,26 @@ SELECT 1 / count(*) FROM ins`
 	q.advanceFencedSQL = fenced(q.advanceSQL)
 	q.completeFencedSQL = fenced(q.completeSQL)
 	return q
+}
+
+// prepare makes sqls named prepared statements on conn, once per
+// connection. The engine's batches fail by design (a key already held, a
+// fence that matched no row), and pgx forgets every cached statement of a
+// failed batch, then deallocates and prepares them again on the
+// connection's next use: two hidden round trips and fresh plans. Named
+// statements are outside that cache. Only where the pool uses pgx's
+// statement cache anyway (its default query mode): a pool set up for a
+// pooler in transaction mode keeps unnamed statements.
+func (q queries) prepare(ctx context.Context, conn *pgx.Conn, sqls ...string) error {
+	if !q.named {
+		return nil
+	}
+	for _, sql := range sqls {
+		if _, err := conn.Prepare(ctx, sql, sql); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sqlMutant, set only by tests, rewrites the engine's SQL to remove one
@@ -187,13 +238,24 @@ func (r *record) response() *Response {
 }
 
 func (q queries) read(ctx context.Context, db execer, ns, scope, key string) (*record, error) {
+	return scanRecord(db.QueryRow(ctx, q.readSQL, ns, scope, key))
+}
+
+// scanRecord scans a row of readSQL.
+func scanRecord(row pgx.Row) (*record, error) {
 	var r record
+	var operation *string
 	var secs, expires float64
-	err := db.QueryRow(ctx, q.readSQL, ns, scope, key).Scan(&r.operation, &r.fingerprint, &r.state, &r.owner,
+	err := row.Scan(&operation, &r.fingerprint, &r.state, &r.owner,
 		&r.live, &secs, &r.pastRetention, &expires, &r.recovery, &r.phaseState, &r.status, &r.headers, &r.body, &r.bodyOmitted)
-	if err != nil {
+	if operation == nil {
+		// No row was scanned (lastCheckSQL may fail after its row).
+		if err == nil {
+			err = errors.New("idem: the record read returned no operation")
+		}
 		return nil, err
 	}
+	r.operation = *operation
 	r.expiresIn = time.Duration(expires * float64(time.Second))
 	r.retryAfter = time.Duration(secs * float64(time.Second))
 	if r.retryAfter < time.Second {
@@ -250,13 +312,17 @@ func (q queries) refresh(ctx context.Context, db execer, c *claim) (bool, error)
 // what held the key (nil if the holder committed while the INSERT waited),
 // or err is why it failed: a *pgconn.PgError with code lock_not_available
 // when a concurrent owner's uncommitted claim held it past wait.
-func (q queries) claimInline(ctx context.Context, conn *pgx.Conn, c *claim, op string, fp, payload []byte, wait time.Duration) (claimed bool, rec *record, err error) {
+func (q queries) claimInline(ctx context.Context, conn *pgx.Conn, c *claim, op string, fp, payload []byte) (claimed bool, rec *record, err error) {
+	const endWait, begin = `SET LOCAL lock_timeout TO DEFAULT`, `BEGIN`
+	if err := q.prepare(ctx, conn, q.claimReadSQL, q.claimInsertSQL, endWait, begin); err != nil {
+		return false, nil, err
+	}
 	b := &pgx.Batch{}
-	b.Queue(q.claimReadSQL, c.ns, c.scope, c.key, fmt.Sprint(wait.Milliseconds()), fmt.Sprint(c.policy.Lease.Milliseconds()))
+	b.Queue(q.claimReadSQL, c.ns, c.scope, c.key, q.claimWait, strconv.FormatInt(c.policy.Lease.Milliseconds(), 10))
 	b.Queue(q.claimInsertSQL, c.ns, c.scope, c.key, c.token, op, fp, micros(c.policy.Lease), payload,
 		c.policy.Complete == CompleteBackground, micros(c.policy.Retention), int16(CurrentKeyDerivation))
-	b.Queue(`SET LOCAL lock_timeout TO DEFAULT`)
-	b.Queue(`BEGIN`)
+	b.Queue(endWait)
+	b.Queue(begin)
 	br := conn.SendBatch(ctx, b)
 	var r record
 	var operation, state, recovery *string
@@ -271,8 +337,7 @@ func (q queries) claimInline(ctx context.Context, conn *pgx.Conn, c *claim, op s
 		err = cerr
 	}
 	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "22012" { // division_by_zero: nothing inserted, the key is held
+		if sqlState(err) == divisionByZero { // nothing inserted: the key is held
 			if operation == nil {
 				return false, nil, nil
 			}
@@ -296,6 +361,13 @@ func (q queries) claimInline(ctx context.Context, conn *pgx.Conn, c *claim, op s
 // in one round trip on conn, whose transaction it ends. A stale owner's
 // statement matches no row and aborts the transaction: ErrFenced.
 func (q queries) commitWith(ctx context.Context, conn *pgx.Conn, c *claim, phase string, state []byte, resp *Response, omitted bool) error {
+	sql := q.advanceFencedSQL
+	if resp != nil {
+		sql = q.completeFencedSQL
+	}
+	if err := q.prepare(ctx, conn, sql, commit); err != nil {
+		return err
+	}
 	b := &pgx.Batch{}
 	if len(state) == 0 {
 		state = nil
@@ -303,25 +375,112 @@ func (q queries) commitWith(ctx context.Context, conn *pgx.Conn, c *claim, phase
 	if resp == nil {
 		b.Queue(q.advanceFencedSQL, c.ns, c.scope, c.key, c.token, phase, state, micros(c.policy.Lease), micros(c.policy.Retention))
 	} else {
-		headers, err := json.Marshal(resp.Header)
+		headers, body, err := storedResponse(resp, omitted)
 		if err != nil {
 			return err
-		}
-		body := resp.Body
-		switch {
-		case omitted:
-			body = nil
-		case body == nil:
-			body = []byte{}
 		}
 		b.Queue(q.completeFencedSQL, c.ns, c.scope, c.key, c.token, phase, state, resp.Status, headers, body,
 			omitted, micros(c.policy.Retention))
 	}
-	b.Queue(`COMMIT`)
+	b.Queue(commit)
 	err := conn.SendBatch(ctx, b).Close()
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "22012" { // division_by_zero: the fence matched no row
+	if sqlState(err) == divisionByZero { // the fence matched no row
 		return ErrFenced
 	}
 	return err
 }
+
+const commit = `COMMIT`
+
+// SQLSTATE codes the engine acts on.
+const (
+	divisionByZero   = "22012" // what the engine's statements raise to abort a batch on purpose
+	uniqueViolation  = "23505"
+	lockNotAvailable = "55P03" // lock_timeout ran out
+)
+
+// sqlState returns the SQLSTATE of the *pgconn.PgError in err's chain, or
+// "". Unlike errors.As it costs no allocation, on the engine's hot path.
+func sqlState(err error) string {
+	for err != nil {
+		if pe, ok := err.(*pgconn.PgError); ok {
+			return pe.Code
+		}
+		err = errors.Unwrap(err)
+	}
+	return ""
+}
+
+// storedResponse is how a response is stored: its headers as JSON, and no
+// body when it was omitted.
+func storedResponse(resp *Response, omitted bool) (headers, body []byte, err error) {
+	headers, err = json.Marshal(resp.Header)
+	body = resp.Body
+	switch {
+	case omitted:
+		body = nil
+	case body == nil:
+		body = []byte{}
+	}
+	return headers, body, err
+}
+
+// beginLast starts a ClaimLast execution on conn in one round trip: it
+// reads the record, checks that there is none, and opens the transaction
+// the phases run in. It reports open when the transaction is open on conn
+// (no record held the key); otherwise rec is what holds the key (nil if it
+// must be read again: it was committed between the read and the check).
+func (q queries) beginLast(ctx context.Context, conn *pgx.Conn, c *claim) (open bool, rec *record, err error) {
+	const begin = `BEGIN`
+	if err := q.prepare(ctx, conn, q.lastCheckSQL, begin); err != nil {
+		return false, nil, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(q.lastCheckSQL, c.ns, c.scope, c.key)
+	b.Queue(begin)
+	br := conn.SendBatch(ctx, b)
+	// A held key scans its record, then fails.
+	rec, err = scanRecord(br.QueryRow())
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = nil
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case conn.PgConn().TxStatus() == 'T':
+		return true, nil, nil
+	case rec != nil || sqlState(err) == divisionByZero: // a record holds the key
+		return false, rec, nil
+	case err == nil:
+		return false, nil, errors.New("idem: beginLast left no transaction open")
+	}
+	return false, nil, err
+}
+
+// commitLast inserts the completed record of a ClaimLast execution and
+// commits, in one round trip on conn. A record that a concurrent duplicate
+// committed first is errLostRace: the transaction aborted, nothing of this
+// execution remains, and the duplicate's answer is the one to give.
+func (q queries) commitLast(ctx context.Context, conn *pgx.Conn, c *claim, phase string, resp *Response, omitted bool) error {
+	if err := q.prepare(ctx, conn, q.insertCompletedSQL, commit); err != nil {
+		return err
+	}
+	headers, body, err := storedResponse(resp, omitted)
+	if err != nil {
+		return err
+	}
+	b := &pgx.Batch{}
+	b.Queue(q.insertCompletedSQL, c.ns, c.scope, c.key, c.op.ID, c.fingerprint, phase, resp.Status, headers, body,
+		omitted, micros(c.policy.Retention), int16(c.derivation), q.claimWait)
+	b.Queue(commit)
+	err = conn.SendBatch(ctx, b).Close()
+	if sqlState(err) == uniqueViolation { // the key was completed meanwhile
+		return errLostRace
+	}
+	return err
+}
+
+// errLostRace: a ClaimLast execution found the key taken when it came to
+// insert its record; it rolled back, and the claim is decided again.
+var errLostRace = errors.New("idem: a concurrent execution of this key committed first")

@@ -103,8 +103,16 @@ func (s *savepointTx) Rollback(ctx context.Context) error {
 
 // session is an execution's connection while a transaction of it is open.
 type session struct {
-	pc *pgxpool.Conn
-	tx *phaseTx
+	pc  *pgxpool.Conn
+	tx  *phaseTx
+	ptx phaseTx // tx points here: one allocation for both
+}
+
+func newSession(pc *pgxpool.Conn) *session {
+	s := &session{pc: pc}
+	s.ptx.conn = pc.Conn()
+	s.tx = &s.ptx
+	return s
 }
 
 // begin acquires a connection and opens a transaction on it.
@@ -117,7 +125,7 @@ func (e *Engine) begin(ctx context.Context) (*session, error) {
 		pc.Release()
 		return nil, err
 	}
-	return &session{pc: pc, tx: &phaseTx{conn: pc.Conn()}}, nil
+	return newSession(pc), nil
 }
 
 // end rolls back whatever is still open and gives the connection back. It

@@ -150,8 +150,12 @@ func newBenchService(b *testing.B) *benchService {
 			b.Fatal(err)
 		}
 		rt := &idemecho.Runtime{Engine: eng, Principal: func(echo.Context) (string, error) { return "acct", nil }}
-		for name, phases := range map[string][]idem.Phase[state]{"single": single, "three": three, "separate": single} {
-			spec := &idemecho.Spec{Operation: &idem.Operation{ID: name, Policy: idem.Policy{Lease: 30 * time.Second, SeparateClaim: name == "separate"}},
+		for name, op := range map[string]struct {
+			phases []idem.Phase[state]
+			claim  idem.ClaimMode
+		}{"single": {single, idem.ClaimAuto}, "first": {single, idem.ClaimFirst}, "separate": {single, idem.ClaimSeparate}, "three": {three, idem.ClaimAuto}} {
+			phases := op.phases
+			spec := &idemecho.Spec{Operation: &idem.Operation{ID: name, Policy: idem.Policy{Lease: 30 * time.Second, Claim: op.claim}},
 				Key: idemhttp.KeyRule{Required: true}, Scope: "principal", Route: "/" + name}
 			e.POST(prefix+"/"+name, func(c echo.Context) error {
 				resp, err := idemecho.Execute(c.Request().Context(), rt, nil, phases)
@@ -198,6 +202,7 @@ func BenchmarkEngine(b *testing.B) {
 		{"plain", "/plain", nil},
 		{"plain-tx", "/plain-tx", nil},
 		{"single-phase", "/idem/single", func(r, i int64) string { return fmt.Sprintf("s-%d-%d", r, i) }},
+		{"single-phase-claim-first", "/idem/first", func(r, i int64) string { return fmt.Sprintf("f-%d-%d", r, i) }},
 		{"single-phase-separate-claim", "/idem/separate", func(r, i int64) string { return fmt.Sprintf("p-%d-%d", r, i) }},
 		{"three-phase", "/idem/three", func(r, i int64) string { return fmt.Sprintf("t-%d-%d", r, i) }},
 		{"replay", "/idem/single", func(int64, int64) string { return "replayed" }},

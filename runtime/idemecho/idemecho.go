@@ -77,6 +77,8 @@ type Call struct {
 	Replayed bool
 	// Resumed is set when this request continued an earlier execution.
 	Resumed bool
+	// problem is the refusal Execute answered with, if any.
+	problem *idem.Error
 }
 
 type callKey struct{}
@@ -88,6 +90,16 @@ func CallFrom(ctx context.Context) *Call {
 }
 
 // Middleware returns the echo middleware for one idempotent route.
+//
+// Errors go up echo's chain as echo's own middlewares return them (its
+// request logger, for one): an error of the handler is rendered by echo's
+// HTTPErrorHandler at once, so the response and the log line agree, and is
+// then returned, for an outer logger or tracer to see. A protocol refusal
+// (a missing key, a reused one, a claim in flight) is written as
+// problem+json and returned as an *echo.HTTPError of the same status whose
+// Internal error is the *idem.Error. Either way the response is committed
+// before the error travels up, so an HTTPErrorHandler must leave committed
+// responses alone, as echo's default one and HTTPErrorHandler do.
 func Middleware(rt *Runtime, spec *Spec) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -97,7 +109,10 @@ func Middleware(rt *Runtime, spec *Spec) echo.MiddlewareFunc {
 				if errors.As(err, &perr) {
 					rt.Engine.ObserveContext(c.Request().Context(), idem.Event{Kind: idem.EventBadRequest, Operation: spec.Operation.ID})
 					rt.log(c, call, perr.Status(), nil)
-					return WriteResponse(c.Response(), idem.ProblemResponse(perr, rt.Engine.PolicyURL()), false)
+					if err := WriteResponse(c.Response(), idem.ProblemResponse(perr, rt.Engine.PolicyURL()), false); err != nil {
+						return err
+					}
+					return refusal(perr)
 				}
 				return err
 			}
@@ -109,9 +124,18 @@ func Middleware(rt *Runtime, spec *Spec) echo.MiddlewareFunc {
 				c.Error(err)
 			}
 			rt.log(c, call, c.Response().Status, err)
-			return nil
+			if err == nil && call.problem != nil {
+				return refusal(call.problem)
+			}
+			return err
 		}
 	}
+}
+
+// refusal is the error a protocol refusal returns up echo's chain, once its
+// problem was written.
+func refusal(perr *idem.Error) error {
+	return echo.NewHTTPError(perr.Status(), perr.Error()).SetInternal(perr)
 }
 
 func (rt *Runtime) log(c echo.Context, call *Call, status int, err error) {
@@ -268,6 +292,7 @@ func Execute[S any](ctx context.Context, rt *Runtime, payload []byte, phases []i
 	var rel *idem.ReleaseError
 	switch {
 	case errors.As(err, &perr):
+		call.problem = perr
 		return idem.ProblemResponse(perr, rt.Engine.PolicyURL()), nil
 	case errors.As(err, &rel):
 		return nil, rel.Err
@@ -335,4 +360,42 @@ func Writer(ctx context.Context, r *idem.Response) func(http.ResponseWriter) err
 		replayed = call.Replayed
 	}
 	return func(w http.ResponseWriter) error { return WriteResponse(w, r, replayed) }
+}
+
+// OperationMiddlewares returns the per-operation middlewares to give
+// oapi-codegen's RegisterHandlersOptions, by operationId, for the operations
+// in ops: the user's own first (outermost: authenticate there, before a key
+// is claimed), then idemgen's (the idempotency middleware of an idempotent
+// operation), then, innermost, next to the strict handler, onError when it
+// is set. onError receives every error of the strict handler (a body that
+// does not bind, an error of a plain handler or of a phase) before anything
+// above it does; what it returns goes on up the chain, nil when it wrote the
+// response itself. Generated Register functions call it.
+func OperationMiddlewares(user map[string][]echo.MiddlewareFunc, ours map[string]echo.MiddlewareFunc,
+	onError func(c echo.Context, err error) error, ops []string) map[string][]echo.MiddlewareFunc {
+	out := make(map[string][]echo.MiddlewareFunc, len(ops))
+	for _, op := range ops {
+		mws := append([]echo.MiddlewareFunc(nil), user[op]...)
+		if m := ours[op]; m != nil {
+			mws = append(mws, m)
+		}
+		if onError != nil {
+			mws = append(mws, errorMiddleware(onError))
+		}
+		if len(mws) > 0 {
+			out[op] = mws
+		}
+	}
+	return out
+}
+
+func errorMiddleware(onError func(echo.Context, error) error) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if err := next(c); err != nil {
+				return onError(c, err)
+			}
+			return nil
+		}
+	}
 }

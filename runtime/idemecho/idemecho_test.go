@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,8 +27,10 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 type state struct{ ID int64 }
 
 // server is what generated code does, written by hand: the middleware on
-// the route, Execute in the handler, the final phase rendered.
-func server(t *testing.T, hold func()) (*httptest.Server, *idem.Engine) {
+// the route, Execute in the handler, the final phase rendered. hold, if
+// set, runs at the start of the first phase; claim is the operation's
+// claim mode.
+func server(t *testing.T, claim idem.ClaimMode, hold func()) (*httptest.Server, *idem.Engine) {
 	t.Helper()
 	pool, schema := dbtest.Pool(t)
 	ctx := context.Background()
@@ -45,7 +48,7 @@ func server(t *testing.T, hold func()) (*httptest.Server, *idem.Engine) {
 		return strings.TrimPrefix(c.Request().Header.Get("Authorization"), "Bearer "), nil
 	}}
 	spec := &idemecho.Spec{
-		Operation: &idem.Operation{ID: "createItem", Policy: idem.Policy{Lease: 10 * time.Second}},
+		Operation: &idem.Operation{ID: "createItem", Policy: idem.Policy{Lease: 10 * time.Second, Claim: claim}},
 		Key:       idemhttp.KeyRule{Required: true}, Scope: "principal", Route: "/items/{group}",
 		Exclude: []string{"/client_ts"},
 	}
@@ -113,7 +116,7 @@ func post(t *testing.T, url string, headers map[string][]string, body string) re
 func key(k string) map[string][]string { return map[string][]string{"Idempotency-Key": {k}} }
 
 func TestHTTPProtocol(t *testing.T) {
-	srv, _ := server(t, nil)
+	srv, _ := server(t, idem.ClaimAuto, nil)
 	url := srv.URL + "/items/g1"
 
 	first := post(t, url, key(`"k1"`), `{"name":"a","client_ts":"1"}`)
@@ -159,10 +162,13 @@ func TestHTTPProtocol(t *testing.T) {
 	}
 }
 
+// TestHTTPConcurrentDuplicate: with the claim first, a duplicate that
+// arrives while the first request is inside its phase gets 409 with
+// Retry-After (after ClaimWait), and the replay once the first completes.
 func TestHTTPConcurrentDuplicate(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	srv, _ := server(t, func() { once.Do(func() { close(entered) }); <-release })
+	srv, _ := server(t, idem.ClaimFirst, func() { once.Do(func() { close(entered) }); <-release })
 	url := srv.URL + "/items/g1"
 	firstDone := make(chan reply)
 	go func() { firstDone <- post(t, url, key("dup"), `{"name":"a"}`) }()
@@ -175,6 +181,39 @@ func TestHTTPConcurrentDuplicate(t *testing.T) {
 	}
 	if third := post(t, url, key("dup"), `{"name":"a"}`); third.status != 201 || third.body != first.body {
 		t.Fatalf("after completion: %+v", third)
+	}
+}
+
+// TestHTTPConcurrentDuplicateLast: with the record written last (the
+// default for all-local phases), a duplicate that arrives while the first
+// request is inside its phase runs the phase too, then finds the key taken,
+// rolls back and answers with the first request's response: one row.
+func TestHTTPConcurrentDuplicateLast(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	srv, eng := server(t, idem.ClaimAuto, func() {
+		if calls.Add(1) == 1 {
+			close(entered)
+			<-release
+		}
+	})
+	url := srv.URL + "/items/g1"
+	firstDone := make(chan reply)
+	go func() { firstDone <- post(t, url, key("dup"), `{"name":"a"}`) }()
+	<-entered
+	secondDone := make(chan reply)
+	go func() { secondDone <- post(t, url, key("dup"), `{"name":"a"}`) }()
+	for calls.Load() < 2 {
+		time.Sleep(10 * time.Millisecond) // the duplicate is in its phase too
+	}
+	close(release)
+	first, second := <-firstDone, <-secondDone
+	if first.status != 201 || second.status != 201 || second.body != first.body {
+		t.Fatalf("first %+v, second %+v; want both 201 with the same body", first, second)
+	}
+	var n int
+	if err := eng.Pool().QueryRow(context.Background(), `SELECT count(*) FROM items`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d items, %v; want 1", n, err)
 	}
 }
 

@@ -2,4 +2,4 @@
 // from ../api.yaml (*.gen.go), and the phases and handlers written by hand.
 package api
 
-//go:generate go tool idemgen generate -spec ../api.yaml -package api -out . -openapi-out ../openapi.idempotent.yaml -client-out ../payclient
+//go:generate go tool idemgen generate -config idemgen.yaml ../api.yaml

@@ -170,6 +170,26 @@ func postLedgerEntryPhases(p PostLedgerEntryPhases, request PostLedgerEntryReque
 	}
 }
 
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
+// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+type RegisterOptions struct {
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
+	// the API in an echo group, pass the group as the router.
+	BaseURL string
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
+	// see the typed request and response, of idempotent operations too (there, their
+	// response is what the engine stores and replays).
+	StrictMiddlewares []StrictMiddlewareFunc
+	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
+	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
+	// operation (authenticate there: a key is claimed only after them).
+	OperationMiddlewares map[string][]echo.MiddlewareFunc
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
+	// bind, an error of a plain handler or of a phase) before anything above it does; what
+	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	ErrorHandler func(c echo.Context, err error) error
+}
+
 // Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
 // Idempotent operations get the Idempotency-Key protocol and run their phases from
 // phases through rt's engine; the others are served by plain (nil when every
@@ -178,6 +198,11 @@ func postLedgerEntryPhases(p PostLedgerEntryPhases, request PostLedgerEntryReque
 // Operations scoped to a signed sender verify it with rt.Senders before anything else;
 // keep them out of middleware that authenticates callers otherwise.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
+	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
+}
+
+// RegisterWithOptions is Register with the options of oapi-codegen's registration.
+func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime, options RegisterOptions) error {
 	if rt == nil || rt.Engine == nil {
 		return errors.New("Register: rt and rt.Engine are required")
 	}
@@ -198,9 +223,13 @@ func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemech
 		plain:  plain,
 		rt:     rt,
 	}
-	RegisterHandlersWithOptions(router, NewStrictHandler(server, nil), RegisterHandlersOptions{OperationMiddlewares: map[string][]echo.MiddlewareFunc{
-		"postLedgerEntry":  {idemecho.Middleware(rt, idemPostLedgerEntry)},
-		"receiveAcmeEvent": {idemecho.Middleware(rt, idemReceiveAcmeEvent)},
-	}})
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{
+		"postLedgerEntry":  idemecho.Middleware(rt, idemPostLedgerEntry),
+		"receiveAcmeEvent": idemecho.Middleware(rt, idemReceiveAcmeEvent),
+	}, options.ErrorHandler, []string{"receiveAcmeEvent", "postLedgerEntry"})
+	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
+		BaseURL:              options.BaseURL,
+		OperationMiddlewares: middlewares,
+	})
 	return nil
 }

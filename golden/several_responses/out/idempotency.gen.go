@@ -117,12 +117,37 @@ func createChargePhases(p CreateChargePhases, request CreateChargeRequestObject)
 	}
 }
 
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
+// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+type RegisterOptions struct {
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
+	// the API in an echo group, pass the group as the router.
+	BaseURL string
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
+	// see the typed request and response, of idempotent operations too (there, their
+	// response is what the engine stores and replays).
+	StrictMiddlewares []StrictMiddlewareFunc
+	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
+	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
+	// operation (authenticate there: a key is claimed only after them).
+	OperationMiddlewares map[string][]echo.MiddlewareFunc
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
+	// bind, an error of a plain handler or of a phase) before anything above it does; what
+	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	ErrorHandler func(c echo.Context, err error) error
+}
+
 // Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
 // Idempotent operations get the Idempotency-Key protocol and run their phases from
 // phases through rt's engine; the others are served by plain (nil when every
 // operation is idempotent). Operations completed in the background are registered
 // with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
+	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
+}
+
+// RegisterWithOptions is Register with the options of oapi-codegen's registration.
+func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime, options RegisterOptions) error {
 	if rt == nil || rt.Engine == nil {
 		return errors.New("Register: rt and rt.Engine are required")
 	}
@@ -140,6 +165,10 @@ func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemech
 		plain:  plain,
 		rt:     rt,
 	}
-	RegisterHandlersWithOptions(router, NewStrictHandler(server, nil), RegisterHandlersOptions{OperationMiddlewares: map[string][]echo.MiddlewareFunc{"createCharge": {idemecho.Middleware(rt, idemCreateCharge)}}})
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"createCharge": idemecho.Middleware(rt, idemCreateCharge)}, options.ErrorHandler, []string{"createCharge"})
+	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
+		BaseURL:              options.BaseURL,
+		OperationMiddlewares: middlewares,
+	})
 	return nil
 }

@@ -19,8 +19,8 @@
 // carry its trace_id and span_id.
 //
 // -async-claim-commit and -separate-claim set idem.Options.AsyncClaimCommit
-// and every operation's Policy.SeparateClaim, for measuring them (see
-// docs/runtime.md).
+// and every operation's Policy.Claim to idem.ClaimSeparate, for measuring
+// them (see docs/runtime.md).
 package main
 
 import (
@@ -65,7 +65,7 @@ func run() error {
 	unsafeKeys := flag.Bool("unsafe-fresh-charge-keys", false, "send the card network a new key per attempt instead of the derived one (breaks exactly-once; for the chaos harness's self-check)")
 	sinkPath := flag.String("mail-sink", filepath.Join(os.TempDir(), "payments-mail.jsonl"), "file the outbox relay delivers receipts to")
 	asyncClaim := flag.Bool("async-claim-commit", false, "commit claims that commit alone with synchronous_commit=off (idem.Options.AsyncClaimCommit)")
-	separateClaim := flag.Bool("separate-claim", false, "commit every operation's claim on its own, before its first phase (idem.Policy.SeparateClaim)")
+	separateClaim := flag.Bool("separate-claim", false, "commit every operation's claim on its own, before its first phase (idem.ClaimSeparate)")
 	flag.Parse()
 	log := slog.New(idemotel.LogHandler(slog.NewJSONHandler(os.Stderr, nil)))
 
@@ -139,7 +139,7 @@ func run() error {
 	}
 	if *separateClaim {
 		for _, spec := range api.Specs {
-			spec.Operation.Policy.SeparateClaim = true
+			spec.Operation.Policy.Claim = idem.ClaimSeparate
 		}
 	}
 	eng, err := idem.New(pool, idem.Options{Observer: eventLog{log, idem.Observers(observers...)}, Tracer: tracer, Logger: log,

@@ -44,13 +44,20 @@ import (
 // named prepared statement living on one server connection.
 const ExecMode = "cache_describe"
 
-// ConformancePackages are the tests run through the pooler: the engine's
-// protocol, the echo adapter, the OpenTelemetry adapter, and the payments
-// example's API, client and outbox.
-var ConformancePackages = []string{"./runtime/idem", "./runtime/idemecho", "./runtime/idemotel",
-	"./examples/payments/api", "./examples/payments/payclient", "./examples/payments/outbox"}
+// ConformancePackages are the tests run through the pooler, by module
+// directory (relative to the repository): the engine's protocol, the echo
+// adapter and the OpenTelemetry adapter, and the payments example's API,
+// client and outbox.
+var ConformancePackages = []struct {
+	Dir  string
+	Pkgs []string
+}{
+	{".", []string{"./runtime/idem", "./runtime/idemecho", "./runtime/idemotel"}},
+	{"examples", []string{"./payments/api", "./payments/payclient", "./payments/outbox"}},
+}
 
 type options struct {
+	repo              string
 	payments, cardnet string
 	rounds            string
 	seed              uint64
@@ -60,6 +67,7 @@ type options struct {
 
 func main() {
 	var o options
+	flag.StringVar(&o.repo, "repo", "..", "the repository's root, whose tests the pooler round runs")
 	flag.StringVar(&o.payments, "payments", "bin/payments", "the payments binary")
 	flag.StringVar(&o.cardnet, "cardnet", "bin/cardnet", "the cardnet binary")
 	flag.StringVar(&o.rounds, "rounds", "failover,async,pooler", "which rounds to run, comma-separated")
@@ -260,16 +268,20 @@ func poolerRound(ctx context.Context, o options, c *cleanups, dir string) (strin
 	}
 
 	// 2. The conformance tests through the pooler.
-	args := append([]string{"test", "-count=1"}, ConformancePackages...)
-	cmd := exec.CommandContext(ctx, goCommand(), args...)
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+bouncer.URL("postgres")+"&default_query_exec_mode="+ExecMode, "IDEMGEN_PG_POOLED=1")
 	started := time.Now()
-	out, err := cmd.CombinedOutput()
-	res, nfail := topology.ParseGoTest(string(out))
-	fmt.Fprintf(&b, "conformance tests through PgBouncer (%s, %s):\n%s", ExecMode, time.Since(started).Round(time.Second), topology.Summary(res))
-	if err != nil || nfail > 0 || len(res) != len(ConformancePackages) {
-		failed = errors.Join(failed, fmt.Errorf("conformance tests through PgBouncer: %d failed (%v):\n%s", nfail, err, lastLines(out, 60)))
+	var summary string
+	for _, m := range ConformancePackages {
+		cmd := exec.CommandContext(ctx, goCommand(), append([]string{"test", "-count=1"}, m.Pkgs...)...)
+		cmd.Dir = filepath.Join(o.repo, m.Dir)
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+bouncer.URL("postgres")+"&default_query_exec_mode="+ExecMode, "IDEMGEN_PG_POOLED=1")
+		out, err := cmd.CombinedOutput()
+		res, nfail := topology.ParseGoTest(string(out))
+		summary += topology.Summary(res)
+		if err != nil || nfail > 0 || len(res) != len(m.Pkgs) {
+			failed = errors.Join(failed, fmt.Errorf("conformance tests through PgBouncer: %d failed (%v):\n%s", nfail, err, lastLines(out, 60)))
+		}
 	}
+	fmt.Fprintf(&b, "conformance tests through PgBouncer (%s, %s):\n%s", ExecMode, time.Since(started).Round(time.Second), summary)
 
 	// 3. The chaos short round through the pooler.
 	cfg := chaos.ShortRound(o.payments, o.cardnet)

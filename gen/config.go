@@ -1,0 +1,170 @@
+package gen
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+
+	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
+	"go.yaml.in/yaml/v3"
+)
+
+// Config says what to generate: oapi-codegen's configuration, read from
+// oapi-codegen's own config file format, and idemgen's settings.
+type Config struct {
+	// Codegen is oapi-codegen's configuration: package, generate,
+	// output-options (overlay and user templates included), import-mapping,
+	// compatibility, additional-imports. Each option means what it means to
+	// oapi-codegen.
+	Codegen codegen.Configuration
+	// Spec is the OpenAPI document, as given on the command line.
+	Spec string
+	// Output is oapi-codegen's output file (the config's output, or -o).
+	// idemgen writes the glue and the phase scaffolds beside it; in glue-only
+	// mode it reads the user's generated code from its directory.
+	Output string
+	// Settings are idemgen's own, from the config's idemgen section.
+	Settings
+}
+
+// Settings are what the config's idemgen section holds: everything that is
+// idemgen's rather than oapi-codegen's.
+type Settings struct {
+	// GlueOnly writes only the idempotency glue (idempotency.gen.go) and
+	// the phase scaffolds, against the models and strict server the user's
+	// own oapi-codegen run wrote into Output's directory.
+	GlueOnly bool `yaml:"glue-only,omitempty"`
+	// OpenAPIOut, when set, is where an enriched copy of the spec is written
+	// (relative to Output's directory unless absolute): the Idempotency-Key
+	// parameter and problem responses added to each idempotent operation.
+	OpenAPIOut string `yaml:"openapi-out,omitempty"`
+	// ClientOut, when set, is a directory (relative to Output's directory
+	// unless absolute) that receives a client package: oapi-codegen's models
+	// and typed client (client.gen.go), and IdempotentClient
+	// (idempotent.gen.go), whose methods send each idempotent operation under
+	// the intent's key and retry as runtime/idemclient says. The package
+	// imports nothing of the server.
+	ClientOut string `yaml:"client-out,omitempty"`
+	// ClientPackage names the client package; default: ClientOut's last
+	// element.
+	ClientPackage string `yaml:"client-package,omitempty"`
+	// Templates, when set, is a directory whose *.tmpl files override the
+	// built-in scaffold templates of the same name.
+	Templates string `yaml:"templates,omitempty"`
+	// NoScaffold skips the user-owned phase scaffolds.
+	NoScaffold bool `yaml:"no-scaffold,omitempty"`
+}
+
+// DefaultOutput is oapi-codegen's output file when neither the config nor
+// the command line names one.
+const DefaultOutput = "api.gen.go"
+
+// GlueFile is the name of the idempotency glue, beside Output.
+const GlueFile = "idempotency.gen.go"
+
+// configFile is the config file: oapi-codegen's configuration as its
+// command reads it (codegen.Configuration inline, plus the output file),
+// and idemgen's section.
+type configFile struct {
+	codegen.Configuration `yaml:",inline"`
+	Output                string    `yaml:"output,omitempty"`
+	Idemgen               *Settings `yaml:"idemgen,omitempty"`
+}
+
+// LoadConfig reads the config file at path. It is the one config loader:
+// the idemgen command and the golden tests both read their configs with it.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConfig(path, data)
+}
+
+// ParseConfig reads a config file's contents; path names it in errors.
+// The format is oapi-codegen's (its current one: `generate` a mapping,
+// `output` the file to write), with an optional `idemgen` section. Unknown
+// fields are errors, as oapi-codegen's command makes them: a typo must not be
+// silently ignored.
+func ParseConfig(path string, data []byte) (*Config, error) {
+	var f configFile
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: %w%s", path, err, configHint(data))
+	}
+	cfg := &Config{Codegen: f.Configuration, Output: f.Output}
+	if f.Idemgen != nil {
+		cfg.Settings = *f.Idemgen
+	}
+	return cfg, nil
+}
+
+// configHint recognises the two formats a config may be in by mistake and
+// says how to move on.
+func configHint(data []byte) string {
+	var top map[string]any
+	if yaml.Unmarshal(data, &top) != nil {
+		return ""
+	}
+	if _, ok := top["spec"]; ok {
+		return "\nThis is idemgen's earlier config format. idemgen now reads oapi-codegen's: pass the spec on the command line " +
+			"(idemgen generate -config FILE SPEC), make output the file oapi-codegen writes (e.g. output: api.gen.go), " +
+			"and move openapi-out, client-out, client-package, templates and no-scaffold under an idemgen: section " +
+			"(docs/adopting.md, \"Configuration\")."
+	}
+	if _, ok := top["generate"].([]any); ok {
+		return "\nThis is oapi-codegen's old config style (generate as a list), which idemgen does not read; " +
+			"`oapi-codegen -old-config-style -config FILE -output-config SPEC` prints it in the current style."
+	}
+	return ""
+}
+
+// Complete fills in what the config leaves out and checks the result: the
+// output file defaults to DefaultOutput; generate, when the config has none,
+// to models and the echo strict server (what idemgen's glue needs, where
+// oapi-codegen's default is models, echo server and embedded spec); the rest
+// as oapi-codegen defaults and validates it.
+func (c *Config) Complete() error {
+	if c.Output == "" {
+		c.Output = DefaultOutput
+	}
+	if strings.HasSuffix(c.Output, string(filepath.Separator)) || filepath.Ext(c.Output) != ".go" {
+		return fmt.Errorf("output %q is the file oapi-codegen writes, and must end in .go (e.g. %s)", c.Output, filepath.Join(c.Output, DefaultOutput))
+	}
+	if reflect.ValueOf(c.Codegen.Generate).IsZero() {
+		c.Codegen.Generate = codegen.GenerateOptions{EchoServer: true, Strict: true, Models: true}
+	}
+	c.Codegen = c.Codegen.UpdateDefaults()
+	if c.Spec == "" {
+		return errors.New("no spec: pass the OpenAPI document as the last argument, as to oapi-codegen")
+	}
+	if err := c.Codegen.Validate(); err != nil {
+		return err
+	}
+	if !packageName.MatchString(c.Codegen.PackageName) {
+		return fmt.Errorf("package name %q is not a valid Go package name", c.Codegen.PackageName)
+	}
+	return nil
+}
+
+var packageName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+// Dir is the directory of the generated package: Output's.
+func (c *Config) Dir() string { return filepath.Dir(c.Output) }
+
+// Package is the generated package's name.
+func (c *Config) Package() string { return c.Codegen.PackageName }
+
+// generatesStrictEcho reports whether the config has oapi-codegen generate
+// what the glue implements and registers with: the echo server and the
+// strict server.
+func (c *Config) generatesStrictEcho() bool {
+	return c.Codegen.Generate.EchoServer && c.Codegen.Generate.Strict
+}

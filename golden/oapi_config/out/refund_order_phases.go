@@ -1,0 +1,30 @@
+package api
+
+// This file is yours. idemgen wrote it because it was missing and will never
+// overwrite it. If the spec changes refundOrder's phases, the assertion
+// below stops compiling until these methods match RefundOrderPhases again.
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// RefundOrderState is what the phases of refundOrder hand to each other. It is
+// saved as JSON with every local phase's commit, and a resumed execution
+// starts from the saved copy: keep its fields exported and JSON-encodable.
+type RefundOrderState struct {
+}
+
+// RefundOrderImpl implements RefundOrderPhases. Put its dependencies here.
+type RefundOrderImpl struct {
+}
+
+var _ RefundOrderPhases = (*RefundOrderImpl)(nil)
+
+// Refund is phase 1 of 1 ("refund"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+func (p *RefundOrderImpl) Refund(ctx context.Context, tx pgx.Tx, request RefundOrderRequestObject, state *RefundOrderState) (RefundOrderResponseObject, error) {
+	return nil, idem.ErrNotImplemented
+}

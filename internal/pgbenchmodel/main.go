@@ -1,0 +1,185 @@
+// Command pgbenchmodel measures what the idempotency protocol must cost in
+// SQL alone: pgbench runs each shape of statements a request sends, on the
+// engine's own tables, at 1 and 16 clients, side by side on one durable
+// PostgreSQL, with prepared statements. `make bench-model` runs it;
+// docs/performance.md keeps the table. The shapes are written by hand after
+// the engine's statements (runtime/idem/store.go), with the same columns and
+// indexes, so that the figures bound what the engine can reach.
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/pglocal"
+)
+
+// A shape is one pgbench script: the statements of one request. Keys are
+// random per transaction (pgbench's random over 10^15, with the client id),
+// so that new-key shapes never collide.
+type shape struct {
+	name, what, script string
+}
+
+const key = `\set k random(1, 1000000000000000)
+`
+
+// The record's columns as the engine writes them (a 12-byte body, the
+// default stored headers).
+const (
+	recordKey   = `'bench', 'principal-acct', 'k' || CAST(:client_id AS text) || '-' || CAST(:k AS text)`
+	fingerprint = `'\x0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef'::bytea`
+	claimInsert = `INSERT INTO m.records (namespace, scope, key, owner_token, operation, fingerprint, state, lease_until,
+    request, background, expires_at, key_derivation)
+VALUES (` + recordKey + `, gen_random_uuid(), 'bench', ` + fingerprint + `, 'claimed',
+    now() + interval '30 seconds', NULL, false, now() + interval '1 day', 2) ON CONFLICT DO NOTHING;
+`
+	complete = `UPDATE m.records SET state = 'completed', owner_token = NULL, lease_until = NULL, recovery_point = 'insert',
+    response_status = 201, response_headers = '{"Content-Type": ["application/json"]}', response_body = '{"id":12345}',
+    body_omitted = false, completed_at = now(), request = NULL, expires_at = clock_timestamp() + interval '1 day'
+WHERE namespace = 'bench' AND scope = 'principal-acct' AND key = 'k' || CAST(:client_id AS text) || '-' || CAST(:k AS text);
+`
+	read = `SELECT operation, fingerprint, state, owner_token, coalesce(lease_until > now(), false), expires_at <= now(),
+    recovery_point, phase_state, response_status, response_headers, response_body, body_omitted
+FROM m.records WHERE namespace = 'bench' AND scope = 'principal-acct' AND key = %s;
+`
+	work = `INSERT INTO m.bench (amount) VALUES (100) RETURNING id;
+`
+)
+
+var shapes = []shape{
+	{"plain", "one autocommit INSERT", work},
+	{"plain-tx", "BEGIN, INSERT, COMMIT", "BEGIN;\n" + work + "COMMIT;\n"},
+	{"separate", "claim INSERT (own commit), then BEGIN, INSERT, completing UPDATE, COMMIT",
+		key + claimInsert + "BEGIN;\n" + work + complete + "COMMIT;\n"},
+	{"first", "one transaction: BEGIN, claim INSERT, INSERT, completing UPDATE, COMMIT",
+		key + "BEGIN;\n" + claimInsert + work + complete + "COMMIT;\n"},
+	{"last", "read of the key, BEGIN, INSERT, completed record INSERT, COMMIT",
+		key + fmt.Sprintf(read, "'k' || CAST(:client_id AS text) || '-' || CAST(:k AS text)") + "BEGIN;\n" + work +
+			`INSERT INTO m.records (namespace, scope, key, operation, fingerprint, state, recovery_point, response_status,
+    response_headers, response_body, body_omitted, completed_at, expires_at, key_derivation)
+VALUES (` + recordKey + `, 'bench', ` + fingerprint + `, 'completed', 'insert', 201, '{"Content-Type": ["application/json"]}',
+    '{"id":12345}', false, now(), clock_timestamp() + interval '1 day', 2);
+COMMIT;
+`},
+	{"replay", "one SELECT of a completed record", fmt.Sprintf(read, "'replayed'")},
+}
+
+func main() {
+	seconds := flag.Int("T", 10, "seconds per run")
+	runs := flag.Int("runs", 3, "runs of each shape at each concurrency (the median is printed)")
+	only := flag.String("shapes", "", "a regular expression: run only the shapes whose names match")
+	flag.Parse()
+	re, err := regexp.Compile(*only)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pgbenchmodel: -shapes:", err)
+		os.Exit(2)
+	}
+	if err := run(*seconds, *runs, re); err != nil {
+		fmt.Fprintln(os.Stderr, "pgbenchmodel:", err)
+		os.Exit(1)
+	}
+}
+
+func run(seconds, runs int, only *regexp.Regexp) error {
+	ctx := context.Background()
+	bin, err := pglocal.BinDir()
+	if err != nil {
+		return err
+	}
+	env, err := pglocal.Open(ctx, "pgbenchmodel", pglocal.Options{Durable: true})
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	if err := setup(ctx, env.URL); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "pgbenchmodel")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	fmt.Printf("pgbench, durable PostgreSQL, prepared statements, %d runs of %ds each, median transactions/s:\n\n", runs, seconds)
+	fmt.Println("| shape | SQL per request | 1 client | 16 clients |")
+	fmt.Println("|---|---|---:|---:|")
+	for _, s := range shapes {
+		if !only.MatchString(s.name) {
+			continue
+		}
+		file := filepath.Join(dir, s.name+".sql")
+		if err := os.WriteFile(file, []byte(s.script), 0o644); err != nil {
+			return err
+		}
+		var cols [2]string
+		for i, clients := range []int{1, 16} {
+			var tps []float64
+			for r := 0; r < runs; r++ {
+				fmt.Fprintf(os.Stderr, "%s, %d clients, run %d of %d\n", s.name, clients, r+1, runs)
+				t, err := pgbench(ctx, bin, env.URL, file, clients, seconds)
+				if err != nil {
+					return fmt.Errorf("%s: %w", s.name, err)
+				}
+				tps = append(tps, t)
+			}
+			cols[i] = strconv.FormatFloat(median(tps), 'f', 0, 64)
+		}
+		fmt.Printf("| %s | %s | %s | %s |\n", s.name, s.what, cols[0], cols[1])
+	}
+	return nil
+}
+
+// setup migrates the engine's tables into schema m, adds the business table
+// and the completed record that the replay shape reads.
+func setup(ctx context.Context, url string) error {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if _, err := idem.Migrate(ctx, pool, "m"); err != nil {
+		return err
+	}
+	_, err = pool.Exec(ctx, `CREATE TABLE m.bench (id bigserial PRIMARY KEY, amount int, charge text);
+INSERT INTO m.records (namespace, scope, key, operation, fingerprint, state, recovery_point, response_status,
+    response_headers, response_body, completed_at, expires_at)
+VALUES ('bench', 'principal-acct', 'replayed', 'bench', `+fingerprint+`, 'completed', 'insert', 201,
+    '{"Content-Type": ["application/json"]}', '{"id":1}', now(), now() + interval '1 day')`)
+	return err
+}
+
+var tpsLine = regexp.MustCompile(`tps = ([0-9.]+)`)
+
+func pgbench(ctx context.Context, bin, url, file string, clients, seconds int) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(seconds+60)*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "pgbench"), "-n", "-M", "prepared", "-c", strconv.Itoa(clients),
+		"-j", "2", "-T", strconv.Itoa(seconds), "-f", file, url)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("%w\n%s", err, out.Bytes())
+	}
+	m := tpsLine.FindSubmatch(out.Bytes())
+	if m == nil {
+		return 0, fmt.Errorf("no tps in pgbench's output:\n%s", out.Bytes())
+	}
+	return strconv.ParseFloat(string(m[1]), 64)
+}
+
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	return xs[len(xs)/2]
+}

@@ -1,0 +1,209 @@
+package idem_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// lastOp's phases are all local, so the default claim mode runs them first
+// and inserts the completed record last (ClaimLast).
+var lastOp = &idem.Operation{ID: "last", Policy: idem.Policy{Lease: 30 * time.Second}}
+
+// counted wraps twoPhases so that n counts how often the first phase ran.
+func counted(key string, n *atomic.Int64) []idem.Phase[payState] {
+	phases := twoPhases(key)
+	record := phases[0].Local
+	phases[0].Local = func(ctx context.Context, tx pgx.Tx, s *payState) error {
+		n.Add(1)
+		return record(ctx, tx, s)
+	}
+	return phases
+}
+
+// TestLastConcurrentSameKey: 64 goroutines send the same key at once to an
+// all-local operation. They may all run its phases, but exactly one
+// commits; the others roll back and replay its answer. Run with a business
+// table without a unique key (the losers fail on the record) and with one
+// (the losers fail in the phase, on the winner's row).
+func TestLastConcurrentSameKey(t *testing.T) {
+	for _, unique := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unique=%t", unique), func(t *testing.T) {
+			e := newEnv(t)
+			if unique {
+				e.exec(`CREATE UNIQUE INDEX ON rows (key)`)
+			}
+			ctx := context.Background()
+			for round := 0; round < 20; round++ {
+				key := fmt.Sprintf("round-%d", round)
+				var wg sync.WaitGroup
+				var mu sync.Mutex
+				executed, replayed, inFlight := 0, 0, 0
+				var bodies [][]byte
+				start := make(chan struct{})
+				for g := 0; g < 64; g++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						<-start
+						out, err := idem.Run(ctx, e.eng, lastOp, request("tenant", key, "body"), twoPhases(key))
+						mu.Lock()
+						defer mu.Unlock()
+						switch {
+						case err == nil && out.Replayed:
+							replayed++
+							bodies = append(bodies, out.Response.Body)
+						case err == nil:
+							executed++
+							bodies = append(bodies, out.Response.Body)
+						case kindOf(err) == idem.KindInFlight:
+							inFlight++
+						default:
+							t.Errorf("round %d: unexpected error %v", round, err)
+						}
+					}()
+				}
+				close(start)
+				wg.Wait()
+				if executed != 1 || executed+replayed+inFlight != 64 {
+					t.Fatalf("round %d: executed=%d replayed=%d inFlight=%d; want exactly one execution of 64", round, executed, replayed, inFlight)
+				}
+				for _, b := range bodies {
+					if !bytes.Equal(b, bodies[0]) {
+						t.Fatalf("round %d: responses differ: %s vs %s", round, b, bodies[0])
+					}
+				}
+				if n := e.count(`SELECT count(*) FROM rows WHERE key = $1`, key); n != 1 {
+					t.Fatalf("round %d: %d business rows, want 1", round, n)
+				}
+			}
+		})
+	}
+}
+
+// TestLastRetryDoesNotRunPhases: a retry of a completed key replays from
+// the store without running a phase, even with no cache in front of it.
+func TestLastRetryDoesNotRunPhases(t *testing.T) {
+	e := newEnv(t)
+	e.eng = mustEngineWith(t, e, idem.Options{Schema: e.schema, ReplayCacheBytes: -1})
+	var runs atomic.Int64
+	first, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "b"), counted("k", &runs))
+	if err != nil || first.Replayed {
+		t.Fatalf("first: %+v, %v", first, err)
+	}
+	again, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "b"), counted("k", &runs))
+	if err != nil || !again.Replayed || !sameResponse(again.Response, first.Response) {
+		t.Fatalf("retry: %+v, %v; want the replay", again, err)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the phase ran %d times; want once", n)
+	}
+	if _, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "other"), counted("k", &runs)); kindOf(err) != idem.KindMismatch {
+		t.Fatalf("retry with another body: %v; want 422", err)
+	}
+}
+
+// TestLastCrashLeavesNothing: an execution that dies before its commit
+// leaves no record and no business row; the retry runs afresh.
+func TestLastCrashLeavesNothing(t *testing.T) {
+	e := newEnv(t)
+	phases := twoPhases("k")
+	phases[1].Final = func(context.Context, pgx.Tx, *payState) (*idem.Response, error) {
+		runtime.Goexit()
+		return nil, nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "b"), phases)
+	}()
+	<-done
+	if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records`); n != 0 {
+		t.Fatal("the crashed execution left a record")
+	}
+	if n := e.count(`SELECT count(*) FROM rows`); n != 0 {
+		t.Fatal("the crashed execution left a business row")
+	}
+	out, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "b"), twoPhases("k"))
+	if err != nil || out.Replayed || out.Response.Status != 201 {
+		t.Fatalf("retry: %+v, %v; want a fresh execution", out, err)
+	}
+}
+
+// TestLastFailureReleases: a phase that fails leaves nothing behind, and
+// its error is the answer; the retry runs again.
+func TestLastFailureReleases(t *testing.T) {
+	e := newEnv(t)
+	declined := idem.Release(errors.New("card declined"))
+	phases := twoPhases("k")
+	phases[1].Final = func(context.Context, pgx.Tx, *payState) (*idem.Response, error) { return nil, declined }
+	if _, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "b"), phases); !errors.Is(err, declined) {
+		t.Fatalf("err %v; want the phase's", err)
+	}
+	if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records`); n != 0 {
+		t.Fatal("a failed execution left a record")
+	}
+	if n := e.count(`SELECT count(*) FROM rows`); n != 0 {
+		t.Fatal("a failed execution left a business row")
+	}
+	if out, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "b"), twoPhases("k")); err != nil || out.Replayed {
+		t.Fatalf("retry: %+v, %v; want a fresh execution", out, err)
+	}
+}
+
+// TestLastWaitIsBounded: a ClaimLast execution whose key is held by an
+// uncommitted claim of its group (an execution that claims first) waits at
+// most ClaimWait for it, then answers 409 with Retry-After and rolls back.
+func TestLastWaitIsBounded(t *testing.T) {
+	e := newEnv(t)
+	e.eng = mustEngineWith(t, e, idem.Options{Schema: e.schema, ClaimWait: 200 * time.Millisecond})
+	release, owner := holdOwner(t, e, "k") // inlineOp claims first, in namespace "inline"
+	dup := &idem.Operation{ID: "lastInGroup", Namespace: inlineOp.ID, Policy: idem.Policy{Lease: 30 * time.Second}}
+	res := make(chan error, 1)
+	go func() {
+		_, err := idem.Run(context.Background(), e.eng, dup, request("t", "k", "b"), twoPhases("k"))
+		res <- err
+	}()
+	var err error
+	select {
+	case err = <-res:
+	case <-time.After(10 * time.Second):
+		release()
+		t.Fatal("the duplicate still waits on the uncommitted claim after 10s; want 409 after ClaimWait")
+	}
+	var perr *idem.Error
+	if kindOf(err) != idem.KindInFlight || !errors.As(err, &perr) || perr.RetryAfter <= 0 {
+		t.Fatalf("duplicate: %v; want 409 in-flight with Retry-After", err)
+	}
+	release()
+	if o := <-owner; o == nil || o.Response.Status != 201 {
+		t.Fatalf("owner: %+v", o)
+	}
+	if n := e.count(`SELECT count(*) FROM rows WHERE key = 'k'`); n != 1 {
+		t.Fatalf("%d business rows; want the owner's only", n)
+	}
+}
+
+// TestClaimLastNeedsLocalPhases: ClaimLast on an operation with a foreign
+// phase is refused before anything runs.
+func TestClaimLastNeedsLocalPhases(t *testing.T) {
+	e := newEnv(t)
+	op := &idem.Operation{ID: "lastForeign", Policy: idem.Policy{Claim: idem.ClaimLast}}
+	phases := []idem.Phase[payState]{
+		{Name: "charge", Foreign: func(context.Context, string, *payState) error { return nil }},
+		{Name: "finish", Final: func(context.Context, pgx.Tx, *payState) (*idem.Response, error) { return created("{}"), nil }},
+	}
+	if _, err := idem.Run(context.Background(), e.eng, op, request("t", "k", "b"), phases); err == nil {
+		t.Fatal("ClaimLast with a foreign phase ran")
+	}
+}

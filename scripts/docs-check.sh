@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs every sh block of a guide in docs/, in order, in a temp directory,
+# against this checkout. Usage: scripts/docs-check.sh [-q] docs/GUIDE.md
+# With -q it prints one line, and the full trace only if a command fails.
+set -euo pipefail
+quiet=
+if [ "${1:-}" = "-q" ]; then quiet=1; shift; fi
+root=$(cd "$(dirname "$0")/.." && pwd)
+doc=${1:?usage: scripts/docs-check.sh [-q] docs/GUIDE.md}
+case $doc in /*) ;; *) doc=$PWD/$doc ;; esac
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+script="$work/steps.sh"
+awk '/^```sh$/ {on=1; next} /^```$/ {on=0} on' "$doc" > "$script"
+cd "$work"
+if [ -n "$quiet" ]; then
+  if ! IDEMGEN="$root" bash -euxo pipefail "$script" > "$work/trace.log" 2>&1; then
+    cat "$work/trace.log"
+    echo "docs-check: a command of $(basename "$doc") failed (trace above)"
+    exit 1
+  fi
+else
+  IDEMGEN="$root" bash -euxo pipefail "$script"
+fi
+echo "docs-check: every command of $(basename "$doc") ran"
