@@ -72,14 +72,14 @@ func ParseKey(h http.Header, rule KeyRule) (string, error) {
 	if err != nil {
 		return "", invalid("%s: %s", name, err)
 	}
-	return key, checkKey(key, rule, "the "+name+" header")
+	return key, checkKey(key, rule, keySource{header: name})
 }
 
 // checkKey applies the rules every key follows, wherever it came from:
 // not empty, visible ASCII or spaces only, at most MaxLength characters,
 // and a UUID when the format says so. what names the key's source in
 // errors.
-func checkKey(key string, rule KeyRule, what string) error {
+func checkKey(key string, rule KeyRule, what keySource) error {
 	max := rule.MaxLength
 	if max <= 0 {
 		max = DefaultMaxKeyLength
@@ -100,6 +100,17 @@ func checkKey(key string, rule KeyRule, what string) error {
 	return nil
 }
 
+// keySource names where a key comes from, in errors: a header or a member
+// of the body. Its text is only made for an error.
+type keySource struct{ header, pointer string }
+
+func (s keySource) String() string {
+	if s.header != "" {
+		return "the " + s.header + " header"
+	}
+	return "the body's " + s.pointer
+}
+
 // BodyKey returns the key held by the member of the JSON body that
 // rule.Pointer names: a string as is, or an integer written as digits
 // (-0 is 0). The key follows the same rules as a header's (length,
@@ -110,7 +121,7 @@ func BodyKey(body []byte, rule KeyRule) (string, error) {
 	if err := checkPointer(rule.Pointer); err != nil {
 		return "", err
 	}
-	what := "the body's " + rule.Pointer
+	what := keySource{pointer: rule.Pointer}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return "", &idem.Error{Kind: idem.KindMissingKey, Detail: fmt.Sprintf("the body is empty; send a JSON body whose %s is the key", rule.Pointer)}
 	}
