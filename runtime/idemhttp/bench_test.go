@@ -50,3 +50,20 @@ func BenchmarkParseKey(b *testing.B) {
 		}
 	}
 }
+
+// TestCanonicalJSONAllocations guards against the canonical form going
+// back to allocating per token: a typical body costs the returned slice
+// (the bound leaves room for the pool being emptied by a collection).
+func TestCanonicalJSONAllocations(t *testing.T) {
+	if testing.CoverMode() != "" || raceEnabled {
+		t.Skip("instrumented builds allocate more")
+	}
+	CanonicalJSON(paymentBody, paymentExclude) // fill the pool
+	if n := testing.AllocsPerRun(100, func() { CanonicalJSON(paymentBody, paymentExclude) }); n > 5 {
+		t.Errorf("CanonicalJSON of a typical body: %v allocations; it was 1 (150 before the single-pass scanner)", n)
+	}
+	r := paymentRequest()
+	if n := testing.AllocsPerRun(100, func() { Fingerprint(r) }); n > 5 {
+		t.Errorf("Fingerprint of a typical request: %v allocations; it was 1 (159 before)", n)
+	}
+}
