@@ -356,31 +356,6 @@ func refCanonicalNumber(lit string) string {
 	return sign + digits + "e" + strconv.Itoa(exp)
 }
 
-// refCheckKey applies the rules every key follows, wherever it came from:
-// not empty, visible ASCII or spaces only, at most MaxLength characters,
-// and a UUID when the format says so. what names the key's source in
-// errors.
-func refCheckKey(key string, rule KeyRule, what string) error {
-	max := rule.MaxLength
-	if max <= 0 {
-		max = DefaultMaxKeyLength
-	}
-	switch {
-	case key == "":
-		return invalid("%s is empty", what)
-	case len(key) > max:
-		return invalid("%s is %d characters long; at most %d are allowed", what, len(key), max)
-	case rule.Format == FormatUUID && !uuidRE.MatchString(key):
-		return invalid("%s must be a UUID (8-4-4-4-12 hexadecimal digits)", what)
-	}
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c < 0x20 || c > 0x7e {
-			return invalid("%s has the byte 0x%02x at %d; a key is printable ASCII", what, c, i)
-		}
-	}
-	return nil
-}
-
 // refBodyKey returns the key held by the member of the JSON body that
 // rule.Pointer names: a string as is, or an integer written as digits
 // (-0 is 0). The key follows the same rules as a header's (length,
@@ -425,7 +400,7 @@ func refBodyKey(body []byte, rule KeyRule) (string, error) {
 	default:
 		return "", invalid("%s is %s; a key in the body is a string or an integer", what, refJSONKind(v))
 	}
-	return key, refCheckKey(key, rule, what)
+	return key, checkKey(key, rule, keySource{pointer: rule.Pointer}) // the rules on keys are not what this reference is for
 }
 
 var refIntegerRE = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
