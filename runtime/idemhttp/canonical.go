@@ -795,17 +795,18 @@ func appendUnescaped(dst, s []byte) []byte {
 func appendString(dst, s []byte, escaped bool) []byte {
 	dst = append(dst, '"')
 	if !escaped {
+		// As is, but for U+2028 and U+2029 (e2 80 a8 and e2 80 a9), which
+		// encoding/json escapes. s is valid UTF-8: e2 80 has a third byte.
 		for {
-			i := bytes.IndexByte(s, 0xe2) // U+2028 and U+2029 are e2 80 a8 and e2 80 a9
-			if i < 0 || i+2 >= len(s) {
+			i := bytes.Index(s, e280)
+			if i < 0 {
 				break
 			}
-			if s[i+1] == 0x80 && (s[i+2] == 0xa8 || s[i+2] == 0xa9) {
+			if c := s[i+2]; c == 0xa8 || c == 0xa9 {
 				dst = append(dst, s[:i]...)
-				dst = append(dst, '\\', 'u', '2', '0', '2', "89"[s[i+2]-0xa8])
+				dst = append(dst, '\\', 'u', '2', '0', '2', "89"[c-0xa8])
 			} else {
-				dst = append(dst, s[:i+1]...)
-				i -= 2
+				dst = append(dst, s[:i+3]...)
 			}
 			s = s[i+3:]
 		}
@@ -826,6 +827,8 @@ func appendString(dst, s []byte, escaped bool) []byte {
 }
 
 const hexDigits = "0123456789abcdef"
+
+var e280 = []byte{0xe2, 0x80}
 
 // appendRune appends r as encoding/json writes it in a string.
 func appendRune(dst []byte, r rune) []byte {
