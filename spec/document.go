@@ -16,10 +16,10 @@ type Operation struct {
 	Path        string // the path template
 	OperationID string
 	Op          *openapi3.Operation
-	Idempotency *Extension // nil when the operation has no x-idempotency (or false)
-	line        int
-	file        string       // the file the operation is in, as errors name it
-	src         *sourceLines // its text
+	Idempotency *Extension         // nil when the operation has no x-idempotency (or false)
+	at          *openapi3.Location // where the loader found the operation's key
+	file        string             // the file the operation is in, as errors name it
+	src         *source            // that file
 }
 
 // Idempotent returns the operations that carry the extension.

@@ -2,7 +2,6 @@ package spec
 
 import (
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -13,10 +12,7 @@ import (
 // document's text, used to point errors at lines; nil leaves lines out.
 func Validate(file string, data []byte, doc *openapi3.T) (*Document, error) {
 	d := &Document{File: file, OpenAPI: doc}
-	lines := &sourceLines{data: data}
-	// Operations in other files (a path item's $ref) are located in those.
-	rootAbs, _ := filepath.Abs(file)
-	others := map[string]*sourceLines{}
+	files := newSources(file, data, doc)
 	var errs Errors
 	for _, path := range doc.Paths.InMatchingOrder() {
 		item := doc.Paths.Value(path)
@@ -29,28 +25,17 @@ func Validate(file string, data []byte, doc *openapi3.T) (*Document, error) {
 		for _, m := range methods {
 			o := ops[m]
 			op := &Operation{Method: strings.ToUpper(m), Path: path, OperationID: o.OperationID, Op: o}
-			op.file, op.src = file, lines
-			if o.Origin != nil && o.Origin.Key != nil {
-				op.line = o.Origin.Key.Line
-				if f := o.Origin.Key.File; f != "" && f != rootAbs && data != nil {
-					if others[f] == nil {
-						others[f] = &sourceLines{path: f}
-					}
-					op.src = others[f]
-					if rel, err := filepath.Rel(filepath.Dir(rootAbs), f); err == nil {
-						op.file = filepath.Join(filepath.Dir(file), rel)
-					} else {
-						op.file = f
-					}
-				}
+			if o.Origin != nil {
+				op.at = o.Origin.Key
 			}
+			op.file, op.src = files.of(op.at)
 			d.Operations = append(d.Operations, op)
 			raw, ok := o.Extensions[ExtensionName]
 			if !ok {
 				continue
 			}
 			at := func(field, format string, args ...any) {
-				errs = append(errs, &Error{File: op.file, Line: findLine(op.src, op, field), Method: op.Method, Path: path,
+				errs = append(errs, &Error{File: op.file, Line: op.src.line(op.at, field), Method: op.Method, Path: path,
 					OperationID: o.OperationID, Field: field, Message: fmt.Sprintf(format, args...)})
 			}
 			x, ferrs := Parse(raw)
@@ -103,7 +88,7 @@ func checkGroups(d *Document) Errors {
 			continue
 		}
 		if f.Idempotency.Scope != op.Idempotency.Scope || f.Idempotency.Key.Source() != op.Idempotency.Key.Source() {
-			errs = append(errs, &Error{File: op.file, Line: findLine(op.src, op, ExtensionName+".group"), Method: op.Method, Path: op.Path,
+			errs = append(errs, &Error{File: op.file, Line: op.src.line(op.at, ExtensionName+".group"), Method: op.Method, Path: op.Path,
 				OperationID: op.OperationID, Field: ExtensionName + ".group",
 				Message: fmt.Sprintf("group %q: scope %s and key %s differ from %s %s (scope %s, %s); operations of a group must agree on both",
 					g, op.Idempotency.Scope, op.Idempotency.Key.Source(), f.Method, f.Path, f.Idempotency.Scope, f.Idempotency.Key.Source())})
