@@ -7,7 +7,7 @@ import "github.com/getkin/kin-openapi/openapi3"
 type Document struct {
 	File       string
 	OpenAPI    *openapi3.T
-	Operations []*Operation // every operation, in path then method order
+	Operations []*Operation // every operation, in the order of the spec (see Validate)
 }
 
 // Operation is one OpenAPI operation.

@@ -19,6 +19,7 @@ import (
 type source struct {
 	data []byte
 	path string
+	root *yaml.Node // the document's top-level node
 	// keys maps the position of every mapping key in the file to the
 	// node it heads.
 	keys   map[position]*yaml.Node
@@ -40,10 +41,11 @@ func (s *source) index() map[position]*yaml.Node {
 	if s.data == nil {
 		return nil
 	}
-	var root yaml.Node
-	if yaml.Unmarshal(s.data, &root) != nil {
+	var doc yaml.Node
+	if yaml.Unmarshal(s.data, &doc) != nil || doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil
 	}
+	s.root = doc.Content[0]
 	s.keys = map[position]*yaml.Node{}
 	var walk func(n *yaml.Node)
 	walk = func(n *yaml.Node) {
@@ -57,7 +59,7 @@ func (s *source) index() map[position]*yaml.Node {
 			walk(c)
 		}
 	}
-	walk(&root)
+	walk(s.root)
 	return s.keys
 }
 

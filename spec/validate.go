@@ -14,16 +14,10 @@ func Validate(file string, data []byte, doc *openapi3.T) (*Document, error) {
 	d := &Document{File: file, OpenAPI: doc}
 	files := newSources(file, data, doc)
 	var errs Errors
-	for _, path := range doc.Paths.InMatchingOrder() {
+	for _, path := range files.pathsInOrder(doc) {
 		item := doc.Paths.Value(path)
-		ops := item.Operations()
-		methods := make([]string, 0, len(ops))
-		for m := range ops {
-			methods = append(methods, m)
-		}
-		sort.Strings(methods)
-		for _, m := range methods {
-			o := ops[m]
+		for _, m := range methodsInOrder(item) {
+			o := item.GetOperation(m)
 			op := &Operation{Method: strings.ToUpper(m), Path: path, OperationID: o.OperationID, Op: o}
 			if o.Origin != nil {
 				op.at = o.Origin.Key

@@ -16,18 +16,6 @@ import (
 	"time"
 )
 
-// ReceiveCardnetEventPhases are the phases of receiveCardnetEvent (POST /webhooks/cardnet), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
-type ReceiveCardnetEventPhases interface {
-	// Apply is phase 1 of 1 ("apply"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
-	Apply(ctx context.Context, tx pgx.Tx, request ReceiveCardnetEventRequestObject, state *ReceiveCardnetEventState) (ReceiveCardnetEventResponseObject, error)
-}
-
-// CreateRefundPhases are the phases of createRefund (POST /refunds), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
-type CreateRefundPhases interface {
-	// Refund is phase 1 of 1 ("refund"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
-	Refund(ctx context.Context, tx pgx.Tx, request CreateRefundRequestObject, state *CreateRefundState) (CreateRefundResponseObject, error)
-}
-
 // CreatePaymentPhases are the phases of createPayment (POST /payments), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
 type CreatePaymentPhases interface {
 	// RecordPayment is phase 1 of 3 ("record_payment"), local: it runs in tx, whose commit also records this phase as done and saves state.
@@ -38,11 +26,23 @@ type CreatePaymentPhases interface {
 	Finish(ctx context.Context, tx pgx.Tx, request CreatePaymentRequestObject, state *CreatePaymentState) (CreatePaymentResponseObject, error)
 }
 
+// CreateRefundPhases are the phases of createRefund (POST /refunds), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+type CreateRefundPhases interface {
+	// Refund is phase 1 of 1 ("refund"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	Refund(ctx context.Context, tx pgx.Tx, request CreateRefundRequestObject, state *CreateRefundState) (CreateRefundResponseObject, error)
+}
+
+// ReceiveCardnetEventPhases are the phases of receiveCardnetEvent (POST /webhooks/cardnet), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+type ReceiveCardnetEventPhases interface {
+	// Apply is phase 1 of 1 ("apply"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	Apply(ctx context.Context, tx pgx.Tx, request ReceiveCardnetEventRequestObject, state *ReceiveCardnetEventState) (ReceiveCardnetEventResponseObject, error)
+}
+
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	ReceiveCardnetEvent ReceiveCardnetEventPhases
-	CreateRefund        CreateRefundPhases
 	CreatePayment       CreatePaymentPhases
+	CreateRefund        CreateRefundPhases
+	ReceiveCardnetEvent ReceiveCardnetEventPhases
 }
 
 // PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
@@ -58,56 +58,6 @@ var Specs = map[string]*idemecho.Spec{
 	"createPayment":       idemCreatePayment,
 	"createRefund":        idemCreateRefund,
 	"receiveCardnetEvent": idemReceiveCardnetEvent,
-}
-
-var idemReceiveCardnetEvent = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		MaxLength: 255,
-		Pointer:   "/id",
-		Required:  true,
-	},
-	Operation: &idem.Operation{
-		ID:        "receiveCardnetEvent",
-		Namespace: "",
-		Policy: idem.Policy{
-			Ambiguous:     idem.AmbiguousResume,
-			Complete:      idem.CompleteOnRetry,
-			Lease:         10 * time.Second,
-			MaxReplayBody: 65536,
-			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     72 * time.Hour,
-		},
-	},
-	Route: "/webhooks/cardnet",
-	Scope: "sender:cardnet",
-}
-
-var idemCreateRefund = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
-	Operation: &idem.Operation{
-		ID:        "createRefund",
-		Namespace: "",
-		Policy: idem.Policy{
-			Ambiguous:     idem.AmbiguousResume,
-			Complete:      idem.CompleteOnRetry,
-			Lease:         10 * time.Second,
-			MaxReplayBody: 65536,
-			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
-		},
-	},
-	Route: "/refunds",
-	Scope: "principal",
 }
 
 var idemCreatePayment = &idemecho.Spec{
@@ -135,6 +85,56 @@ var idemCreatePayment = &idemecho.Spec{
 	Scope: "principal",
 }
 
+var idemCreateRefund = &idemecho.Spec{
+	Exclude: nil,
+	Headers: nil,
+	Key: idemhttp.KeyRule{
+		Format:    idemhttp.FormatAny,
+		Header:    "Idempotency-Key",
+		MaxLength: 255,
+		Required:  true,
+	},
+	Operation: &idem.Operation{
+		ID:        "createRefund",
+		Namespace: "",
+		Policy: idem.Policy{
+			Ambiguous:     idem.AmbiguousResume,
+			Complete:      idem.CompleteOnRetry,
+			Lease:         10 * time.Second,
+			MaxReplayBody: 65536,
+			ReplayHeaders: []string{"Content-Type", "Location"},
+			Retention:     24 * time.Hour,
+		},
+	},
+	Route: "/refunds",
+	Scope: "principal",
+}
+
+var idemReceiveCardnetEvent = &idemecho.Spec{
+	Exclude: nil,
+	Headers: nil,
+	Key: idemhttp.KeyRule{
+		Format:    idemhttp.FormatAny,
+		MaxLength: 255,
+		Pointer:   "/id",
+		Required:  true,
+	},
+	Operation: &idem.Operation{
+		ID:        "receiveCardnetEvent",
+		Namespace: "",
+		Policy: idem.Policy{
+			Ambiguous:     idem.AmbiguousResume,
+			Complete:      idem.CompleteOnRetry,
+			Lease:         10 * time.Second,
+			MaxReplayBody: 65536,
+			ReplayHeaders: []string{"Content-Type", "Location"},
+			Retention:     72 * time.Hour,
+		},
+	},
+	Route: "/webhooks/cardnet",
+	Scope: "sender:cardnet",
+}
+
 // idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
@@ -150,74 +150,6 @@ func (s *idemServer) GetPayment(ctx context.Context, request GetPaymentRequestOb
 
 func (s *idemServer) PutOrder(ctx context.Context, request PutOrderRequestObject) (PutOrderResponseObject, error) {
 	return s.plain.PutOrder(ctx, request)
-}
-
-func (s *idemServer) ReceiveCardnetEvent(ctx context.Context, request ReceiveCardnetEventRequestObject) (ReceiveCardnetEventResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, receiveCardnetEventPhases(s.phases.ReceiveCardnetEvent, request))
-	if err != nil {
-		return nil, err
-	}
-	return receiveCardnetEventWritten(idemecho.Writer(ctx, resp)), nil
-}
-
-// receiveCardnetEventWritten writes the engine's response (fresh, replayed or a problem) as a ReceiveCardnetEventResponseObject.
-type receiveCardnetEventWritten func(http.ResponseWriter) error
-
-func (w receiveCardnetEventWritten) VisitReceiveCardnetEventResponse(rw http.ResponseWriter) error {
-	return w(rw)
-}
-
-// receiveCardnetEventPhases binds the phases of receiveCardnetEvent to one request.
-func receiveCardnetEventPhases(p ReceiveCardnetEventPhases, request ReceiveCardnetEventRequestObject) []idem.Phase[ReceiveCardnetEventState] {
-	return []idem.Phase[ReceiveCardnetEventState]{
-		{
-			Final: func(ctx context.Context, tx pgx.Tx, state *ReceiveCardnetEventState) (*idem.Response, error) {
-				response, err := p.Apply(ctx, tx, request, state)
-				if err != nil {
-					return nil, err
-				}
-				if response == nil {
-					return nil, errors.New("receiveCardnetEvent: phase apply returned no response")
-				}
-				return idemecho.Render(response.VisitReceiveCardnetEventResponse)
-			},
-			Name: "apply",
-		},
-	}
-}
-
-func (s *idemServer) CreateRefund(ctx context.Context, request CreateRefundRequestObject) (CreateRefundResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, createRefundPhases(s.phases.CreateRefund, request))
-	if err != nil {
-		return nil, err
-	}
-	return createRefundWritten(idemecho.Writer(ctx, resp)), nil
-}
-
-// createRefundWritten writes the engine's response (fresh, replayed or a problem) as a CreateRefundResponseObject.
-type createRefundWritten func(http.ResponseWriter) error
-
-func (w createRefundWritten) VisitCreateRefundResponse(rw http.ResponseWriter) error {
-	return w(rw)
-}
-
-// createRefundPhases binds the phases of createRefund to one request.
-func createRefundPhases(p CreateRefundPhases, request CreateRefundRequestObject) []idem.Phase[CreateRefundState] {
-	return []idem.Phase[CreateRefundState]{
-		{
-			Final: func(ctx context.Context, tx pgx.Tx, state *CreateRefundState) (*idem.Response, error) {
-				response, err := p.Refund(ctx, tx, request, state)
-				if err != nil {
-					return nil, err
-				}
-				if response == nil {
-					return nil, errors.New("createRefund: phase refund returned no response")
-				}
-				return idemecho.Render(response.VisitCreateRefundResponse)
-			},
-			Name: "refund",
-		},
-	}
 }
 
 func (s *idemServer) CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
@@ -266,6 +198,74 @@ func createPaymentPhases(p CreatePaymentPhases, request CreatePaymentRequestObje
 	}
 }
 
+func (s *idemServer) CreateRefund(ctx context.Context, request CreateRefundRequestObject) (CreateRefundResponseObject, error) {
+	resp, err := idemecho.Execute(ctx, s.rt, nil, createRefundPhases(s.phases.CreateRefund, request))
+	if err != nil {
+		return nil, err
+	}
+	return createRefundWritten(idemecho.Writer(ctx, resp)), nil
+}
+
+// createRefundWritten writes the engine's response (fresh, replayed or a problem) as a CreateRefundResponseObject.
+type createRefundWritten func(http.ResponseWriter) error
+
+func (w createRefundWritten) VisitCreateRefundResponse(rw http.ResponseWriter) error {
+	return w(rw)
+}
+
+// createRefundPhases binds the phases of createRefund to one request.
+func createRefundPhases(p CreateRefundPhases, request CreateRefundRequestObject) []idem.Phase[CreateRefundState] {
+	return []idem.Phase[CreateRefundState]{
+		{
+			Final: func(ctx context.Context, tx pgx.Tx, state *CreateRefundState) (*idem.Response, error) {
+				response, err := p.Refund(ctx, tx, request, state)
+				if err != nil {
+					return nil, err
+				}
+				if response == nil {
+					return nil, errors.New("createRefund: phase refund returned no response")
+				}
+				return idemecho.Render(response.VisitCreateRefundResponse)
+			},
+			Name: "refund",
+		},
+	}
+}
+
+func (s *idemServer) ReceiveCardnetEvent(ctx context.Context, request ReceiveCardnetEventRequestObject) (ReceiveCardnetEventResponseObject, error) {
+	resp, err := idemecho.Execute(ctx, s.rt, nil, receiveCardnetEventPhases(s.phases.ReceiveCardnetEvent, request))
+	if err != nil {
+		return nil, err
+	}
+	return receiveCardnetEventWritten(idemecho.Writer(ctx, resp)), nil
+}
+
+// receiveCardnetEventWritten writes the engine's response (fresh, replayed or a problem) as a ReceiveCardnetEventResponseObject.
+type receiveCardnetEventWritten func(http.ResponseWriter) error
+
+func (w receiveCardnetEventWritten) VisitReceiveCardnetEventResponse(rw http.ResponseWriter) error {
+	return w(rw)
+}
+
+// receiveCardnetEventPhases binds the phases of receiveCardnetEvent to one request.
+func receiveCardnetEventPhases(p ReceiveCardnetEventPhases, request ReceiveCardnetEventRequestObject) []idem.Phase[ReceiveCardnetEventState] {
+	return []idem.Phase[ReceiveCardnetEventState]{
+		{
+			Final: func(ctx context.Context, tx pgx.Tx, state *ReceiveCardnetEventState) (*idem.Response, error) {
+				response, err := p.Apply(ctx, tx, request, state)
+				if err != nil {
+					return nil, err
+				}
+				if response == nil {
+					return nil, errors.New("receiveCardnetEvent: phase apply returned no response")
+				}
+				return idemecho.Render(response.VisitReceiveCardnetEventResponse)
+			},
+			Name: "apply",
+		},
+	}
+}
+
 // RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
 // passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
@@ -305,11 +305,11 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if plain == nil {
 		return errors.New("Register: plain is nil, but the spec has operations without x-idempotency")
 	}
-	if phases.ReceiveCardnetEvent == nil {
-		return errors.New("Register: phases.ReceiveCardnetEvent is nil")
+	if phases.CreatePayment == nil {
+		return errors.New("Register: phases.CreatePayment is nil")
 	}
-	if rt.Senders["cardnet"] == nil {
-		return errors.New("Register: receiveCardnetEvent is scoped to the sender verified by \"cardnet\"; set rt.Senders[\"cardnet\"]")
+	if rt.Principal == nil {
+		return errors.New("Register: createPayment is scoped to the principal; set rt.Principal")
 	}
 	if phases.CreateRefund == nil {
 		return errors.New("Register: phases.CreateRefund is nil")
@@ -317,13 +317,13 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: createRefund is scoped to the principal; set rt.Principal")
 	}
-	if phases.CreatePayment == nil {
-		return errors.New("Register: phases.CreatePayment is nil")
+	if phases.ReceiveCardnetEvent == nil {
+		return errors.New("Register: phases.ReceiveCardnetEvent is nil")
 	}
-	if rt.Principal == nil {
-		return errors.New("Register: createPayment is scoped to the principal; set rt.Principal")
+	if rt.Senders["cardnet"] == nil {
+		return errors.New("Register: receiveCardnetEvent is scoped to the sender verified by \"cardnet\"; set rt.Senders[\"cardnet\"]")
 	}
-	if err := rt.Engine.Register(idemReceiveCardnetEvent.Operation, idemCreateRefund.Operation, idemCreatePayment.Operation); err != nil {
+	if err := rt.Engine.Register(idemCreatePayment.Operation, idemCreateRefund.Operation, idemReceiveCardnetEvent.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
@@ -335,7 +335,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		"createPayment":       idemecho.Middleware(rt, idemCreatePayment),
 		"createRefund":        idemecho.Middleware(rt, idemCreateRefund),
 		"receiveCardnetEvent": idemecho.Middleware(rt, idemReceiveCardnetEvent),
-	}, options.ErrorHandler, []string{"receiveCardnetEvent", "createRefund", "createPayment", "getPayment", "putOrder"})
+	}, options.ErrorHandler, []string{"createPayment", "getPayment", "createRefund", "putOrder", "receiveCardnetEvent"})
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

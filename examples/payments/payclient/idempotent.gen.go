@@ -32,56 +32,6 @@ func NewIdempotentClient(server string, policy idemclient.Policy, opts ...Client
 	return &IdempotentClient{Client: &ClientWithResponses{ClientInterface: c}}, nil
 }
 
-// ReceiveCardnetEventWithBody calls receiveCardnetEvent (POST /webhooks/cardnet), whose idempotency key is the
-// body's /id: every attempt sends the same body, so the policy retries it as a keyed
-// request. Send the same body (the same key) again to retry the intent later. The
-// Result counts the attempts, says whether the answer was a replay, and has the key
-// read from the body.
-// A retry resends body only if it is a *bytes.Buffer, *bytes.Reader or *strings.Reader;
-// any other reader makes the first answer final.
-func (c *IdempotentClient) ReceiveCardnetEventWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReceiveCardnetEventResponse, idemclient.Result, error) {
-	call := idemclient.NewBodyCall(ctx, "/id")
-	resp, err := c.Client.ReceiveCardnetEventWithBodyWithResponse(call.Context(), contentType, body, append(slices.Clip(reqEditors), call.SetKey)...)
-	return resp, call.Result(), err
-}
-
-// ReceiveCardnetEvent calls receiveCardnetEvent (POST /webhooks/cardnet), whose idempotency key is the
-// body's /id: every attempt sends the same body, so the policy retries it as a keyed
-// request. Send the same body (the same key) again to retry the intent later. The
-// Result counts the attempts, says whether the answer was a replay, and has the key
-// read from the body.
-func (c *IdempotentClient) ReceiveCardnetEvent(ctx context.Context, body ReceiveCardnetEventJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceiveCardnetEventResponse, idemclient.Result, error) {
-	call := idemclient.NewBodyCall(ctx, "/id")
-	resp, err := c.Client.ReceiveCardnetEventWithResponse(call.Context(), body, append(slices.Clip(reqEditors), call.SetKey)...)
-	return resp, call.Result(), err
-}
-
-// CreateRefundWithBody calls createRefund (POST /refunds) under the intent's idempotency key,
-// sent in Idempotency-Key on every attempt.
-// Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which the
-// Result returns, so store it to retry this intent after a crash or a failure.
-// The Result also counts the attempts and says whether the answer was a replay; its Key
-// is set even when the error is not nil.
-// A retry resends body only if it is a *bytes.Buffer, *bytes.Reader or *strings.Reader;
-// any other reader makes the first answer final.
-func (c *IdempotentClient) CreateRefundWithBody(ctx context.Context, key string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateRefundResponse, idemclient.Result, error) {
-	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
-	resp, err := c.Client.CreateRefundWithBodyWithResponse(call.Context(), contentType, body, append(slices.Clip(reqEditors), call.SetKey)...)
-	return resp, call.Result(), err
-}
-
-// CreateRefund calls createRefund (POST /refunds) under the intent's idempotency key,
-// sent in Idempotency-Key on every attempt.
-// Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which the
-// Result returns, so store it to retry this intent after a crash or a failure.
-// The Result also counts the attempts and says whether the answer was a replay; its Key
-// is set even when the error is not nil.
-func (c *IdempotentClient) CreateRefund(ctx context.Context, key string, body CreateRefundJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateRefundResponse, idemclient.Result, error) {
-	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
-	resp, err := c.Client.CreateRefundWithResponse(call.Context(), body, append(slices.Clip(reqEditors), call.SetKey)...)
-	return resp, call.Result(), err
-}
-
 // CreatePaymentWithBody calls createPayment (POST /payments) under the intent's idempotency key,
 // sent in Idempotency-Key on every attempt.
 // Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which the
@@ -115,6 +65,32 @@ func (c *IdempotentClient) GetPayment(ctx context.Context, id int64, reqEditors 
 	return c.Client.GetPaymentWithResponse(ctx, id, reqEditors...)
 }
 
+// CreateRefundWithBody calls createRefund (POST /refunds) under the intent's idempotency key,
+// sent in Idempotency-Key on every attempt.
+// Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which the
+// Result returns, so store it to retry this intent after a crash or a failure.
+// The Result also counts the attempts and says whether the answer was a replay; its Key
+// is set even when the error is not nil.
+// A retry resends body only if it is a *bytes.Buffer, *bytes.Reader or *strings.Reader;
+// any other reader makes the first answer final.
+func (c *IdempotentClient) CreateRefundWithBody(ctx context.Context, key string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateRefundResponse, idemclient.Result, error) {
+	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
+	resp, err := c.Client.CreateRefundWithBodyWithResponse(call.Context(), contentType, body, append(slices.Clip(reqEditors), call.SetKey)...)
+	return resp, call.Result(), err
+}
+
+// CreateRefund calls createRefund (POST /refunds) under the intent's idempotency key,
+// sent in Idempotency-Key on every attempt.
+// Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which the
+// Result returns, so store it to retry this intent after a crash or a failure.
+// The Result also counts the attempts and says whether the answer was a replay; its Key
+// is set even when the error is not nil.
+func (c *IdempotentClient) CreateRefund(ctx context.Context, key string, body CreateRefundJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateRefundResponse, idemclient.Result, error) {
+	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
+	resp, err := c.Client.CreateRefundWithResponse(call.Context(), body, append(slices.Clip(reqEditors), call.SetKey)...)
+	return resp, call.Result(), err
+}
+
 // PutOrderWithBody calls putOrder (PUT /orders/{id}), which has no x-idempotency: it sends no key,
 // and the policy retries it only if its method is idempotent (GET, HEAD, OPTIONS, PUT,
 // DELETE) or nothing reached the server.
@@ -127,4 +103,28 @@ func (c *IdempotentClient) PutOrderWithBody(ctx context.Context, id string, para
 // DELETE) or nothing reached the server.
 func (c *IdempotentClient) PutOrder(ctx context.Context, id string, params *PutOrderParams, body PutOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*PutOrderResponse, error) {
 	return c.Client.PutOrderWithResponse(ctx, id, params, body, reqEditors...)
+}
+
+// ReceiveCardnetEventWithBody calls receiveCardnetEvent (POST /webhooks/cardnet), whose idempotency key is the
+// body's /id: every attempt sends the same body, so the policy retries it as a keyed
+// request. Send the same body (the same key) again to retry the intent later. The
+// Result counts the attempts, says whether the answer was a replay, and has the key
+// read from the body.
+// A retry resends body only if it is a *bytes.Buffer, *bytes.Reader or *strings.Reader;
+// any other reader makes the first answer final.
+func (c *IdempotentClient) ReceiveCardnetEventWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReceiveCardnetEventResponse, idemclient.Result, error) {
+	call := idemclient.NewBodyCall(ctx, "/id")
+	resp, err := c.Client.ReceiveCardnetEventWithBodyWithResponse(call.Context(), contentType, body, append(slices.Clip(reqEditors), call.SetKey)...)
+	return resp, call.Result(), err
+}
+
+// ReceiveCardnetEvent calls receiveCardnetEvent (POST /webhooks/cardnet), whose idempotency key is the
+// body's /id: every attempt sends the same body, so the policy retries it as a keyed
+// request. Send the same body (the same key) again to retry the intent later. The
+// Result counts the attempts, says whether the answer was a replay, and has the key
+// read from the body.
+func (c *IdempotentClient) ReceiveCardnetEvent(ctx context.Context, body ReceiveCardnetEventJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceiveCardnetEventResponse, idemclient.Result, error) {
+	call := idemclient.NewBodyCall(ctx, "/id")
+	resp, err := c.Client.ReceiveCardnetEventWithResponse(call.Context(), body, append(slices.Clip(reqEditors), call.SetKey)...)
+	return resp, call.Result(), err
 }

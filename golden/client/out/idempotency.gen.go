@@ -324,7 +324,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		"cancelOrder": idemecho.Middleware(rt, idemCancelOrder),
 		"createOrder": idemecho.Middleware(rt, idemCreateOrder),
 		"refundOrder": idemecho.Middleware(rt, idemRefundOrder),
-	}, options.ErrorHandler, []string{"listOrders", "createOrder", "refundOrder", "cancelOrder"})
+	}, options.ErrorHandler, []string{"createOrder", "listOrders", "refundOrder", "cancelOrder"})
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

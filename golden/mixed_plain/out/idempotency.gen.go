@@ -31,10 +31,10 @@ type Phases struct {
 type PlainHandlers interface {
 	// (GET /carts)
 	ListCarts(ctx context.Context, request ListCartsRequestObject) (ListCartsResponseObject, error)
-	// (DELETE /carts/{id})
-	DeleteCart(ctx context.Context, request DeleteCartRequestObject) (DeleteCartResponseObject, error)
 	// (PUT /carts/{id})
 	PutCart(ctx context.Context, request PutCartRequestObject) (PutCartResponseObject, error)
+	// (DELETE /carts/{id})
+	DeleteCart(ctx context.Context, request DeleteCartRequestObject) (DeleteCartResponseObject, error)
 }
 
 // Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
@@ -78,12 +78,12 @@ func (s *idemServer) ListCarts(ctx context.Context, request ListCartsRequestObje
 	return s.plain.ListCarts(ctx, request)
 }
 
-func (s *idemServer) DeleteCart(ctx context.Context, request DeleteCartRequestObject) (DeleteCartResponseObject, error) {
-	return s.plain.DeleteCart(ctx, request)
-}
-
 func (s *idemServer) PutCart(ctx context.Context, request PutCartRequestObject) (PutCartResponseObject, error) {
 	return s.plain.PutCart(ctx, request)
+}
+
+func (s *idemServer) DeleteCart(ctx context.Context, request DeleteCartRequestObject) (DeleteCartResponseObject, error) {
+	return s.plain.DeleteCart(ctx, request)
 }
 
 func (s *idemServer) CreateCart(ctx context.Context, request CreateCartRequestObject) (CreateCartResponseObject, error) {
@@ -171,7 +171,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		plain:  plain,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"createCart": idemecho.Middleware(rt, idemCreateCart)}, options.ErrorHandler, []string{"listCarts", "createCart", "deleteCart", "putCart"})
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"createCart": idemecho.Middleware(rt, idemCreateCart)}, options.ErrorHandler, []string{"createCart", "listCarts", "putCart", "deleteCart"})
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

@@ -250,7 +250,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{
 		"createOrder": idemecho.Middleware(rt, idemCreateOrder),
 		"refundOrder": idemecho.Middleware(rt, idemRefundOrder),
-	}, options.ErrorHandler, []string{"createOrder", "refundOrder", "getOrderByID"})
+	}, options.ErrorHandler, []string{"createOrder", "getOrderByID", "refundOrder"})
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

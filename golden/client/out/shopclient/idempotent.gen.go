@@ -34,13 +34,6 @@ func NewIdempotentClient(server string, policy idemclient.Policy, opts ...Client
 	return &IdempotentClient{Client: &ClientWithResponses{ClientInterface: c}}, nil
 }
 
-// ListOrders calls listOrders (GET /orders), which has no x-idempotency: it sends no key,
-// and the policy retries it only if its method is idempotent (GET, HEAD, OPTIONS, PUT,
-// DELETE) or nothing reached the server.
-func (c *IdempotentClient) ListOrders(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*ListOrdersResponse, error) {
-	return c.Client.ListOrdersWithResponse(ctx, params, reqEditors...)
-}
-
 // CreateOrderWithBody calls createOrder (POST /orders) under the intent's idempotency key,
 // sent in Idempotency-Key on every attempt.
 // Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which the
@@ -65,6 +58,13 @@ func (c *IdempotentClient) CreateOrder(ctx context.Context, key string, body Cre
 	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
 	resp, err := c.Client.CreateOrderWithResponse(call.Context(), body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
+}
+
+// ListOrders calls listOrders (GET /orders), which has no x-idempotency: it sends no key,
+// and the policy retries it only if its method is idempotent (GET, HEAD, OPTIONS, PUT,
+// DELETE) or nothing reached the server.
+func (c *IdempotentClient) ListOrders(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*ListOrdersResponse, error) {
+	return c.Client.ListOrdersWithResponse(ctx, params, reqEditors...)
 }
 
 // RefundOrderWithBody calls refundOrder (POST /stores/{key}/refunds) under the intent's idempotency key,
