@@ -19,18 +19,21 @@ const (
 	pkgEcho     = "github.com/labstack/echo/v4"
 )
 
+// importNames are the package names of what generated code imports.
+// jennifer guesses a name from the last path element (v4, v5): every
+// import is named from here.
+var importNames = map[string]string{
+	"context": "context",
+	pkgIdem:   "idem", pkgIdemEcho: "idemecho", pkgIdemHTTP: "idemhttp",
+	pkgPgx: "pgx", pkgEcho: "echo",
+}
+
 // renderGlue renders idempotency.gen.go.
 func renderGlue(r *ir) ([]byte, error) {
 	f := NewFile(r.Package)
 	f.HeaderComment(Header)
 	f.HeaderComment("Source: " + filepath.Base(r.SpecFile))
-	// jennifer guesses aliases from the last path element (v4, v5): name
-	// every versioned import explicitly.
-	f.ImportName(pkgPgx, "pgx")
-	f.ImportName(pkgEcho, "echo")
-	f.ImportName(pkgIdem, "idem")
-	f.ImportName(pkgIdemEcho, "idemecho")
-	f.ImportName(pkgIdemHTTP, "idemhttp")
+	f.ImportNames(importNames)
 
 	for _, o := range r.Idempotent {
 		renderPhasesIface(f, o)
@@ -50,40 +53,12 @@ func renderGlue(r *ir) ([]byte, error) {
 
 func route(o *opIR) string { return o.Spec.Method + " " + o.Spec.Path }
 
-// phaseParams are the parameters of a phase method, as in the interface.
-func phaseParams(o *opIR, p *phaseIR) []Code {
-	params := []Code{Id("ctx").Qual("context", "Context")}
-	if p.Foreign {
-		params = append(params, Id("key").String())
-	} else {
-		params = append(params, Id("tx").Qual(pkgPgx, "Tx"))
-	}
-	return append(params, Id("request").Id(o.RequestType), Id("state").Op("*").Id(o.StateType()))
-}
-
-func phaseResults(o *opIR, p *phaseIR) Code {
-	if p.Final {
-		return Params(Id(o.ResponseType), Error())
-	}
-	return Error()
-}
-
-func phaseDoc(o *opIR, i int, p *phaseIR) string {
-	n := len(o.Phases)
-	switch {
-	case p.Final:
-		return fmt.Sprintf("%s is phase %d of %d (%q), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.", p.GoName, i+1, n, p.Name)
-	case p.Foreign:
-		return fmt.Sprintf("%s is phase %d of %d (%q), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.", p.GoName, i+1, n, p.Name)
-	}
-	return fmt.Sprintf("%s is phase %d of %d (%q), local: it runs in tx, whose commit also records this phase as done and saves state.", p.GoName, i+1, n, p.Name)
-}
-
 func renderPhasesIface(f *File, o *opIR) {
 	f.Commentf("%s are the phases of %s (%s), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.", o.PhasesIface(), o.Spec.OperationID, route(o))
 	var methods []Code
 	for i, p := range o.Phases {
-		methods = append(methods, Comment(phaseDoc(o, i, p)), Id(p.GoName).Params(phaseParams(o, p)...).Add(phaseResults(o, p)))
+		sig := o.method(p)
+		methods = append(methods, Comment(phaseDoc(o, i, p)), Id(p.GoName).Params(sig.paramsCode()...).Add(sig.resultsCode()))
 	}
 	f.Type().Id(o.PhasesIface()).Interface(methods...)
 	f.Line()
@@ -240,34 +215,24 @@ func renderPhaseList(f *File, o *opIR) {
 	phaseT := Qual(pkgIdem, "Phase").Types(Id(o.StateType()))
 	var elems []Code
 	for _, p := range o.Phases {
-		call := Id("p").Dot(p.GoName)
-		stateParam := Id("state").Op("*").Id(o.StateType())
-		switch {
-		case p.Final:
-			elems = append(elems, Values(Dict{
-				Id("Name"): Lit(p.Name),
-				Id("Final"): Func().Params(Id("ctx").Qual("context", "Context"), Id("tx").Qual(pkgPgx, "Tx"), stateParam).
-					Params(Op("*").Qual(pkgIdem, "Response"), Error()).Block(
-					List(Id("response"), Err()).Op(":=").Add(call).Call(Id("ctx"), Id("tx"), Id("request"), Id("state")),
-					If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
-					If(Id("response").Op("==").Nil()).Block(Return(Nil(), Qual("errors", "New").Call(
-						Lit(fmt.Sprintf("%s: phase %s returned no response", o.Spec.OperationID, p.Name))))),
-					Return(Qual(pkgIdemEcho, "Render").Call(Id("response").Dot(o.VisitMethod))),
-				),
-			}))
-		case p.Foreign:
-			elems = append(elems, Values(Dict{
-				Id("Name"): Lit(p.Name),
-				Id("Foreign"): Func().Params(Id("ctx").Qual("context", "Context"), Id("key").String(), stateParam).Error().
-					Block(Return(call.Call(Id("ctx"), Id("key"), Id("request"), Id("state")))),
-			}))
-		default:
-			elems = append(elems, Values(Dict{
-				Id("Name"): Lit(p.Name),
-				Id("Local"): Func().Params(Id("ctx").Qual("context", "Context"), Id("tx").Qual(pkgPgx, "Tx"), stateParam).Error().
-					Block(Return(call.Call(Id("ctx"), Id("tx"), Id("request"), Id("state")))),
-			}))
+		call := Id("p").Dot(p.GoName).Call(o.method(p).args()...)
+		body := Return(call)
+		if p.Final {
+			body = Block(
+				List(Id("response"), Err()).Op(":=").Add(call),
+				If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
+				If(Id("response").Op("==").Nil()).Block(Return(Nil(), Qual("errors", "New").Call(
+					Lit(fmt.Sprintf("%s: phase %s returned no response", o.Spec.OperationID, p.Name))))),
+				Return(Qual(pkgIdemEcho, "Render").Call(Id("response").Dot(o.VisitMethod))),
+			)
+		} else {
+			body = Block(body)
 		}
+		sig := o.bound(p)
+		elems = append(elems, Values(Dict{
+			Id("Name"):         Lit(p.Name),
+			Id(p.kind().field): Func().Params(sig.paramsCode()...).Add(sig.resultsCode()).Add(body),
+		}))
 	}
 	f.Commentf("%s binds the phases of %s to one request.", o.phasesFunc(), o.Spec.OperationID)
 	f.Func().Id(o.phasesFunc()).Params(Id("p").Id(o.PhasesIface()), Id("request").Id(o.RequestType)).Index().Add(phaseT).
