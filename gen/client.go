@@ -1,7 +1,6 @@
 package gen
 
 import (
-	"bytes"
 	"fmt"
 	"go/ast"
 	"path/filepath"
@@ -255,11 +254,7 @@ func renderClient(pkg string, r *ir, cs *clientSource) ([]byte, error) {
 			}
 		}
 	}
-	var buf bytes.Buffer
-	if err := f.Render(&buf); err != nil {
-		return nil, fmt.Errorf("gen: rendering %s: %w", idemClientFile, err)
-	}
-	return buf.Bytes(), nil
+	return render(f, idemClientFile)
 }
 
 // params returns the wrapper's parameters (after ctx and before

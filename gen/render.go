@@ -1,7 +1,6 @@
 package gen
 
 import (
-	"bytes"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -44,11 +43,7 @@ func renderGlue(r *ir) ([]byte, error) {
 	renderServer(f, r)
 	renderRegister(f, r)
 
-	var buf bytes.Buffer
-	if err := f.Render(&buf); err != nil {
-		return nil, fmt.Errorf("gen: rendering idempotency.gen.go: %w", err)
-	}
-	return buf.Bytes(), nil
+	return render(f, GlueFile)
 }
 
 func route(o *opIR) string { return o.Spec.Method + " " + o.Spec.Path }

@@ -7,13 +7,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
-	"github.com/jackc/pgx/v5"
-	"github.com/labstack/echo/v4"
-	"net/http"
-	"time"
 )
 
 // CreatePaymentPhases are the phases of createPayment (POST /payments), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.

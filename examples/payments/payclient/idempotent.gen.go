@@ -5,9 +5,10 @@ package payclient
 
 import (
 	"context"
-	"github.com/idemgen/idemgen/runtime/idemclient"
 	"io"
 	"slices"
+
+	"github.com/idemgen/idemgen/runtime/idemclient"
 )
 
 // IdempotentClient calls the API through oapi-codegen's typed client. Each method of an

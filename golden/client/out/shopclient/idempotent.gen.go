@@ -6,10 +6,12 @@ package shopclient
 import (
 	"context"
 	"errors"
-	"github.com/idemgen/idemgen/runtime/idemclient"
-	openapi_types "github.com/oapi-codegen/runtime/types"
 	"io"
 	"slices"
+
+	openapi_types "github.com/oapi-codegen/runtime/types"
+
+	"github.com/idemgen/idemgen/runtime/idemclient"
 )
 
 // IdempotentClient calls the API through oapi-codegen's typed client. Each method of an
