@@ -3,6 +3,7 @@ package gen
 import (
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"time"
 
 	. "github.com/dave/jennifer/jen"
@@ -93,9 +94,10 @@ func durationCode(d time.Duration) Code {
 	return Qual("time", "Duration").Call(Lit(int64(d)))
 }
 
+// strs writes a list of strings; nil, the zero value, for none.
 func strs(l []string) Code {
 	if l == nil {
-		return Nil()
+		return nil
 	}
 	vals := make([]Code, len(l))
 	for i, s := range l {
@@ -104,59 +106,83 @@ func strs(l []string) Code {
 	return Index().String().Values(vals...)
 }
 
+// lit writes v; nil, the zero value, for "", 0 and false.
+func lit(v any) Code {
+	if reflect.ValueOf(v).IsZero() {
+		return nil
+	}
+	return Lit(v)
+}
+
+// kv is one element of a composite literal.
+type kv struct{ key, value Code }
+
+// field is the element of a struct literal naming field name.
+func field(name string, value Code) kv { return kv{Id(name), value} }
+
+// elements writes the body of a composite literal, one element a line, in
+// the order given: a struct's fields as the type declares them, a map's
+// entries as the spec lists their operations. Elements whose value is nil
+// hold the zero value and are left out.
+func elements(elems ...kv) *Statement {
+	var items []Code
+	for _, e := range elems {
+		if e.value != nil {
+			items = append(items, Add(e.key).Op(":").Add(e.value))
+		}
+	}
+	return Custom(Options{Open: "{", Close: "}", Separator: ",", Multi: true}, items...)
+}
+
 func renderSpecs(f *File, r *ir) {
 	f.Comment("Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.")
-	f.Var().Id("Specs").Op("=").Map(String()).Op("*").Qual(pkgIdemEcho, "Spec").Values(DictFunc(func(d Dict) {
-		for _, o := range r.Idempotent {
-			d[Lit(o.Spec.OperationID)] = Id(o.specVar())
-		}
-	}))
+	var specs []kv
+	for _, o := range r.Idempotent {
+		specs = append(specs, kv{Lit(o.Spec.OperationID), Id(o.specVar())})
+	}
+	f.Var().Id("Specs").Op("=").Map(String()).Op("*").Qual(pkgIdemEcho, "Spec").Add(elements(specs...))
 	f.Line()
 	for _, o := range r.Idempotent {
 		x := o.X
-		format := "FormatAny"
-		if x.Key.Format == "uuid" {
-			format = "FormatUUID"
-		}
 		ambiguous := map[string]string{"resume": "AmbiguousResume", "store": "AmbiguousStore"}[x.Ambiguous]
 		complete := map[string]string{"on-retry": "CompleteOnRetry", "background": "CompleteBackground"}[x.Complete]
-		f.Var().Id(o.specVar()).Op("=").Op("&").Qual(pkgIdemEcho, "Spec").Values(Dict{
-			Id("Operation"): Op("&").Qual(pkgIdem, "Operation").Values(Dict{
-				Id("ID"):        Lit(o.Spec.OperationID),
-				Id("Namespace"): Lit(x.Group),
-				Id("Policy"): Qual(pkgIdem, "Policy").Values(Dict{
-					Id("Retention"):     durationCode(x.Retention),
-					Id("Lease"):         durationCode(x.Lease),
-					Id("Ambiguous"):     Qual(pkgIdem, ambiguous),
-					Id("Complete"):      Qual(pkgIdem, complete),
-					Id("ReplayHeaders"): strs(x.Replay.Headers),
-					Id("MaxReplayBody"): Lit(x.Replay.MaxBodyBytes),
-				}),
-			}),
-			Id("Key"):     Qual(pkgIdemHTTP, "KeyRule").Values(keyRule(x, format)),
-			Id("Scope"):   Lit(x.Scope.String()),
-			Id("Route"):   Lit(o.Spec.Path),
-			Id("Exclude"): strs(x.Fingerprint.Exclude),
-			Id("Headers"): strs(x.Fingerprint.Headers),
-		})
+		f.Var().Id(o.specVar()).Op("=").Op("&").Qual(pkgIdemEcho, "Spec").Add(elements(
+			field("Operation", Op("&").Qual(pkgIdem, "Operation").Add(elements(
+				field("ID", Lit(o.Spec.OperationID)),
+				field("Namespace", lit(x.Group)),
+				field("Policy", Qual(pkgIdem, "Policy").Add(elements(
+					field("Retention", durationCode(x.Retention)),
+					field("Lease", durationCode(x.Lease)),
+					field("Ambiguous", Qual(pkgIdem, ambiguous)),
+					field("Complete", Qual(pkgIdem, complete)),
+					field("ReplayHeaders", strs(x.Replay.Headers)),
+					field("MaxReplayBody", lit(x.Replay.MaxBodyBytes)),
+				))),
+			))),
+			field("Key", Qual(pkgIdemHTTP, "KeyRule").Add(keyRule(x))),
+			field("Scope", Lit(x.Scope.String())),
+			field("Route", Lit(o.Spec.Path)),
+			field("Exclude", strs(x.Fingerprint.Exclude)),
+			field("Headers", strs(x.Fingerprint.Headers)),
+		))
 		f.Line()
 	}
 }
 
-// keyRule is the fields of the operation's idemhttp.KeyRule: a header, or
-// a pointer into the body.
-func keyRule(x *spec.Extension, format string) Dict {
-	d := Dict{
-		Id("Required"):  Lit(x.Key.Required),
-		Id("MaxLength"): Lit(x.Key.MaxLength),
-		Id("Format"):    Qual(pkgIdemHTTP, format),
+// keyRule writes the operation's idemhttp.KeyRule: a header, or a pointer
+// into the body.
+func keyRule(x *spec.Extension) Code {
+	format := "FormatAny"
+	if x.Key.Format == "uuid" {
+		format = "FormatUUID"
 	}
-	if x.Key.Pointer != "" {
-		d[Id("Pointer")] = Lit(x.Key.Pointer)
-	} else {
-		d[Id("Header")] = Lit(x.Key.Header)
-	}
-	return d
+	return elements(
+		field("Header", lit(x.Key.Header)),
+		field("Pointer", lit(x.Key.Pointer)),
+		field("Required", lit(x.Key.Required)),
+		field("MaxLength", lit(x.Key.MaxLength)),
+		field("Format", Qual(pkgIdemHTTP, format)),
+	)
 }
 
 func renderServer(f *File, r *ir) {
@@ -224,10 +250,10 @@ func renderPhaseList(f *File, o *opIR) {
 			body = Block(body)
 		}
 		sig := o.bound(p)
-		elems = append(elems, Values(Dict{
-			Id("Name"):         Lit(p.Name),
-			Id(p.kind().field): Func().Params(sig.paramsCode()...).Add(sig.resultsCode()).Add(body),
-		}))
+		elems = append(elems, elements(
+			field("Name", Lit(p.Name)),
+			field(p.kind().field, Func().Params(sig.paramsCode()...).Add(sig.resultsCode()).Add(body)),
+		))
 	}
 	f.Commentf("%s binds the phases of %s to one request.", o.phasesFunc(), o.Spec.OperationID)
 	f.Func().Id(o.phasesFunc()).Params(Id("p").Id(o.PhasesIface()), Id("request").Id(o.RequestType)).Index().Add(phaseT).
@@ -327,31 +353,25 @@ func renderRegister(f *File, r *ir) {
 				Return(Id(o.phasesFunc()).Call(Id("phases").Dot(o.GoName), Id("request")), Nil()),
 			)))
 	}
-	var keys []Code
+	var idempotency []kv
+	for _, o := range r.Idempotent {
+		idempotency = append(idempotency, kv{Lit(o.Spec.OperationID), Qual(pkgIdemEcho, "Middleware").Call(Id("rt"), Id(o.specVar()))})
+	}
+	var operations []Code
 	for _, k := range r.MiddlewareKeys {
-		keys = append(keys, Lit(k))
+		operations = append(operations, Lit(k))
 	}
 	body = append(body,
-		Id("server").Op(":=").Op("&").Id("idemServer").Values(Dict{Id("plain"): Id("plain"), Id("phases"): Id("phases"), Id("rt"): Id("rt")}),
+		Id("server").Op(":=").Op("&").Id("idemServer").Add(elements(field("plain", Id("plain")), field("phases", Id("phases")), field("rt", Id("rt")))),
+		Id("idempotency").Op(":=").Map(String()).Qual(pkgEcho, "MiddlewareFunc").Add(elements(idempotency...)),
+		Id("operations").Op(":=").Index().String().Custom(Options{Open: "{", Close: "}", Separator: ",", Multi: true}, operations...),
 		Id("middlewares").Op(":=").Qual(pkgIdemEcho, "OperationMiddlewares").Call(
-			Id("options").Dot("OperationMiddlewares"),
-			Map(String()).Qual(pkgEcho, "MiddlewareFunc").Values(DictFunc(func(d Dict) {
-				for _, o := range r.Idempotent {
-					d[Lit(o.Spec.OperationID)] = Qual(pkgIdemEcho, "Middleware").Call(Id("rt"), Id(o.specVar()))
-				}
-			})),
-			Id("options").Dot("ErrorHandler"),
-			Index().String().ValuesFunc(func(g *Group) {
-				for _, k := range keys {
-					g.Add(k)
-				}
-			}),
-		),
+			Id("options").Dot("OperationMiddlewares"), Id("idempotency"), Id("options").Dot("ErrorHandler"), Id("operations")),
 		Id("RegisterHandlersWithOptions").Call(Id("router"), Id("NewStrictHandler").Call(Id("server"), Id("options").Dot("StrictMiddlewares")),
-			Id("RegisterHandlersOptions").Values(Dict{
-				Id("BaseURL"):              Id("options").Dot("BaseURL"),
-				Id("OperationMiddlewares"): Id("middlewares"),
-			})),
+			Id("RegisterHandlersOptions").Add(elements(
+				field("BaseURL", Id("options").Dot("BaseURL")),
+				field("OperationMiddlewares", Id("middlewares")),
+			))),
 		Return(Nil()),
 	)
 	f.Func().Id("RegisterWithOptions").Params(Id("router").Id("EchoRouter"), Id("plain").Id("PlainHandlers"), Id("phases").Id("Phases"),

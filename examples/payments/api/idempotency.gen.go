@@ -63,78 +63,70 @@ var Specs = map[string]*idemecho.Spec{
 }
 
 var idemCreatePayment = &idemecho.Spec{
-	Exclude: []string{"/client_ts"},
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
 	Operation: &idem.Operation{
-		ID:        "createPayment",
-		Namespace: "",
+		ID: "createPayment",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         10 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         10 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/payments",
-	Scope: "principal",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
+	Scope:   "principal",
+	Route:   "/payments",
+	Exclude: []string{"/client_ts"},
 }
 
 var idemCreateRefund = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
 	Operation: &idem.Operation{
-		ID:        "createRefund",
-		Namespace: "",
+		ID: "createRefund",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         10 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         10 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/refunds",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "principal",
+	Route: "/refunds",
 }
 
 var idemReceiveCardnetEvent = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		MaxLength: 255,
-		Pointer:   "/id",
-		Required:  true,
-	},
 	Operation: &idem.Operation{
-		ID:        "receiveCardnetEvent",
-		Namespace: "",
+		ID: "receiveCardnetEvent",
 		Policy: idem.Policy{
+			Retention:     72 * time.Hour,
+			Lease:         10 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         10 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     72 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/webhooks/cardnet",
+	Key: idemhttp.KeyRule{
+		Pointer:   "/id",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "sender:cardnet",
+	Route: "/webhooks/cardnet",
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
@@ -173,18 +165,19 @@ func (w createPaymentWritten) VisitCreatePaymentResponse(rw http.ResponseWriter)
 func createPaymentPhases(p CreatePaymentPhases, request CreatePaymentRequestObject) []idem.Phase[CreatePaymentState] {
 	return []idem.Phase[CreatePaymentState]{
 		{
+			Name: "record_payment",
 			Local: func(ctx context.Context, tx pgx.Tx, state *CreatePaymentState) error {
 				return p.RecordPayment(ctx, tx, request, state)
 			},
-			Name: "record_payment",
 		},
 		{
+			Name: "charge_card",
 			Foreign: func(ctx context.Context, key string, state *CreatePaymentState) error {
 				return p.ChargeCard(ctx, key, request, state)
 			},
-			Name: "charge_card",
 		},
 		{
+			Name: "finish",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CreatePaymentState) (*idem.Response, error) {
 				response, err := p.Finish(ctx, tx, request, state)
 				if err != nil {
@@ -195,7 +188,6 @@ func createPaymentPhases(p CreatePaymentPhases, request CreatePaymentRequestObje
 				}
 				return idemecho.Render(response.VisitCreatePaymentResponse)
 			},
-			Name: "finish",
 		},
 	}
 }
@@ -219,6 +211,7 @@ func (w createRefundWritten) VisitCreateRefundResponse(rw http.ResponseWriter) e
 func createRefundPhases(p CreateRefundPhases, request CreateRefundRequestObject) []idem.Phase[CreateRefundState] {
 	return []idem.Phase[CreateRefundState]{
 		{
+			Name: "refund",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CreateRefundState) (*idem.Response, error) {
 				response, err := p.Refund(ctx, tx, request, state)
 				if err != nil {
@@ -229,7 +222,6 @@ func createRefundPhases(p CreateRefundPhases, request CreateRefundRequestObject)
 				}
 				return idemecho.Render(response.VisitCreateRefundResponse)
 			},
-			Name: "refund",
 		},
 	}
 }
@@ -253,6 +245,7 @@ func (w receiveCardnetEventWritten) VisitReceiveCardnetEventResponse(rw http.Res
 func receiveCardnetEventPhases(p ReceiveCardnetEventPhases, request ReceiveCardnetEventRequestObject) []idem.Phase[ReceiveCardnetEventState] {
 	return []idem.Phase[ReceiveCardnetEventState]{
 		{
+			Name: "apply",
 			Final: func(ctx context.Context, tx pgx.Tx, state *ReceiveCardnetEventState) (*idem.Response, error) {
 				response, err := p.Apply(ctx, tx, request, state)
 				if err != nil {
@@ -263,7 +256,6 @@ func receiveCardnetEventPhases(p ReceiveCardnetEventPhases, request ReceiveCardn
 				}
 				return idemecho.Render(response.VisitReceiveCardnetEventResponse)
 			},
-			Name: "apply",
 		},
 	}
 }
@@ -329,15 +321,23 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{
+	idempotency := map[string]echo.MiddlewareFunc{
 		"createPayment":       idemecho.Middleware(rt, idemCreatePayment),
 		"createRefund":        idemecho.Middleware(rt, idemCreateRefund),
 		"receiveCardnetEvent": idemecho.Middleware(rt, idemReceiveCardnetEvent),
-	}, options.ErrorHandler, []string{"createPayment", "getPayment", "createRefund", "putOrder", "receiveCardnetEvent"})
+	}
+	operations := []string{
+		"createPayment",
+		"getPayment",
+		"createRefund",
+		"putOrder",
+		"receiveCardnetEvent",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

@@ -38,31 +38,32 @@ type Phases struct {
 type PlainHandlers interface{}
 
 // Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{"createTransfer": idemCreateTransfer}
+var Specs = map[string]*idemecho.Spec{
+	"createTransfer": idemCreateTransfer,
+}
 
 var idemCreateTransfer = &idemecho.Spec{
-	Exclude: []string{"/client_ts", "/metadata/trace_id"},
-	Headers: []string{"X-Account"},
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatUUID,
-		Header:    "X-Idempotency-Key",
-		MaxLength: 64,
-		Required:  false,
-	},
 	Operation: &idem.Operation{
 		ID:        "createTransfer",
 		Namespace: "money",
 		Policy: idem.Policy{
+			Retention:     168 * time.Hour,
+			Lease:         45 * time.Second,
 			Ambiguous:     idem.AmbiguousStore,
 			Complete:      idem.CompleteBackground,
-			Lease:         45 * time.Second,
-			MaxReplayBody: 4096,
 			ReplayHeaders: []string{"Content-Type", "Location", "ETag"},
-			Retention:     168 * time.Hour,
+			MaxReplayBody: 4096,
 		},
 	},
-	Route: "/transfers",
-	Scope: "principal",
+	Key: idemhttp.KeyRule{
+		Header:    "X-Idempotency-Key",
+		MaxLength: 64,
+		Format:    idemhttp.FormatUUID,
+	},
+	Scope:   "principal",
+	Route:   "/transfers",
+	Exclude: []string{"/client_ts", "/metadata/trace_id"},
+	Headers: []string{"X-Account"},
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
@@ -97,18 +98,19 @@ func (w createTransferWritten) VisitCreateTransferResponse(rw http.ResponseWrite
 func createTransferPhases(p CreateTransferPhases, request CreateTransferRequestObject) []idem.Phase[CreateTransferState] {
 	return []idem.Phase[CreateTransferState]{
 		{
+			Name: "debit",
 			Local: func(ctx context.Context, tx pgx.Tx, state *CreateTransferState) error {
 				return p.Debit(ctx, tx, request, state)
 			},
-			Name: "debit",
 		},
 		{
+			Name: "notify_bank",
 			Foreign: func(ctx context.Context, key string, state *CreateTransferState) error {
 				return p.NotifyBank(ctx, key, request, state)
 			},
-			Name: "notify_bank",
 		},
 		{
+			Name: "credit",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CreateTransferState) (*idem.Response, error) {
 				response, err := p.Credit(ctx, tx, request, state)
 				if err != nil {
@@ -119,7 +121,6 @@ func createTransferPhases(p CreateTransferPhases, request CreateTransferRequestO
 				}
 				return idemecho.Render(response.VisitCreateTransferResponse)
 			},
-			Name: "credit",
 		},
 	}
 }
@@ -175,11 +176,17 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		return createTransferPhases(phases.CreateTransfer, request), nil
 	})
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"createTransfer": idemecho.Middleware(rt, idemCreateTransfer)}, options.ErrorHandler, []string{"createTransfer"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"createTransfer": idemecho.Middleware(rt, idemCreateTransfer),
+	}
+	operations := []string{
+		"createTransfer",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

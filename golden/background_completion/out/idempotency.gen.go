@@ -38,31 +38,30 @@ type Phases struct {
 type PlainHandlers interface{}
 
 // Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{"startExport": idemStartExport}
+var Specs = map[string]*idemecho.Spec{
+	"startExport": idemStartExport,
+}
 
 var idemStartExport = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
 	Operation: &idem.Operation{
-		ID:        "startExport",
-		Namespace: "",
+		ID: "startExport",
 		Policy: idem.Policy{
+			Retention:     48 * time.Hour,
+			Lease:         2 * time.Minute,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteBackground,
-			Lease:         2 * time.Minute,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     48 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/exports",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "principal",
+	Route: "/exports",
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
@@ -97,18 +96,19 @@ func (w startExportWritten) VisitStartExportResponse(rw http.ResponseWriter) err
 func startExportPhases(p StartExportPhases, request StartExportRequestObject) []idem.Phase[StartExportState] {
 	return []idem.Phase[StartExportState]{
 		{
+			Name: "queue",
 			Local: func(ctx context.Context, tx pgx.Tx, state *StartExportState) error {
 				return p.Queue(ctx, tx, request, state)
 			},
-			Name: "queue",
 		},
 		{
+			Name: "upload",
 			Foreign: func(ctx context.Context, key string, state *StartExportState) error {
 				return p.Upload(ctx, key, request, state)
 			},
-			Name: "upload",
 		},
 		{
+			Name: "done",
 			Final: func(ctx context.Context, tx pgx.Tx, state *StartExportState) (*idem.Response, error) {
 				response, err := p.Done(ctx, tx, request, state)
 				if err != nil {
@@ -119,7 +119,6 @@ func startExportPhases(p StartExportPhases, request StartExportRequestObject) []
 				}
 				return idemecho.Render(response.VisitStartExportResponse)
 			},
-			Name: "done",
 		},
 	}
 }
@@ -175,11 +174,17 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		return startExportPhases(phases.StartExport, request), nil
 	})
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"startExport": idemecho.Middleware(rt, idemStartExport)}, options.ErrorHandler, []string{"startExport"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"startExport": idemecho.Middleware(rt, idemStartExport),
+	}
+	operations := []string{
+		"startExport",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

@@ -41,58 +41,52 @@ type PlainHandlers interface{}
 
 // Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
 var Specs = map[string]*idemecho.Spec{
-	"postLedgerEntry":  idemPostLedgerEntry,
 	"receiveAcmeEvent": idemReceiveAcmeEvent,
+	"postLedgerEntry":  idemPostLedgerEntry,
 }
 
 var idemReceiveAcmeEvent = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		MaxLength: 64,
-		Pointer:   "/id",
-		Required:  true,
-	},
 	Operation: &idem.Operation{
-		ID:        "receiveAcmeEvent",
-		Namespace: "",
+		ID: "receiveAcmeEvent",
 		Policy: idem.Policy{
+			Retention:     72 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     72 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/webhooks/acme",
+	Key: idemhttp.KeyRule{
+		Pointer:   "/id",
+		Required:  true,
+		MaxLength: 64,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "sender:acme",
+	Route: "/webhooks/acme",
 }
 
 var idemPostLedgerEntry = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		MaxLength: 255,
-		Pointer:   "/entry/sequence",
-		Required:  true,
-	},
 	Operation: &idem.Operation{
-		ID:        "postLedgerEntry",
-		Namespace: "",
+		ID: "postLedgerEntry",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/ledger/entries",
+	Key: idemhttp.KeyRule{
+		Pointer:   "/entry/sequence",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "global",
+	Route: "/ledger/entries",
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
@@ -123,6 +117,7 @@ func (w receiveAcmeEventWritten) VisitReceiveAcmeEventResponse(rw http.ResponseW
 func receiveAcmeEventPhases(p ReceiveAcmeEventPhases, request ReceiveAcmeEventRequestObject) []idem.Phase[ReceiveAcmeEventState] {
 	return []idem.Phase[ReceiveAcmeEventState]{
 		{
+			Name: "apply",
 			Final: func(ctx context.Context, tx pgx.Tx, state *ReceiveAcmeEventState) (*idem.Response, error) {
 				response, err := p.Apply(ctx, tx, request, state)
 				if err != nil {
@@ -133,7 +128,6 @@ func receiveAcmeEventPhases(p ReceiveAcmeEventPhases, request ReceiveAcmeEventRe
 				}
 				return idemecho.Render(response.VisitReceiveAcmeEventResponse)
 			},
-			Name: "apply",
 		},
 	}
 }
@@ -157,6 +151,7 @@ func (w postLedgerEntryWritten) VisitPostLedgerEntryResponse(rw http.ResponseWri
 func postLedgerEntryPhases(p PostLedgerEntryPhases, request PostLedgerEntryRequestObject) []idem.Phase[PostLedgerEntryState] {
 	return []idem.Phase[PostLedgerEntryState]{
 		{
+			Name: "post_entry",
 			Final: func(ctx context.Context, tx pgx.Tx, state *PostLedgerEntryState) (*idem.Response, error) {
 				response, err := p.PostEntry(ctx, tx, request, state)
 				if err != nil {
@@ -167,7 +162,6 @@ func postLedgerEntryPhases(p PostLedgerEntryPhases, request PostLedgerEntryReque
 				}
 				return idemecho.Render(response.VisitPostLedgerEntryResponse)
 			},
-			Name: "post_entry",
 		},
 	}
 }
@@ -221,14 +215,19 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{
-		"postLedgerEntry":  idemecho.Middleware(rt, idemPostLedgerEntry),
+	idempotency := map[string]echo.MiddlewareFunc{
 		"receiveAcmeEvent": idemecho.Middleware(rt, idemReceiveAcmeEvent),
-	}, options.ErrorHandler, []string{"receiveAcmeEvent", "postLedgerEntry"})
+		"postLedgerEntry":  idemecho.Middleware(rt, idemPostLedgerEntry),
+	}
+	operations := []string{
+		"receiveAcmeEvent",
+		"postLedgerEntry",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

@@ -55,84 +55,75 @@ type PlainHandlers interface {
 
 // Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
 var Specs = map[string]*idemecho.Spec{
-	"cancelOrder": idemCancelOrder,
 	"createOrder": idemCreateOrder,
 	"refundOrder": idemRefundOrder,
+	"cancelOrder": idemCancelOrder,
 }
 
 var idemCreateOrder = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
 	Operation: &idem.Operation{
-		ID:        "createOrder",
-		Namespace: "",
+		ID: "createOrder",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/orders",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "principal",
+	Route: "/orders",
 }
 
 var idemRefundOrder = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "X-Request-Id",
-		MaxLength: 24,
-		Required:  true,
-	},
 	Operation: &idem.Operation{
-		ID:        "refundOrder",
-		Namespace: "",
+		ID: "refundOrder",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/stores/{key}/refunds",
+	Key: idemhttp.KeyRule{
+		Header:    "X-Request-Id",
+		Required:  true,
+		MaxLength: 24,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "header:X-Tenant",
+	Route: "/stores/{key}/refunds",
 }
 
 var idemCancelOrder = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatUUID,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
 	Operation: &idem.Operation{
-		ID:        "cancelOrder",
-		Namespace: "",
+		ID: "cancelOrder",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/orders/{id}",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatUUID,
+	},
 	Scope: "principal",
+	Route: "/orders/{id}",
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
@@ -167,18 +158,19 @@ func (w createOrderWritten) VisitCreateOrderResponse(rw http.ResponseWriter) err
 func createOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject) []idem.Phase[CreateOrderState] {
 	return []idem.Phase[CreateOrderState]{
 		{
+			Name: "reserve",
 			Local: func(ctx context.Context, tx pgx.Tx, state *CreateOrderState) error {
 				return p.Reserve(ctx, tx, request, state)
 			},
-			Name: "reserve",
 		},
 		{
+			Name: "charge",
 			Foreign: func(ctx context.Context, key string, state *CreateOrderState) error {
 				return p.Charge(ctx, key, request, state)
 			},
-			Name: "charge",
 		},
 		{
+			Name: "finish",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CreateOrderState) (*idem.Response, error) {
 				response, err := p.Finish(ctx, tx, request, state)
 				if err != nil {
@@ -189,7 +181,6 @@ func createOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject) []
 				}
 				return idemecho.Render(response.VisitCreateOrderResponse)
 			},
-			Name: "finish",
 		},
 	}
 }
@@ -213,6 +204,7 @@ func (w refundOrderWritten) VisitRefundOrderResponse(rw http.ResponseWriter) err
 func refundOrderPhases(p RefundOrderPhases, request RefundOrderRequestObject) []idem.Phase[RefundOrderState] {
 	return []idem.Phase[RefundOrderState]{
 		{
+			Name: "execute",
 			Final: func(ctx context.Context, tx pgx.Tx, state *RefundOrderState) (*idem.Response, error) {
 				response, err := p.Execute(ctx, tx, request, state)
 				if err != nil {
@@ -223,7 +215,6 @@ func refundOrderPhases(p RefundOrderPhases, request RefundOrderRequestObject) []
 				}
 				return idemecho.Render(response.VisitRefundOrderResponse)
 			},
-			Name: "execute",
 		},
 	}
 }
@@ -247,6 +238,7 @@ func (w cancelOrderWritten) VisitCancelOrderResponse(rw http.ResponseWriter) err
 func cancelOrderPhases(p CancelOrderPhases, request CancelOrderRequestObject) []idem.Phase[CancelOrderState] {
 	return []idem.Phase[CancelOrderState]{
 		{
+			Name: "execute",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CancelOrderState) (*idem.Response, error) {
 				response, err := p.Execute(ctx, tx, request, state)
 				if err != nil {
@@ -257,7 +249,6 @@ func cancelOrderPhases(p CancelOrderPhases, request CancelOrderRequestObject) []
 				}
 				return idemecho.Render(response.VisitCancelOrderResponse)
 			},
-			Name: "execute",
 		},
 	}
 }
@@ -318,15 +309,22 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{
-		"cancelOrder": idemecho.Middleware(rt, idemCancelOrder),
+	idempotency := map[string]echo.MiddlewareFunc{
 		"createOrder": idemecho.Middleware(rt, idemCreateOrder),
 		"refundOrder": idemecho.Middleware(rt, idemRefundOrder),
-	}, options.ErrorHandler, []string{"createOrder", "listOrders", "refundOrder", "cancelOrder"})
+		"cancelOrder": idemecho.Middleware(rt, idemCancelOrder),
+	}
+	operations := []string{
+		"createOrder",
+		"listOrders",
+		"refundOrder",
+		"cancelOrder",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

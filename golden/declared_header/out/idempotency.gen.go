@@ -33,31 +33,30 @@ type Phases struct {
 type PlainHandlers interface{}
 
 // Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{"createRefund": idemCreateRefund}
+var Specs = map[string]*idemecho.Spec{
+	"createRefund": idemCreateRefund,
+}
 
 var idemCreateRefund = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
 	Operation: &idem.Operation{
-		ID:        "createRefund",
-		Namespace: "",
+		ID: "createRefund",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/refunds",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "principal",
+	Route: "/refunds",
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
@@ -88,6 +87,7 @@ func (w createRefundWritten) VisitCreateRefundResponse(rw http.ResponseWriter) e
 func createRefundPhases(p CreateRefundPhases, request CreateRefundRequestObject) []idem.Phase[CreateRefundState] {
 	return []idem.Phase[CreateRefundState]{
 		{
+			Name: "execute",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CreateRefundState) (*idem.Response, error) {
 				response, err := p.Execute(ctx, tx, request, state)
 				if err != nil {
@@ -98,7 +98,6 @@ func createRefundPhases(p CreateRefundPhases, request CreateRefundRequestObject)
 				}
 				return idemecho.Render(response.VisitCreateRefundResponse)
 			},
-			Name: "execute",
 		},
 	}
 }
@@ -147,11 +146,17 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"createRefund": idemecho.Middleware(rt, idemCreateRefund)}, options.ErrorHandler, []string{"createRefund"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"createRefund": idemecho.Middleware(rt, idemCreateRefund),
+	}
+	operations := []string{
+		"createRefund",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

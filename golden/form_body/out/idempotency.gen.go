@@ -33,31 +33,31 @@ type Phases struct {
 type PlainHandlers interface{}
 
 // Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{"subscribe": idemSubscribe}
+var Specs = map[string]*idemecho.Spec{
+	"subscribe": idemSubscribe,
+}
 
 var idemSubscribe = &idemecho.Spec{
-	Exclude: []string{"/csrf_token"},
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
 	Operation: &idem.Operation{
-		ID:        "subscribe",
-		Namespace: "",
+		ID: "subscribe",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/subscriptions",
-	Scope: "global",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
+	Scope:   "global",
+	Route:   "/subscriptions",
+	Exclude: []string{"/csrf_token"},
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
@@ -88,6 +88,7 @@ func (w subscribeWritten) VisitSubscribeResponse(rw http.ResponseWriter) error {
 func subscribePhases(p SubscribePhases, request SubscribeRequestObject) []idem.Phase[SubscribeState] {
 	return []idem.Phase[SubscribeState]{
 		{
+			Name: "execute",
 			Final: func(ctx context.Context, tx pgx.Tx, state *SubscribeState) (*idem.Response, error) {
 				response, err := p.Execute(ctx, tx, request, state)
 				if err != nil {
@@ -98,7 +99,6 @@ func subscribePhases(p SubscribePhases, request SubscribeRequestObject) []idem.P
 				}
 				return idemecho.Render(response.VisitSubscribeResponse)
 			},
-			Name: "execute",
 		},
 	}
 }
@@ -144,11 +144,17 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"subscribe": idemecho.Middleware(rt, idemSubscribe)}, options.ErrorHandler, []string{"subscribe"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"subscribe": idemecho.Middleware(rt, idemSubscribe),
+	}
+	operations := []string{
+		"subscribe",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

@@ -41,58 +41,54 @@ type PlainHandlers interface{}
 
 // Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
 var Specs = map[string]*idemecho.Spec{
-	"cancelOrder": idemCancelOrder,
 	"placeOrder":  idemPlaceOrder,
+	"cancelOrder": idemCancelOrder,
 }
 
 var idemPlaceOrder = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
 	Operation: &idem.Operation{
 		ID:        "placeOrder",
 		Namespace: "checkout",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/orders",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "principal",
+	Route: "/orders",
 }
 
 var idemCancelOrder = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
 	Operation: &idem.Operation{
 		ID:        "cancelOrder",
 		Namespace: "checkout",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/orders/{id}/cancel",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "principal",
+	Route: "/orders/{id}/cancel",
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
@@ -123,6 +119,7 @@ func (w placeOrderWritten) VisitPlaceOrderResponse(rw http.ResponseWriter) error
 func placeOrderPhases(p PlaceOrderPhases, request PlaceOrderRequestObject) []idem.Phase[PlaceOrderState] {
 	return []idem.Phase[PlaceOrderState]{
 		{
+			Name: "execute",
 			Final: func(ctx context.Context, tx pgx.Tx, state *PlaceOrderState) (*idem.Response, error) {
 				response, err := p.Execute(ctx, tx, request, state)
 				if err != nil {
@@ -133,7 +130,6 @@ func placeOrderPhases(p PlaceOrderPhases, request PlaceOrderRequestObject) []ide
 				}
 				return idemecho.Render(response.VisitPlaceOrderResponse)
 			},
-			Name: "execute",
 		},
 	}
 }
@@ -157,6 +153,7 @@ func (w cancelOrderWritten) VisitCancelOrderResponse(rw http.ResponseWriter) err
 func cancelOrderPhases(p CancelOrderPhases, request CancelOrderRequestObject) []idem.Phase[CancelOrderState] {
 	return []idem.Phase[CancelOrderState]{
 		{
+			Name: "execute",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CancelOrderState) (*idem.Response, error) {
 				response, err := p.Execute(ctx, tx, request, state)
 				if err != nil {
@@ -167,7 +164,6 @@ func cancelOrderPhases(p CancelOrderPhases, request CancelOrderRequestObject) []
 				}
 				return idemecho.Render(response.VisitCancelOrderResponse)
 			},
-			Name: "execute",
 		},
 	}
 }
@@ -222,14 +218,19 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{
-		"cancelOrder": idemecho.Middleware(rt, idemCancelOrder),
+	idempotency := map[string]echo.MiddlewareFunc{
 		"placeOrder":  idemecho.Middleware(rt, idemPlaceOrder),
-	}, options.ErrorHandler, []string{"placeOrder", "cancelOrder"})
+		"cancelOrder": idemecho.Middleware(rt, idemCancelOrder),
+	}
+	operations := []string{
+		"placeOrder",
+		"cancelOrder",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

@@ -33,31 +33,31 @@ type Phases struct {
 type PlainHandlers interface{}
 
 // Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{"createInvoice": idemCreateInvoice}
+var Specs = map[string]*idemecho.Spec{
+	"createInvoice": idemCreateInvoice,
+}
 
 var idemCreateInvoice = &idemecho.Spec{
-	Exclude: nil,
-	Headers: []string{"X-Tenant-ID"},
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
 	Operation: &idem.Operation{
-		ID:        "createInvoice",
-		Namespace: "",
+		ID: "createInvoice",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/invoices",
-	Scope: "header:X-Tenant-ID",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
+	Scope:   "header:X-Tenant-ID",
+	Route:   "/invoices",
+	Headers: []string{"X-Tenant-ID"},
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
@@ -88,6 +88,7 @@ func (w createInvoiceWritten) VisitCreateInvoiceResponse(rw http.ResponseWriter)
 func createInvoicePhases(p CreateInvoicePhases, request CreateInvoiceRequestObject) []idem.Phase[CreateInvoiceState] {
 	return []idem.Phase[CreateInvoiceState]{
 		{
+			Name: "execute",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CreateInvoiceState) (*idem.Response, error) {
 				response, err := p.Execute(ctx, tx, request, state)
 				if err != nil {
@@ -98,7 +99,6 @@ func createInvoicePhases(p CreateInvoicePhases, request CreateInvoiceRequestObje
 				}
 				return idemecho.Render(response.VisitCreateInvoiceResponse)
 			},
-			Name: "execute",
 		},
 	}
 }
@@ -144,11 +144,17 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"createInvoice": idemecho.Middleware(rt, idemCreateInvoice)}, options.ErrorHandler, []string{"createInvoice"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"createInvoice": idemecho.Middleware(rt, idemCreateInvoice),
+	}
+	operations := []string{
+		"createInvoice",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

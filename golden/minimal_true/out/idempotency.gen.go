@@ -33,31 +33,30 @@ type Phases struct {
 type PlainHandlers interface{}
 
 // Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{"startJob": idemStartJob}
+var Specs = map[string]*idemecho.Spec{
+	"startJob": idemStartJob,
+}
 
 var idemStartJob = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
 	Operation: &idem.Operation{
-		ID:        "startJob",
-		Namespace: "",
+		ID: "startJob",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/jobs",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "principal",
+	Route: "/jobs",
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
@@ -88,6 +87,7 @@ func (w startJobWritten) VisitStartJobResponse(rw http.ResponseWriter) error {
 func startJobPhases(p StartJobPhases, request StartJobRequestObject) []idem.Phase[StartJobState] {
 	return []idem.Phase[StartJobState]{
 		{
+			Name: "execute",
 			Final: func(ctx context.Context, tx pgx.Tx, state *StartJobState) (*idem.Response, error) {
 				response, err := p.Execute(ctx, tx, request, state)
 				if err != nil {
@@ -98,7 +98,6 @@ func startJobPhases(p StartJobPhases, request StartJobRequestObject) []idem.Phas
 				}
 				return idemecho.Render(response.VisitStartJobResponse)
 			},
-			Name: "execute",
 		},
 	}
 }
@@ -147,11 +146,17 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"startJob": idemecho.Middleware(rt, idemStartJob)}, options.ErrorHandler, []string{"startJob"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"startJob": idemecho.Middleware(rt, idemStartJob),
+	}
+	operations := []string{
+		"startJob",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

@@ -40,31 +40,30 @@ type PlainHandlers interface {
 }
 
 // Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{"createCart": idemCreateCart}
+var Specs = map[string]*idemecho.Spec{
+	"createCart": idemCreateCart,
+}
 
 var idemCreateCart = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
 	Operation: &idem.Operation{
-		ID:        "createCart",
-		Namespace: "",
+		ID: "createCart",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/carts",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "principal",
+	Route: "/carts",
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
@@ -107,6 +106,7 @@ func (w createCartWritten) VisitCreateCartResponse(rw http.ResponseWriter) error
 func createCartPhases(p CreateCartPhases, request CreateCartRequestObject) []idem.Phase[CreateCartState] {
 	return []idem.Phase[CreateCartState]{
 		{
+			Name: "execute",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CreateCartState) (*idem.Response, error) {
 				response, err := p.Execute(ctx, tx, request, state)
 				if err != nil {
@@ -117,7 +117,6 @@ func createCartPhases(p CreateCartPhases, request CreateCartRequestObject) []ide
 				}
 				return idemecho.Render(response.VisitCreateCartResponse)
 			},
-			Name: "execute",
 		},
 	}
 }
@@ -169,11 +168,20 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"createCart": idemecho.Middleware(rt, idemCreateCart)}, options.ErrorHandler, []string{"createCart", "listCarts", "putCart", "deleteCart"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"createCart": idemecho.Middleware(rt, idemCreateCart),
+	}
+	operations := []string{
+		"createCart",
+		"listCarts",
+		"putCart",
+		"deleteCart",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

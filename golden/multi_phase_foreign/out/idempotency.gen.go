@@ -39,31 +39,31 @@ type Phases struct {
 type PlainHandlers interface{}
 
 // Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{"createPayment": idemCreatePayment}
+var Specs = map[string]*idemecho.Spec{
+	"createPayment": idemCreatePayment,
+}
 
 var idemCreatePayment = &idemecho.Spec{
-	Exclude: []string{"/client_ts"},
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
 	Operation: &idem.Operation{
-		ID:        "createPayment",
-		Namespace: "",
+		ID: "createPayment",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/payments",
-	Scope: "principal",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
+	Scope:   "principal",
+	Route:   "/payments",
+	Exclude: []string{"/client_ts"},
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
@@ -94,24 +94,25 @@ func (w createPaymentWritten) VisitCreatePaymentResponse(rw http.ResponseWriter)
 func createPaymentPhases(p CreatePaymentPhases, request CreatePaymentRequestObject) []idem.Phase[CreatePaymentState] {
 	return []idem.Phase[CreatePaymentState]{
 		{
+			Name: "record_payment",
 			Local: func(ctx context.Context, tx pgx.Tx, state *CreatePaymentState) error {
 				return p.RecordPayment(ctx, tx, request, state)
 			},
-			Name: "record_payment",
 		},
 		{
+			Name: "charge_card",
 			Foreign: func(ctx context.Context, key string, state *CreatePaymentState) error {
 				return p.ChargeCard(ctx, key, request, state)
 			},
-			Name: "charge_card",
 		},
 		{
+			Name: "notify_fraud_check",
 			Foreign: func(ctx context.Context, key string, state *CreatePaymentState) error {
 				return p.NotifyFraudCheck(ctx, key, request, state)
 			},
-			Name: "notify_fraud_check",
 		},
 		{
+			Name: "finish",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CreatePaymentState) (*idem.Response, error) {
 				response, err := p.Finish(ctx, tx, request, state)
 				if err != nil {
@@ -122,7 +123,6 @@ func createPaymentPhases(p CreatePaymentPhases, request CreatePaymentRequestObje
 				}
 				return idemecho.Render(response.VisitCreatePaymentResponse)
 			},
-			Name: "finish",
 		},
 	}
 }
@@ -171,11 +171,17 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"createPayment": idemecho.Middleware(rt, idemCreatePayment)}, options.ErrorHandler, []string{"createPayment"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"createPayment": idemecho.Middleware(rt, idemCreatePayment),
+	}
+	operations := []string{
+		"createPayment",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

@@ -53,53 +53,47 @@ var Specs = map[string]*idemecho.Spec{
 }
 
 var idemCreateOrder = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
 	Operation: &idem.Operation{
-		ID:        "createOrder",
-		Namespace: "",
+		ID: "createOrder",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/orders",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "principal",
+	Route: "/orders",
 }
 
 var idemRefundOrder = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
 	Operation: &idem.Operation{
-		ID:        "refundOrder",
-		Namespace: "",
+		ID: "refundOrder",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/orders/{orderID}/refunds",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "global",
+	Route: "/orders/{orderID}/refunds",
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
@@ -134,18 +128,19 @@ func (w createOrderWritten) VisitCreateOrderResponse(rw http.ResponseWriter) err
 func createOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject) []idem.Phase[CreateOrderState] {
 	return []idem.Phase[CreateOrderState]{
 		{
+			Name: "reserve",
 			Local: func(ctx context.Context, tx pgx.Tx, state *CreateOrderState) error {
 				return p.Reserve(ctx, tx, request, state)
 			},
-			Name: "reserve",
 		},
 		{
+			Name: "charge",
 			Foreign: func(ctx context.Context, key string, state *CreateOrderState) error {
 				return p.Charge(ctx, key, request, state)
 			},
-			Name: "charge",
 		},
 		{
+			Name: "confirm",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CreateOrderState) (*idem.Response, error) {
 				response, err := p.Confirm(ctx, tx, request, state)
 				if err != nil {
@@ -156,7 +151,6 @@ func createOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject) []
 				}
 				return idemecho.Render(response.VisitCreateOrderResponse)
 			},
-			Name: "confirm",
 		},
 	}
 }
@@ -180,6 +174,7 @@ func (w refundOrderWritten) VisitRefundOrderResponse(rw http.ResponseWriter) err
 func refundOrderPhases(p RefundOrderPhases, request RefundOrderRequestObject) []idem.Phase[RefundOrderState] {
 	return []idem.Phase[RefundOrderState]{
 		{
+			Name: "refund",
 			Final: func(ctx context.Context, tx pgx.Tx, state *RefundOrderState) (*idem.Response, error) {
 				response, err := p.Refund(ctx, tx, request, state)
 				if err != nil {
@@ -190,7 +185,6 @@ func refundOrderPhases(p RefundOrderPhases, request RefundOrderRequestObject) []
 				}
 				return idemecho.Render(response.VisitRefundOrderResponse)
 			},
-			Name: "refund",
 		},
 	}
 }
@@ -245,14 +239,20 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{
+	idempotency := map[string]echo.MiddlewareFunc{
 		"createOrder": idemecho.Middleware(rt, idemCreateOrder),
 		"refundOrder": idemecho.Middleware(rt, idemRefundOrder),
-	}, options.ErrorHandler, []string{"createOrder", "getOrderByID", "refundOrder"})
+	}
+	operations := []string{
+		"createOrder",
+		"getOrderByID",
+		"refundOrder",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

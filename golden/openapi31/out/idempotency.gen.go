@@ -33,31 +33,31 @@ type Phases struct {
 type PlainHandlers interface{}
 
 // Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{"createNote": idemCreateNote}
+var Specs = map[string]*idemecho.Spec{
+	"createNote": idemCreateNote,
+}
 
 var idemCreateNote = &idemecho.Spec{
-	Exclude: []string{"/draft"},
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
 	Operation: &idem.Operation{
-		ID:        "createNote",
-		Namespace: "",
+		ID: "createNote",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/notes",
-	Scope: "principal",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
+	Scope:   "principal",
+	Route:   "/notes",
+	Exclude: []string{"/draft"},
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
@@ -88,6 +88,7 @@ func (w createNoteWritten) VisitCreateNoteResponse(rw http.ResponseWriter) error
 func createNotePhases(p CreateNotePhases, request CreateNoteRequestObject) []idem.Phase[CreateNoteState] {
 	return []idem.Phase[CreateNoteState]{
 		{
+			Name: "execute",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CreateNoteState) (*idem.Response, error) {
 				response, err := p.Execute(ctx, tx, request, state)
 				if err != nil {
@@ -98,7 +99,6 @@ func createNotePhases(p CreateNotePhases, request CreateNoteRequestObject) []ide
 				}
 				return idemecho.Render(response.VisitCreateNoteResponse)
 			},
-			Name: "execute",
 		},
 	}
 }
@@ -147,11 +147,17 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"createNote": idemecho.Middleware(rt, idemCreateNote)}, options.ErrorHandler, []string{"createNote"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"createNote": idemecho.Middleware(rt, idemCreateNote),
+	}
+	operations := []string{
+		"createNote",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

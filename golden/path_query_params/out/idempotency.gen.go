@@ -33,31 +33,30 @@ type Phases struct {
 type PlainHandlers interface{}
 
 // Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{"createDeposit": idemCreateDeposit}
+var Specs = map[string]*idemecho.Spec{
+	"createDeposit": idemCreateDeposit,
+}
 
 var idemCreateDeposit = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
 	Operation: &idem.Operation{
-		ID:        "createDeposit",
-		Namespace: "",
+		ID: "createDeposit",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/accounts/{account_id}/deposits",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "principal",
+	Route: "/accounts/{account_id}/deposits",
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
@@ -88,6 +87,7 @@ func (w createDepositWritten) VisitCreateDepositResponse(rw http.ResponseWriter)
 func createDepositPhases(p CreateDepositPhases, request CreateDepositRequestObject) []idem.Phase[CreateDepositState] {
 	return []idem.Phase[CreateDepositState]{
 		{
+			Name: "execute",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CreateDepositState) (*idem.Response, error) {
 				response, err := p.Execute(ctx, tx, request, state)
 				if err != nil {
@@ -98,7 +98,6 @@ func createDepositPhases(p CreateDepositPhases, request CreateDepositRequestObje
 				}
 				return idemecho.Render(response.VisitCreateDepositResponse)
 			},
-			Name: "execute",
 		},
 	}
 }
@@ -147,11 +146,17 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"createDeposit": idemecho.Middleware(rt, idemCreateDeposit)}, options.ErrorHandler, []string{"createDeposit"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"createDeposit": idemecho.Middleware(rt, idemCreateDeposit),
+	}
+	operations := []string{
+		"createDeposit",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

@@ -37,31 +37,30 @@ type Phases struct {
 type PlainHandlers interface{}
 
 // Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{"createCharge": idemCreateCharge}
+var Specs = map[string]*idemecho.Spec{
+	"createCharge": idemCreateCharge,
+}
 
 var idemCreateCharge = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
 	Operation: &idem.Operation{
-		ID:        "createCharge",
-		Namespace: "",
+		ID: "createCharge",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/charges",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "principal",
+	Route: "/charges",
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
@@ -92,18 +91,19 @@ func (w createChargeWritten) VisitCreateChargeResponse(rw http.ResponseWriter) e
 func createChargePhases(p CreateChargePhases, request CreateChargeRequestObject) []idem.Phase[CreateChargeState] {
 	return []idem.Phase[CreateChargeState]{
 		{
+			Name: "reserve",
 			Local: func(ctx context.Context, tx pgx.Tx, state *CreateChargeState) error {
 				return p.Reserve(ctx, tx, request, state)
 			},
-			Name: "reserve",
 		},
 		{
+			Name: "authorize",
 			Foreign: func(ctx context.Context, key string, state *CreateChargeState) error {
 				return p.Authorize(ctx, key, request, state)
 			},
-			Name: "authorize",
 		},
 		{
+			Name: "capture",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CreateChargeState) (*idem.Response, error) {
 				response, err := p.Capture(ctx, tx, request, state)
 				if err != nil {
@@ -114,7 +114,6 @@ func createChargePhases(p CreateChargePhases, request CreateChargeRequestObject)
 				}
 				return idemecho.Render(response.VisitCreateChargeResponse)
 			},
-			Name: "capture",
 		},
 	}
 }
@@ -163,11 +162,17 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"createCharge": idemecho.Middleware(rt, idemCreateCharge)}, options.ErrorHandler, []string{"createCharge"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"createCharge": idemecho.Middleware(rt, idemCreateCharge),
+	}
+	operations := []string{
+		"createCharge",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

@@ -36,31 +36,30 @@ type PlainHandlers interface {
 }
 
 // Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{"addPet": idemAddPet}
+var Specs = map[string]*idemecho.Spec{
+	"addPet": idemAddPet,
+}
 
 var idemAddPet = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
 	Operation: &idem.Operation{
-		ID:        "addPet",
-		Namespace: "",
+		ID: "addPet",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/pets",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "principal",
+	Route: "/pets",
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
@@ -95,6 +94,7 @@ func (w addPetWritten) VisitAddPetResponse(rw http.ResponseWriter) error {
 func addPetPhases(p AddPetPhases, request AddPetRequestObject) []idem.Phase[AddPetState] {
 	return []idem.Phase[AddPetState]{
 		{
+			Name: "insert_pet",
 			Final: func(ctx context.Context, tx pgx.Tx, state *AddPetState) (*idem.Response, error) {
 				response, err := p.InsertPet(ctx, tx, request, state)
 				if err != nil {
@@ -105,7 +105,6 @@ func addPetPhases(p AddPetPhases, request AddPetRequestObject) []idem.Phase[AddP
 				}
 				return idemecho.Render(response.VisitAddPetResponse)
 			},
-			Name: "insert_pet",
 		},
 	}
 }
@@ -157,11 +156,18 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"addPet": idemecho.Middleware(rt, idemAddPet)}, options.ErrorHandler, []string{"addPet", "getPet"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"addPet": idemecho.Middleware(rt, idemAddPet),
+	}
+	operations := []string{
+		"addPet",
+		"getPet",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,
