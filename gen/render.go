@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"time"
 
 	. "github.com/dave/jennifer/jen"
@@ -315,25 +316,32 @@ func renderRegister(f *File, r *ir) {
 	f.Line()
 
 	f.Comment("RegisterWithOptions is Register with the options of oapi-codegen's registration.")
-	body := []Code{
-		If(Id("rt").Op("==").Nil().Op("||").Id("rt").Dot("Engine").Op("==").Nil()).Block(
-			Return(Qual("errors", "New").Call(Lit("Register: rt and rt.Engine are required")))),
-	}
+	body := []Code{refuse(Id("rt").Op("==").Nil().Op("||").Id("rt").Dot("Engine").Op("==").Nil(), "Register: rt and rt.Engine are required")}
 	if len(r.Plain) > 0 {
-		body = append(body, If(Id("plain").Op("==").Nil()).Block(
-			Return(Qual("errors", "New").Call(Lit("Register: plain is nil, but the spec has operations without x-idempotency")))))
+		body = append(body, refuse(Id("plain").Op("==").Nil(), "Register: plain is nil, but the spec has operations without x-idempotency"))
 	}
+	var principal []string
+	var senders []string
+	bySender := map[string][]string{}
 	for _, o := range r.Idempotent {
-		body = append(body, If(Id("phases").Dot(o.GoName).Op("==").Nil()).Block(
-			Return(Qual("errors", "New").Call(Lit(fmt.Sprintf("Register: phases.%s is nil", o.GoName))))))
-		switch sc := o.Spec.Idempotency.Scope; sc.Kind {
+		body = append(body, refuse(Id("phases").Dot(o.GoName).Op("==").Nil(), fmt.Sprintf("Register: phases.%s is nil", o.GoName)))
+		switch sc := o.X.Scope; sc.Kind {
 		case "principal":
-			body = append(body, If(Id("rt").Dot("Principal").Op("==").Nil()).Block(
-				Return(Qual("errors", "New").Call(Lit(fmt.Sprintf("Register: %s is scoped to the principal; set rt.Principal", o.Spec.OperationID))))))
+			principal = append(principal, o.Spec.OperationID)
 		case "sender":
-			body = append(body, If(Id("rt").Dot("Senders").Index(Lit(sc.Sender)).Op("==").Nil()).Block(
-				Return(Qual("errors", "New").Call(Lit(fmt.Sprintf("Register: %s is scoped to the sender verified by %q; set rt.Senders[%q]", o.Spec.OperationID, sc.Sender, sc.Sender))))))
+			if bySender[sc.Sender] == nil {
+				senders = append(senders, sc.Sender)
+			}
+			bySender[sc.Sender] = append(bySender[sc.Sender], o.Spec.OperationID)
 		}
+	}
+	if len(principal) > 0 {
+		body = append(body, refuse(Id("rt").Dot("Principal").Op("==").Nil(),
+			fmt.Sprintf("Register: %s scoped to the principal; set rt.Principal", isAre(principal))))
+	}
+	for _, name := range senders {
+		body = append(body, refuse(Id("rt").Dot("Senders").Index(Lit(name)).Op("==").Nil(),
+			fmt.Sprintf("Register: %s scoped to the sender verified by %q; set rt.Senders[%q]", isAre(bySender[name]), name, name)))
 	}
 	var ops []Code
 	for _, o := range r.Idempotent {
@@ -376,4 +384,17 @@ func renderRegister(f *File, r *ir) {
 	)
 	f.Func().Id("RegisterWithOptions").Params(Id("router").Id("EchoRouter"), Id("plain").Id("PlainHandlers"), Id("phases").Id("Phases"),
 		Id("rt").Op("*").Qual(pkgIdemEcho, "Runtime"), Id("options").Id("RegisterOptions")).Error().Block(body...)
+}
+
+// refuse writes `if cond { return errors.New(msg) }`.
+func refuse(cond *Statement, msg string) Code {
+	return If(cond).Block(Return(Qual("errors", "New").Call(Lit(msg))))
+}
+
+// isAre writes names as a subject: "a is", "a and b are", "a, b and c are".
+func isAre(names []string) string {
+	if len(names) == 1 {
+		return names[0] + " is"
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1] + " are"
 }

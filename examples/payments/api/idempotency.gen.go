@@ -302,17 +302,14 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if phases.CreatePayment == nil {
 		return errors.New("Register: phases.CreatePayment is nil")
 	}
-	if rt.Principal == nil {
-		return errors.New("Register: createPayment is scoped to the principal; set rt.Principal")
-	}
 	if phases.CreateRefund == nil {
 		return errors.New("Register: phases.CreateRefund is nil")
 	}
-	if rt.Principal == nil {
-		return errors.New("Register: createRefund is scoped to the principal; set rt.Principal")
-	}
 	if phases.ReceiveCardnetEvent == nil {
 		return errors.New("Register: phases.ReceiveCardnetEvent is nil")
+	}
+	if rt.Principal == nil {
+		return errors.New("Register: createPayment and createRefund are scoped to the principal; set rt.Principal")
 	}
 	if rt.Senders["cardnet"] == nil {
 		return errors.New("Register: receiveCardnetEvent is scoped to the sender verified by \"cardnet\"; set rt.Senders[\"cardnet\"]")

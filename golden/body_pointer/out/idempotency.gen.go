@@ -205,11 +205,11 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if phases.ReceiveAcmeEvent == nil {
 		return errors.New("Register: phases.ReceiveAcmeEvent is nil")
 	}
-	if rt.Senders["acme"] == nil {
-		return errors.New("Register: receiveAcmeEvent is scoped to the sender verified by \"acme\"; set rt.Senders[\"acme\"]")
-	}
 	if phases.PostLedgerEntry == nil {
 		return errors.New("Register: phases.PostLedgerEntry is nil")
+	}
+	if rt.Senders["acme"] == nil {
+		return errors.New("Register: receiveAcmeEvent is scoped to the sender verified by \"acme\"; set rt.Senders[\"acme\"]")
 	}
 	if err := rt.Engine.Register(idemReceiveAcmeEvent.Operation, idemPostLedgerEntry.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)

@@ -293,9 +293,6 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if phases.CreateOrder == nil {
 		return errors.New("Register: phases.CreateOrder is nil")
 	}
-	if rt.Principal == nil {
-		return errors.New("Register: createOrder is scoped to the principal; set rt.Principal")
-	}
 	if phases.RefundOrder == nil {
 		return errors.New("Register: phases.RefundOrder is nil")
 	}
@@ -303,7 +300,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		return errors.New("Register: phases.CancelOrder is nil")
 	}
 	if rt.Principal == nil {
-		return errors.New("Register: cancelOrder is scoped to the principal; set rt.Principal")
+		return errors.New("Register: createOrder and cancelOrder are scoped to the principal; set rt.Principal")
 	}
 	if err := rt.Engine.Register(idemCreateOrder.Operation, idemRefundOrder.Operation, idemCancelOrder.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)

@@ -205,14 +205,11 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if phases.PlaceOrder == nil {
 		return errors.New("Register: phases.PlaceOrder is nil")
 	}
-	if rt.Principal == nil {
-		return errors.New("Register: placeOrder is scoped to the principal; set rt.Principal")
-	}
 	if phases.CancelOrder == nil {
 		return errors.New("Register: phases.CancelOrder is nil")
 	}
 	if rt.Principal == nil {
-		return errors.New("Register: cancelOrder is scoped to the principal; set rt.Principal")
+		return errors.New("Register: placeOrder and cancelOrder are scoped to the principal; set rt.Principal")
 	}
 	if err := rt.Engine.Register(idemPlaceOrder.Operation, idemCancelOrder.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)

@@ -229,11 +229,11 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if phases.CreateOrder == nil {
 		return errors.New("Register: phases.CreateOrder is nil")
 	}
-	if rt.Principal == nil {
-		return errors.New("Register: createOrder is scoped to the principal; set rt.Principal")
-	}
 	if phases.RefundOrder == nil {
 		return errors.New("Register: phases.RefundOrder is nil")
+	}
+	if rt.Principal == nil {
+		return errors.New("Register: createOrder is scoped to the principal; set rt.Principal")
 	}
 	if err := rt.Engine.Register(idemCreateOrder.Operation, idemRefundOrder.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)
