@@ -194,7 +194,7 @@ func buildIR(cfg *Config, doc *spec.Document, sources []Source) (*ir, error) {
 		}
 		r.Idempotent = append(r.Idempotent, o)
 	}
-	for _, name := range []string{"Phases", "PlainHandlers", "Register", "RegisterWithOptions", "RegisterOptions", "Specs"} {
+	for _, name := range []string{"Phases", "PlainHandlers", "Register", "RegisterWithOptions", "RegisterOptions"} {
 		if declared[name] && len(r.Idempotent) > 0 {
 			errs = append(errs, &spec.Error{File: cfg.Spec, Message: fmt.Sprintf("the spec declares a type named %s, which idemgen generates; rename the schema", name)})
 		}

@@ -135,14 +135,10 @@ func elements(elems ...kv) *Statement {
 	return Custom(Options{Open: "{", Close: "}", Separator: ",", Multi: true}, items...)
 }
 
+// renderSpecs writes each idempotent operation's x-idempotency as the runtime
+// takes it: the engine's operation and policy, and the protocol's key rule,
+// scope and fingerprint.
 func renderSpecs(f *File, r *ir) {
-	f.Comment("Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.")
-	var specs []kv
-	for _, o := range r.Idempotent {
-		specs = append(specs, kv{Lit(o.Spec.OperationID), Id(o.specVar())})
-	}
-	f.Var().Id("Specs").Op("=").Map(String()).Op("*").Qual(pkgIdemEcho, "Spec").Add(elements(specs...))
-	f.Line()
 	for _, o := range r.Idempotent {
 		x := o.X
 		ambiguous := map[string]string{"resume": "AmbiguousResume", "store": "AmbiguousStore"}[x.Ambiguous]

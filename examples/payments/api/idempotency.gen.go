@@ -55,13 +55,6 @@ type PlainHandlers interface {
 	PutOrder(ctx context.Context, request PutOrderRequestObject) (PutOrderResponseObject, error)
 }
 
-// Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{
-	"createPayment":       idemCreatePayment,
-	"createRefund":        idemCreateRefund,
-	"receiveCardnetEvent": idemReceiveCardnetEvent,
-}
-
 var idemCreatePayment = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createPayment",

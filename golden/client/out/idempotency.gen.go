@@ -53,13 +53,6 @@ type PlainHandlers interface {
 	ListOrders(ctx context.Context, request ListOrdersRequestObject) (ListOrdersResponseObject, error)
 }
 
-// Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{
-	"createOrder": idemCreateOrder,
-	"refundOrder": idemRefundOrder,
-	"cancelOrder": idemCancelOrder,
-}
-
 var idemCreateOrder = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createOrder",

@@ -32,11 +32,6 @@ type Phases struct {
 // PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
 type PlainHandlers interface{}
 
-// Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{
-	"startJob": idemStartJob,
-}
-
 var idemStartJob = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "startJob",

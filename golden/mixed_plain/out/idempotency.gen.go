@@ -39,11 +39,6 @@ type PlainHandlers interface {
 	DeleteCart(ctx context.Context, request DeleteCartRequestObject) (DeleteCartResponseObject, error)
 }
 
-// Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{
-	"createCart": idemCreateCart,
-}
-
 var idemCreateCart = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createCart",

@@ -46,12 +46,6 @@ type PlainHandlers interface {
 	GetOrderByID(ctx context.Context, request GetOrderByIDRequestObject) (GetOrderByIDResponseObject, error)
 }
 
-// Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{
-	"createOrder": idemCreateOrder,
-	"refundOrder": idemRefundOrder,
-}
-
 var idemCreateOrder = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createOrder",

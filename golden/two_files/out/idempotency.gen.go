@@ -35,11 +35,6 @@ type PlainHandlers interface {
 	GetPet(ctx context.Context, request GetPetRequestObject) (GetPetResponseObject, error)
 }
 
-// Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{
-	"addPet": idemAddPet,
-}
-
 var idemAddPet = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "addPet",
