@@ -40,9 +40,13 @@ type opIR struct {
 func (o *opIR) PhasesIface() string { return o.GoName + "Phases" }
 func (o *opIR) StateType() string   { return o.GoName + "State" }
 func (o *opIR) ImplType() string    { return o.GoName + "Impl" }
-func (o *opIR) specVar() string     { return "idem" + o.GoName }
-func (o *opIR) phasesFunc() string  { return lowerFirst(o.GoName) + "Phases" }
-func (o *opIR) writerType() string  { return lowerFirst(o.GoName) + "Written" }
+
+// Names only the glue uses: the operation's x-idempotency as the runtime
+// takes it, the function that binds its phases to a request, and the
+// response object that writes the engine's outcome.
+func (o *opIR) idempotencyVar() string { return lowerFirst(o.GoName) + "Idempotency" }
+func (o *opIR) bindFunc() string       { return "bind" + o.GoName + "Phases" }
+func (o *opIR) outcomeType() string    { return lowerFirst(o.GoName) + "Outcome" }
 
 type phaseIR struct {
 	Name    string // as in the spec, e.g. charge_card
@@ -186,7 +190,7 @@ func buildIR(cfg *Config, doc *spec.Document, sources []Source) (*ir, error) {
 			seen[p.GoName] = ph.Name
 			o.Phases = append(o.Phases, p)
 		}
-		for _, name := range []string{o.PhasesIface(), o.StateType(), o.ImplType()} {
+		for _, name := range []string{o.PhasesIface(), o.StateType(), o.ImplType(), o.idempotencyVar(), o.bindFunc(), o.outcomeType()} {
 			if declared[name] {
 				errs = append(errs, &spec.Error{File: cfg.Spec, Method: op.Method, Path: op.Path, OperationID: op.OperationID,
 					Message: fmt.Sprintf("the generated name %s is already declared by a schema or type of this spec; rename the operationId or the schema", name)})

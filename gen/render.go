@@ -143,7 +143,7 @@ func renderSpecs(f *File, r *ir) {
 		x := o.X
 		ambiguous := map[string]string{"resume": "AmbiguousResume", "store": "AmbiguousStore"}[x.Ambiguous]
 		complete := map[string]string{"on-retry": "CompleteOnRetry", "background": "CompleteBackground"}[x.Complete]
-		f.Var().Id(o.specVar()).Op("=").Op("&").Qual(pkgIdemEcho, "Spec").Add(elements(
+		f.Var().Id(o.idempotencyVar()).Op("=").Op("&").Qual(pkgIdemEcho, "Spec").Add(elements(
 			field("Operation", Op("&").Qual(pkgIdem, "Operation").Add(elements(
 				field("ID", Lit(o.Spec.OperationID)),
 				field("Namespace", lit(x.Group)),
@@ -211,19 +211,19 @@ func renderServer(f *File, r *ir) {
 		}
 		body = append(body,
 			List(Id("resp"), Err()).Op(":=").Qual(pkgIdemEcho, "Execute").Call(Id("ctx"), Id("s").Dot("rt"), payload,
-				Id(o.phasesFunc()).Call(Id("s").Dot("phases").Dot(o.GoName), Id("request"))),
+				Id(o.bindFunc()).Call(Id("s").Dot("phases").Dot(o.GoName), Id("request"))),
 			If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
-			Return(Id(o.writerType()).Call(Qual(pkgIdemEcho, "Writer").Call(Id("ctx"), Id("resp"))), Nil()),
+			Return(Id(o.outcomeType()).Call(Qual(pkgIdemEcho, "Writer").Call(Id("ctx"), Id("resp"))), Nil()),
 		)
 		f.Func().Params(Id("s").Op("*").Id("idemServer")).Id(o.GoName).
 			Params(Id("ctx").Qual("context", "Context"), Id("request").Id(o.RequestType)).Params(Id(o.ResponseType), Error()).
 			Block(body...)
 		f.Line()
-		f.Commentf("%s writes the engine's response (fresh, replayed or a problem) as a %s.", o.writerType(), o.ResponseType)
-		f.Type().Id(o.writerType()).Func().Params(Qual("net/http", "ResponseWriter")).Error()
+		f.Commentf("%s writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a %s.", o.outcomeType(), o.ResponseType)
+		f.Type().Id(o.outcomeType()).Func().Params(Qual("net/http", "ResponseWriter")).Error()
 		f.Line()
-		f.Func().Params(Id("w").Id(o.writerType())).Id(o.VisitMethod).Params(Id("rw").Qual("net/http", "ResponseWriter")).Error().
-			Block(Return(Id("w").Call(Id("rw"))))
+		f.Func().Params(Id("o").Id(o.outcomeType())).Id(o.VisitMethod).Params(Id("w").Qual("net/http", "ResponseWriter")).Error().
+			Block(Return(Id("o").Call(Id("w"))))
 		f.Line()
 		renderPhaseList(f, o)
 	}
@@ -252,8 +252,8 @@ func renderPhaseList(f *File, o *opIR) {
 			field(p.kind().field, Func().Params(sig.paramsCode()...).Add(sig.resultsCode()).Add(body)),
 		))
 	}
-	f.Commentf("%s binds the phases of %s to one request.", o.phasesFunc(), o.Spec.OperationID)
-	f.Func().Id(o.phasesFunc()).Params(Id("p").Id(o.PhasesIface()), Id("request").Id(o.RequestType)).Index().Add(phaseT).
+	f.Commentf("%s binds the phases of %s to one request.", o.bindFunc(), o.Spec.OperationID)
+	f.Func().Id(o.bindFunc()).Params(Id("p").Id(o.PhasesIface()), Id("request").Id(o.RequestType)).Index().Add(phaseT).
 		Block(Return(Index().Add(phaseT).ValuesFunc(func(g *Group) {
 			for _, e := range elems {
 				g.Line().Add(e)
@@ -341,7 +341,7 @@ func renderRegister(f *File, r *ir) {
 	}
 	var ops []Code
 	for _, o := range r.Idempotent {
-		ops = append(ops, Id(o.specVar()).Dot("Operation"))
+		ops = append(ops, Id(o.idempotencyVar()).Dot("Operation"))
 	}
 	body = append(body, If(Err().Op(":=").Id("rt").Dot("Engine").Dot("Register").Call(ops...), Err().Op("!=").Nil()).Block(
 		Return(Qual("fmt", "Errorf").Call(Lit("Register: %w"), Err()))))
@@ -349,17 +349,17 @@ func renderRegister(f *File, r *ir) {
 		if o.X.Complete != "background" {
 			continue
 		}
-		body = append(body, Qual(pkgIdem, "RegisterCompleter").Call(Id("rt").Dot("Engine"), Id(o.specVar()).Dot("Operation"),
+		body = append(body, Qual(pkgIdem, "RegisterCompleter").Call(Id("rt").Dot("Engine"), Id(o.idempotencyVar()).Dot("Operation"),
 			Func().Params(Id("payload").Index().Byte()).Params(Index().Qual(pkgIdem, "Phase").Types(Id(o.StateType())), Error()).Block(
 				Var().Id("request").Id(o.RequestType),
 				If(Err().Op(":=").Qual("encoding/json", "Unmarshal").Call(Id("payload"), Op("&").Id("request")), Err().Op("!=").Nil()).Block(
 					Return(Nil(), Err())),
-				Return(Id(o.phasesFunc()).Call(Id("phases").Dot(o.GoName), Id("request")), Nil()),
+				Return(Id(o.bindFunc()).Call(Id("phases").Dot(o.GoName), Id("request")), Nil()),
 			)))
 	}
 	var idempotency []kv
 	for _, o := range r.Idempotent {
-		idempotency = append(idempotency, kv{Lit(o.Spec.OperationID), Qual(pkgIdemEcho, "Middleware").Call(Id("rt"), Id(o.specVar()))})
+		idempotency = append(idempotency, kv{Lit(o.Spec.OperationID), Qual(pkgIdemEcho, "Middleware").Call(Id("rt"), Id(o.idempotencyVar()))})
 	}
 	var operations []Code
 	for _, k := range r.MiddlewareKeys {

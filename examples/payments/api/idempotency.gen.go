@@ -55,7 +55,7 @@ type PlainHandlers interface {
 	PutOrder(ctx context.Context, request PutOrderRequestObject) (PutOrderResponseObject, error)
 }
 
-var idemCreatePayment = &idemecho.Spec{
+var createPaymentIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createPayment",
 		Policy: idem.Policy{
@@ -78,7 +78,7 @@ var idemCreatePayment = &idemecho.Spec{
 	Exclude: []string{"/client_ts"},
 }
 
-var idemCreateRefund = &idemecho.Spec{
+var createRefundIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createRefund",
 		Policy: idem.Policy{
@@ -100,7 +100,7 @@ var idemCreateRefund = &idemecho.Spec{
 	Route: "/refunds",
 }
 
-var idemReceiveCardnetEvent = &idemecho.Spec{
+var receiveCardnetEventIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "receiveCardnetEvent",
 		Policy: idem.Policy{
@@ -140,22 +140,22 @@ func (s *idemServer) PutOrder(ctx context.Context, request PutOrderRequestObject
 }
 
 func (s *idemServer) CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, createPaymentPhases(s.phases.CreatePayment, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreatePaymentPhases(s.phases.CreatePayment, request))
 	if err != nil {
 		return nil, err
 	}
-	return createPaymentWritten(idemecho.Writer(ctx, resp)), nil
+	return createPaymentOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createPaymentWritten writes the engine's response (fresh, replayed or a problem) as a CreatePaymentResponseObject.
-type createPaymentWritten func(http.ResponseWriter) error
+// createPaymentOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CreatePaymentResponseObject.
+type createPaymentOutcome func(http.ResponseWriter) error
 
-func (w createPaymentWritten) VisitCreatePaymentResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o createPaymentOutcome) VisitCreatePaymentResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// createPaymentPhases binds the phases of createPayment to one request.
-func createPaymentPhases(p CreatePaymentPhases, request CreatePaymentRequestObject) []idem.Phase[CreatePaymentState] {
+// bindCreatePaymentPhases binds the phases of createPayment to one request.
+func bindCreatePaymentPhases(p CreatePaymentPhases, request CreatePaymentRequestObject) []idem.Phase[CreatePaymentState] {
 	return []idem.Phase[CreatePaymentState]{
 		{
 			Name: "record_payment",
@@ -186,22 +186,22 @@ func createPaymentPhases(p CreatePaymentPhases, request CreatePaymentRequestObje
 }
 
 func (s *idemServer) CreateRefund(ctx context.Context, request CreateRefundRequestObject) (CreateRefundResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, createRefundPhases(s.phases.CreateRefund, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateRefundPhases(s.phases.CreateRefund, request))
 	if err != nil {
 		return nil, err
 	}
-	return createRefundWritten(idemecho.Writer(ctx, resp)), nil
+	return createRefundOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createRefundWritten writes the engine's response (fresh, replayed or a problem) as a CreateRefundResponseObject.
-type createRefundWritten func(http.ResponseWriter) error
+// createRefundOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CreateRefundResponseObject.
+type createRefundOutcome func(http.ResponseWriter) error
 
-func (w createRefundWritten) VisitCreateRefundResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o createRefundOutcome) VisitCreateRefundResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// createRefundPhases binds the phases of createRefund to one request.
-func createRefundPhases(p CreateRefundPhases, request CreateRefundRequestObject) []idem.Phase[CreateRefundState] {
+// bindCreateRefundPhases binds the phases of createRefund to one request.
+func bindCreateRefundPhases(p CreateRefundPhases, request CreateRefundRequestObject) []idem.Phase[CreateRefundState] {
 	return []idem.Phase[CreateRefundState]{
 		{
 			Name: "refund",
@@ -220,22 +220,22 @@ func createRefundPhases(p CreateRefundPhases, request CreateRefundRequestObject)
 }
 
 func (s *idemServer) ReceiveCardnetEvent(ctx context.Context, request ReceiveCardnetEventRequestObject) (ReceiveCardnetEventResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, receiveCardnetEventPhases(s.phases.ReceiveCardnetEvent, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindReceiveCardnetEventPhases(s.phases.ReceiveCardnetEvent, request))
 	if err != nil {
 		return nil, err
 	}
-	return receiveCardnetEventWritten(idemecho.Writer(ctx, resp)), nil
+	return receiveCardnetEventOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// receiveCardnetEventWritten writes the engine's response (fresh, replayed or a problem) as a ReceiveCardnetEventResponseObject.
-type receiveCardnetEventWritten func(http.ResponseWriter) error
+// receiveCardnetEventOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a ReceiveCardnetEventResponseObject.
+type receiveCardnetEventOutcome func(http.ResponseWriter) error
 
-func (w receiveCardnetEventWritten) VisitReceiveCardnetEventResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o receiveCardnetEventOutcome) VisitReceiveCardnetEventResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// receiveCardnetEventPhases binds the phases of receiveCardnetEvent to one request.
-func receiveCardnetEventPhases(p ReceiveCardnetEventPhases, request ReceiveCardnetEventRequestObject) []idem.Phase[ReceiveCardnetEventState] {
+// bindReceiveCardnetEventPhases binds the phases of receiveCardnetEvent to one request.
+func bindReceiveCardnetEventPhases(p ReceiveCardnetEventPhases, request ReceiveCardnetEventRequestObject) []idem.Phase[ReceiveCardnetEventState] {
 	return []idem.Phase[ReceiveCardnetEventState]{
 		{
 			Name: "apply",
@@ -307,7 +307,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Senders["cardnet"] == nil {
 		return errors.New("Register: receiveCardnetEvent is scoped to the sender verified by \"cardnet\"; set rt.Senders[\"cardnet\"]")
 	}
-	if err := rt.Engine.Register(idemCreatePayment.Operation, idemCreateRefund.Operation, idemReceiveCardnetEvent.Operation); err != nil {
+	if err := rt.Engine.Register(createPaymentIdempotency.Operation, createRefundIdempotency.Operation, receiveCardnetEventIdempotency.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
@@ -316,9 +316,9 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		rt:     rt,
 	}
 	idempotency := map[string]echo.MiddlewareFunc{
-		"createPayment":       idemecho.Middleware(rt, idemCreatePayment),
-		"createRefund":        idemecho.Middleware(rt, idemCreateRefund),
-		"receiveCardnetEvent": idemecho.Middleware(rt, idemReceiveCardnetEvent),
+		"createPayment":       idemecho.Middleware(rt, createPaymentIdempotency),
+		"createRefund":        idemecho.Middleware(rt, createRefundIdempotency),
+		"receiveCardnetEvent": idemecho.Middleware(rt, receiveCardnetEventIdempotency),
 	}
 	operations := []string{
 		"createPayment",

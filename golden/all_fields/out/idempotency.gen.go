@@ -37,7 +37,7 @@ type Phases struct {
 // PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
 type PlainHandlers interface{}
 
-var idemCreateTransfer = &idemecho.Spec{
+var createTransferIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID:        "createTransfer",
 		Namespace: "money",
@@ -75,22 +75,22 @@ func (s *idemServer) CreateTransfer(ctx context.Context, request CreateTransferR
 	if err != nil {
 		return nil, err
 	}
-	resp, err := idemecho.Execute(ctx, s.rt, payload, createTransferPhases(s.phases.CreateTransfer, request))
+	resp, err := idemecho.Execute(ctx, s.rt, payload, bindCreateTransferPhases(s.phases.CreateTransfer, request))
 	if err != nil {
 		return nil, err
 	}
-	return createTransferWritten(idemecho.Writer(ctx, resp)), nil
+	return createTransferOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createTransferWritten writes the engine's response (fresh, replayed or a problem) as a CreateTransferResponseObject.
-type createTransferWritten func(http.ResponseWriter) error
+// createTransferOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CreateTransferResponseObject.
+type createTransferOutcome func(http.ResponseWriter) error
 
-func (w createTransferWritten) VisitCreateTransferResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o createTransferOutcome) VisitCreateTransferResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// createTransferPhases binds the phases of createTransfer to one request.
-func createTransferPhases(p CreateTransferPhases, request CreateTransferRequestObject) []idem.Phase[CreateTransferState] {
+// bindCreateTransferPhases binds the phases of createTransfer to one request.
+func bindCreateTransferPhases(p CreateTransferPhases, request CreateTransferRequestObject) []idem.Phase[CreateTransferState] {
 	return []idem.Phase[CreateTransferState]{
 		{
 			Name: "debit",
@@ -160,15 +160,15 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: createTransfer is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemCreateTransfer.Operation); err != nil {
+	if err := rt.Engine.Register(createTransferIdempotency.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
-	idem.RegisterCompleter(rt.Engine, idemCreateTransfer.Operation, func(payload []byte) ([]idem.Phase[CreateTransferState], error) {
+	idem.RegisterCompleter(rt.Engine, createTransferIdempotency.Operation, func(payload []byte) ([]idem.Phase[CreateTransferState], error) {
 		var request CreateTransferRequestObject
 		if err := json.Unmarshal(payload, &request); err != nil {
 			return nil, err
 		}
-		return createTransferPhases(phases.CreateTransfer, request), nil
+		return bindCreateTransferPhases(phases.CreateTransfer, request), nil
 	})
 	server := &idemServer{
 		plain:  plain,
@@ -176,7 +176,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		rt:     rt,
 	}
 	idempotency := map[string]echo.MiddlewareFunc{
-		"createTransfer": idemecho.Middleware(rt, idemCreateTransfer),
+		"createTransfer": idemecho.Middleware(rt, createTransferIdempotency),
 	}
 	operations := []string{
 		"createTransfer",

@@ -37,7 +37,7 @@ type Phases struct {
 // PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
 type PlainHandlers interface{}
 
-var idemStartExport = &idemecho.Spec{
+var startExportIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "startExport",
 		Policy: idem.Policy{
@@ -73,22 +73,22 @@ func (s *idemServer) StartExport(ctx context.Context, request StartExportRequest
 	if err != nil {
 		return nil, err
 	}
-	resp, err := idemecho.Execute(ctx, s.rt, payload, startExportPhases(s.phases.StartExport, request))
+	resp, err := idemecho.Execute(ctx, s.rt, payload, bindStartExportPhases(s.phases.StartExport, request))
 	if err != nil {
 		return nil, err
 	}
-	return startExportWritten(idemecho.Writer(ctx, resp)), nil
+	return startExportOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// startExportWritten writes the engine's response (fresh, replayed or a problem) as a StartExportResponseObject.
-type startExportWritten func(http.ResponseWriter) error
+// startExportOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a StartExportResponseObject.
+type startExportOutcome func(http.ResponseWriter) error
 
-func (w startExportWritten) VisitStartExportResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o startExportOutcome) VisitStartExportResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// startExportPhases binds the phases of startExport to one request.
-func startExportPhases(p StartExportPhases, request StartExportRequestObject) []idem.Phase[StartExportState] {
+// bindStartExportPhases binds the phases of startExport to one request.
+func bindStartExportPhases(p StartExportPhases, request StartExportRequestObject) []idem.Phase[StartExportState] {
 	return []idem.Phase[StartExportState]{
 		{
 			Name: "queue",
@@ -158,15 +158,15 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: startExport is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemStartExport.Operation); err != nil {
+	if err := rt.Engine.Register(startExportIdempotency.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
-	idem.RegisterCompleter(rt.Engine, idemStartExport.Operation, func(payload []byte) ([]idem.Phase[StartExportState], error) {
+	idem.RegisterCompleter(rt.Engine, startExportIdempotency.Operation, func(payload []byte) ([]idem.Phase[StartExportState], error) {
 		var request StartExportRequestObject
 		if err := json.Unmarshal(payload, &request); err != nil {
 			return nil, err
 		}
-		return startExportPhases(phases.StartExport, request), nil
+		return bindStartExportPhases(phases.StartExport, request), nil
 	})
 	server := &idemServer{
 		plain:  plain,
@@ -174,7 +174,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		rt:     rt,
 	}
 	idempotency := map[string]echo.MiddlewareFunc{
-		"startExport": idemecho.Middleware(rt, idemStartExport),
+		"startExport": idemecho.Middleware(rt, startExportIdempotency),
 	}
 	operations := []string{
 		"startExport",

@@ -39,7 +39,7 @@ type Phases struct {
 // PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
 type PlainHandlers interface{}
 
-var idemReceiveAcmeEvent = &idemecho.Spec{
+var receiveAcmeEventIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "receiveAcmeEvent",
 		Policy: idem.Policy{
@@ -61,7 +61,7 @@ var idemReceiveAcmeEvent = &idemecho.Spec{
 	Route: "/webhooks/acme",
 }
 
-var idemPostLedgerEntry = &idemecho.Spec{
+var postLedgerEntryIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "postLedgerEntry",
 		Policy: idem.Policy{
@@ -93,22 +93,22 @@ type idemServer struct {
 var _ StrictServerInterface = (*idemServer)(nil)
 
 func (s *idemServer) ReceiveAcmeEvent(ctx context.Context, request ReceiveAcmeEventRequestObject) (ReceiveAcmeEventResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, receiveAcmeEventPhases(s.phases.ReceiveAcmeEvent, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindReceiveAcmeEventPhases(s.phases.ReceiveAcmeEvent, request))
 	if err != nil {
 		return nil, err
 	}
-	return receiveAcmeEventWritten(idemecho.Writer(ctx, resp)), nil
+	return receiveAcmeEventOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// receiveAcmeEventWritten writes the engine's response (fresh, replayed or a problem) as a ReceiveAcmeEventResponseObject.
-type receiveAcmeEventWritten func(http.ResponseWriter) error
+// receiveAcmeEventOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a ReceiveAcmeEventResponseObject.
+type receiveAcmeEventOutcome func(http.ResponseWriter) error
 
-func (w receiveAcmeEventWritten) VisitReceiveAcmeEventResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o receiveAcmeEventOutcome) VisitReceiveAcmeEventResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// receiveAcmeEventPhases binds the phases of receiveAcmeEvent to one request.
-func receiveAcmeEventPhases(p ReceiveAcmeEventPhases, request ReceiveAcmeEventRequestObject) []idem.Phase[ReceiveAcmeEventState] {
+// bindReceiveAcmeEventPhases binds the phases of receiveAcmeEvent to one request.
+func bindReceiveAcmeEventPhases(p ReceiveAcmeEventPhases, request ReceiveAcmeEventRequestObject) []idem.Phase[ReceiveAcmeEventState] {
 	return []idem.Phase[ReceiveAcmeEventState]{
 		{
 			Name: "apply",
@@ -127,22 +127,22 @@ func receiveAcmeEventPhases(p ReceiveAcmeEventPhases, request ReceiveAcmeEventRe
 }
 
 func (s *idemServer) PostLedgerEntry(ctx context.Context, request PostLedgerEntryRequestObject) (PostLedgerEntryResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, postLedgerEntryPhases(s.phases.PostLedgerEntry, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindPostLedgerEntryPhases(s.phases.PostLedgerEntry, request))
 	if err != nil {
 		return nil, err
 	}
-	return postLedgerEntryWritten(idemecho.Writer(ctx, resp)), nil
+	return postLedgerEntryOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// postLedgerEntryWritten writes the engine's response (fresh, replayed or a problem) as a PostLedgerEntryResponseObject.
-type postLedgerEntryWritten func(http.ResponseWriter) error
+// postLedgerEntryOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a PostLedgerEntryResponseObject.
+type postLedgerEntryOutcome func(http.ResponseWriter) error
 
-func (w postLedgerEntryWritten) VisitPostLedgerEntryResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o postLedgerEntryOutcome) VisitPostLedgerEntryResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// postLedgerEntryPhases binds the phases of postLedgerEntry to one request.
-func postLedgerEntryPhases(p PostLedgerEntryPhases, request PostLedgerEntryRequestObject) []idem.Phase[PostLedgerEntryState] {
+// bindPostLedgerEntryPhases binds the phases of postLedgerEntry to one request.
+func bindPostLedgerEntryPhases(p PostLedgerEntryPhases, request PostLedgerEntryRequestObject) []idem.Phase[PostLedgerEntryState] {
 	return []idem.Phase[PostLedgerEntryState]{
 		{
 			Name: "post_entry",
@@ -205,7 +205,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Senders["acme"] == nil {
 		return errors.New("Register: receiveAcmeEvent is scoped to the sender verified by \"acme\"; set rt.Senders[\"acme\"]")
 	}
-	if err := rt.Engine.Register(idemReceiveAcmeEvent.Operation, idemPostLedgerEntry.Operation); err != nil {
+	if err := rt.Engine.Register(receiveAcmeEventIdempotency.Operation, postLedgerEntryIdempotency.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
@@ -214,8 +214,8 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		rt:     rt,
 	}
 	idempotency := map[string]echo.MiddlewareFunc{
-		"receiveAcmeEvent": idemecho.Middleware(rt, idemReceiveAcmeEvent),
-		"postLedgerEntry":  idemecho.Middleware(rt, idemPostLedgerEntry),
+		"receiveAcmeEvent": idemecho.Middleware(rt, receiveAcmeEventIdempotency),
+		"postLedgerEntry":  idemecho.Middleware(rt, postLedgerEntryIdempotency),
 	}
 	operations := []string{
 		"receiveAcmeEvent",

@@ -53,7 +53,7 @@ type PlainHandlers interface {
 	ListOrders(ctx context.Context, request ListOrdersRequestObject) (ListOrdersResponseObject, error)
 }
 
-var idemCreateOrder = &idemecho.Spec{
+var createOrderIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createOrder",
 		Policy: idem.Policy{
@@ -75,7 +75,7 @@ var idemCreateOrder = &idemecho.Spec{
 	Route: "/orders",
 }
 
-var idemRefundOrder = &idemecho.Spec{
+var refundOrderIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "refundOrder",
 		Policy: idem.Policy{
@@ -97,7 +97,7 @@ var idemRefundOrder = &idemecho.Spec{
 	Route: "/stores/{key}/refunds",
 }
 
-var idemCancelOrder = &idemecho.Spec{
+var cancelOrderIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "cancelOrder",
 		Policy: idem.Policy{
@@ -133,22 +133,22 @@ func (s *idemServer) ListOrders(ctx context.Context, request ListOrdersRequestOb
 }
 
 func (s *idemServer) CreateOrder(ctx context.Context, request CreateOrderRequestObject) (CreateOrderResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, createOrderPhases(s.phases.CreateOrder, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateOrderPhases(s.phases.CreateOrder, request))
 	if err != nil {
 		return nil, err
 	}
-	return createOrderWritten(idemecho.Writer(ctx, resp)), nil
+	return createOrderOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createOrderWritten writes the engine's response (fresh, replayed or a problem) as a CreateOrderResponseObject.
-type createOrderWritten func(http.ResponseWriter) error
+// createOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CreateOrderResponseObject.
+type createOrderOutcome func(http.ResponseWriter) error
 
-func (w createOrderWritten) VisitCreateOrderResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o createOrderOutcome) VisitCreateOrderResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// createOrderPhases binds the phases of createOrder to one request.
-func createOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject) []idem.Phase[CreateOrderState] {
+// bindCreateOrderPhases binds the phases of createOrder to one request.
+func bindCreateOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject) []idem.Phase[CreateOrderState] {
 	return []idem.Phase[CreateOrderState]{
 		{
 			Name: "reserve",
@@ -179,22 +179,22 @@ func createOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject) []
 }
 
 func (s *idemServer) RefundOrder(ctx context.Context, request RefundOrderRequestObject) (RefundOrderResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, refundOrderPhases(s.phases.RefundOrder, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindRefundOrderPhases(s.phases.RefundOrder, request))
 	if err != nil {
 		return nil, err
 	}
-	return refundOrderWritten(idemecho.Writer(ctx, resp)), nil
+	return refundOrderOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// refundOrderWritten writes the engine's response (fresh, replayed or a problem) as a RefundOrderResponseObject.
-type refundOrderWritten func(http.ResponseWriter) error
+// refundOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a RefundOrderResponseObject.
+type refundOrderOutcome func(http.ResponseWriter) error
 
-func (w refundOrderWritten) VisitRefundOrderResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o refundOrderOutcome) VisitRefundOrderResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// refundOrderPhases binds the phases of refundOrder to one request.
-func refundOrderPhases(p RefundOrderPhases, request RefundOrderRequestObject) []idem.Phase[RefundOrderState] {
+// bindRefundOrderPhases binds the phases of refundOrder to one request.
+func bindRefundOrderPhases(p RefundOrderPhases, request RefundOrderRequestObject) []idem.Phase[RefundOrderState] {
 	return []idem.Phase[RefundOrderState]{
 		{
 			Name: "execute",
@@ -213,22 +213,22 @@ func refundOrderPhases(p RefundOrderPhases, request RefundOrderRequestObject) []
 }
 
 func (s *idemServer) CancelOrder(ctx context.Context, request CancelOrderRequestObject) (CancelOrderResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, cancelOrderPhases(s.phases.CancelOrder, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCancelOrderPhases(s.phases.CancelOrder, request))
 	if err != nil {
 		return nil, err
 	}
-	return cancelOrderWritten(idemecho.Writer(ctx, resp)), nil
+	return cancelOrderOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// cancelOrderWritten writes the engine's response (fresh, replayed or a problem) as a CancelOrderResponseObject.
-type cancelOrderWritten func(http.ResponseWriter) error
+// cancelOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CancelOrderResponseObject.
+type cancelOrderOutcome func(http.ResponseWriter) error
 
-func (w cancelOrderWritten) VisitCancelOrderResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o cancelOrderOutcome) VisitCancelOrderResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// cancelOrderPhases binds the phases of cancelOrder to one request.
-func cancelOrderPhases(p CancelOrderPhases, request CancelOrderRequestObject) []idem.Phase[CancelOrderState] {
+// bindCancelOrderPhases binds the phases of cancelOrder to one request.
+func bindCancelOrderPhases(p CancelOrderPhases, request CancelOrderRequestObject) []idem.Phase[CancelOrderState] {
 	return []idem.Phase[CancelOrderState]{
 		{
 			Name: "execute",
@@ -295,7 +295,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: createOrder and cancelOrder are scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemCreateOrder.Operation, idemRefundOrder.Operation, idemCancelOrder.Operation); err != nil {
+	if err := rt.Engine.Register(createOrderIdempotency.Operation, refundOrderIdempotency.Operation, cancelOrderIdempotency.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
@@ -304,9 +304,9 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		rt:     rt,
 	}
 	idempotency := map[string]echo.MiddlewareFunc{
-		"createOrder": idemecho.Middleware(rt, idemCreateOrder),
-		"refundOrder": idemecho.Middleware(rt, idemRefundOrder),
-		"cancelOrder": idemecho.Middleware(rt, idemCancelOrder),
+		"createOrder": idemecho.Middleware(rt, createOrderIdempotency),
+		"refundOrder": idemecho.Middleware(rt, refundOrderIdempotency),
+		"cancelOrder": idemecho.Middleware(rt, cancelOrderIdempotency),
 	}
 	operations := []string{
 		"createOrder",

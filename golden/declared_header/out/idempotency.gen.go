@@ -32,7 +32,7 @@ type Phases struct {
 // PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
 type PlainHandlers interface{}
 
-var idemCreateRefund = &idemecho.Spec{
+var createRefundIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createRefund",
 		Policy: idem.Policy{
@@ -64,22 +64,22 @@ type idemServer struct {
 var _ StrictServerInterface = (*idemServer)(nil)
 
 func (s *idemServer) CreateRefund(ctx context.Context, request CreateRefundRequestObject) (CreateRefundResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, createRefundPhases(s.phases.CreateRefund, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateRefundPhases(s.phases.CreateRefund, request))
 	if err != nil {
 		return nil, err
 	}
-	return createRefundWritten(idemecho.Writer(ctx, resp)), nil
+	return createRefundOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createRefundWritten writes the engine's response (fresh, replayed or a problem) as a CreateRefundResponseObject.
-type createRefundWritten func(http.ResponseWriter) error
+// createRefundOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CreateRefundResponseObject.
+type createRefundOutcome func(http.ResponseWriter) error
 
-func (w createRefundWritten) VisitCreateRefundResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o createRefundOutcome) VisitCreateRefundResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// createRefundPhases binds the phases of createRefund to one request.
-func createRefundPhases(p CreateRefundPhases, request CreateRefundRequestObject) []idem.Phase[CreateRefundState] {
+// bindCreateRefundPhases binds the phases of createRefund to one request.
+func bindCreateRefundPhases(p CreateRefundPhases, request CreateRefundRequestObject) []idem.Phase[CreateRefundState] {
 	return []idem.Phase[CreateRefundState]{
 		{
 			Name: "execute",
@@ -137,7 +137,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: createRefund is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemCreateRefund.Operation); err != nil {
+	if err := rt.Engine.Register(createRefundIdempotency.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
@@ -146,7 +146,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		rt:     rt,
 	}
 	idempotency := map[string]echo.MiddlewareFunc{
-		"createRefund": idemecho.Middleware(rt, idemCreateRefund),
+		"createRefund": idemecho.Middleware(rt, createRefundIdempotency),
 	}
 	operations := []string{
 		"createRefund",

@@ -32,7 +32,7 @@ type Phases struct {
 // PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
 type PlainHandlers interface{}
 
-var idemSubscribe = &idemecho.Spec{
+var subscribeIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "subscribe",
 		Policy: idem.Policy{
@@ -65,22 +65,22 @@ type idemServer struct {
 var _ StrictServerInterface = (*idemServer)(nil)
 
 func (s *idemServer) Subscribe(ctx context.Context, request SubscribeRequestObject) (SubscribeResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, subscribePhases(s.phases.Subscribe, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindSubscribePhases(s.phases.Subscribe, request))
 	if err != nil {
 		return nil, err
 	}
-	return subscribeWritten(idemecho.Writer(ctx, resp)), nil
+	return subscribeOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// subscribeWritten writes the engine's response (fresh, replayed or a problem) as a SubscribeResponseObject.
-type subscribeWritten func(http.ResponseWriter) error
+// subscribeOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a SubscribeResponseObject.
+type subscribeOutcome func(http.ResponseWriter) error
 
-func (w subscribeWritten) VisitSubscribeResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o subscribeOutcome) VisitSubscribeResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// subscribePhases binds the phases of subscribe to one request.
-func subscribePhases(p SubscribePhases, request SubscribeRequestObject) []idem.Phase[SubscribeState] {
+// bindSubscribePhases binds the phases of subscribe to one request.
+func bindSubscribePhases(p SubscribePhases, request SubscribeRequestObject) []idem.Phase[SubscribeState] {
 	return []idem.Phase[SubscribeState]{
 		{
 			Name: "execute",
@@ -135,7 +135,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if phases.Subscribe == nil {
 		return errors.New("Register: phases.Subscribe is nil")
 	}
-	if err := rt.Engine.Register(idemSubscribe.Operation); err != nil {
+	if err := rt.Engine.Register(subscribeIdempotency.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
@@ -144,7 +144,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		rt:     rt,
 	}
 	idempotency := map[string]echo.MiddlewareFunc{
-		"subscribe": idemecho.Middleware(rt, idemSubscribe),
+		"subscribe": idemecho.Middleware(rt, subscribeIdempotency),
 	}
 	operations := []string{
 		"subscribe",

@@ -39,7 +39,7 @@ type Phases struct {
 // PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
 type PlainHandlers interface{}
 
-var idemPlaceOrder = &idemecho.Spec{
+var placeOrderIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID:        "placeOrder",
 		Namespace: "checkout",
@@ -62,7 +62,7 @@ var idemPlaceOrder = &idemecho.Spec{
 	Route: "/orders",
 }
 
-var idemCancelOrder = &idemecho.Spec{
+var cancelOrderIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID:        "cancelOrder",
 		Namespace: "checkout",
@@ -95,22 +95,22 @@ type idemServer struct {
 var _ StrictServerInterface = (*idemServer)(nil)
 
 func (s *idemServer) PlaceOrder(ctx context.Context, request PlaceOrderRequestObject) (PlaceOrderResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, placeOrderPhases(s.phases.PlaceOrder, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindPlaceOrderPhases(s.phases.PlaceOrder, request))
 	if err != nil {
 		return nil, err
 	}
-	return placeOrderWritten(idemecho.Writer(ctx, resp)), nil
+	return placeOrderOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// placeOrderWritten writes the engine's response (fresh, replayed or a problem) as a PlaceOrderResponseObject.
-type placeOrderWritten func(http.ResponseWriter) error
+// placeOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a PlaceOrderResponseObject.
+type placeOrderOutcome func(http.ResponseWriter) error
 
-func (w placeOrderWritten) VisitPlaceOrderResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o placeOrderOutcome) VisitPlaceOrderResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// placeOrderPhases binds the phases of placeOrder to one request.
-func placeOrderPhases(p PlaceOrderPhases, request PlaceOrderRequestObject) []idem.Phase[PlaceOrderState] {
+// bindPlaceOrderPhases binds the phases of placeOrder to one request.
+func bindPlaceOrderPhases(p PlaceOrderPhases, request PlaceOrderRequestObject) []idem.Phase[PlaceOrderState] {
 	return []idem.Phase[PlaceOrderState]{
 		{
 			Name: "execute",
@@ -129,22 +129,22 @@ func placeOrderPhases(p PlaceOrderPhases, request PlaceOrderRequestObject) []ide
 }
 
 func (s *idemServer) CancelOrder(ctx context.Context, request CancelOrderRequestObject) (CancelOrderResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, cancelOrderPhases(s.phases.CancelOrder, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCancelOrderPhases(s.phases.CancelOrder, request))
 	if err != nil {
 		return nil, err
 	}
-	return cancelOrderWritten(idemecho.Writer(ctx, resp)), nil
+	return cancelOrderOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// cancelOrderWritten writes the engine's response (fresh, replayed or a problem) as a CancelOrderResponseObject.
-type cancelOrderWritten func(http.ResponseWriter) error
+// cancelOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CancelOrderResponseObject.
+type cancelOrderOutcome func(http.ResponseWriter) error
 
-func (w cancelOrderWritten) VisitCancelOrderResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o cancelOrderOutcome) VisitCancelOrderResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// cancelOrderPhases binds the phases of cancelOrder to one request.
-func cancelOrderPhases(p CancelOrderPhases, request CancelOrderRequestObject) []idem.Phase[CancelOrderState] {
+// bindCancelOrderPhases binds the phases of cancelOrder to one request.
+func bindCancelOrderPhases(p CancelOrderPhases, request CancelOrderRequestObject) []idem.Phase[CancelOrderState] {
 	return []idem.Phase[CancelOrderState]{
 		{
 			Name: "execute",
@@ -205,7 +205,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: placeOrder and cancelOrder are scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemPlaceOrder.Operation, idemCancelOrder.Operation); err != nil {
+	if err := rt.Engine.Register(placeOrderIdempotency.Operation, cancelOrderIdempotency.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
@@ -214,8 +214,8 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		rt:     rt,
 	}
 	idempotency := map[string]echo.MiddlewareFunc{
-		"placeOrder":  idemecho.Middleware(rt, idemPlaceOrder),
-		"cancelOrder": idemecho.Middleware(rt, idemCancelOrder),
+		"placeOrder":  idemecho.Middleware(rt, placeOrderIdempotency),
+		"cancelOrder": idemecho.Middleware(rt, cancelOrderIdempotency),
 	}
 	operations := []string{
 		"placeOrder",

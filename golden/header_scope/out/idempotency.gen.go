@@ -32,7 +32,7 @@ type Phases struct {
 // PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
 type PlainHandlers interface{}
 
-var idemCreateInvoice = &idemecho.Spec{
+var createInvoiceIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createInvoice",
 		Policy: idem.Policy{
@@ -65,22 +65,22 @@ type idemServer struct {
 var _ StrictServerInterface = (*idemServer)(nil)
 
 func (s *idemServer) CreateInvoice(ctx context.Context, request CreateInvoiceRequestObject) (CreateInvoiceResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, createInvoicePhases(s.phases.CreateInvoice, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateInvoicePhases(s.phases.CreateInvoice, request))
 	if err != nil {
 		return nil, err
 	}
-	return createInvoiceWritten(idemecho.Writer(ctx, resp)), nil
+	return createInvoiceOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createInvoiceWritten writes the engine's response (fresh, replayed or a problem) as a CreateInvoiceResponseObject.
-type createInvoiceWritten func(http.ResponseWriter) error
+// createInvoiceOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CreateInvoiceResponseObject.
+type createInvoiceOutcome func(http.ResponseWriter) error
 
-func (w createInvoiceWritten) VisitCreateInvoiceResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o createInvoiceOutcome) VisitCreateInvoiceResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// createInvoicePhases binds the phases of createInvoice to one request.
-func createInvoicePhases(p CreateInvoicePhases, request CreateInvoiceRequestObject) []idem.Phase[CreateInvoiceState] {
+// bindCreateInvoicePhases binds the phases of createInvoice to one request.
+func bindCreateInvoicePhases(p CreateInvoicePhases, request CreateInvoiceRequestObject) []idem.Phase[CreateInvoiceState] {
 	return []idem.Phase[CreateInvoiceState]{
 		{
 			Name: "execute",
@@ -135,7 +135,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if phases.CreateInvoice == nil {
 		return errors.New("Register: phases.CreateInvoice is nil")
 	}
-	if err := rt.Engine.Register(idemCreateInvoice.Operation); err != nil {
+	if err := rt.Engine.Register(createInvoiceIdempotency.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
@@ -144,7 +144,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		rt:     rt,
 	}
 	idempotency := map[string]echo.MiddlewareFunc{
-		"createInvoice": idemecho.Middleware(rt, idemCreateInvoice),
+		"createInvoice": idemecho.Middleware(rt, createInvoiceIdempotency),
 	}
 	operations := []string{
 		"createInvoice",

@@ -32,7 +32,7 @@ type Phases struct {
 // PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
 type PlainHandlers interface{}
 
-var idemStartJob = &idemecho.Spec{
+var startJobIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "startJob",
 		Policy: idem.Policy{
@@ -64,22 +64,22 @@ type idemServer struct {
 var _ StrictServerInterface = (*idemServer)(nil)
 
 func (s *idemServer) StartJob(ctx context.Context, request StartJobRequestObject) (StartJobResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, startJobPhases(s.phases.StartJob, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindStartJobPhases(s.phases.StartJob, request))
 	if err != nil {
 		return nil, err
 	}
-	return startJobWritten(idemecho.Writer(ctx, resp)), nil
+	return startJobOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// startJobWritten writes the engine's response (fresh, replayed or a problem) as a StartJobResponseObject.
-type startJobWritten func(http.ResponseWriter) error
+// startJobOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a StartJobResponseObject.
+type startJobOutcome func(http.ResponseWriter) error
 
-func (w startJobWritten) VisitStartJobResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o startJobOutcome) VisitStartJobResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// startJobPhases binds the phases of startJob to one request.
-func startJobPhases(p StartJobPhases, request StartJobRequestObject) []idem.Phase[StartJobState] {
+// bindStartJobPhases binds the phases of startJob to one request.
+func bindStartJobPhases(p StartJobPhases, request StartJobRequestObject) []idem.Phase[StartJobState] {
 	return []idem.Phase[StartJobState]{
 		{
 			Name: "execute",
@@ -137,7 +137,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: startJob is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemStartJob.Operation); err != nil {
+	if err := rt.Engine.Register(startJobIdempotency.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
@@ -146,7 +146,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		rt:     rt,
 	}
 	idempotency := map[string]echo.MiddlewareFunc{
-		"startJob": idemecho.Middleware(rt, idemStartJob),
+		"startJob": idemecho.Middleware(rt, startJobIdempotency),
 	}
 	operations := []string{
 		"startJob",

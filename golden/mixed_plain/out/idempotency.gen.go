@@ -39,7 +39,7 @@ type PlainHandlers interface {
 	DeleteCart(ctx context.Context, request DeleteCartRequestObject) (DeleteCartResponseObject, error)
 }
 
-var idemCreateCart = &idemecho.Spec{
+var createCartIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createCart",
 		Policy: idem.Policy{
@@ -83,22 +83,22 @@ func (s *idemServer) DeleteCart(ctx context.Context, request DeleteCartRequestOb
 }
 
 func (s *idemServer) CreateCart(ctx context.Context, request CreateCartRequestObject) (CreateCartResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, createCartPhases(s.phases.CreateCart, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateCartPhases(s.phases.CreateCart, request))
 	if err != nil {
 		return nil, err
 	}
-	return createCartWritten(idemecho.Writer(ctx, resp)), nil
+	return createCartOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createCartWritten writes the engine's response (fresh, replayed or a problem) as a CreateCartResponseObject.
-type createCartWritten func(http.ResponseWriter) error
+// createCartOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CreateCartResponseObject.
+type createCartOutcome func(http.ResponseWriter) error
 
-func (w createCartWritten) VisitCreateCartResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o createCartOutcome) VisitCreateCartResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// createCartPhases binds the phases of createCart to one request.
-func createCartPhases(p CreateCartPhases, request CreateCartRequestObject) []idem.Phase[CreateCartState] {
+// bindCreateCartPhases binds the phases of createCart to one request.
+func bindCreateCartPhases(p CreateCartPhases, request CreateCartRequestObject) []idem.Phase[CreateCartState] {
 	return []idem.Phase[CreateCartState]{
 		{
 			Name: "execute",
@@ -159,7 +159,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: createCart is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemCreateCart.Operation); err != nil {
+	if err := rt.Engine.Register(createCartIdempotency.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
@@ -168,7 +168,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		rt:     rt,
 	}
 	idempotency := map[string]echo.MiddlewareFunc{
-		"createCart": idemecho.Middleware(rt, idemCreateCart),
+		"createCart": idemecho.Middleware(rt, createCartIdempotency),
 	}
 	operations := []string{
 		"createCart",

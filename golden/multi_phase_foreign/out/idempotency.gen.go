@@ -38,7 +38,7 @@ type Phases struct {
 // PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
 type PlainHandlers interface{}
 
-var idemCreatePayment = &idemecho.Spec{
+var createPaymentIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createPayment",
 		Policy: idem.Policy{
@@ -71,22 +71,22 @@ type idemServer struct {
 var _ StrictServerInterface = (*idemServer)(nil)
 
 func (s *idemServer) CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, createPaymentPhases(s.phases.CreatePayment, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreatePaymentPhases(s.phases.CreatePayment, request))
 	if err != nil {
 		return nil, err
 	}
-	return createPaymentWritten(idemecho.Writer(ctx, resp)), nil
+	return createPaymentOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createPaymentWritten writes the engine's response (fresh, replayed or a problem) as a CreatePaymentResponseObject.
-type createPaymentWritten func(http.ResponseWriter) error
+// createPaymentOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CreatePaymentResponseObject.
+type createPaymentOutcome func(http.ResponseWriter) error
 
-func (w createPaymentWritten) VisitCreatePaymentResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o createPaymentOutcome) VisitCreatePaymentResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// createPaymentPhases binds the phases of createPayment to one request.
-func createPaymentPhases(p CreatePaymentPhases, request CreatePaymentRequestObject) []idem.Phase[CreatePaymentState] {
+// bindCreatePaymentPhases binds the phases of createPayment to one request.
+func bindCreatePaymentPhases(p CreatePaymentPhases, request CreatePaymentRequestObject) []idem.Phase[CreatePaymentState] {
 	return []idem.Phase[CreatePaymentState]{
 		{
 			Name: "record_payment",
@@ -162,7 +162,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: createPayment is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemCreatePayment.Operation); err != nil {
+	if err := rt.Engine.Register(createPaymentIdempotency.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
@@ -171,7 +171,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		rt:     rt,
 	}
 	idempotency := map[string]echo.MiddlewareFunc{
-		"createPayment": idemecho.Middleware(rt, idemCreatePayment),
+		"createPayment": idemecho.Middleware(rt, createPaymentIdempotency),
 	}
 	operations := []string{
 		"createPayment",

@@ -46,7 +46,7 @@ type PlainHandlers interface {
 	GetOrderByID(ctx context.Context, request GetOrderByIDRequestObject) (GetOrderByIDResponseObject, error)
 }
 
-var idemCreateOrder = &idemecho.Spec{
+var createOrderIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createOrder",
 		Policy: idem.Policy{
@@ -68,7 +68,7 @@ var idemCreateOrder = &idemecho.Spec{
 	Route: "/orders",
 }
 
-var idemRefundOrder = &idemecho.Spec{
+var refundOrderIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "refundOrder",
 		Policy: idem.Policy{
@@ -104,22 +104,22 @@ func (s *idemServer) GetOrderByID(ctx context.Context, request GetOrderByIDReque
 }
 
 func (s *idemServer) CreateOrder(ctx context.Context, request CreateOrderRequestObject) (CreateOrderResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, createOrderPhases(s.phases.CreateOrder, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateOrderPhases(s.phases.CreateOrder, request))
 	if err != nil {
 		return nil, err
 	}
-	return createOrderWritten(idemecho.Writer(ctx, resp)), nil
+	return createOrderOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createOrderWritten writes the engine's response (fresh, replayed or a problem) as a CreateOrderResponseObject.
-type createOrderWritten func(http.ResponseWriter) error
+// createOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CreateOrderResponseObject.
+type createOrderOutcome func(http.ResponseWriter) error
 
-func (w createOrderWritten) VisitCreateOrderResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o createOrderOutcome) VisitCreateOrderResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// createOrderPhases binds the phases of createOrder to one request.
-func createOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject) []idem.Phase[CreateOrderState] {
+// bindCreateOrderPhases binds the phases of createOrder to one request.
+func bindCreateOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject) []idem.Phase[CreateOrderState] {
 	return []idem.Phase[CreateOrderState]{
 		{
 			Name: "reserve",
@@ -150,22 +150,22 @@ func createOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject) []
 }
 
 func (s *idemServer) RefundOrder(ctx context.Context, request RefundOrderRequestObject) (RefundOrderResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, refundOrderPhases(s.phases.RefundOrder, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindRefundOrderPhases(s.phases.RefundOrder, request))
 	if err != nil {
 		return nil, err
 	}
-	return refundOrderWritten(idemecho.Writer(ctx, resp)), nil
+	return refundOrderOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// refundOrderWritten writes the engine's response (fresh, replayed or a problem) as a RefundOrderResponseObject.
-type refundOrderWritten func(http.ResponseWriter) error
+// refundOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a RefundOrderResponseObject.
+type refundOrderOutcome func(http.ResponseWriter) error
 
-func (w refundOrderWritten) VisitRefundOrderResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o refundOrderOutcome) VisitRefundOrderResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// refundOrderPhases binds the phases of refundOrder to one request.
-func refundOrderPhases(p RefundOrderPhases, request RefundOrderRequestObject) []idem.Phase[RefundOrderState] {
+// bindRefundOrderPhases binds the phases of refundOrder to one request.
+func bindRefundOrderPhases(p RefundOrderPhases, request RefundOrderRequestObject) []idem.Phase[RefundOrderState] {
 	return []idem.Phase[RefundOrderState]{
 		{
 			Name: "refund",
@@ -229,7 +229,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: createOrder is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemCreateOrder.Operation, idemRefundOrder.Operation); err != nil {
+	if err := rt.Engine.Register(createOrderIdempotency.Operation, refundOrderIdempotency.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
@@ -238,8 +238,8 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		rt:     rt,
 	}
 	idempotency := map[string]echo.MiddlewareFunc{
-		"createOrder": idemecho.Middleware(rt, idemCreateOrder),
-		"refundOrder": idemecho.Middleware(rt, idemRefundOrder),
+		"createOrder": idemecho.Middleware(rt, createOrderIdempotency),
+		"refundOrder": idemecho.Middleware(rt, refundOrderIdempotency),
 	}
 	operations := []string{
 		"createOrder",

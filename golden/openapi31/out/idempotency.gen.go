@@ -32,7 +32,7 @@ type Phases struct {
 // PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
 type PlainHandlers interface{}
 
-var idemCreateNote = &idemecho.Spec{
+var createNoteIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createNote",
 		Policy: idem.Policy{
@@ -65,22 +65,22 @@ type idemServer struct {
 var _ StrictServerInterface = (*idemServer)(nil)
 
 func (s *idemServer) CreateNote(ctx context.Context, request CreateNoteRequestObject) (CreateNoteResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, createNotePhases(s.phases.CreateNote, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateNotePhases(s.phases.CreateNote, request))
 	if err != nil {
 		return nil, err
 	}
-	return createNoteWritten(idemecho.Writer(ctx, resp)), nil
+	return createNoteOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createNoteWritten writes the engine's response (fresh, replayed or a problem) as a CreateNoteResponseObject.
-type createNoteWritten func(http.ResponseWriter) error
+// createNoteOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CreateNoteResponseObject.
+type createNoteOutcome func(http.ResponseWriter) error
 
-func (w createNoteWritten) VisitCreateNoteResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o createNoteOutcome) VisitCreateNoteResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// createNotePhases binds the phases of createNote to one request.
-func createNotePhases(p CreateNotePhases, request CreateNoteRequestObject) []idem.Phase[CreateNoteState] {
+// bindCreateNotePhases binds the phases of createNote to one request.
+func bindCreateNotePhases(p CreateNotePhases, request CreateNoteRequestObject) []idem.Phase[CreateNoteState] {
 	return []idem.Phase[CreateNoteState]{
 		{
 			Name: "execute",
@@ -138,7 +138,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: createNote is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemCreateNote.Operation); err != nil {
+	if err := rt.Engine.Register(createNoteIdempotency.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
@@ -147,7 +147,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		rt:     rt,
 	}
 	idempotency := map[string]echo.MiddlewareFunc{
-		"createNote": idemecho.Middleware(rt, idemCreateNote),
+		"createNote": idemecho.Middleware(rt, createNoteIdempotency),
 	}
 	operations := []string{
 		"createNote",

@@ -32,7 +32,7 @@ type Phases struct {
 // PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
 type PlainHandlers interface{}
 
-var idemCreateDeposit = &idemecho.Spec{
+var createDepositIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createDeposit",
 		Policy: idem.Policy{
@@ -64,22 +64,22 @@ type idemServer struct {
 var _ StrictServerInterface = (*idemServer)(nil)
 
 func (s *idemServer) CreateDeposit(ctx context.Context, request CreateDepositRequestObject) (CreateDepositResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, createDepositPhases(s.phases.CreateDeposit, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateDepositPhases(s.phases.CreateDeposit, request))
 	if err != nil {
 		return nil, err
 	}
-	return createDepositWritten(idemecho.Writer(ctx, resp)), nil
+	return createDepositOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createDepositWritten writes the engine's response (fresh, replayed or a problem) as a CreateDepositResponseObject.
-type createDepositWritten func(http.ResponseWriter) error
+// createDepositOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CreateDepositResponseObject.
+type createDepositOutcome func(http.ResponseWriter) error
 
-func (w createDepositWritten) VisitCreateDepositResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o createDepositOutcome) VisitCreateDepositResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// createDepositPhases binds the phases of createDeposit to one request.
-func createDepositPhases(p CreateDepositPhases, request CreateDepositRequestObject) []idem.Phase[CreateDepositState] {
+// bindCreateDepositPhases binds the phases of createDeposit to one request.
+func bindCreateDepositPhases(p CreateDepositPhases, request CreateDepositRequestObject) []idem.Phase[CreateDepositState] {
 	return []idem.Phase[CreateDepositState]{
 		{
 			Name: "execute",
@@ -137,7 +137,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: createDeposit is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemCreateDeposit.Operation); err != nil {
+	if err := rt.Engine.Register(createDepositIdempotency.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
@@ -146,7 +146,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		rt:     rt,
 	}
 	idempotency := map[string]echo.MiddlewareFunc{
-		"createDeposit": idemecho.Middleware(rt, idemCreateDeposit),
+		"createDeposit": idemecho.Middleware(rt, createDepositIdempotency),
 	}
 	operations := []string{
 		"createDeposit",

@@ -36,7 +36,7 @@ type Phases struct {
 // PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
 type PlainHandlers interface{}
 
-var idemCreateCharge = &idemecho.Spec{
+var createChargeIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createCharge",
 		Policy: idem.Policy{
@@ -68,22 +68,22 @@ type idemServer struct {
 var _ StrictServerInterface = (*idemServer)(nil)
 
 func (s *idemServer) CreateCharge(ctx context.Context, request CreateChargeRequestObject) (CreateChargeResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, createChargePhases(s.phases.CreateCharge, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateChargePhases(s.phases.CreateCharge, request))
 	if err != nil {
 		return nil, err
 	}
-	return createChargeWritten(idemecho.Writer(ctx, resp)), nil
+	return createChargeOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createChargeWritten writes the engine's response (fresh, replayed or a problem) as a CreateChargeResponseObject.
-type createChargeWritten func(http.ResponseWriter) error
+// createChargeOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CreateChargeResponseObject.
+type createChargeOutcome func(http.ResponseWriter) error
 
-func (w createChargeWritten) VisitCreateChargeResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o createChargeOutcome) VisitCreateChargeResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// createChargePhases binds the phases of createCharge to one request.
-func createChargePhases(p CreateChargePhases, request CreateChargeRequestObject) []idem.Phase[CreateChargeState] {
+// bindCreateChargePhases binds the phases of createCharge to one request.
+func bindCreateChargePhases(p CreateChargePhases, request CreateChargeRequestObject) []idem.Phase[CreateChargeState] {
 	return []idem.Phase[CreateChargeState]{
 		{
 			Name: "reserve",
@@ -153,7 +153,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: createCharge is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemCreateCharge.Operation); err != nil {
+	if err := rt.Engine.Register(createChargeIdempotency.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
@@ -162,7 +162,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		rt:     rt,
 	}
 	idempotency := map[string]echo.MiddlewareFunc{
-		"createCharge": idemecho.Middleware(rt, idemCreateCharge),
+		"createCharge": idemecho.Middleware(rt, createChargeIdempotency),
 	}
 	operations := []string{
 		"createCharge",

@@ -35,7 +35,7 @@ type PlainHandlers interface {
 	GetPet(ctx context.Context, request GetPetRequestObject) (GetPetResponseObject, error)
 }
 
-var idemAddPet = &idemecho.Spec{
+var addPetIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "addPet",
 		Policy: idem.Policy{
@@ -71,22 +71,22 @@ func (s *idemServer) GetPet(ctx context.Context, request GetPetRequestObject) (G
 }
 
 func (s *idemServer) AddPet(ctx context.Context, request AddPetRequestObject) (AddPetResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, addPetPhases(s.phases.AddPet, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindAddPetPhases(s.phases.AddPet, request))
 	if err != nil {
 		return nil, err
 	}
-	return addPetWritten(idemecho.Writer(ctx, resp)), nil
+	return addPetOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// addPetWritten writes the engine's response (fresh, replayed or a problem) as a AddPetResponseObject.
-type addPetWritten func(http.ResponseWriter) error
+// addPetOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a AddPetResponseObject.
+type addPetOutcome func(http.ResponseWriter) error
 
-func (w addPetWritten) VisitAddPetResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o addPetOutcome) VisitAddPetResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// addPetPhases binds the phases of addPet to one request.
-func addPetPhases(p AddPetPhases, request AddPetRequestObject) []idem.Phase[AddPetState] {
+// bindAddPetPhases binds the phases of addPet to one request.
+func bindAddPetPhases(p AddPetPhases, request AddPetRequestObject) []idem.Phase[AddPetState] {
 	return []idem.Phase[AddPetState]{
 		{
 			Name: "insert_pet",
@@ -147,7 +147,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: addPet is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemAddPet.Operation); err != nil {
+	if err := rt.Engine.Register(addPetIdempotency.Operation); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
@@ -156,7 +156,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		rt:     rt,
 	}
 	idempotency := map[string]echo.MiddlewareFunc{
-		"addPet": idemecho.Middleware(rt, idemAddPet),
+		"addPet": idemecho.Middleware(rt, addPetIdempotency),
 	}
 	operations := []string{
 		"addPet",
