@@ -59,6 +59,15 @@ type plainIR struct {
 	GoName, RequestType, ResponseType string
 	Method, Path                      string
 	OperationID                       string // may be empty
+	Summary                           string
+}
+
+// name is how comments name the operation: its operationId, or its route.
+func (p *plainIR) name() string {
+	if p.OperationID == "" {
+		return nobreak(p.Method + " " + p.Path)
+	}
+	return p.OperationID
 }
 
 // strictMethod is one method of oapi-codegen's StrictServerInterface.
@@ -176,7 +185,8 @@ func buildIR(cfg *Config, doc *spec.Document, sources []Source) (*ir, error) {
 		}
 		r.MiddlewareKeys = append(r.MiddlewareKeys, key)
 		if op.Idempotency == nil {
-			r.Plain = append(r.Plain, &plainIR{GoName: m.name, RequestType: m.request, ResponseType: m.response, Method: op.Method, Path: op.Path, OperationID: op.OperationID})
+			r.Plain = append(r.Plain, &plainIR{GoName: m.name, RequestType: m.request, ResponseType: m.response, Method: op.Method, Path: op.Path,
+				OperationID: op.OperationID, Summary: op.Op.Summary})
 			continue
 		}
 		o := &opIR{Spec: op, X: op.Idempotency, GoName: m.name, RequestType: m.request, ResponseType: m.response, VisitMethod: m.visit}

@@ -36,16 +36,20 @@ type signature struct {
 	params, results []param
 }
 
-// phaseKind is what a phase's kind decides in its signatures.
+// phaseKind is what a phase's kind decides in its signatures and its doc.
 type phaseKind struct {
 	field string // the idem.Phase field that runs it
 	with  param  // what it runs with, after ctx
+	doc   string // what the method's doc says of it
 }
 
 var (
-	localPhase   = phaseKind{"Local", param{"tx", goType{pkg: pkgPgx, name: "Tx"}}}
-	foreignPhase = phaseKind{"Foreign", param{"key", goType{name: "string"}}}
-	finalPhase   = phaseKind{"Final", param{"tx", goType{pkg: pkgPgx, name: "Tx"}}}
+	localPhase = phaseKind{"Local", param{"tx", goType{pkg: pkgPgx, name: "Tx"}},
+		"local: it runs in tx, whose commit also records this phase as done and saves state."}
+	foreignPhase = phaseKind{"Foreign", param{"key", goType{name: "string"}},
+		"foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit."}
+	finalPhase = phaseKind{"Final", param{"tx", goType{pkg: pkgPgx, name: "Tx"}},
+		"final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry."}
 )
 
 func (p *phaseIR) kind() phaseKind {
@@ -168,12 +172,5 @@ func (s signature) resultsText() string {
 
 // phaseDoc is the doc comment of p's method, the i-th phase of o.
 func phaseDoc(o *opIR, i int, p *phaseIR) string {
-	n := len(o.Phases)
-	switch {
-	case p.Final:
-		return fmt.Sprintf("%s is phase %d of %d (%q), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.", p.GoName, i+1, n, p.Name)
-	case p.Foreign:
-		return fmt.Sprintf("%s is phase %d of %d (%q), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.", p.GoName, i+1, n, p.Name)
-	}
-	return fmt.Sprintf("%s is phase %d of %d (%q), local: it runs in tx, whose commit also records this phase as done and saves state.", p.GoName, i+1, n, p.Name)
+	return fmt.Sprintf("%s is phase %d of %d (%q), %s", p.GoName, i+1, len(o.Phases), p.Name, p.kind().doc)
 }

@@ -50,33 +50,44 @@ func renderGlue(r *ir) ([]byte, error) {
 
 func route(o *opIR) string { return o.Spec.Method + " " + o.Spec.Path }
 
+// doc writes the operation's doc: lead, then the operation's summary and
+// route.
+func (o *opIR) doc(depth int, lead string) Code {
+	return doc(depth, append([]string{lead}, opParagraphs(o.Spec.Op.Summary, o.Spec.Method, o.Spec.Path)...)...)
+}
+
+// strictSignature writes a method of oapi-codegen's strict server interface.
+func strictSignature(name, request, response string) *Statement {
+	return Id(name).Params(Id("ctx").Qual("context", "Context"), Id("request").Id(request)).Params(Id(response), Error())
+}
+
 func renderPhasesIface(f *File, o *opIR) {
-	f.Commentf("%s are the phases of %s (%s), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.", o.PhasesIface(), o.Spec.OperationID, route(o))
+	f.Add(o.doc(0, fmt.Sprintf("%s are the phases of %s, in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.", o.PhasesIface(), o.Spec.OperationID)))
 	var methods []Code
 	for i, p := range o.Phases {
 		sig := o.method(p)
-		methods = append(methods, Comment(phaseDoc(o, i, p)), Id(p.GoName).Params(sig.paramsCode()...).Add(sig.resultsCode()))
+		methods = append(methods, doc(1, phaseDoc(o, i, p)), Id(p.GoName).Params(sig.paramsCode()...).Add(sig.resultsCode()))
 	}
 	f.Type().Id(o.PhasesIface()).Interface(methods...)
 	f.Line()
 }
 
 func renderPhasesStruct(f *File, r *ir) {
-	f.Comment("Phases holds the phase implementations of every idempotent operation.")
+	f.Add(doc(0, "Phases holds the phase implementations of every idempotent operation."))
 	var fields []Code
 	for _, o := range r.Idempotent {
-		fields = append(fields, Id(o.GoName).Id(o.PhasesIface()))
+		fields = append(fields, Id(o.GoName).Id(o.PhasesIface()).Comment(route(o)))
 	}
 	f.Type().Id("Phases").Struct(fields...)
 	f.Line()
 }
 
 func renderPlainIface(f *File, r *ir) {
-	f.Comment("PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.")
+	f.Add(doc(0, "PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does."))
 	var methods []Code
 	for _, p := range r.Plain {
-		methods = append(methods, Comment(fmt.Sprintf("(%s %s)", p.Method, p.Path)),
-			Id(p.GoName).Params(Id("ctx").Qual("context", "Context"), Id("request").Id(p.RequestType)).Params(Id(p.ResponseType), Error()))
+		methods = append(methods, doc(1, append([]string{p.GoName + " serves " + p.name() + "."}, opParagraphs(p.Summary, p.Method, p.Path)...)...),
+			strictSignature(p.GoName, p.RequestType, p.ResponseType))
 	}
 	f.Type().Id("PlainHandlers").Interface(methods...)
 	f.Line()
@@ -143,6 +154,7 @@ func renderSpecs(f *File, r *ir) {
 		x := o.X
 		ambiguous := map[string]string{"resume": "AmbiguousResume", "store": "AmbiguousStore"}[x.Ambiguous]
 		complete := map[string]string{"on-retry": "CompleteOnRetry", "background": "CompleteBackground"}[x.Complete]
+		f.Add(doc(0, fmt.Sprintf("%s is the x-idempotency of %s (%s), as the runtime takes it.", o.idempotencyVar(), o.Spec.OperationID, nobreak(route(o)))))
 		f.Var().Id(o.idempotencyVar()).Op("=").Op("&").Qual(pkgIdemEcho, "Spec").Add(elements(
 			field("Operation", Op("&").Qual(pkgIdem, "Operation").Add(elements(
 				field("ID", Lit(o.Spec.OperationID)),
@@ -183,7 +195,7 @@ func keyRule(x *spec.Extension) Code {
 }
 
 func renderServer(f *File, r *ir) {
-	f.Comment("idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.")
+	f.Add(doc(0, "idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers."))
 	f.Type().Id("idemServer").Struct(
 		Id("plain").Id("PlainHandlers"),
 		Id("phases").Id("Phases"),
@@ -193,8 +205,8 @@ func renderServer(f *File, r *ir) {
 	f.Var().Id("_").Id("StrictServerInterface").Op("=").Parens(Op("*").Id("idemServer")).Parens(Nil())
 	f.Line()
 	for _, p := range r.Plain {
-		f.Func().Params(Id("s").Op("*").Id("idemServer")).Id(p.GoName).
-			Params(Id("ctx").Qual("context", "Context"), Id("request").Id(p.RequestType)).Params(Id(p.ResponseType), Error()).
+		f.Add(doc(0, fmt.Sprintf("%s serves %s with PlainHandlers.", p.GoName, nobreak(p.Method+" "+p.Path))))
+		f.Func().Params(Id("s").Op("*").Id("idemServer")).Add(strictSignature(p.GoName, p.RequestType, p.ResponseType)).
 			Block(Return(Id("s").Dot("plain").Dot(p.GoName).Call(Id("ctx"), Id("request"))))
 		f.Line()
 	}
@@ -215,11 +227,11 @@ func renderServer(f *File, r *ir) {
 			If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
 			Return(Id(o.outcomeType()).Call(Qual(pkgIdemEcho, "Writer").Call(Id("ctx"), Id("resp"))), Nil()),
 		)
-		f.Func().Params(Id("s").Op("*").Id("idemServer")).Id(o.GoName).
-			Params(Id("ctx").Qual("context", "Context"), Id("request").Id(o.RequestType)).Params(Id(o.ResponseType), Error()).
+		f.Add(doc(0, fmt.Sprintf("%s serves %s with the engine: it runs the phases of %s for a new key, or answers with the outcome a retry's key already has.", o.GoName, nobreak(route(o)), o.Spec.OperationID)))
+		f.Func().Params(Id("s").Op("*").Id("idemServer")).Add(strictSignature(o.GoName, o.RequestType, o.ResponseType)).
 			Block(body...)
 		f.Line()
-		f.Commentf("%s writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a %s.", o.outcomeType(), o.ResponseType)
+		f.Add(doc(0, fmt.Sprintf("%s writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a %s.", o.outcomeType(), o.ResponseType)))
 		f.Type().Id(o.outcomeType()).Func().Params(Qual("net/http", "ResponseWriter")).Error()
 		f.Line()
 		f.Func().Params(Id("o").Id(o.outcomeType())).Id(o.VisitMethod).Params(Id("w").Qual("net/http", "ResponseWriter")).Error().
@@ -252,7 +264,7 @@ func renderPhaseList(f *File, o *opIR) {
 			field(p.kind().field, Func().Params(sig.paramsCode()...).Add(sig.resultsCode()).Add(body)),
 		))
 	}
-	f.Commentf("%s binds the phases of %s to one request.", o.bindFunc(), o.Spec.OperationID)
+	f.Add(doc(0, fmt.Sprintf("%s binds the phases of %s to one request.", o.bindFunc(), o.Spec.OperationID)))
 	f.Func().Id(o.bindFunc()).Params(Id("p").Id(o.PhasesIface()), Id("request").Id(o.RequestType)).Index().Add(phaseT).
 		Block(Return(Index().Add(phaseT).ValuesFunc(func(g *Group) {
 			for _, e := range elems {
@@ -264,54 +276,33 @@ func renderPhaseList(f *File, o *opIR) {
 }
 
 func renderRegister(f *File, r *ir) {
-	for _, l := range []string{
-		"RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions",
-		"passes on: those of RegisterHandlersWithOptions and NewStrictHandler.",
-	} {
-		f.Comment(l)
-	}
+	f.Add(doc(0, "RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes on: those of RegisterHandlersWithOptions and NewStrictHandler."))
 	f.Type().Id("RegisterOptions").Struct(
-		Comment("BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve"),
-		Comment("the API in an echo group, pass the group as the router."),
+		doc(1, "BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in an echo group, pass the group as the router."),
 		Id("BaseURL").String(),
-		Comment("StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they"),
-		Comment("see the typed request and response, of idempotent operations too (there, their"),
-		Comment("response is what the engine stores and replays)."),
+		doc(1, "StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see the typed request and response, of idempotent operations too (there, their response is what the engine stores and replays)."),
 		Id("StrictMiddlewares").Index().Id("StrictMiddlewareFunc"),
-		Comment("OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's"),
-		Comment("RegisterHandlersOptions. They run before the idempotency middleware of an idempotent"),
-		Comment("operation (authenticate there: a key is claimed only after them)."),
+		doc(1, "OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's RegisterHandlersOptions. They run before the idempotency middleware of an idempotent operation (authenticate there: a key is claimed only after them)."),
 		Id("OperationMiddlewares").Map(String()).Index().Qual(pkgEcho, "MiddlewareFunc"),
-		Comment("ErrorHandler, when set, gets every error of a strict handler (a body that does not"),
-		Comment("bind, an error of a plain handler or of a phase) before anything above it does; what"),
-		Comment("it returns goes on up echo's chain, nil when it wrote the response itself."),
+		doc(1, "ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an error of a plain handler or of a phase) before anything above it does; what it returns goes on up echo's chain, nil when it wrote the response itself."),
 		Id("ErrorHandler").Func().Params(Id("c").Qual(pkgEcho, "Context"), Id("err").Error()).Error(),
 	)
 	f.Line()
 
-	lines := []string{
-		"Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).",
-		"Idempotent operations get the Idempotency-Key protocol and run their phases from",
-		"phases through rt's engine; the others are served by plain (nil when every",
-		"operation is idempotent). Operations completed in the background are registered",
-		"with the engine's completer.",
-	}
+	paragraphs := []string{"Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent operations get the Idempotency-Key protocol and run their phases from phases through rt's engine; the others are served by plain (nil when every operation is idempotent). Operations completed in the background are registered with the engine's completer."}
 	for _, o := range r.Idempotent {
 		if o.X.Scope.Kind == "sender" {
-			lines = append(lines, "Operations scoped to a signed sender verify it with rt.Senders before anything else;",
-				"keep them out of middleware that authenticates callers otherwise.")
+			paragraphs = append(paragraphs, "Operations scoped to a signed sender verify it with rt.Senders before anything else; keep them out of middleware that authenticates callers otherwise.")
 			break
 		}
 	}
-	for _, l := range lines {
-		f.Comment(l)
-	}
+	f.Add(doc(0, paragraphs...))
 	f.Func().Id("Register").Params(Id("router").Id("EchoRouter"), Id("plain").Id("PlainHandlers"), Id("phases").Id("Phases"),
 		Id("rt").Op("*").Qual(pkgIdemEcho, "Runtime")).Error().Block(
 		Return(Id("RegisterWithOptions").Call(Id("router"), Id("plain"), Id("phases"), Id("rt"), Id("RegisterOptions").Values())))
 	f.Line()
 
-	f.Comment("RegisterWithOptions is Register with the options of oapi-codegen's registration.")
+	f.Add(doc(0, "RegisterWithOptions is Register with the options of oapi-codegen's registration."))
 	body := []Code{refuse(Id("rt").Op("==").Nil().Op("||").Id("rt").Dot("Engine").Op("==").Nil(), "Register: rt and rt.Engine are required")}
 	if len(r.Plain) > 0 {
 		body = append(body, refuse(Id("plain").Op("==").Nil(), "Register: plain is nil, but the spec has operations without x-idempotency"))

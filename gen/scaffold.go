@@ -15,7 +15,7 @@ import (
 // interface it implements (phase.go).
 type scaffoldPhase struct {
 	GoName  string // the method, e.g. ChargeCard
-	Doc     string // its doc comment, without the slashes
+	Doc     string // its doc comment, wrapped: "// " starts every line but the first
 	Params  string // e.g. "ctx context.Context, key string, request CreatePaymentRequestObject, state *CreatePaymentState"
 	Results string // e.g. "error", or "(CreatePaymentResponseObject, error)" for the final phase
 	Final   bool   // the last phase, which returns the response
@@ -29,7 +29,7 @@ func renderScaffolds(tmpl *template.Template, r *ir) ([]OutputFile, error) {
 		var phases []scaffoldPhase
 		for i, p := range o.Phases {
 			sig := o.method(p)
-			phases = append(phases, scaffoldPhase{GoName: p.GoName, Doc: phaseDoc(o, i, p), Params: sig.paramsText(), Results: sig.resultsText(), Final: p.Final})
+			phases = append(phases, scaffoldPhase{GoName: p.GoName, Doc: strings.TrimPrefix(strings.Join(commentLines(commentWidth, phaseDoc(o, i, p)), "\n"), "// "), Params: sig.paramsText(), Results: sig.resultsText(), Final: p.Final})
 		}
 		var buf bytes.Buffer
 		err := tmpl.Execute(&buf, map[string]any{

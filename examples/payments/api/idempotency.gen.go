@@ -18,43 +18,73 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
-// CreatePaymentPhases are the phases of createPayment (POST /payments), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CreatePaymentPhases are the phases of createPayment, in order. An execution that dies between
+// phases resumes after the last committed local phase, with the state it saved.
+//
+// Charge a customer's card.
+//
+// POST /payments
 type CreatePaymentPhases interface {
-	// RecordPayment is phase 1 of 3 ("record_payment"), local: it runs in tx, whose commit also records this phase as done and saves state.
+	// RecordPayment is phase 1 of 3 ("record_payment"), local: it runs in tx, whose commit also
+	// records this phase as done and saves state.
 	RecordPayment(ctx context.Context, tx pgx.Tx, request CreatePaymentRequestObject, state *CreatePaymentState) error
-	// ChargeCard is phase 2 of 3 ("charge_card"), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.
+	// ChargeCard is phase 2 of 3 ("charge_card"), foreign: it runs outside any transaction. Send
+	// key as the other system's idempotency key; it is the same on every retry. What it writes into
+	// state is saved by the next phase's commit.
 	ChargeCard(ctx context.Context, key string, request CreatePaymentRequestObject, state *CreatePaymentState) error
-	// Finish is phase 3 of 3 ("finish"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Finish is phase 3 of 3 ("finish"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Finish(ctx context.Context, tx pgx.Tx, request CreatePaymentRequestObject, state *CreatePaymentState) (CreatePaymentResponseObject, error)
 }
 
-// CreateRefundPhases are the phases of createRefund (POST /refunds), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CreateRefundPhases are the phases of createRefund, in order. An execution that dies between
+// phases resumes after the last committed local phase, with the state it saved.
+//
+// Refund part or all of a payment.
+//
+// POST /refunds
 type CreateRefundPhases interface {
-	// Refund is phase 1 of 1 ("refund"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Refund is phase 1 of 1 ("refund"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Refund(ctx context.Context, tx pgx.Tx, request CreateRefundRequestObject, state *CreateRefundState) (CreateRefundResponseObject, error)
 }
 
-// ReceiveCardnetEventPhases are the phases of receiveCardnetEvent (POST /webhooks/cardnet), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// ReceiveCardnetEventPhases are the phases of receiveCardnetEvent, in order. An execution that dies
+// between phases resumes after the last committed local phase, with the state it saved.
+//
+// Apply an event the card network sends about one of its charges, once per event.
+//
+// POST /webhooks/cardnet
 type ReceiveCardnetEventPhases interface {
-	// Apply is phase 1 of 1 ("apply"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Apply is phase 1 of 1 ("apply"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Apply(ctx context.Context, tx pgx.Tx, request ReceiveCardnetEventRequestObject, state *ReceiveCardnetEventState) (ReceiveCardnetEventResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	CreatePayment       CreatePaymentPhases
-	CreateRefund        CreateRefundPhases
-	ReceiveCardnetEvent ReceiveCardnetEventPhases
+	CreatePayment       CreatePaymentPhases       // POST /payments
+	CreateRefund        CreateRefundPhases        // POST /refunds
+	ReceiveCardnetEvent ReceiveCardnetEventPhases // POST /webhooks/cardnet
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface {
-	// (GET /payments/{id})
+	// GetPayment serves getPayment.
+	//
+	// GET /payments/{id}
 	GetPayment(ctx context.Context, request GetPaymentRequestObject) (GetPaymentResponseObject, error)
-	// (PUT /orders/{id})
+	// PutOrder serves putOrder.
+	//
+	// Create an order under a client-chosen id; naturally idempotent with If-None-Match.
+	//
+	// PUT /orders/{id}
 	PutOrder(ctx context.Context, request PutOrderRequestObject) (PutOrderResponseObject, error)
 }
 
+// createPaymentIdempotency is the x-idempotency of createPayment (POST /payments), as the runtime
+// takes it.
 var createPaymentIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createPayment",
@@ -78,6 +108,8 @@ var createPaymentIdempotency = &idemecho.Spec{
 	Exclude: []string{"/client_ts"},
 }
 
+// createRefundIdempotency is the x-idempotency of createRefund (POST /refunds), as the runtime
+// takes it.
 var createRefundIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createRefund",
@@ -100,6 +132,8 @@ var createRefundIdempotency = &idemecho.Spec{
 	Route: "/refunds",
 }
 
+// receiveCardnetEventIdempotency is the x-idempotency of receiveCardnetEvent
+// (POST /webhooks/cardnet), as the runtime takes it.
 var receiveCardnetEventIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "receiveCardnetEvent",
@@ -122,7 +156,8 @@ var receiveCardnetEventIdempotency = &idemecho.Spec{
 	Route: "/webhooks/cardnet",
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -131,14 +166,18 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// GetPayment serves GET /payments/{id} with PlainHandlers.
 func (s *idemServer) GetPayment(ctx context.Context, request GetPaymentRequestObject) (GetPaymentResponseObject, error) {
 	return s.plain.GetPayment(ctx, request)
 }
 
+// PutOrder serves PUT /orders/{id} with PlainHandlers.
 func (s *idemServer) PutOrder(ctx context.Context, request PutOrderRequestObject) (PutOrderResponseObject, error) {
 	return s.plain.PutOrder(ctx, request)
 }
 
+// CreatePayment serves POST /payments with the engine: it runs the phases of createPayment for a
+// new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
 	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreatePaymentPhases(s.phases.CreatePayment, request))
 	if err != nil {
@@ -147,7 +186,8 @@ func (s *idemServer) CreatePayment(ctx context.Context, request CreatePaymentReq
 	return createPaymentOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createPaymentOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CreatePaymentResponseObject.
+// createPaymentOutcome writes the engine's outcome of a request (the phases' response, its replay,
+// or a problem) as a CreatePaymentResponseObject.
 type createPaymentOutcome func(http.ResponseWriter) error
 
 func (o createPaymentOutcome) VisitCreatePaymentResponse(w http.ResponseWriter) error {
@@ -185,6 +225,8 @@ func bindCreatePaymentPhases(p CreatePaymentPhases, request CreatePaymentRequest
 	}
 }
 
+// CreateRefund serves POST /refunds with the engine: it runs the phases of createRefund for a new
+// key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateRefund(ctx context.Context, request CreateRefundRequestObject) (CreateRefundResponseObject, error) {
 	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateRefundPhases(s.phases.CreateRefund, request))
 	if err != nil {
@@ -193,7 +235,8 @@ func (s *idemServer) CreateRefund(ctx context.Context, request CreateRefundReque
 	return createRefundOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createRefundOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CreateRefundResponseObject.
+// createRefundOutcome writes the engine's outcome of a request (the phases' response, its replay,
+// or a problem) as a CreateRefundResponseObject.
 type createRefundOutcome func(http.ResponseWriter) error
 
 func (o createRefundOutcome) VisitCreateRefundResponse(w http.ResponseWriter) error {
@@ -219,6 +262,8 @@ func bindCreateRefundPhases(p CreateRefundPhases, request CreateRefundRequestObj
 	}
 }
 
+// ReceiveCardnetEvent serves POST /webhooks/cardnet with the engine: it runs the phases of
+// receiveCardnetEvent for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) ReceiveCardnetEvent(ctx context.Context, request ReceiveCardnetEventRequestObject) (ReceiveCardnetEventResponseObject, error) {
 	resp, err := idemecho.Execute(ctx, s.rt, nil, bindReceiveCardnetEventPhases(s.phases.ReceiveCardnetEvent, request))
 	if err != nil {
@@ -227,7 +272,8 @@ func (s *idemServer) ReceiveCardnetEvent(ctx context.Context, request ReceiveCar
 	return receiveCardnetEventOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// receiveCardnetEventOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a ReceiveCardnetEventResponseObject.
+// receiveCardnetEventOutcome writes the engine's outcome of a request (the phases' response, its
+// replay, or a problem) as a ReceiveCardnetEventResponseObject.
 type receiveCardnetEventOutcome func(http.ResponseWriter) error
 
 func (o receiveCardnetEventOutcome) VisitReceiveCardnetEventResponse(w http.ResponseWriter) error {
@@ -253,33 +299,33 @@ func bindReceiveCardnetEventPhases(p ReceiveCardnetEventPhases, request ReceiveC
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
-// Operations scoped to a signed sender verify it with rt.Senders before anything else;
-// keep them out of middleware that authenticates callers otherwise.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
+//
+// Operations scoped to a signed sender verify it with rt.Senders before anything else; keep them
+// out of middleware that authenticates callers otherwise.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }

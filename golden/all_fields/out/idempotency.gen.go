@@ -19,24 +19,34 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
-// CreateTransferPhases are the phases of createTransfer (POST /transfers), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CreateTransferPhases are the phases of createTransfer, in order. An execution that dies between
+// phases resumes after the last committed local phase, with the state it saved.
+//
+// POST /transfers
 type CreateTransferPhases interface {
-	// Debit is phase 1 of 3 ("debit"), local: it runs in tx, whose commit also records this phase as done and saves state.
+	// Debit is phase 1 of 3 ("debit"), local: it runs in tx, whose commit also records this phase
+	// as done and saves state.
 	Debit(ctx context.Context, tx pgx.Tx, request CreateTransferRequestObject, state *CreateTransferState) error
-	// NotifyBank is phase 2 of 3 ("notify_bank"), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.
+	// NotifyBank is phase 2 of 3 ("notify_bank"), foreign: it runs outside any transaction. Send
+	// key as the other system's idempotency key; it is the same on every retry. What it writes into
+	// state is saved by the next phase's commit.
 	NotifyBank(ctx context.Context, key string, request CreateTransferRequestObject, state *CreateTransferState) error
-	// Credit is phase 3 of 3 ("credit"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Credit is phase 3 of 3 ("credit"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Credit(ctx context.Context, tx pgx.Tx, request CreateTransferRequestObject, state *CreateTransferState) (CreateTransferResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	CreateTransfer CreateTransferPhases
+	CreateTransfer CreateTransferPhases // POST /transfers
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface{}
 
+// createTransferIdempotency is the x-idempotency of createTransfer (POST /transfers), as the
+// runtime takes it.
 var createTransferIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID:        "createTransfer",
@@ -61,7 +71,8 @@ var createTransferIdempotency = &idemecho.Spec{
 	Headers: []string{"X-Account"},
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -70,6 +81,8 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// CreateTransfer serves POST /transfers with the engine: it runs the phases of createTransfer for a
+// new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateTransfer(ctx context.Context, request CreateTransferRequestObject) (CreateTransferResponseObject, error) {
 	payload, err := json.Marshal(request)
 	if err != nil {
@@ -82,7 +95,8 @@ func (s *idemServer) CreateTransfer(ctx context.Context, request CreateTransferR
 	return createTransferOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createTransferOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CreateTransferResponseObject.
+// createTransferOutcome writes the engine's outcome of a request (the phases' response, its replay,
+// or a problem) as a CreateTransferResponseObject.
 type createTransferOutcome func(http.ResponseWriter) error
 
 func (o createTransferOutcome) VisitCreateTransferResponse(w http.ResponseWriter) error {
@@ -120,31 +134,30 @@ func bindCreateTransferPhases(p CreateTransferPhases, request CreateTransferRequ
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }

@@ -19,24 +19,34 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
-// StartExportPhases are the phases of startExport (POST /exports), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// StartExportPhases are the phases of startExport, in order. An execution that dies between phases
+// resumes after the last committed local phase, with the state it saved.
+//
+// POST /exports
 type StartExportPhases interface {
-	// Queue is phase 1 of 3 ("queue"), local: it runs in tx, whose commit also records this phase as done and saves state.
+	// Queue is phase 1 of 3 ("queue"), local: it runs in tx, whose commit also records this phase
+	// as done and saves state.
 	Queue(ctx context.Context, tx pgx.Tx, request StartExportRequestObject, state *StartExportState) error
-	// Upload is phase 2 of 3 ("upload"), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.
+	// Upload is phase 2 of 3 ("upload"), foreign: it runs outside any transaction. Send key as the
+	// other system's idempotency key; it is the same on every retry. What it writes into state is
+	// saved by the next phase's commit.
 	Upload(ctx context.Context, key string, request StartExportRequestObject, state *StartExportState) error
-	// Done is phase 3 of 3 ("done"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Done is phase 3 of 3 ("done"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Done(ctx context.Context, tx pgx.Tx, request StartExportRequestObject, state *StartExportState) (StartExportResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	StartExport StartExportPhases
+	StartExport StartExportPhases // POST /exports
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface{}
 
+// startExportIdempotency is the x-idempotency of startExport (POST /exports), as the runtime takes
+// it.
 var startExportIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "startExport",
@@ -59,7 +69,8 @@ var startExportIdempotency = &idemecho.Spec{
 	Route: "/exports",
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -68,6 +79,8 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// StartExport serves POST /exports with the engine: it runs the phases of startExport for a new
+// key, or answers with the outcome a retry's key already has.
 func (s *idemServer) StartExport(ctx context.Context, request StartExportRequestObject) (StartExportResponseObject, error) {
 	payload, err := json.Marshal(request)
 	if err != nil {
@@ -80,7 +93,8 @@ func (s *idemServer) StartExport(ctx context.Context, request StartExportRequest
 	return startExportOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// startExportOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a StartExportResponseObject.
+// startExportOutcome writes the engine's outcome of a request (the phases' response, its replay, or
+// a problem) as a StartExportResponseObject.
 type startExportOutcome func(http.ResponseWriter) error
 
 func (o startExportOutcome) VisitStartExportResponse(w http.ResponseWriter) error {
@@ -118,31 +132,30 @@ func bindStartExportPhases(p StartExportPhases, request StartExportRequestObject
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }

@@ -18,27 +18,42 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
-// ReceiveAcmeEventPhases are the phases of receiveAcmeEvent (POST /webhooks/acme), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// ReceiveAcmeEventPhases are the phases of receiveAcmeEvent, in order. An execution that dies
+// between phases resumes after the last committed local phase, with the state it saved.
+//
+// Apply an event Acme sends, once per event id.
+//
+// POST /webhooks/acme
 type ReceiveAcmeEventPhases interface {
-	// Apply is phase 1 of 1 ("apply"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Apply is phase 1 of 1 ("apply"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Apply(ctx context.Context, tx pgx.Tx, request ReceiveAcmeEventRequestObject, state *ReceiveAcmeEventState) (ReceiveAcmeEventResponseObject, error)
 }
 
-// PostLedgerEntryPhases are the phases of postLedgerEntry (POST /ledger/entries), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// PostLedgerEntryPhases are the phases of postLedgerEntry, in order. An execution that dies between
+// phases resumes after the last committed local phase, with the state it saved.
+//
+// Post an entry whose sequence number, set by the upstream ledger, is its identity.
+//
+// POST /ledger/entries
 type PostLedgerEntryPhases interface {
-	// PostEntry is phase 1 of 1 ("post_entry"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// PostEntry is phase 1 of 1 ("post_entry"), final: it runs in tx, which also stores the
+	// response it returns; that response is replayed byte for byte to every retry.
 	PostEntry(ctx context.Context, tx pgx.Tx, request PostLedgerEntryRequestObject, state *PostLedgerEntryState) (PostLedgerEntryResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	ReceiveAcmeEvent ReceiveAcmeEventPhases
-	PostLedgerEntry  PostLedgerEntryPhases
+	ReceiveAcmeEvent ReceiveAcmeEventPhases // POST /webhooks/acme
+	PostLedgerEntry  PostLedgerEntryPhases  // POST /ledger/entries
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface{}
 
+// receiveAcmeEventIdempotency is the x-idempotency of receiveAcmeEvent (POST /webhooks/acme), as
+// the runtime takes it.
 var receiveAcmeEventIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "receiveAcmeEvent",
@@ -61,6 +76,8 @@ var receiveAcmeEventIdempotency = &idemecho.Spec{
 	Route: "/webhooks/acme",
 }
 
+// postLedgerEntryIdempotency is the x-idempotency of postLedgerEntry (POST /ledger/entries), as the
+// runtime takes it.
 var postLedgerEntryIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "postLedgerEntry",
@@ -83,7 +100,8 @@ var postLedgerEntryIdempotency = &idemecho.Spec{
 	Route: "/ledger/entries",
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -92,6 +110,8 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// ReceiveAcmeEvent serves POST /webhooks/acme with the engine: it runs the phases of
+// receiveAcmeEvent for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) ReceiveAcmeEvent(ctx context.Context, request ReceiveAcmeEventRequestObject) (ReceiveAcmeEventResponseObject, error) {
 	resp, err := idemecho.Execute(ctx, s.rt, nil, bindReceiveAcmeEventPhases(s.phases.ReceiveAcmeEvent, request))
 	if err != nil {
@@ -100,7 +120,8 @@ func (s *idemServer) ReceiveAcmeEvent(ctx context.Context, request ReceiveAcmeEv
 	return receiveAcmeEventOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// receiveAcmeEventOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a ReceiveAcmeEventResponseObject.
+// receiveAcmeEventOutcome writes the engine's outcome of a request (the phases' response, its
+// replay, or a problem) as a ReceiveAcmeEventResponseObject.
 type receiveAcmeEventOutcome func(http.ResponseWriter) error
 
 func (o receiveAcmeEventOutcome) VisitReceiveAcmeEventResponse(w http.ResponseWriter) error {
@@ -126,6 +147,8 @@ func bindReceiveAcmeEventPhases(p ReceiveAcmeEventPhases, request ReceiveAcmeEve
 	}
 }
 
+// PostLedgerEntry serves POST /ledger/entries with the engine: it runs the phases of
+// postLedgerEntry for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) PostLedgerEntry(ctx context.Context, request PostLedgerEntryRequestObject) (PostLedgerEntryResponseObject, error) {
 	resp, err := idemecho.Execute(ctx, s.rt, nil, bindPostLedgerEntryPhases(s.phases.PostLedgerEntry, request))
 	if err != nil {
@@ -134,7 +157,8 @@ func (s *idemServer) PostLedgerEntry(ctx context.Context, request PostLedgerEntr
 	return postLedgerEntryOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// postLedgerEntryOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a PostLedgerEntryResponseObject.
+// postLedgerEntryOutcome writes the engine's outcome of a request (the phases' response, its
+// replay, or a problem) as a PostLedgerEntryResponseObject.
 type postLedgerEntryOutcome func(http.ResponseWriter) error
 
 func (o postLedgerEntryOutcome) VisitPostLedgerEntryResponse(w http.ResponseWriter) error {
@@ -160,33 +184,33 @@ func bindPostLedgerEntryPhases(p PostLedgerEntryPhases, request PostLedgerEntryR
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
-// Operations scoped to a signed sender verify it with rt.Senders before anything else;
-// keep them out of middleware that authenticates callers otherwise.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
+//
+// Operations scoped to a signed sender verify it with rt.Senders before anything else; keep them
+// out of middleware that authenticates callers otherwise.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }

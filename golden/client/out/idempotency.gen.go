@@ -18,41 +18,63 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
-// CreateOrderPhases are the phases of createOrder (POST /orders), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CreateOrderPhases are the phases of createOrder, in order. An execution that dies between phases
+// resumes after the last committed local phase, with the state it saved.
+//
+// Place an order.
+//
+// POST /orders
 type CreateOrderPhases interface {
-	// Reserve is phase 1 of 3 ("reserve"), local: it runs in tx, whose commit also records this phase as done and saves state.
+	// Reserve is phase 1 of 3 ("reserve"), local: it runs in tx, whose commit also records this
+	// phase as done and saves state.
 	Reserve(ctx context.Context, tx pgx.Tx, request CreateOrderRequestObject, state *CreateOrderState) error
-	// Charge is phase 2 of 3 ("charge"), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.
+	// Charge is phase 2 of 3 ("charge"), foreign: it runs outside any transaction. Send key as the
+	// other system's idempotency key; it is the same on every retry. What it writes into state is
+	// saved by the next phase's commit.
 	Charge(ctx context.Context, key string, request CreateOrderRequestObject, state *CreateOrderState) error
-	// Finish is phase 3 of 3 ("finish"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Finish is phase 3 of 3 ("finish"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Finish(ctx context.Context, tx pgx.Tx, request CreateOrderRequestObject, state *CreateOrderState) (CreateOrderResponseObject, error)
 }
 
-// RefundOrderPhases are the phases of refundOrder (POST /stores/{key}/refunds), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// RefundOrderPhases are the phases of refundOrder, in order. An execution that dies between phases
+// resumes after the last committed local phase, with the state it saved.
+//
+// POST /stores/{key}/refunds
 type RefundOrderPhases interface {
-	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Execute(ctx context.Context, tx pgx.Tx, request RefundOrderRequestObject, state *RefundOrderState) (RefundOrderResponseObject, error)
 }
 
-// CancelOrderPhases are the phases of cancelOrder (DELETE /orders/{id}), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CancelOrderPhases are the phases of cancelOrder, in order. An execution that dies between phases
+// resumes after the last committed local phase, with the state it saved.
+//
+// DELETE /orders/{id}
 type CancelOrderPhases interface {
-	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Execute(ctx context.Context, tx pgx.Tx, request CancelOrderRequestObject, state *CancelOrderState) (CancelOrderResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	CreateOrder CreateOrderPhases
-	RefundOrder RefundOrderPhases
-	CancelOrder CancelOrderPhases
+	CreateOrder CreateOrderPhases // POST /orders
+	RefundOrder RefundOrderPhases // POST /stores/{key}/refunds
+	CancelOrder CancelOrderPhases // DELETE /orders/{id}
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface {
-	// (GET /orders)
+	// ListOrders serves listOrders.
+	//
+	// GET /orders
 	ListOrders(ctx context.Context, request ListOrdersRequestObject) (ListOrdersResponseObject, error)
 }
 
+// createOrderIdempotency is the x-idempotency of createOrder (POST /orders), as the runtime takes
+// it.
 var createOrderIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createOrder",
@@ -75,6 +97,8 @@ var createOrderIdempotency = &idemecho.Spec{
 	Route: "/orders",
 }
 
+// refundOrderIdempotency is the x-idempotency of refundOrder (POST /stores/{key}/refunds), as the
+// runtime takes it.
 var refundOrderIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "refundOrder",
@@ -97,6 +121,8 @@ var refundOrderIdempotency = &idemecho.Spec{
 	Route: "/stores/{key}/refunds",
 }
 
+// cancelOrderIdempotency is the x-idempotency of cancelOrder (DELETE /orders/{id}), as the runtime
+// takes it.
 var cancelOrderIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "cancelOrder",
@@ -119,7 +145,8 @@ var cancelOrderIdempotency = &idemecho.Spec{
 	Route: "/orders/{id}",
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -128,10 +155,13 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// ListOrders serves GET /orders with PlainHandlers.
 func (s *idemServer) ListOrders(ctx context.Context, request ListOrdersRequestObject) (ListOrdersResponseObject, error) {
 	return s.plain.ListOrders(ctx, request)
 }
 
+// CreateOrder serves POST /orders with the engine: it runs the phases of createOrder for a new key,
+// or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateOrder(ctx context.Context, request CreateOrderRequestObject) (CreateOrderResponseObject, error) {
 	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateOrderPhases(s.phases.CreateOrder, request))
 	if err != nil {
@@ -140,7 +170,8 @@ func (s *idemServer) CreateOrder(ctx context.Context, request CreateOrderRequest
 	return createOrderOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CreateOrderResponseObject.
+// createOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or
+// a problem) as a CreateOrderResponseObject.
 type createOrderOutcome func(http.ResponseWriter) error
 
 func (o createOrderOutcome) VisitCreateOrderResponse(w http.ResponseWriter) error {
@@ -178,6 +209,8 @@ func bindCreateOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject
 	}
 }
 
+// RefundOrder serves POST /stores/{key}/refunds with the engine: it runs the phases of refundOrder
+// for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) RefundOrder(ctx context.Context, request RefundOrderRequestObject) (RefundOrderResponseObject, error) {
 	resp, err := idemecho.Execute(ctx, s.rt, nil, bindRefundOrderPhases(s.phases.RefundOrder, request))
 	if err != nil {
@@ -186,7 +219,8 @@ func (s *idemServer) RefundOrder(ctx context.Context, request RefundOrderRequest
 	return refundOrderOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// refundOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a RefundOrderResponseObject.
+// refundOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or
+// a problem) as a RefundOrderResponseObject.
 type refundOrderOutcome func(http.ResponseWriter) error
 
 func (o refundOrderOutcome) VisitRefundOrderResponse(w http.ResponseWriter) error {
@@ -212,6 +246,8 @@ func bindRefundOrderPhases(p RefundOrderPhases, request RefundOrderRequestObject
 	}
 }
 
+// CancelOrder serves DELETE /orders/{id} with the engine: it runs the phases of cancelOrder for a
+// new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CancelOrder(ctx context.Context, request CancelOrderRequestObject) (CancelOrderResponseObject, error) {
 	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCancelOrderPhases(s.phases.CancelOrder, request))
 	if err != nil {
@@ -220,7 +256,8 @@ func (s *idemServer) CancelOrder(ctx context.Context, request CancelOrderRequest
 	return cancelOrderOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// cancelOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CancelOrderResponseObject.
+// cancelOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or
+// a problem) as a CancelOrderResponseObject.
 type cancelOrderOutcome func(http.ResponseWriter) error
 
 func (o cancelOrderOutcome) VisitCancelOrderResponse(w http.ResponseWriter) error {
@@ -246,31 +283,30 @@ func bindCancelOrderPhases(p CancelOrderPhases, request CancelOrderRequestObject
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }

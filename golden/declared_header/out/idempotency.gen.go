@@ -18,20 +18,27 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
-// CreateRefundPhases are the phases of createRefund (POST /refunds), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CreateRefundPhases are the phases of createRefund, in order. An execution that dies between
+// phases resumes after the last committed local phase, with the state it saved.
+//
+// POST /refunds
 type CreateRefundPhases interface {
-	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Execute(ctx context.Context, tx pgx.Tx, request CreateRefundRequestObject, state *CreateRefundState) (CreateRefundResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	CreateRefund CreateRefundPhases
+	CreateRefund CreateRefundPhases // POST /refunds
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface{}
 
+// createRefundIdempotency is the x-idempotency of createRefund (POST /refunds), as the runtime
+// takes it.
 var createRefundIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createRefund",
@@ -54,7 +61,8 @@ var createRefundIdempotency = &idemecho.Spec{
 	Route: "/refunds",
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -63,6 +71,8 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// CreateRefund serves POST /refunds with the engine: it runs the phases of createRefund for a new
+// key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateRefund(ctx context.Context, request CreateRefundRequestObject) (CreateRefundResponseObject, error) {
 	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateRefundPhases(s.phases.CreateRefund, request))
 	if err != nil {
@@ -71,7 +81,8 @@ func (s *idemServer) CreateRefund(ctx context.Context, request CreateRefundReque
 	return createRefundOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createRefundOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CreateRefundResponseObject.
+// createRefundOutcome writes the engine's outcome of a request (the phases' response, its replay,
+// or a problem) as a CreateRefundResponseObject.
 type createRefundOutcome func(http.ResponseWriter) error
 
 func (o createRefundOutcome) VisitCreateRefundResponse(w http.ResponseWriter) error {
@@ -97,31 +108,30 @@ func bindCreateRefundPhases(p CreateRefundPhases, request CreateRefundRequestObj
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }

@@ -18,20 +18,27 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
-// SubscribePhases are the phases of subscribe (POST /subscriptions), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// SubscribePhases are the phases of subscribe, in order. An execution that dies between phases
+// resumes after the last committed local phase, with the state it saved.
+//
+// POST /subscriptions
 type SubscribePhases interface {
-	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Execute(ctx context.Context, tx pgx.Tx, request SubscribeRequestObject, state *SubscribeState) (SubscribeResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	Subscribe SubscribePhases
+	Subscribe SubscribePhases // POST /subscriptions
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface{}
 
+// subscribeIdempotency is the x-idempotency of subscribe (POST /subscriptions), as the runtime
+// takes it.
 var subscribeIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "subscribe",
@@ -55,7 +62,8 @@ var subscribeIdempotency = &idemecho.Spec{
 	Exclude: []string{"/csrf_token"},
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -64,6 +72,8 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// Subscribe serves POST /subscriptions with the engine: it runs the phases of subscribe for a new
+// key, or answers with the outcome a retry's key already has.
 func (s *idemServer) Subscribe(ctx context.Context, request SubscribeRequestObject) (SubscribeResponseObject, error) {
 	resp, err := idemecho.Execute(ctx, s.rt, nil, bindSubscribePhases(s.phases.Subscribe, request))
 	if err != nil {
@@ -72,7 +82,8 @@ func (s *idemServer) Subscribe(ctx context.Context, request SubscribeRequestObje
 	return subscribeOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// subscribeOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a SubscribeResponseObject.
+// subscribeOutcome writes the engine's outcome of a request (the phases' response, its replay, or a
+// problem) as a SubscribeResponseObject.
 type subscribeOutcome func(http.ResponseWriter) error
 
 func (o subscribeOutcome) VisitSubscribeResponse(w http.ResponseWriter) error {
@@ -98,31 +109,30 @@ func bindSubscribePhases(p SubscribePhases, request SubscribeRequestObject) []id
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }

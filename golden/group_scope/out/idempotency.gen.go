@@ -18,27 +18,37 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
-// PlaceOrderPhases are the phases of placeOrder (POST /orders), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// PlaceOrderPhases are the phases of placeOrder, in order. An execution that dies between phases
+// resumes after the last committed local phase, with the state it saved.
+//
+// POST /orders
 type PlaceOrderPhases interface {
-	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Execute(ctx context.Context, tx pgx.Tx, request PlaceOrderRequestObject, state *PlaceOrderState) (PlaceOrderResponseObject, error)
 }
 
-// CancelOrderPhases are the phases of cancelOrder (POST /orders/{id}/cancel), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CancelOrderPhases are the phases of cancelOrder, in order. An execution that dies between phases
+// resumes after the last committed local phase, with the state it saved.
+//
+// POST /orders/{id}/cancel
 type CancelOrderPhases interface {
-	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Execute(ctx context.Context, tx pgx.Tx, request CancelOrderRequestObject, state *CancelOrderState) (CancelOrderResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	PlaceOrder  PlaceOrderPhases
-	CancelOrder CancelOrderPhases
+	PlaceOrder  PlaceOrderPhases  // POST /orders
+	CancelOrder CancelOrderPhases // POST /orders/{id}/cancel
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface{}
 
+// placeOrderIdempotency is the x-idempotency of placeOrder (POST /orders), as the runtime takes it.
 var placeOrderIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID:        "placeOrder",
@@ -62,6 +72,8 @@ var placeOrderIdempotency = &idemecho.Spec{
 	Route: "/orders",
 }
 
+// cancelOrderIdempotency is the x-idempotency of cancelOrder (POST /orders/{id}/cancel), as the
+// runtime takes it.
 var cancelOrderIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID:        "cancelOrder",
@@ -85,7 +97,8 @@ var cancelOrderIdempotency = &idemecho.Spec{
 	Route: "/orders/{id}/cancel",
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -94,6 +107,8 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// PlaceOrder serves POST /orders with the engine: it runs the phases of placeOrder for a new key,
+// or answers with the outcome a retry's key already has.
 func (s *idemServer) PlaceOrder(ctx context.Context, request PlaceOrderRequestObject) (PlaceOrderResponseObject, error) {
 	resp, err := idemecho.Execute(ctx, s.rt, nil, bindPlaceOrderPhases(s.phases.PlaceOrder, request))
 	if err != nil {
@@ -102,7 +117,8 @@ func (s *idemServer) PlaceOrder(ctx context.Context, request PlaceOrderRequestOb
 	return placeOrderOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// placeOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a PlaceOrderResponseObject.
+// placeOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or
+// a problem) as a PlaceOrderResponseObject.
 type placeOrderOutcome func(http.ResponseWriter) error
 
 func (o placeOrderOutcome) VisitPlaceOrderResponse(w http.ResponseWriter) error {
@@ -128,6 +144,8 @@ func bindPlaceOrderPhases(p PlaceOrderPhases, request PlaceOrderRequestObject) [
 	}
 }
 
+// CancelOrder serves POST /orders/{id}/cancel with the engine: it runs the phases of cancelOrder
+// for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CancelOrder(ctx context.Context, request CancelOrderRequestObject) (CancelOrderResponseObject, error) {
 	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCancelOrderPhases(s.phases.CancelOrder, request))
 	if err != nil {
@@ -136,7 +154,8 @@ func (s *idemServer) CancelOrder(ctx context.Context, request CancelOrderRequest
 	return cancelOrderOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// cancelOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CancelOrderResponseObject.
+// cancelOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or
+// a problem) as a CancelOrderResponseObject.
 type cancelOrderOutcome func(http.ResponseWriter) error
 
 func (o cancelOrderOutcome) VisitCancelOrderResponse(w http.ResponseWriter) error {
@@ -162,31 +181,30 @@ func bindCancelOrderPhases(p CancelOrderPhases, request CancelOrderRequestObject
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }

@@ -18,20 +18,27 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
-// CreateInvoicePhases are the phases of createInvoice (POST /invoices), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CreateInvoicePhases are the phases of createInvoice, in order. An execution that dies between
+// phases resumes after the last committed local phase, with the state it saved.
+//
+// POST /invoices
 type CreateInvoicePhases interface {
-	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Execute(ctx context.Context, tx pgx.Tx, request CreateInvoiceRequestObject, state *CreateInvoiceState) (CreateInvoiceResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	CreateInvoice CreateInvoicePhases
+	CreateInvoice CreateInvoicePhases // POST /invoices
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface{}
 
+// createInvoiceIdempotency is the x-idempotency of createInvoice (POST /invoices), as the runtime
+// takes it.
 var createInvoiceIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createInvoice",
@@ -55,7 +62,8 @@ var createInvoiceIdempotency = &idemecho.Spec{
 	Headers: []string{"X-Tenant-ID"},
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -64,6 +72,8 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// CreateInvoice serves POST /invoices with the engine: it runs the phases of createInvoice for a
+// new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateInvoice(ctx context.Context, request CreateInvoiceRequestObject) (CreateInvoiceResponseObject, error) {
 	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateInvoicePhases(s.phases.CreateInvoice, request))
 	if err != nil {
@@ -72,7 +82,8 @@ func (s *idemServer) CreateInvoice(ctx context.Context, request CreateInvoiceReq
 	return createInvoiceOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createInvoiceOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CreateInvoiceResponseObject.
+// createInvoiceOutcome writes the engine's outcome of a request (the phases' response, its replay,
+// or a problem) as a CreateInvoiceResponseObject.
 type createInvoiceOutcome func(http.ResponseWriter) error
 
 func (o createInvoiceOutcome) VisitCreateInvoiceResponse(w http.ResponseWriter) error {
@@ -98,31 +109,30 @@ func bindCreateInvoicePhases(p CreateInvoicePhases, request CreateInvoiceRequest
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }

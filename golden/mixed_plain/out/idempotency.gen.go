@@ -18,27 +18,39 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
-// CreateCartPhases are the phases of createCart (POST /carts), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CreateCartPhases are the phases of createCart, in order. An execution that dies between phases
+// resumes after the last committed local phase, with the state it saved.
+//
+// POST /carts
 type CreateCartPhases interface {
-	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Execute(ctx context.Context, tx pgx.Tx, request CreateCartRequestObject, state *CreateCartState) (CreateCartResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	CreateCart CreateCartPhases
+	CreateCart CreateCartPhases // POST /carts
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface {
-	// (GET /carts)
+	// ListCarts serves listCarts.
+	//
+	// GET /carts
 	ListCarts(ctx context.Context, request ListCartsRequestObject) (ListCartsResponseObject, error)
-	// (PUT /carts/{id})
+	// PutCart serves putCart.
+	//
+	// PUT /carts/{id}
 	PutCart(ctx context.Context, request PutCartRequestObject) (PutCartResponseObject, error)
-	// (DELETE /carts/{id})
+	// DeleteCart serves deleteCart.
+	//
+	// DELETE /carts/{id}
 	DeleteCart(ctx context.Context, request DeleteCartRequestObject) (DeleteCartResponseObject, error)
 }
 
+// createCartIdempotency is the x-idempotency of createCart (POST /carts), as the runtime takes it.
 var createCartIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createCart",
@@ -61,7 +73,8 @@ var createCartIdempotency = &idemecho.Spec{
 	Route: "/carts",
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -70,18 +83,23 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// ListCarts serves GET /carts with PlainHandlers.
 func (s *idemServer) ListCarts(ctx context.Context, request ListCartsRequestObject) (ListCartsResponseObject, error) {
 	return s.plain.ListCarts(ctx, request)
 }
 
+// PutCart serves PUT /carts/{id} with PlainHandlers.
 func (s *idemServer) PutCart(ctx context.Context, request PutCartRequestObject) (PutCartResponseObject, error) {
 	return s.plain.PutCart(ctx, request)
 }
 
+// DeleteCart serves DELETE /carts/{id} with PlainHandlers.
 func (s *idemServer) DeleteCart(ctx context.Context, request DeleteCartRequestObject) (DeleteCartResponseObject, error) {
 	return s.plain.DeleteCart(ctx, request)
 }
 
+// CreateCart serves POST /carts with the engine: it runs the phases of createCart for a new key, or
+// answers with the outcome a retry's key already has.
 func (s *idemServer) CreateCart(ctx context.Context, request CreateCartRequestObject) (CreateCartResponseObject, error) {
 	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateCartPhases(s.phases.CreateCart, request))
 	if err != nil {
@@ -90,7 +108,8 @@ func (s *idemServer) CreateCart(ctx context.Context, request CreateCartRequestOb
 	return createCartOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createCartOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CreateCartResponseObject.
+// createCartOutcome writes the engine's outcome of a request (the phases' response, its replay, or
+// a problem) as a CreateCartResponseObject.
 type createCartOutcome func(http.ResponseWriter) error
 
 func (o createCartOutcome) VisitCreateCartResponse(w http.ResponseWriter) error {
@@ -116,31 +135,30 @@ func bindCreateCartPhases(p CreateCartPhases, request CreateCartRequestObject) [
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }

@@ -18,26 +18,38 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
-// CreatePaymentPhases are the phases of createPayment (POST /payments), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CreatePaymentPhases are the phases of createPayment, in order. An execution that dies between
+// phases resumes after the last committed local phase, with the state it saved.
+//
+// POST /payments
 type CreatePaymentPhases interface {
-	// RecordPayment is phase 1 of 4 ("record_payment"), local: it runs in tx, whose commit also records this phase as done and saves state.
+	// RecordPayment is phase 1 of 4 ("record_payment"), local: it runs in tx, whose commit also
+	// records this phase as done and saves state.
 	RecordPayment(ctx context.Context, tx pgx.Tx, request CreatePaymentRequestObject, state *CreatePaymentState) error
-	// ChargeCard is phase 2 of 4 ("charge_card"), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.
+	// ChargeCard is phase 2 of 4 ("charge_card"), foreign: it runs outside any transaction. Send
+	// key as the other system's idempotency key; it is the same on every retry. What it writes into
+	// state is saved by the next phase's commit.
 	ChargeCard(ctx context.Context, key string, request CreatePaymentRequestObject, state *CreatePaymentState) error
-	// NotifyFraudCheck is phase 3 of 4 ("notify_fraud_check"), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.
+	// NotifyFraudCheck is phase 3 of 4 ("notify_fraud_check"), foreign: it runs outside any
+	// transaction. Send key as the other system's idempotency key; it is the same on every retry.
+	// What it writes into state is saved by the next phase's commit.
 	NotifyFraudCheck(ctx context.Context, key string, request CreatePaymentRequestObject, state *CreatePaymentState) error
-	// Finish is phase 4 of 4 ("finish"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Finish is phase 4 of 4 ("finish"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Finish(ctx context.Context, tx pgx.Tx, request CreatePaymentRequestObject, state *CreatePaymentState) (CreatePaymentResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	CreatePayment CreatePaymentPhases
+	CreatePayment CreatePaymentPhases // POST /payments
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface{}
 
+// createPaymentIdempotency is the x-idempotency of createPayment (POST /payments), as the runtime
+// takes it.
 var createPaymentIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createPayment",
@@ -61,7 +73,8 @@ var createPaymentIdempotency = &idemecho.Spec{
 	Exclude: []string{"/client_ts"},
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -70,6 +83,8 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// CreatePayment serves POST /payments with the engine: it runs the phases of createPayment for a
+// new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
 	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreatePaymentPhases(s.phases.CreatePayment, request))
 	if err != nil {
@@ -78,7 +93,8 @@ func (s *idemServer) CreatePayment(ctx context.Context, request CreatePaymentReq
 	return createPaymentOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createPaymentOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CreatePaymentResponseObject.
+// createPaymentOutcome writes the engine's outcome of a request (the phases' response, its replay,
+// or a problem) as a CreatePaymentResponseObject.
 type createPaymentOutcome func(http.ResponseWriter) error
 
 func (o createPaymentOutcome) VisitCreatePaymentResponse(w http.ResponseWriter) error {
@@ -122,31 +138,30 @@ func bindCreatePaymentPhases(p CreatePaymentPhases, request CreatePaymentRequest
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }

@@ -18,34 +18,50 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
-// CreateOrderPhases are the phases of createOrder (POST /orders), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CreateOrderPhases are the phases of createOrder, in order. An execution that dies between phases
+// resumes after the last committed local phase, with the state it saved.
+//
+// POST /orders
 type CreateOrderPhases interface {
-	// Reserve is phase 1 of 3 ("reserve"), local: it runs in tx, whose commit also records this phase as done and saves state.
+	// Reserve is phase 1 of 3 ("reserve"), local: it runs in tx, whose commit also records this
+	// phase as done and saves state.
 	Reserve(ctx context.Context, tx pgx.Tx, request CreateOrderRequestObject, state *CreateOrderState) error
-	// Charge is phase 2 of 3 ("charge"), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.
+	// Charge is phase 2 of 3 ("charge"), foreign: it runs outside any transaction. Send key as the
+	// other system's idempotency key; it is the same on every retry. What it writes into state is
+	// saved by the next phase's commit.
 	Charge(ctx context.Context, key string, request CreateOrderRequestObject, state *CreateOrderState) error
-	// Confirm is phase 3 of 3 ("confirm"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Confirm is phase 3 of 3 ("confirm"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Confirm(ctx context.Context, tx pgx.Tx, request CreateOrderRequestObject, state *CreateOrderState) (CreateOrderResponseObject, error)
 }
 
-// RefundOrderPhases are the phases of refundOrder (POST /orders/{orderID}/refunds), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// RefundOrderPhases are the phases of refundOrder, in order. An execution that dies between phases
+// resumes after the last committed local phase, with the state it saved.
+//
+// POST /orders/{orderID}/refunds
 type RefundOrderPhases interface {
-	// Refund is phase 1 of 1 ("refund"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Refund is phase 1 of 1 ("refund"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Refund(ctx context.Context, tx pgx.Tx, request RefundOrderRequestObject, state *RefundOrderState) (RefundOrderResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	CreateOrder CreateOrderPhases
-	RefundOrder RefundOrderPhases
+	CreateOrder CreateOrderPhases // POST /orders
+	RefundOrder RefundOrderPhases // POST /orders/{orderID}/refunds
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface {
-	// (GET /orders/{orderID})
+	// GetOrderByID serves getOrderByID.
+	//
+	// GET /orders/{orderID}
 	GetOrderByID(ctx context.Context, request GetOrderByIDRequestObject) (GetOrderByIDResponseObject, error)
 }
 
+// createOrderIdempotency is the x-idempotency of createOrder (POST /orders), as the runtime takes
+// it.
 var createOrderIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createOrder",
@@ -68,6 +84,8 @@ var createOrderIdempotency = &idemecho.Spec{
 	Route: "/orders",
 }
 
+// refundOrderIdempotency is the x-idempotency of refundOrder (POST /orders/{orderID}/refunds), as
+// the runtime takes it.
 var refundOrderIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "refundOrder",
@@ -90,7 +108,8 @@ var refundOrderIdempotency = &idemecho.Spec{
 	Route: "/orders/{orderID}/refunds",
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -99,10 +118,13 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// GetOrderByID serves GET /orders/{orderID} with PlainHandlers.
 func (s *idemServer) GetOrderByID(ctx context.Context, request GetOrderByIDRequestObject) (GetOrderByIDResponseObject, error) {
 	return s.plain.GetOrderByID(ctx, request)
 }
 
+// CreateOrder serves POST /orders with the engine: it runs the phases of createOrder for a new key,
+// or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateOrder(ctx context.Context, request CreateOrderRequestObject) (CreateOrderResponseObject, error) {
 	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateOrderPhases(s.phases.CreateOrder, request))
 	if err != nil {
@@ -111,7 +133,8 @@ func (s *idemServer) CreateOrder(ctx context.Context, request CreateOrderRequest
 	return createOrderOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CreateOrderResponseObject.
+// createOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or
+// a problem) as a CreateOrderResponseObject.
 type createOrderOutcome func(http.ResponseWriter) error
 
 func (o createOrderOutcome) VisitCreateOrderResponse(w http.ResponseWriter) error {
@@ -149,6 +172,8 @@ func bindCreateOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject
 	}
 }
 
+// RefundOrder serves POST /orders/{orderID}/refunds with the engine: it runs the phases of
+// refundOrder for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) RefundOrder(ctx context.Context, request RefundOrderRequestObject) (RefundOrderResponseObject, error) {
 	resp, err := idemecho.Execute(ctx, s.rt, nil, bindRefundOrderPhases(s.phases.RefundOrder, request))
 	if err != nil {
@@ -157,7 +182,8 @@ func (s *idemServer) RefundOrder(ctx context.Context, request RefundOrderRequest
 	return refundOrderOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// refundOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a RefundOrderResponseObject.
+// refundOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or
+// a problem) as a RefundOrderResponseObject.
 type refundOrderOutcome func(http.ResponseWriter) error
 
 func (o refundOrderOutcome) VisitRefundOrderResponse(w http.ResponseWriter) error {
@@ -183,31 +209,30 @@ func bindRefundOrderPhases(p RefundOrderPhases, request RefundOrderRequestObject
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }

@@ -18,24 +18,34 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
-// CreateChargePhases are the phases of createCharge (POST /charges), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CreateChargePhases are the phases of createCharge, in order. An execution that dies between
+// phases resumes after the last committed local phase, with the state it saved.
+//
+// POST /charges
 type CreateChargePhases interface {
-	// Reserve is phase 1 of 3 ("reserve"), local: it runs in tx, whose commit also records this phase as done and saves state.
+	// Reserve is phase 1 of 3 ("reserve"), local: it runs in tx, whose commit also records this
+	// phase as done and saves state.
 	Reserve(ctx context.Context, tx pgx.Tx, request CreateChargeRequestObject, state *CreateChargeState) error
-	// Authorize is phase 2 of 3 ("authorize"), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.
+	// Authorize is phase 2 of 3 ("authorize"), foreign: it runs outside any transaction. Send key
+	// as the other system's idempotency key; it is the same on every retry. What it writes into
+	// state is saved by the next phase's commit.
 	Authorize(ctx context.Context, key string, request CreateChargeRequestObject, state *CreateChargeState) error
-	// Capture is phase 3 of 3 ("capture"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Capture is phase 3 of 3 ("capture"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Capture(ctx context.Context, tx pgx.Tx, request CreateChargeRequestObject, state *CreateChargeState) (CreateChargeResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	CreateCharge CreateChargePhases
+	CreateCharge CreateChargePhases // POST /charges
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface{}
 
+// createChargeIdempotency is the x-idempotency of createCharge (POST /charges), as the runtime
+// takes it.
 var createChargeIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "createCharge",
@@ -58,7 +68,8 @@ var createChargeIdempotency = &idemecho.Spec{
 	Route: "/charges",
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -67,6 +78,8 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// CreateCharge serves POST /charges with the engine: it runs the phases of createCharge for a new
+// key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateCharge(ctx context.Context, request CreateChargeRequestObject) (CreateChargeResponseObject, error) {
 	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateChargePhases(s.phases.CreateCharge, request))
 	if err != nil {
@@ -75,7 +88,8 @@ func (s *idemServer) CreateCharge(ctx context.Context, request CreateChargeReque
 	return createChargeOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createChargeOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a CreateChargeResponseObject.
+// createChargeOutcome writes the engine's outcome of a request (the phases' response, its replay,
+// or a problem) as a CreateChargeResponseObject.
 type createChargeOutcome func(http.ResponseWriter) error
 
 func (o createChargeOutcome) VisitCreateChargeResponse(w http.ResponseWriter) error {
@@ -113,31 +127,30 @@ func bindCreateChargePhases(p CreateChargePhases, request CreateChargeRequestObj
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }

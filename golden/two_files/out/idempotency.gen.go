@@ -18,23 +18,31 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
-// AddPetPhases are the phases of addPet (POST /pets), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// AddPetPhases are the phases of addPet, in order. An execution that dies between phases resumes
+// after the last committed local phase, with the state it saved.
+//
+// POST /pets
 type AddPetPhases interface {
-	// InsertPet is phase 1 of 1 ("insert_pet"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// InsertPet is phase 1 of 1 ("insert_pet"), final: it runs in tx, which also stores the
+	// response it returns; that response is replayed byte for byte to every retry.
 	InsertPet(ctx context.Context, tx pgx.Tx, request AddPetRequestObject, state *AddPetState) (AddPetResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	AddPet AddPetPhases
+	AddPet AddPetPhases // POST /pets
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface {
-	// (GET /pets/{id})
+	// GetPet serves getPet.
+	//
+	// GET /pets/{id}
 	GetPet(ctx context.Context, request GetPetRequestObject) (GetPetResponseObject, error)
 }
 
+// addPetIdempotency is the x-idempotency of addPet (POST /pets), as the runtime takes it.
 var addPetIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID: "addPet",
@@ -57,7 +65,8 @@ var addPetIdempotency = &idemecho.Spec{
 	Route: "/pets",
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -66,10 +75,13 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// GetPet serves GET /pets/{id} with PlainHandlers.
 func (s *idemServer) GetPet(ctx context.Context, request GetPetRequestObject) (GetPetResponseObject, error) {
 	return s.plain.GetPet(ctx, request)
 }
 
+// AddPet serves POST /pets with the engine: it runs the phases of addPet for a new key, or answers
+// with the outcome a retry's key already has.
 func (s *idemServer) AddPet(ctx context.Context, request AddPetRequestObject) (AddPetResponseObject, error) {
 	resp, err := idemecho.Execute(ctx, s.rt, nil, bindAddPetPhases(s.phases.AddPet, request))
 	if err != nil {
@@ -78,7 +90,8 @@ func (s *idemServer) AddPet(ctx context.Context, request AddPetRequestObject) (A
 	return addPetOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// addPetOutcome writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a AddPetResponseObject.
+// addPetOutcome writes the engine's outcome of a request (the phases' response, its replay, or a
+// problem) as a AddPetResponseObject.
 type addPetOutcome func(http.ResponseWriter) error
 
 func (o addPetOutcome) VisitAddPetResponse(w http.ResponseWriter) error {
@@ -104,31 +117,30 @@ func bindAddPetPhases(p AddPetPhases, request AddPetRequestObject) []idem.Phase[
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }
