@@ -213,27 +213,20 @@ func renderClient(pkg string, r *ir, cs *clientSource) ([]byte, error) {
 		}), Nil()),
 	)
 
-	idem := map[string]*opIR{}
-	for _, o := range r.Idempotent {
-		idem[route(o)] = o
-	}
-	plain := map[string]*plainIR{}
-	for _, p := range r.Plain {
-		plain[p.Method+" "+p.Path] = p
-	}
-	for _, rt := range r.Routes {
-		methods := cs.byRoute[rt]
+	for _, op := range r.Served {
+		methods := cs.byRoute[op.route()]
 		if len(methods) == 0 {
-			return nil, fmt.Errorf("gen: oapi-codegen generated no client method for %s", rt)
+			return nil, fmt.Errorf("gen: oapi-codegen generated no client method for %s", op.route())
 		}
 		for _, m := range methods {
 			var err error
-			if o := idem[rt]; o != nil && o.X.Key.Pointer != "" {
+			switch o := op.idem; {
+			case o == nil:
+				err = renderPlainMethod(f, cs, op.plain, m)
+			case o.X.Key.Pointer != "":
 				err = renderBodyKeyedMethod(f, cs, o, m)
-			} else if o != nil {
+			default:
 				err = renderIdempotentMethod(f, cs, o, m)
-			} else {
-				err = renderPlainMethod(f, cs, plain[rt], m)
 			}
 			if err != nil {
 				return nil, err

@@ -16,9 +16,10 @@ import (
 type ir struct {
 	Package    string
 	SpecFile   string
-	Idempotent []*opIR // in spec order
-	Plain      []*plainIR
-	Routes     []string // every operation's "METHOD /path", in spec order
+	Idempotent []*opIR    // in spec order
+	Plain      []*plainIR // in spec order
+	// Served is every operation served, idempotent or plain, in spec order.
+	Served []served
 	// MiddlewareKeys are the keys of oapi-codegen's OperationMiddlewares of
 	// every operation served: operationIds (or, without one, oapi-codegen's
 	// name for it).
@@ -68,6 +69,20 @@ func (p *plainIR) name() string {
 		return nobreak(p.Method + " " + p.Path)
 	}
 	return p.OperationID
+}
+
+// served is one operation served: idempotent (idem) or plain.
+type served struct {
+	idem  *opIR
+	plain *plainIR
+}
+
+// route returns the operation's "METHOD /path".
+func (s served) route() string {
+	if s.idem != nil {
+		return route(s.idem)
+	}
+	return s.plain.Method + " " + s.plain.Path
 }
 
 // strictMethod is one method of oapi-codegen's StrictServerInterface.
@@ -178,15 +193,16 @@ func buildIR(cfg *Config, doc *spec.Document, sources []Source) (*ir, error) {
 		default:
 			return nil, fmt.Errorf("gen: oapi-codegen generated no strict handler for %s %s", op.Method, op.Path)
 		}
-		r.Routes = append(r.Routes, op.Method+" "+op.Path)
 		key := op.OperationID
 		if key == "" {
 			key = m.name
 		}
 		r.MiddlewareKeys = append(r.MiddlewareKeys, key)
 		if op.Idempotency == nil {
-			r.Plain = append(r.Plain, &plainIR{GoName: m.name, RequestType: m.request, ResponseType: m.response, Method: op.Method, Path: op.Path,
-				OperationID: op.OperationID, Summary: op.Op.Summary})
+			p := &plainIR{GoName: m.name, RequestType: m.request, ResponseType: m.response, Method: op.Method, Path: op.Path,
+				OperationID: op.OperationID, Summary: op.Op.Summary}
+			r.Plain = append(r.Plain, p)
+			r.Served = append(r.Served, served{plain: p})
 			continue
 		}
 		o := &opIR{Spec: op, X: op.Idempotency, GoName: m.name, RequestType: m.request, ResponseType: m.response, VisitMethod: m.visit}
@@ -207,6 +223,7 @@ func buildIR(cfg *Config, doc *spec.Document, sources []Source) (*ir, error) {
 			}
 		}
 		r.Idempotent = append(r.Idempotent, o)
+		r.Served = append(r.Served, served{idem: o})
 	}
 	for _, name := range []string{"Phases", "PlainHandlers", "Register", "RegisterWithOptions", "RegisterOptions"} {
 		if declared[name] && len(r.Idempotent) > 0 {

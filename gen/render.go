@@ -204,13 +204,15 @@ func renderServer(f *File, r *ir) {
 	f.Line()
 	f.Var().Id("_").Id("StrictServerInterface").Op("=").Parens(Op("*").Id("idemServer")).Parens(Nil())
 	f.Line()
-	for _, p := range r.Plain {
-		f.Add(doc(0, fmt.Sprintf("%s serves %s with PlainHandlers.", p.GoName, nobreak(p.Method+" "+p.Path))))
-		f.Func().Params(Id("s").Op("*").Id("idemServer")).Add(strictSignature(p.GoName, p.RequestType, p.ResponseType)).
-			Block(Return(Id("s").Dot("plain").Dot(p.GoName).Call(Id("ctx"), Id("request"))))
-		f.Line()
-	}
-	for _, o := range r.Idempotent {
+	for _, op := range r.Served {
+		if p := op.plain; p != nil {
+			f.Add(doc(0, fmt.Sprintf("%s serves %s with PlainHandlers.", p.GoName, nobreak(op.route()))))
+			f.Func().Params(Id("s").Op("*").Id("idemServer")).Add(strictSignature(p.GoName, p.RequestType, p.ResponseType)).
+				Block(Return(Id("s").Dot("plain").Dot(p.GoName).Call(Id("ctx"), Id("request"))))
+			f.Line()
+			continue
+		}
+		o := op.idem
 		background := o.X.Complete == "background"
 		body := []Code{}
 		payload := Nil()

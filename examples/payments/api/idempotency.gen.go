@@ -166,16 +166,6 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
-// GetPayment serves GET /payments/{id} with PlainHandlers.
-func (s *idemServer) GetPayment(ctx context.Context, request GetPaymentRequestObject) (GetPaymentResponseObject, error) {
-	return s.plain.GetPayment(ctx, request)
-}
-
-// PutOrder serves PUT /orders/{id} with PlainHandlers.
-func (s *idemServer) PutOrder(ctx context.Context, request PutOrderRequestObject) (PutOrderResponseObject, error) {
-	return s.plain.PutOrder(ctx, request)
-}
-
 // CreatePayment serves POST /payments with the engine: it runs the phases of createPayment for a
 // new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
@@ -225,6 +215,11 @@ func bindCreatePaymentPhases(p CreatePaymentPhases, request CreatePaymentRequest
 	}
 }
 
+// GetPayment serves GET /payments/{id} with PlainHandlers.
+func (s *idemServer) GetPayment(ctx context.Context, request GetPaymentRequestObject) (GetPaymentResponseObject, error) {
+	return s.plain.GetPayment(ctx, request)
+}
+
 // CreateRefund serves POST /refunds with the engine: it runs the phases of createRefund for a new
 // key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateRefund(ctx context.Context, request CreateRefundRequestObject) (CreateRefundResponseObject, error) {
@@ -260,6 +255,11 @@ func bindCreateRefundPhases(p CreateRefundPhases, request CreateRefundRequestObj
 			},
 		},
 	}
+}
+
+// PutOrder serves PUT /orders/{id} with PlainHandlers.
+func (s *idemServer) PutOrder(ctx context.Context, request PutOrderRequestObject) (PutOrderResponseObject, error) {
+	return s.plain.PutOrder(ctx, request)
 }
 
 // ReceiveCardnetEvent serves POST /webhooks/cardnet with the engine: it runs the phases of

@@ -155,11 +155,6 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
-// ListOrders serves GET /orders with PlainHandlers.
-func (s *idemServer) ListOrders(ctx context.Context, request ListOrdersRequestObject) (ListOrdersResponseObject, error) {
-	return s.plain.ListOrders(ctx, request)
-}
-
 // CreateOrder serves POST /orders with the engine: it runs the phases of createOrder for a new key,
 // or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateOrder(ctx context.Context, request CreateOrderRequestObject) (CreateOrderResponseObject, error) {
@@ -207,6 +202,11 @@ func bindCreateOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject
 			},
 		},
 	}
+}
+
+// ListOrders serves GET /orders with PlainHandlers.
+func (s *idemServer) ListOrders(ctx context.Context, request ListOrdersRequestObject) (ListOrdersResponseObject, error) {
+	return s.plain.ListOrders(ctx, request)
 }
 
 // RefundOrder serves POST /stores/{key}/refunds with the engine: it runs the phases of refundOrder

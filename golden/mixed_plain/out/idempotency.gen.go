@@ -83,21 +83,6 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
-// ListCarts serves GET /carts with PlainHandlers.
-func (s *idemServer) ListCarts(ctx context.Context, request ListCartsRequestObject) (ListCartsResponseObject, error) {
-	return s.plain.ListCarts(ctx, request)
-}
-
-// PutCart serves PUT /carts/{id} with PlainHandlers.
-func (s *idemServer) PutCart(ctx context.Context, request PutCartRequestObject) (PutCartResponseObject, error) {
-	return s.plain.PutCart(ctx, request)
-}
-
-// DeleteCart serves DELETE /carts/{id} with PlainHandlers.
-func (s *idemServer) DeleteCart(ctx context.Context, request DeleteCartRequestObject) (DeleteCartResponseObject, error) {
-	return s.plain.DeleteCart(ctx, request)
-}
-
 // CreateCart serves POST /carts with the engine: it runs the phases of createCart for a new key, or
 // answers with the outcome a retry's key already has.
 func (s *idemServer) CreateCart(ctx context.Context, request CreateCartRequestObject) (CreateCartResponseObject, error) {
@@ -133,6 +118,21 @@ func bindCreateCartPhases(p CreateCartPhases, request CreateCartRequestObject) [
 			},
 		},
 	}
+}
+
+// ListCarts serves GET /carts with PlainHandlers.
+func (s *idemServer) ListCarts(ctx context.Context, request ListCartsRequestObject) (ListCartsResponseObject, error) {
+	return s.plain.ListCarts(ctx, request)
+}
+
+// PutCart serves PUT /carts/{id} with PlainHandlers.
+func (s *idemServer) PutCart(ctx context.Context, request PutCartRequestObject) (PutCartResponseObject, error) {
+	return s.plain.PutCart(ctx, request)
+}
+
+// DeleteCart serves DELETE /carts/{id} with PlainHandlers.
+func (s *idemServer) DeleteCart(ctx context.Context, request DeleteCartRequestObject) (DeleteCartResponseObject, error) {
+	return s.plain.DeleteCart(ctx, request)
 }
 
 // RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes

@@ -118,11 +118,6 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
-// GetOrderByID serves GET /orders/{orderID} with PlainHandlers.
-func (s *idemServer) GetOrderByID(ctx context.Context, request GetOrderByIDRequestObject) (GetOrderByIDResponseObject, error) {
-	return s.plain.GetOrderByID(ctx, request)
-}
-
 // CreateOrder serves POST /orders with the engine: it runs the phases of createOrder for a new key,
 // or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateOrder(ctx context.Context, request CreateOrderRequestObject) (CreateOrderResponseObject, error) {
@@ -170,6 +165,11 @@ func bindCreateOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject
 			},
 		},
 	}
+}
+
+// GetOrderByID serves GET /orders/{orderID} with PlainHandlers.
+func (s *idemServer) GetOrderByID(ctx context.Context, request GetOrderByIDRequestObject) (GetOrderByIDResponseObject, error) {
+	return s.plain.GetOrderByID(ctx, request)
 }
 
 // RefundOrder serves POST /orders/{orderID}/refunds with the engine: it runs the phases of

@@ -75,11 +75,6 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
-// GetPet serves GET /pets/{id} with PlainHandlers.
-func (s *idemServer) GetPet(ctx context.Context, request GetPetRequestObject) (GetPetResponseObject, error) {
-	return s.plain.GetPet(ctx, request)
-}
-
 // AddPet serves POST /pets with the engine: it runs the phases of addPet for a new key, or answers
 // with the outcome a retry's key already has.
 func (s *idemServer) AddPet(ctx context.Context, request AddPetRequestObject) (AddPetResponseObject, error) {
@@ -115,6 +110,11 @@ func bindAddPetPhases(p AddPetPhases, request AddPetRequestObject) []idem.Phase[
 			},
 		},
 	}
+}
+
+// GetPet serves GET /pets/{id} with PlainHandlers.
+func (s *idemServer) GetPet(ctx context.Context, request GetPetRequestObject) (GetPetResponseObject, error) {
+	return s.plain.GetPet(ctx, request)
 }
 
 // RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
