@@ -143,7 +143,13 @@ func elements(elems ...kv) *Statement {
 			items = append(items, Add(e.key).Op(":").Add(e.value))
 		}
 	}
-	return Custom(Options{Open: "{", Close: "}", Separator: ",", Multi: true}, items...)
+	return Custom(oneALine("{", "}"), items...)
+}
+
+// oneALine lays a list out one item a line between open and close: long
+// lists (every operation of a spec) stay readable.
+func oneALine(open, close string) Options {
+	return Options{Open: open, Close: close, Separator: ",", Multi: true}
 }
 
 // renderSpecs writes each idempotent operation's x-idempotency as the runtime
@@ -336,7 +342,7 @@ func renderRegister(f *File, r *ir) {
 	for _, o := range r.Idempotent {
 		ops = append(ops, Id(o.idempotencyVar()).Dot("Operation"))
 	}
-	body = append(body, If(Err().Op(":=").Id("rt").Dot("Engine").Dot("Register").Call(ops...), Err().Op("!=").Nil()).Block(
+	body = append(body, If(Err().Op(":=").Id("rt").Dot("Engine").Dot("Register").Custom(oneALine("(", ")"), ops...), Err().Op("!=").Nil()).Block(
 		Return(Qual("fmt", "Errorf").Call(Lit("Register: %w"), Err()))))
 	for _, o := range r.Idempotent {
 		if o.X.Complete != "background" {
@@ -361,7 +367,7 @@ func renderRegister(f *File, r *ir) {
 	body = append(body,
 		Id("server").Op(":=").Op("&").Id("idemServer").Add(elements(field("plain", Id("plain")), field("phases", Id("phases")), field("rt", Id("rt")))),
 		Id("idempotency").Op(":=").Map(String()).Qual(pkgEcho, "MiddlewareFunc").Add(elements(idempotency...)),
-		Id("operations").Op(":=").Index().String().Custom(Options{Open: "{", Close: "}", Separator: ",", Multi: true}, operations...),
+		Id("operations").Op(":=").Index().String().Custom(oneALine("{", "}"), operations...),
 		Id("middlewares").Op(":=").Qual(pkgIdemEcho, "OperationMiddlewares").Call(
 			Id("options").Dot("OperationMiddlewares"), Id("idempotency"), Id("options").Dot("ErrorHandler"), Id("operations")),
 		Id("RegisterHandlersWithOptions").Call(Id("router"), Id("NewStrictHandler").Call(Id("server"), Id("options").Dot("StrictMiddlewares")),

@@ -353,7 +353,11 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Senders["cardnet"] == nil {
 		return errors.New("Register: receiveCardnetEvent is scoped to the sender verified by \"cardnet\"; set rt.Senders[\"cardnet\"]")
 	}
-	if err := rt.Engine.Register(createPaymentIdempotency.Operation, createRefundIdempotency.Operation, receiveCardnetEventIdempotency.Operation); err != nil {
+	if err := rt.Engine.Register(
+		createPaymentIdempotency.Operation,
+		createRefundIdempotency.Operation,
+		receiveCardnetEventIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{

@@ -173,7 +173,9 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: createTransfer is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(createTransferIdempotency.Operation); err != nil {
+	if err := rt.Engine.Register(
+		createTransferIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	idem.RegisterCompleter(rt.Engine, createTransferIdempotency.Operation, func(payload []byte) ([]idem.Phase[CreateTransferState], error) {

@@ -171,7 +171,9 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: startExport is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(startExportIdempotency.Operation); err != nil {
+	if err := rt.Engine.Register(
+		startExportIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	idem.RegisterCompleter(rt.Engine, startExportIdempotency.Operation, func(payload []byte) ([]idem.Phase[StartExportState], error) {

@@ -229,7 +229,10 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Senders["acme"] == nil {
 		return errors.New("Register: receiveAcmeEvent is scoped to the sender verified by \"acme\"; set rt.Senders[\"acme\"]")
 	}
-	if err := rt.Engine.Register(receiveAcmeEventIdempotency.Operation, postLedgerEntryIdempotency.Operation); err != nil {
+	if err := rt.Engine.Register(
+		receiveAcmeEventIdempotency.Operation,
+		postLedgerEntryIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{

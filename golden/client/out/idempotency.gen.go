@@ -331,7 +331,11 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: createOrder and cancelOrder are scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(createOrderIdempotency.Operation, refundOrderIdempotency.Operation, cancelOrderIdempotency.Operation); err != nil {
+	if err := rt.Engine.Register(
+		createOrderIdempotency.Operation,
+		refundOrderIdempotency.Operation,
+		cancelOrderIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{

@@ -145,7 +145,9 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if phases.Subscribe == nil {
 		return errors.New("Register: phases.Subscribe is nil")
 	}
-	if err := rt.Engine.Register(subscribeIdempotency.Operation); err != nil {
+	if err := rt.Engine.Register(
+		subscribeIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{

@@ -223,7 +223,10 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: placeOrder and cancelOrder are scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(placeOrderIdempotency.Operation, cancelOrderIdempotency.Operation); err != nil {
+	if err := rt.Engine.Register(
+		placeOrderIdempotency.Operation,
+		cancelOrderIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{

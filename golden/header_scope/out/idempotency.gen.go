@@ -145,7 +145,9 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if phases.CreateInvoice == nil {
 		return errors.New("Register: phases.CreateInvoice is nil")
 	}
-	if err := rt.Engine.Register(createInvoiceIdempotency.Operation); err != nil {
+	if err := rt.Engine.Register(
+		createInvoiceIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{

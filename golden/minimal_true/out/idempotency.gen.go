@@ -146,7 +146,9 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: startJob is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(startJobIdempotency.Operation); err != nil {
+	if err := rt.Engine.Register(
+		startJobIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{

@@ -177,7 +177,9 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: createPayment is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(createPaymentIdempotency.Operation); err != nil {
+	if err := rt.Engine.Register(
+		createPaymentIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{

@@ -254,7 +254,10 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: createOrder is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(createOrderIdempotency.Operation, refundOrderIdempotency.Operation); err != nil {
+	if err := rt.Engine.Register(
+		createOrderIdempotency.Operation,
+		refundOrderIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{

@@ -159,7 +159,9 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: addPet is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(addPetIdempotency.Operation); err != nil {
+	if err := rt.Engine.Register(
+		addPetIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
