@@ -33,6 +33,8 @@ docs-check:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseKey$$' -fuzztime $(FUZZTIME) ./runtime/idemhttp
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(FUZZTIME) ./runtime/idemhttp
+	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalJSONExclude$$' -fuzztime $(FUZZTIME) ./runtime/idemhttp
+	$(GO) test -run '^$$' -fuzz '^FuzzFingerprint$$' -fuzztime $(FUZZTIME) ./runtime/idemhttp
 	$(GO) test -run '^$$' -fuzz '^FuzzBodyKey$$' -fuzztime $(FUZZTIME) ./runtime/idemhttp
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./spec
 	cd examples && $(GO) test -run '^$$' -fuzz '^FuzzRequestPath$$' -fuzztime $(FUZZTIME) ./payments/api

@@ -3,6 +3,7 @@ package idemecho_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -257,6 +258,42 @@ func BenchmarkEngine(b *testing.B) {
 				b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 			})
+		}
+	}
+}
+
+// BenchmarkMiddleware measures what idemecho does around the engine for a
+// keyed request, without a database: the middleware (key, scope, body,
+// fingerprint, context) and a handler that renders its response and writes
+// it as generated code does. The request and recorder of net/http/httptest
+// are counted too (about 20 allocations of the total).
+func BenchmarkMiddleware(b *testing.B) {
+	rt := &idemecho.Runtime{Principal: func(echo.Context) (string, error) { return "acct", nil }}
+	spec := &idemecho.Spec{Operation: &idem.Operation{ID: "createPayment"}, Key: idemhttp.KeyRule{Required: true},
+		Scope: "principal", Route: "/payments", Exclude: []string{"/client_ts"}}
+	e := echo.New()
+	e.POST("/payments", func(c echo.Context) error {
+		resp, err := idemecho.Render(func(w http.ResponseWriter) error {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(201)
+			_, err := io.WriteString(w, `{"id":1042,"status":"succeeded"}`+"\n")
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		return idemecho.Writer(c.Request().Context(), resp)(c.Response())
+	}, idemecho.Middleware(rt, spec))
+	body := `{"amount":1250,"currency":"EUR","customer":"ada@example.com","client_ts":"2026-11-30T18:35:13.123Z"}`
+	b.ReportAllocs()
+	for b.Loop() {
+		req := httptest.NewRequest("POST", "/payments", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "5f0c3f4e-1b7a-4d52-9a36-0c2b9f1d7e21")
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		if rec.Code != 201 {
+			b.Fatalf("%d %s", rec.Code, rec.Body)
 		}
 	}
 }

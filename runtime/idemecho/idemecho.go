@@ -19,6 +19,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -79,9 +80,33 @@ type Call struct {
 	Resumed bool
 	// problem is the refusal Execute answered with, if any.
 	problem *idem.Error
+
+	// The request's context and body as the middleware hands them on,
+	// allocated with the call.
+	ctx  callContext
+	body bodyReader
 }
 
 type callKey struct{}
+
+// callContext is the request's context with the call as the value of
+// callKey{}, as context.WithValue would make it.
+type callContext struct {
+	context.Context
+	call *Call
+}
+
+func (c *callContext) Value(key any) any {
+	if key == (callKey{}) {
+		return c.call
+	}
+	return c.Context.Value(key)
+}
+
+// bodyReader is the request body once read, for the handler to read again.
+type bodyReader struct{ bytes.Reader }
+
+func (*bodyReader) Close() error { return nil }
 
 // CallFrom returns the idempotent call of ctx, or nil.
 func CallFrom(ctx context.Context) *Call {
@@ -117,7 +142,8 @@ func Middleware(rt *Runtime, spec *Spec) echo.MiddlewareFunc {
 				return err
 			}
 			req := c.Request()
-			c.SetRequest(req.WithContext(context.WithValue(req.Context(), callKey{}, call)))
+			call.ctx = callContext{Context: req.Context(), call: call}
+			c.SetRequest(req.WithContext(&call.ctx))
 			err = next(c)
 			if err != nil {
 				// Render the error now, so the log line has the status sent.
@@ -181,14 +207,15 @@ func prepare(c echo.Context, rt *Runtime, spec *Spec) (*Call, error) {
 	if limit <= 0 {
 		limit = DefaultMaxBodyBytes
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	body, err := readBody(r, limit)
 	if err != nil {
 		return call, echo.NewHTTPError(http.StatusBadRequest, "reading the request body: "+err.Error())
 	}
 	if int64(len(body)) > limit {
 		return call, echo.NewHTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body exceeds %d bytes", limit))
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	call.body.Reset(body)
+	r.Body = &call.body
 	if signed {
 		if call.Request.Scope, err = rt.verify(r, body, sender, spec); err != nil {
 			return call, err
@@ -205,18 +232,53 @@ func prepare(c echo.Context, rt *Runtime, spec *Spec) (*Call, error) {
 	if call.Request.Key == "" {
 		return call, nil // optional key not sent: no fingerprint needed
 	}
-	params := map[string]string{}
-	for i, name := range c.ParamNames() {
-		if i < len(c.ParamValues()) {
-			params[name] = c.ParamValues()[i]
+	var params map[string]string
+	if names, values := c.ParamNames(), c.ParamValues(); len(names) > 0 {
+		params = make(map[string]string, len(names))
+		for i, name := range names {
+			if i < len(values) {
+				params[name] = values[i]
+			}
 		}
 	}
+	var query url.Values
+	if r.URL.RawQuery != "" {
+		query = r.URL.Query()
+	}
 	call.Request.Fingerprint, err = idemhttp.Fingerprint(idemhttp.Request{
-		Method: r.Method, Route: spec.Route, PathParams: params, Query: r.URL.Query(),
+		Method: r.Method, Route: spec.Route, PathParams: params, Query: query,
 		Header: r.Header, HeaderNames: spec.Headers, ContentType: r.Header.Get("Content-Type"),
 		Body: body, Exclude: spec.Exclude,
 	})
 	return call, err
+}
+
+// readBody reads at most limit+1 bytes of r's body (as io.ReadAll of an
+// io.LimitReader would), into a slice the size its Content-Length announces.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	size := int64(512)
+	if r.ContentLength >= 0 && r.ContentLength <= limit {
+		size = r.ContentLength + 1 // room to read the end of the body
+	}
+	b := make([]byte, 0, size)
+	for int64(len(b)) <= limit {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		room := b[len(b):cap(b)]
+		if int64(len(room)) > limit+1-int64(len(b)) {
+			room = room[:limit+1-int64(len(b))]
+		}
+		n, err := r.Body.Read(room)
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+	return b, nil
 }
 
 // verify runs the sender verifier of an operation scoped "sender:<name>"
@@ -228,15 +290,17 @@ func (rt *Runtime) verify(r *http.Request, body []byte, name string, spec *Spec)
 		return "", errors.New("idemecho: operation " + spec.Operation.ID + " is scoped to sender " + name + " but Runtime.Senders has no verifier of that name")
 	}
 	sender, err := v.Verify(r, body)
-	var perr *idem.Error
-	switch {
-	case errors.Is(err, idemsig.ErrInvalid):
-		return "", &idem.Error{Kind: idem.KindInvalidSignature, Detail: err.Error()}
-	case errors.As(err, &perr):
-		return "", err
-	case err != nil:
+	if err != nil {
+		var perr *idem.Error // only here: errors.As makes it escape to the heap
+		switch {
+		case errors.Is(err, idemsig.ErrInvalid):
+			return "", &idem.Error{Kind: idem.KindInvalidSignature, Detail: err.Error()}
+		case errors.As(err, &perr):
+			return "", err
+		}
 		return "", fmt.Errorf("idemecho: verifying the sender of %s: %w", spec.Operation.ID, err)
-	case sender == "":
+	}
+	if sender == "" {
 		return "", &idem.Error{Kind: idem.KindInvalidSignature, Detail: "the verifier found no sender"}
 	}
 	return sender, idem.CheckScope(sender)
@@ -286,15 +350,17 @@ func Execute[S any](ctx context.Context, rt *Runtime, payload []byte, phases []i
 	req := call.Request
 	req.Payload = payload
 	out, err := idem.Run(ctx, rt.Engine, op, req, phases)
-	var perr *idem.Error
-	var rel *idem.ReleaseError
-	switch {
-	case errors.As(err, &perr):
-		call.problem = perr
-		return idem.ProblemResponse(perr, rt.Engine.PolicyURL()), nil
-	case errors.As(err, &rel):
-		return nil, rel.Err
-	case err != nil:
+	if err != nil {
+		// Declared only here: errors.As makes them escape to the heap.
+		var perr *idem.Error
+		if errors.As(err, &perr) {
+			call.problem = perr
+			return idem.ProblemResponse(perr, rt.Engine.PolicyURL()), nil
+		}
+		var rel *idem.ReleaseError
+		if errors.As(err, &rel) {
+			return nil, rel.Err
+		}
 		return nil, err
 	}
 	call.Replayed, call.Resumed = out.Replayed, out.Resumed
@@ -305,31 +371,35 @@ func Execute[S any](ctx context.Context, rt *Runtime, payload []byte, phases []i
 // returns the exact response it wrote, so the bytes can be stored before
 // anything reaches the client.
 func Render(visit func(http.ResponseWriter) error) (*idem.Response, error) {
-	rec := &recorder{header: http.Header{}}
+	rec := &recorder{resp: idem.Response{Header: http.Header{}}}
+	rec.body = *bytes.NewBuffer(rec.small[:0])
 	if err := visit(rec); err != nil {
 		return nil, err
 	}
-	if rec.status == 0 {
-		rec.status = http.StatusOK
+	if rec.resp.Status == 0 {
+		rec.resp.Status = http.StatusOK
 	}
-	return &idem.Response{Status: rec.status, Header: rec.header, Body: rec.body.Bytes()}, nil
+	rec.resp.Body = rec.body.Bytes()
+	return &rec.resp, nil
 }
 
+// recorder is the response a visitor writes and the room for a small body,
+// in one allocation.
 type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
+	resp  idem.Response
+	body  bytes.Buffer
+	small [128]byte
 }
 
-func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) Header() http.Header { return r.resp.Header }
 func (r *recorder) WriteHeader(status int) {
-	if r.status == 0 {
-		r.status = status
+	if r.resp.Status == 0 {
+		r.resp.Status = status
 	}
 }
 func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
+	if r.resp.Status == 0 {
+		r.resp.Status = http.StatusOK
 	}
 	return r.body.Write(b)
 }
@@ -337,12 +407,29 @@ func (r *recorder) Write(b []byte) (int, error) {
 // WriteResponse writes a stored or fresh response. A replay carries
 // Idempotent-Replayed: true.
 func WriteResponse(w http.ResponseWriter, r *idem.Response, replayed bool) error {
-	h := w.Header()
-	for k, v := range r.Header {
-		h[k] = append([]string(nil), v...)
+	// The values are copied, so that nothing done to the response's
+	// headers reaches the stored response: into one slice, each header
+	// getting a part of it without room to append into the next.
+	n := 0
+	for _, v := range r.Header {
+		n += len(v)
 	}
 	if replayed {
-		h.Set(idemhttp.ReplayedHeader, "true")
+		n++
+	}
+	vals := make([]string, n)
+	h := w.Header()
+	for k, v := range r.Header {
+		if len(v) == 0 {
+			h[k] = nil
+			continue
+		}
+		c := copy(vals, v)
+		h[k], vals = vals[:c:c], vals[c:]
+	}
+	if replayed {
+		vals[0] = "true"
+		h[idemhttp.ReplayedHeader] = vals[:1:1]
 	}
 	w.WriteHeader(r.Status)
 	_, err := w.Write(r.Body)

@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"net/url"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -40,47 +38,118 @@ type Request struct {
 // and of query parameters with different names, and the excluded pointers
 // never change it; everything else does. A body that cannot be parsed as its
 // content type says is an *idem.Error of kind invalid-request.
+//
+// The canonical form is a sequence of fields, each its length (8 bytes, big
+// endian) and its bytes: a version tag, the method in upper case, the route,
+// each path parameter's name and value by name, the query (url.Values'
+// Encode), each fingerprinted header's canonical name, its number of values
+// and its values, the body's kind and its canonical form. It is written in
+// one buffer from a pool and hashed at once.
 func Fingerprint(r Request) ([]byte, error) {
-	body, kind, err := CanonicalBody(r.ContentType, r.Body, r.Exclude)
+	kind, err := bodyKind(r.ContentType, r.Body)
 	if err != nil {
 		return nil, err
 	}
-	h := sha256.New()
-	field := func(s string) {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		io.WriteString(h, s)
-	}
-	field("idemgen-fingerprint-v1")
-	field(strings.ToUpper(r.Method))
-	field(r.Route)
-	names := make([]string, 0, len(r.PathParams))
+	p := getCanon()
+	defer p.release()
+	b := appendField(p.out, "idemgen-fingerprint-v1")
+	b = appendUpperField(b, r.Method)
+	b = appendField(b, r.Route)
+	var nameBuf [8]string
+	names := nameBuf[:0]
 	for k := range r.PathParams {
 		names = append(names, k)
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	for _, k := range names {
-		field(k)
-		field(r.PathParams[k])
+		b = appendField(b, k)
+		b = appendField(b, r.PathParams[k])
 	}
-	field(r.Query.Encode()) // sorted by name, values in order
-	hn := append([]string(nil), r.HeaderNames...)
+	at := len(b)
+	b = appendQuery(binary.BigEndian.AppendUint64(b, 0), r.Query) // sorted by name, values in order
+	binary.BigEndian.PutUint64(b[at:], uint64(len(b)-at-8))
+	hn := append(nameBuf[:0], r.HeaderNames...)
 	for i := range hn {
 		hn[i] = http.CanonicalHeaderKey(hn[i])
 	}
-	sort.Strings(hn)
+	slices.Sort(hn)
 	for _, name := range hn {
-		field(name)
-		vals := r.Header.Values(name)
-		field(strconv.Itoa(len(vals)))
+		vals := r.Header[name]
+		b = appendField(b, name)
+		at := len(b)
+		b = strconv.AppendInt(binary.BigEndian.AppendUint64(b, 0), int64(len(vals)), 10)
+		binary.BigEndian.PutUint64(b[at:], uint64(len(b)-at-8))
 		for _, v := range vals {
-			field(v)
+			b = appendField(b, v)
 		}
 	}
-	field(kind)
-	field(string(body))
-	return h.Sum(nil), nil
+	b = appendField(b, kind)
+	at = len(b)
+	p.out = binary.BigEndian.AppendUint64(b, 0)
+	if err := p.appendBody(kind, r.Body, r.Exclude); err != nil {
+		return nil, err
+	}
+	binary.BigEndian.PutUint64(p.out[at:], uint64(len(p.out)-at-8))
+	sum := sha256.Sum256(p.out)
+	return sum[:], nil
+}
+
+func appendField(b []byte, s string) []byte {
+	return append(binary.BigEndian.AppendUint64(b, uint64(len(s))), s...)
+}
+
+// appendUpperField appends strings.ToUpper(s) as a field.
+func appendUpperField(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return appendField(b, strings.ToUpper(s))
+		}
+	}
+	b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		b = append(b, c)
+	}
+	return b
+}
+
+// appendQuery appends v.Encode().
+func appendQuery(b []byte, v url.Values) []byte {
+	var keyBuf [8]string
+	keys := keyBuf[:0]
+	for k := range v {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	start := len(b)
+	for _, k := range keys {
+		for _, val := range v[k] {
+			if len(b) > start {
+				b = append(b, '&')
+			}
+			b = append(appendQueryEscape(b, k), '=')
+			b = appendQueryEscape(b, val)
+		}
+	}
+	return b
+}
+
+// appendQueryEscape appends url.QueryEscape(s).
+func appendQueryEscape(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_', c == '.', c == '~':
+			b = append(b, c)
+		case c == ' ':
+			b = append(b, '+')
+		default:
+			b = append(b, '%', "0123456789ABCDEF"[c>>4], "0123456789ABCDEF"[c&15])
+		}
+	}
+	return b
 }
 
 // CanonicalBody returns the canonical form of a body and its kind: "json"
@@ -88,22 +157,83 @@ func Fingerprint(r Request) ([]byte, error) {
 // application/x-www-form-urlencoded, "raw" for anything else (hashed as is),
 // "empty" for no body.
 func CanonicalBody(contentType string, body []byte, exclude []string) ([]byte, string, error) {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, "empty", nil
+	kind, err := bodyKind(contentType, body)
+	switch {
+	case err != nil:
+		return nil, "", err
+	case kind == "empty":
+		return nil, kind, nil
+	case kind == "raw":
+		return body, kind, nil
 	}
-	mt, _, err := mime.ParseMediaType(contentType)
+	p := getCanon()
+	defer p.release()
+	if err := p.appendBody(kind, body, exclude); err != nil {
+		return nil, kind, err
+	}
+	return bytes.Clone(p.out), kind, nil
+}
+
+// bodyKind returns the kind of body CanonicalBody says it is.
+func bodyKind(contentType string, body []byte) (string, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return "empty", nil
+	}
+	mt, err := mediaType(contentType)
 	if err != nil && contentType != "" {
-		return nil, "", badBody("Content-Type %q: %v", contentType, err)
+		return "", badBody("Content-Type %q: %v", contentType, err)
 	}
 	switch {
 	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
-		c, err := CanonicalJSON(body, exclude)
-		return c, "json", err
+		return "json", nil
 	case mt == "application/x-www-form-urlencoded":
-		c, err := CanonicalForm(body, exclude)
-		return c, "form", err
+		return "form", nil
 	}
-	return body, "raw", nil
+	return "raw", nil
+}
+
+// mediaType returns the media type of a Content-Type value as
+// mime.ParseMediaType does, without its allocations for the common values:
+// a lower-case type/subtype, alone or with charset=utf-8.
+func mediaType(v string) (string, error) {
+	base, params, hasParams := strings.Cut(v, ";")
+	if plainMediaType(base) && (!hasParams || params == " charset=utf-8" || params == "charset=utf-8") {
+		return base, nil
+	}
+	mt, _, err := mime.ParseMediaType(v)
+	return mt, err
+}
+
+// plainMediaType reports whether s is type/subtype, both RFC 2045 tokens,
+// in lower case.
+func plainMediaType(s string) bool {
+	slash := -1
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '/' && slash < 0 && i > 0:
+			slash = i
+		case c <= ' ' || c >= 0x7f || 'A' <= c && c <= 'Z' || strings.IndexByte(`()<>@,;:\"/[]?=`, c) >= 0:
+			return false
+		}
+	}
+	return slash > 0 && slash < len(s)-1
+}
+
+// appendBody appends the canonical form of a body of kind "json" or "form"
+// to p.out, or the body itself when it is "raw".
+func (p *canon) appendBody(kind string, body []byte, exclude []string) error {
+	switch kind {
+	case "json":
+		return p.appendJSON(body, exclude)
+	case "form":
+		c, err := CanonicalForm(body, exclude)
+		p.out = append(p.out, c...)
+		return err
+	case "raw":
+		p.out = append(p.out, body...)
+	}
+	return nil
 }
 
 func badBody(format string, args ...any) error {
@@ -129,7 +259,7 @@ func CanonicalForm(body []byte, exclude []string) ([]byte, error) {
 			v.Del(toks[0])
 		}
 	}
-	return []byte(v.Encode()), nil
+	return appendQuery([]byte{}, v), nil
 }
 
 // CanonicalJSON parses body and writes it back with object members sorted
@@ -140,230 +270,42 @@ func CanonicalForm(body []byte, exclude []string) ([]byte, error) {
 // and trailing data are errors. CanonicalJSON of its own output returns the
 // same bytes.
 func CanonicalJSON(body []byte, exclude []string) ([]byte, error) {
-	v, err := parseJSON(body)
-	if err != nil {
+	p := getCanon()
+	defer p.release()
+	if err := p.appendJSON(body, exclude); err != nil {
 		return nil, err
 	}
-	for _, p := range exclude {
-		toks, err := parsePointer(p)
-		if err != nil {
-			return nil, err
-		}
-		v = removePointer(v, toks)
-	}
-	var buf bytes.Buffer
-	writeCanonical(&buf, v)
-	return buf.Bytes(), nil
+	return bytes.Clone(p.out), nil
 }
 
-// parseJSON parses a whole JSON body (numbers as json.Number), refusing
-// what CanonicalJSON refuses.
-func parseJSON(body []byte) (any, error) {
-	if !utf8.Valid(body) {
-		return nil, badBody("the JSON body is not valid UTF-8")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	v, err := parseValue(dec, 0)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, badBody("malformed JSON body: data after the top-level value")
-	}
-	return v, nil
-}
-
-func parseValue(dec *json.Decoder, depth int) (any, error) {
-	if depth > MaxJSONDepth {
-		return nil, badBody("the JSON body is nested deeper than %d levels", MaxJSONDepth)
-	}
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, badBody("malformed JSON body: %v", err)
-	}
-	switch t := tok.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			obj := map[string]any{}
-			for dec.More() {
-				kt, err := dec.Token()
-				if err != nil {
-					return nil, badBody("malformed JSON body: %v", err)
-				}
-				k := kt.(string)
-				if err := checkNUL(k); err != nil {
-					return nil, err
-				}
-				if _, dup := obj[k]; dup {
-					return nil, badBody("the JSON body repeats the member name %q", k)
-				}
-				if obj[k], err = parseValue(dec, depth+1); err != nil {
-					return nil, err
-				}
-			}
-			_, err := dec.Token() // '}'
-			return obj, wrapSyntax(err)
-		case '[':
-			arr := []any{}
-			for dec.More() {
-				el, err := parseValue(dec, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				arr = append(arr, el)
-			}
-			_, err := dec.Token() // ']'
-			return arr, wrapSyntax(err)
-		}
-		return nil, badBody("malformed JSON body: unexpected %v", t)
-	case string:
-		return t, checkNUL(t)
-	default:
-		return t, nil // json.Number, bool, nil
-	}
-}
-
-// checkNUL refuses a string holding U+0000: PostgreSQL's text and jsonb
-// cannot store it, so a phase that saves it would fail on every retry.
+// checkNUL refuses a string holding U+0000 (see errNUL).
 func checkNUL(s string) error {
 	if strings.IndexByte(s, 0) >= 0 {
-		return badBody("the body contains a NUL character (\\u0000), which cannot be stored")
+		return errNUL()
 	}
 	return nil
 }
 
-func wrapSyntax(err error) error {
-	if err != nil {
-		return badBody("malformed JSON body: %v", err)
+// checkPointer refuses what is not an RFC 6901 JSON Pointer to a part of
+// the body.
+func checkPointer(p string) error {
+	if p == "" {
+		return errors.New("idemhttp: empty JSON Pointer (it would exclude the whole body)")
+	}
+	if !strings.HasPrefix(p, "/") {
+		return fmt.Errorf("idemhttp: JSON Pointer %q must start with /", p)
 	}
 	return nil
 }
 
 // parsePointer splits an RFC 6901 JSON Pointer into its unescaped tokens.
 func parsePointer(p string) ([]string, error) {
-	if p == "" {
-		return nil, errors.New("idemhttp: empty JSON Pointer (it would exclude the whole body)")
-	}
-	if !strings.HasPrefix(p, "/") {
-		return nil, fmt.Errorf("idemhttp: JSON Pointer %q must start with /", p)
+	if err := checkPointer(p); err != nil {
+		return nil, err
 	}
 	toks := strings.Split(p[1:], "/")
 	for i, t := range toks {
 		toks[i] = strings.NewReplacer("~1", "/", "~0", "~").Replace(t)
 	}
 	return toks, nil
-}
-
-// removePointer removes the value at toks from v, if present, and returns v.
-func removePointer(v any, toks []string) any {
-	if len(toks) == 0 {
-		return v
-	}
-	last := len(toks) == 1
-	switch n := v.(type) {
-	case map[string]any:
-		child, ok := n[toks[0]]
-		if !ok {
-			return v
-		}
-		if last {
-			delete(n, toks[0])
-		} else {
-			n[toks[0]] = removePointer(child, toks[1:])
-		}
-	case []any:
-		i, err := strconv.Atoi(toks[0])
-		if err != nil || i < 0 || i >= len(n) || strconv.Itoa(i) != toks[0] {
-			return v
-		}
-		if last {
-			return append(n[:i:i], n[i+1:]...)
-		}
-		n[i] = removePointer(n[i], toks[1:])
-	}
-	return v
-}
-
-func writeCanonical(buf *bytes.Buffer, v any) {
-	switch t := v.(type) {
-	case map[string]any:
-		keys := make([]string, 0, len(t))
-		for k := range t {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		buf.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			writeString(buf, k)
-			buf.WriteByte(':')
-			writeCanonical(buf, t[k])
-		}
-		buf.WriteByte('}')
-	case []any:
-		buf.WriteByte('[')
-		for i, el := range t {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			writeCanonical(buf, el)
-		}
-		buf.WriteByte(']')
-	case string:
-		writeString(buf, t)
-	case json.Number:
-		buf.WriteString(canonicalNumber(string(t)))
-	case bool:
-		buf.WriteString(strconv.FormatBool(t))
-	case nil:
-		buf.WriteString("null")
-	}
-}
-
-func writeString(buf *bytes.Buffer, s string) {
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	enc.Encode(s)
-	buf.Truncate(buf.Len() - 1) // Encode appends a newline
-}
-
-// canonicalNumber rewrites a JSON number literal so that equal values are
-// equal strings: an integer is written as digits ("100"); anything else as
-// significant digits, "e" and a decimal exponent ("15e-1"). Zero is "0",
-// whatever its sign. No precision is lost.
-func canonicalNumber(lit string) string {
-	orig := lit
-	neg := strings.HasPrefix(lit, "-")
-	lit = strings.TrimPrefix(lit, "-")
-	mant, expPart, _ := strings.Cut(strings.ToLower(lit), "e")
-	exp := 0
-	if expPart != "" {
-		e, err := strconv.Atoi(expPart)
-		if err != nil || e > 1<<30 || e < -(1<<30) {
-			return orig // an exponent this large: keep the literal, still exact
-		}
-		exp = e
-	}
-	intPart, frac, _ := strings.Cut(mant, ".")
-	digits := intPart + frac
-	exp -= len(frac)
-	digits = strings.TrimLeft(digits, "0")
-	if digits == "" {
-		return "0"
-	}
-	trimmed := strings.TrimRight(digits, "0")
-	exp += len(digits) - len(trimmed)
-	digits = trimmed
-	sign := ""
-	if neg {
-		sign = "-"
-	}
-	if exp >= 0 && exp <= 20 {
-		return sign + digits + strings.Repeat("0", exp)
-	}
-	return sign + digits + "e" + strconv.Itoa(exp)
 }

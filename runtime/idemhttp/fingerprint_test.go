@@ -121,11 +121,14 @@ func TestFingerprintForm(t *testing.T) {
 	}
 }
 
+// FuzzCanonicalJSON: the canonical form is what the reference
+// implementation writes (or the same error), and canonical again.
 func FuzzCanonicalJSON(f *testing.F) {
 	for _, s := range []string{`{"b":1,"a":[1.0,2e3,-0.5]}`, `[]`, `"x"`, `{"a":{"b":{"c":null}}}`, `1e400`, `{"a":1,"a":2}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
+		checkCanonicalJSON(t, body, []string{"/a", "/b/0"}) // the same as the implementation it replaced
 		c, err := CanonicalJSON(body, []string{"/a", "/b/0"})
 		if err != nil {
 			return

@@ -5,7 +5,6 @@ package idemhttp
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -73,14 +72,14 @@ func ParseKey(h http.Header, rule KeyRule) (string, error) {
 	if err != nil {
 		return "", invalid("%s: %s", name, err)
 	}
-	return key, checkKey(key, rule, "the "+name+" header")
+	return key, checkKey(key, rule, keySource{header: name})
 }
 
 // checkKey applies the rules every key follows, wherever it came from:
 // not empty, visible ASCII or spaces only, at most MaxLength characters,
 // and a UUID when the format says so. what names the key's source in
 // errors.
-func checkKey(key string, rule KeyRule, what string) error {
+func checkKey(key string, rule KeyRule, what keySource) error {
 	max := rule.MaxLength
 	if max <= 0 {
 		max = DefaultMaxKeyLength
@@ -101,6 +100,17 @@ func checkKey(key string, rule KeyRule, what string) error {
 	return nil
 }
 
+// keySource names where a key comes from, in errors: a header or a member
+// of the body. Its text is only made for an error.
+type keySource struct{ header, pointer string }
+
+func (s keySource) String() string {
+	if s.header != "" {
+		return "the " + s.header + " header"
+	}
+	return "the body's " + s.pointer
+}
+
 // BodyKey returns the key held by the member of the JSON body that
 // rule.Pointer names: a string as is, or an integer written as digits
 // (-0 is 0). The key follows the same rules as a header's (length,
@@ -108,58 +118,49 @@ func checkKey(key string, rule KeyRule, what string) error {
 // *idem.Error of kind missing-key; another value (an object, a fraction, an
 // empty string) is invalid-key; a body that is not JSON is invalid-request.
 func BodyKey(body []byte, rule KeyRule) (string, error) {
-	toks, err := parsePointer(rule.Pointer)
-	if err != nil {
+	if err := checkPointer(rule.Pointer); err != nil {
 		return "", err
 	}
-	what := "the body's " + rule.Pointer
+	what := keySource{pointer: rule.Pointer}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return "", &idem.Error{Kind: idem.KindMissingKey, Detail: fmt.Sprintf("the body is empty; send a JSON body whose %s is the key", rule.Pointer)}
 	}
-	v, err := parseJSON(body)
-	if err != nil {
+	p := getCanon()
+	defer p.release()
+	if err := p.appendJSON(body, nil); err != nil {
 		return "", err
 	}
-	for _, tok := range toks {
-		obj, ok := v.(map[string]any)
-		if !ok {
-			v = nil
-			break
-		}
-		v = obj[tok]
-	}
+	lit := p.memberValue(body, rule.Pointer)
 	var key string
-	switch t := v.(type) {
-	case nil:
+	switch {
+	case lit == nil || lit[0] == 'n':
 		return "", &idem.Error{Kind: idem.KindMissingKey, Detail: fmt.Sprintf("%s is missing: it is the key (a unique string per event or request)", what)}
-	case string:
-		key = t
-	case json.Number:
-		lit := string(t)
-		if !integerRE.MatchString(lit) {
+	case lit[0] == '"':
+		key = string(appendUnescaped(nil, lit[1:len(lit)-1]))
+	case lit[0] == '-' || '0' <= lit[0] && lit[0] <= '9':
+		if !integerRE.Match(lit) {
 			return "", invalid("%s is %s; a key in the body is a string or an integer written as digits", what, lit)
 		}
-		if key = lit; lit == "-0" {
+		if key = string(lit); key == "-0" {
 			key = "0"
 		}
 	default:
-		return "", invalid("%s is %s; a key in the body is a string or an integer", what, jsonKind(v))
+		return "", invalid("%s is %s; a key in the body is a string or an integer", what, jsonKind(lit[0]))
 	}
 	return key, checkKey(key, rule, what)
 }
 
 var integerRE = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
 
-func jsonKind(v any) string {
-	switch v.(type) {
-	case map[string]any:
+// jsonKind names the kind of the JSON value that starts with c.
+func jsonKind(c byte) string {
+	switch c {
+	case '{':
 		return "an object"
-	case []any:
+	case '[':
 		return "an array"
-	case bool:
-		return "a boolean"
 	}
-	return fmt.Sprintf("%T", v)
+	return "a boolean"
 }
 
 func invalid(format string, args ...any) error {

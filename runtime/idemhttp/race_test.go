@@ -1,0 +1,5 @@
+//go:build race
+
+package idemhttp
+
+const raceEnabled = true
