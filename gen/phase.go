@@ -120,11 +120,7 @@ func (t goType) String() string {
 
 // paramsCode returns the parameters in jennifer.
 func (s signature) paramsCode() []Code {
-	out := make([]Code, len(s.params))
-	for i, p := range s.params {
-		out[i] = Id(p.name).Add(p.typ.code())
-	}
-	return out
+	return each(s.params, func(p param) Code { return Id(p.name).Add(p.typ.code()) })
 }
 
 // resultsCode returns the results in jennifer.
@@ -132,42 +128,35 @@ func (s signature) resultsCode() Code {
 	if len(s.results) == 1 {
 		return s.results[0].typ.code()
 	}
-	out := make([]Code, len(s.results))
-	for i, r := range s.results {
-		out[i] = r.typ.code()
-	}
-	return Params(out...)
+	return Params(each(s.results, func(r param) Code { return r.typ.code() })...)
 }
 
 // args returns the parameters' names, to pass them on.
 func (s signature) args() []Code {
-	out := make([]Code, len(s.params))
-	for i, p := range s.params {
-		out[i] = Id(p.name)
-	}
-	return out
+	return each(s.params, func(p param) Code { return Id(p.name) })
 }
 
 // paramsText and resultsText return the signature as Go source, for the
 // scaffold template: e.g. "ctx context.Context, tx pgx.Tx" and
 // "(CreatePaymentResponseObject, error)".
 func (s signature) paramsText() string {
-	out := make([]string, len(s.params))
-	for i, p := range s.params {
-		out[i] = p.name + " " + p.typ.String()
-	}
-	return strings.Join(out, ", ")
+	return strings.Join(each(s.params, func(p param) string { return p.name + " " + p.typ.String() }), ", ")
 }
 
 func (s signature) resultsText() string {
 	if len(s.results) == 1 {
 		return s.results[0].typ.String()
 	}
-	out := make([]string, len(s.results))
-	for i, r := range s.results {
-		out[i] = r.typ.String()
+	return "(" + strings.Join(each(s.results, func(r param) string { return r.typ.String() }), ", ") + ")"
+}
+
+// each returns f of every parameter.
+func each[T any](ps []param, f func(param) T) []T {
+	out := make([]T, len(ps))
+	for i, p := range ps {
+		out[i] = f(p)
 	}
-	return "(" + strings.Join(out, ", ") + ")"
+	return out
 }
 
 // phaseDoc is the doc comment of p's method, the i-th phase of o.

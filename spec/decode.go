@@ -60,6 +60,36 @@ func (p *parser) object(field string, v any, allowed ...string) (map[string]any,
 	return m, true
 }
 
+// section returns m's member name (an object with only the allowed
+// fields), or false when it is absent or not such an object.
+func (p *parser) section(m map[string]any, name string, allowed ...string) (map[string]any, bool) {
+	v, ok := m[name]
+	if !ok {
+		return nil, false
+	}
+	return p.object(ExtensionName+"."+name, v, allowed...)
+}
+
+// headerNames decodes a list of header names; refuse, if not nil, says why
+// a valid name is not allowed ("" to allow it).
+func (p *parser) headerNames(field string, v any, refuse func(string) string) ([]string, bool) {
+	l, ok := p.strings(field, v)
+	if !ok {
+		return nil, false
+	}
+	for i, h := range l {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if !headerNameRE.MatchString(h) {
+			p.errorf(f, "%q is not a valid header name", h)
+		} else if refuse != nil {
+			if why := refuse(h); why != "" {
+				p.errorf(f, "%s", why)
+			}
+		}
+	}
+	return l, true
+}
+
 func (p *parser) str(field string, v any) (string, bool) {
 	s, ok := v.(string)
 	if !ok {

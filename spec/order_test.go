@@ -1,7 +1,6 @@
 package spec
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -33,12 +32,7 @@ patch: {operationId: patchBird, responses: {"200": {description: ok}}}
 get: {operationId: getBird, responses: {"200": {description: ok}}}
 `,
 	}
-	for name, data := range files {
-		os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755)
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeSpec(t, dir, files)
 	doc, err := Load(filepath.Join(dir, "api.yaml"))
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,17 @@ var never = map[string]bool{"set-cookie": true, "authorization": true, "proxy-au
 // them for each response, so a stored copy would contradict the body sent.
 var framing = map[string]bool{"content-length": true, "transfer-encoding": true, "content-encoding": true}
 
+// neverStored says why a response header is never stored, or "".
+func neverStored(h string) string {
+	switch {
+	case never[strings.ToLower(h)]:
+		return h + " is never stored: it carries credentials or per-client state"
+	case framing[strings.ToLower(h)]:
+		return h + " is never stored: it frames the body on the wire, and the server sets it for each response"
+	}
+	return ""
+}
+
 // FieldError is one problem with one field of an extension.
 type FieldError struct {
 	Field   string // e.g. "x-idempotency.phases[2].foreign"
@@ -62,11 +73,7 @@ func Parse(v any) (*Extension, []FieldError) {
 // is required, and what it may look like.
 func (p *parser) key(k *Key, m map[string]any) {
 	const field = ExtensionName + ".key"
-	v, ok := m["key"]
-	if !ok {
-		return
-	}
-	km, ok := p.object(field, v, "header", "pointer", "required", "maxLength", "format")
+	km, ok := p.section(m, "key", "header", "pointer", "required", "maxLength", "format")
 	if !ok {
 		return
 	}
@@ -177,11 +184,7 @@ func (p *parser) lifetimes(x *Extension, m map[string]any) {
 // request's identity, and the headers added to it.
 func (p *parser) fingerprint(f *Fingerprint, m map[string]any) {
 	const field = ExtensionName + ".fingerprint"
-	v, ok := m["fingerprint"]
-	if !ok {
-		return
-	}
-	fm, ok := p.object(field, v, "exclude", "headers")
+	fm, ok := p.section(m, "fingerprint", "exclude", "headers")
 	if !ok {
 		return
 	}
@@ -196,12 +199,7 @@ func (p *parser) fingerprint(f *Fingerprint, m map[string]any) {
 		}
 	}
 	if v, ok := fm["headers"]; ok {
-		if l, ok := p.strings(field+".headers", v); ok {
-			for i, h := range l {
-				if !headerNameRE.MatchString(h) {
-					p.errorf(fmt.Sprintf("%s.headers[%d]", field, i), "%q is not a valid header name", h)
-				}
-			}
+		if l, ok := p.headerNames(field+".headers", v, nil); ok {
 			f.Headers = l
 		}
 	}
@@ -210,27 +208,12 @@ func (p *parser) fingerprint(f *Fingerprint, m map[string]any) {
 // replay reads replay: the response headers stored, and the largest body.
 func (p *parser) replay(r *Replay, m map[string]any) {
 	const field = ExtensionName + ".replay"
-	v, ok := m["replay"]
-	if !ok {
-		return
-	}
-	rm, ok := p.object(field, v, "headers", "maxBodyBytes")
+	rm, ok := p.section(m, "replay", "headers", "maxBodyBytes")
 	if !ok {
 		return
 	}
 	if v, ok := rm["headers"]; ok {
-		if l, ok := p.strings(field+".headers", v); ok {
-			for i, h := range l {
-				f := fmt.Sprintf("%s.headers[%d]", field, i)
-				switch {
-				case !headerNameRE.MatchString(h):
-					p.errorf(f, "%q is not a valid header name", h)
-				case never[strings.ToLower(h)]:
-					p.errorf(f, "%s is never stored: it carries credentials or per-client state", h)
-				case framing[strings.ToLower(h)]:
-					p.errorf(f, "%s is never stored: it frames the body on the wire, and the server sets it for each response", h)
-				}
-			}
+		if l, ok := p.headerNames(field+".headers", v, neverStored); ok {
 			r.Headers = l
 		}
 	}
