@@ -526,20 +526,24 @@ func (e *Engine) claimInline(ctx context.Context, c *claim, op string, fp, paylo
 	return false, rec, nil
 }
 
-// beginLast opens the transaction of a ClaimLast execution on a connection
-// of its own (c.sess), in one round trip, unless a record holds the key: it
-// returns that instead (nil if it must be read again).
+// beginLast starts a ClaimLast execution: one round trip reads the record
+// on a connection of its own. When none holds the key, c.sess holds that
+// connection with the transaction's BEGIN pending: it travels with the
+// phases' first statement (see phaseTx), so it costs no round trip of its
+// own. Otherwise it returns the record, and the connection is back in the
+// pool: a replay costs that one read, and no error.
 func (e *Engine) beginLast(ctx context.Context, c *claim) (bool, *record, error) {
 	pc, err := e.pool.Acquire(ctx)
 	if err != nil {
 		return false, nil, unavailable("claim", err)
 	}
-	open, rec, err := e.q.beginLast(ctx, pc.Conn(), c)
-	if open {
+	rec, err := e.q.read(ctx, pc, c.ns, c.scope, c.key)
+	if errors.Is(err, pgx.ErrNoRows) {
 		c.sess, c.last = newSession(pc), true
+		c.sess.tx.pending = true
 		return true, nil, nil
 	}
-	(&session{pc: pc}).end()
+	pc.Release()
 	if err != nil {
 		return false, nil, unavailable("claim", err)
 	}
@@ -743,7 +747,7 @@ func runInline[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S
 	}
 	since := time.Now()
 	if c.last {
-		err = e.q.commitLast(ctx, c.sess.tx.conn, c, phases[len(phases)-1].Name, resp, omitted)
+		err = e.q.commitLast(ctx, c.sess.tx.conn, c.sess.tx.pending, c, phases[len(phases)-1].Name, resp, omitted)
 		switch {
 		case sqlState(err) == lockNotAvailable: // a concurrent claim is still uncommitted
 			e.obs.Observe(Event{Kind: EventInFlight, Operation: c.op.ID})

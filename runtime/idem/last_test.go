@@ -207,3 +207,106 @@ func TestClaimLastNeedsLocalPhases(t *testing.T) {
 		t.Fatal("ClaimLast with a foreign phase ran")
 	}
 }
+
+// TestLastBeginTravelsWithTheFirstStatement: a last-mode execution's BEGIN
+// is sent with the phase's first statement, whichever way the phase sends
+// it. Each path inserts a row and then fails: the row must roll back,
+// which it would not had it run outside the transaction. And each path
+// works: the same statement, then success, commits one row and the record.
+func TestLastBeginTravelsWithTheFirstStatement(t *testing.T) {
+	const insert = `INSERT INTO rows (key) VALUES ($1)`
+	paths := map[string]func(ctx context.Context, tx pgx.Tx, key string) error{
+		"Exec": func(ctx context.Context, tx pgx.Tx, key string) error {
+			_, err := tx.Exec(ctx, insert, key)
+			return err
+		},
+		"Query": func(ctx context.Context, tx pgx.Tx, key string) error {
+			rows, err := tx.Query(ctx, insert+` RETURNING key`, key)
+			if err != nil {
+				return err
+			}
+			_, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		},
+		"QueryRow": func(ctx context.Context, tx pgx.Tx, key string) error {
+			var k string
+			return tx.QueryRow(ctx, insert+` RETURNING key`, key).Scan(&k)
+		},
+		"exec mode": func(ctx context.Context, tx pgx.Tx, key string) error {
+			_, err := tx.Exec(ctx, insert, pgx.QueryExecModeSimpleProtocol, key)
+			return err
+		},
+		"SendBatch": func(ctx context.Context, tx pgx.Tx, key string) error {
+			b := &pgx.Batch{}
+			b.Queue(insert, key)
+			return tx.SendBatch(ctx, b).Close()
+		},
+		"CopyFrom": func(ctx context.Context, tx pgx.Tx, key string) error {
+			_, err := tx.CopyFrom(ctx, pgx.Identifier{"rows"}, []string{"key"}, pgx.CopyFromRows([][]any{{key}}))
+			return err
+		},
+		"Conn": func(ctx context.Context, tx pgx.Tx, key string) error {
+			_, err := tx.Conn().Exec(ctx, insert, key)
+			return err
+		},
+		"savepoint": func(ctx context.Context, tx pgx.Tx, key string) error {
+			sp, err := tx.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			if _, err := sp.Exec(ctx, insert, key); err != nil {
+				return err
+			}
+			return sp.Commit(ctx)
+		},
+	}
+	for name, send := range paths {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			phases := func(fail bool) []idem.Phase[payState] {
+				return []idem.Phase[payState]{{Name: "only", Final: func(ctx context.Context, tx pgx.Tx, _ *payState) (*idem.Response, error) {
+					if err := send(ctx, tx, "k"); err != nil {
+						return nil, err
+					}
+					if fail {
+						return nil, idem.Release(errors.New("declined"))
+					}
+					return created(`{}`), nil
+				}}}
+			}
+			if _, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "b"), phases(true)); err == nil {
+				t.Fatal("the failing execution succeeded")
+			}
+			if n := e.count(`SELECT count(*) FROM rows`); n != 0 {
+				t.Fatalf("%d rows after a failed execution: the statement ran outside its transaction", n)
+			}
+			if out, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "b"), phases(false)); err != nil || out.Replayed {
+				t.Fatalf("execution: %+v, %v", out, err)
+			}
+			if n := e.count(`SELECT count(*) FROM rows`); n != 1 {
+				t.Fatalf("%d rows; want 1", n)
+			}
+			if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE state = 'completed'`); n != 1 {
+				t.Fatalf("%d completed records; want 1", n)
+			}
+		})
+	}
+}
+
+// TestLastWithoutStatements: phases that send no statement still store
+// their answer.
+func TestLastWithoutStatements(t *testing.T) {
+	e := newEnv(t)
+	phases := []idem.Phase[payState]{{Name: "only", Final: func(context.Context, pgx.Tx, *payState) (*idem.Response, error) {
+		return created(`{"static":true}`), nil
+	}}}
+	first, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "b"), phases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cold := mustEngineWith(t, e, idem.Options{Schema: e.schema, ReplayCacheBytes: -1})
+	again, err := idem.Run(context.Background(), cold, lastOp, request("t", "k", "b"), phases)
+	if err != nil || !again.Replayed || !sameResponse(again.Response, first.Response) {
+		t.Fatalf("replay: %+v, %v", again, err)
+	}
+}

@@ -32,7 +32,6 @@ var predicates = []struct {
 	{"recovery point in release", func(q *queries) *string { return &q.releaseSQL }, " AND recovery_point = $5", " AND $5::text IS NOT NULL", "TestReleaseAfterLostCommitAck"},
 	{"retention in the pruner", func(q *queries) *string { return &q.pruneSQL }, "expires_at <= now() AND ", "", "TestPrune"},
 	{"lease in the pruner", func(q *queries) *string { return &q.pruneSQL }, "lease_until <= now() AND ", "", "TestPrune"},
-	{"the record check of a record-last begin", func(q *queries) *string { return &q.lastCheckSQL }, "1 / (1 - count(*))", "1 / (1 - 0 * count(*))", "TestLastRetryDoesNotRunPhases"},
 	{"recovery point in the pruner", func(q *queries) *string { return &q.pruneSQL }, " AND recovery_point = ''", "", "TestHalfDoneRecordOutlivesRetention/pruner"},
 }
 

@@ -35,8 +35,8 @@ type queries struct {
 	// Statements that travel with BEGIN or COMMIT in one round trip (see
 	// claimInline and commitWith), derived from the ones above.
 	claimReadSQL, claimInsertSQL, advanceFencedSQL, completeFencedSQL string
-	// The record-last path (ClaimLast): see beginLast and commitLast.
-	lastCheckSQL, insertCompletedSQL string
+	// The record-last path (ClaimLast): see commitLast.
+	insertCompletedSQL string
 	// named: prepare the statements of batches as named statements (see
 	// prepare).
 	named bool
@@ -107,19 +107,6 @@ RETURNING recovery_point, phase_state, key_derivation`,
     SELECT ctid FROM ` + t + ` WHERE ` + freeable + `
     ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)`,
 	}
-	// A record already there makes the check divide by zero, which skips
-	// the BEGIN sent after it.
-	//
-	// The read and the check are one statement: the record's row, if any,
-	// then a branch that returns nothing but divides by zero when the
-	// record exists. PostgreSQL runs a UNION ALL's branches in order and
-	// sends each row as it is produced, so the client has the row before
-	// the error. (Were the order ever different, the row would be missing
-	// and the engine would read it again: slower, never wrong.)
-	q.lastCheckSQL = q.readSQL + `
-UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-FROM (SELECT 1 / (1 - count(*)) AS v FROM ` + t + ` WHERE namespace = $1 AND scope = $2 AND key = $3) AS held WHERE held.v IS NULL`
 	// The completed record of a ClaimLast execution, inserted just before
 	// its COMMIT. A record already there (a concurrent duplicate that
 	// committed first) is a unique violation; an uncommitted one is waited
@@ -244,18 +231,12 @@ func (q queries) read(ctx context.Context, db execer, ns, scope, key string) (*r
 // scanRecord scans a row of readSQL.
 func scanRecord(row pgx.Row) (*record, error) {
 	var r record
-	var operation *string
 	var secs, expires float64
-	err := row.Scan(&operation, &r.fingerprint, &r.state, &r.owner,
+	err := row.Scan(&r.operation, &r.fingerprint, &r.state, &r.owner,
 		&r.live, &secs, &r.pastRetention, &expires, &r.recovery, &r.phaseState, &r.status, &r.headers, &r.body, &r.bodyOmitted)
-	if operation == nil {
-		// No row was scanned (lastCheckSQL may fail after its row).
-		if err == nil {
-			err = errors.New("idem: the record read returned no operation")
-		}
+	if err != nil {
 		return nil, err
 	}
-	r.operation = *operation
 	r.expiresIn = time.Duration(expires * float64(time.Second))
 	r.retryAfter = time.Duration(secs * float64(time.Second))
 	if r.retryAfter < time.Second {
@@ -425,44 +406,11 @@ func storedResponse(resp *Response, omitted bool) (headers, body []byte, err err
 	return headers, body, err
 }
 
-// beginLast starts a ClaimLast execution on conn in one round trip: it
-// reads the record, checks that there is none, and opens the transaction
-// the phases run in. It reports open when the transaction is open on conn
-// (no record held the key); otherwise rec is what holds the key (nil if it
-// must be read again: it was committed between the read and the check).
-func (q queries) beginLast(ctx context.Context, conn *pgx.Conn, c *claim) (open bool, rec *record, err error) {
-	const begin = `BEGIN`
-	if err := q.prepare(ctx, conn, q.lastCheckSQL, begin); err != nil {
-		return false, nil, err
-	}
-	b := &pgx.Batch{}
-	b.Queue(q.lastCheckSQL, c.ns, c.scope, c.key)
-	b.Queue(begin)
-	br := conn.SendBatch(ctx, b)
-	// A held key scans its record, then fails.
-	rec, err = scanRecord(br.QueryRow())
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = nil
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	switch {
-	case conn.PgConn().TxStatus() == 'T':
-		return true, nil, nil
-	case rec != nil || sqlState(err) == divisionByZero: // a record holds the key
-		return false, rec, nil
-	case err == nil:
-		return false, nil, errors.New("idem: beginLast left no transaction open")
-	}
-	return false, nil, err
-}
-
 // commitLast inserts the completed record of a ClaimLast execution and
 // commits, in one round trip on conn. A record that a concurrent duplicate
 // committed first is errLostRace: the transaction aborted, nothing of this
 // execution remains, and the duplicate's answer is the one to give.
-func (q queries) commitLast(ctx context.Context, conn *pgx.Conn, c *claim, phase string, resp *Response, omitted bool) error {
+func (q queries) commitLast(ctx context.Context, conn *pgx.Conn, begin bool, c *claim, phase string, resp *Response, omitted bool) error {
 	if err := q.prepare(ctx, conn, q.insertCompletedSQL, commit); err != nil {
 		return err
 	}
@@ -471,6 +419,9 @@ func (q queries) commitLast(ctx context.Context, conn *pgx.Conn, c *claim, phase
 		return err
 	}
 	b := &pgx.Batch{}
+	if begin {
+		b.Queue(`BEGIN`) // the phases sent no statement
+	}
 	b.Queue(q.insertCompletedSQL, c.ns, c.scope, c.key, c.op.ID, c.fingerprint, phase, resp.Status, headers, body,
 		omitted, micros(c.policy.Retention), int16(c.derivation), q.claimWait)
 	b.Queue(commit)
