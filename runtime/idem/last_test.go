@@ -310,3 +310,32 @@ func TestLastWithoutStatements(t *testing.T) {
 		t.Fatalf("replay: %+v, %v", again, err)
 	}
 }
+
+// TestEngineClaimMode: Options.Claim sets the mode of operations whose
+// policy leaves it auto. With ClaimSeparate, the claim is committed (and
+// visible to others) while the phase runs; by default nothing is.
+func TestEngineClaimMode(t *testing.T) {
+	for _, tc := range []struct {
+		claim   idem.ClaimMode
+		visible int
+	}{{idem.ClaimAuto, 0}, {idem.ClaimSeparate, 1}} {
+		t.Run(string(tc.claim), func(t *testing.T) {
+			e := newEnv(t)
+			e.eng = mustEngineWith(t, e, idem.Options{Schema: e.schema, Claim: tc.claim})
+			seen := -1
+			phases := []idem.Phase[payState]{{Name: "only", Final: func(context.Context, pgx.Tx, *payState) (*idem.Response, error) {
+				seen = e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE state = 'claimed'`)
+				return created(`{}`), nil
+			}}}
+			if _, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "b"), phases); err != nil {
+				t.Fatal(err)
+			}
+			if seen != tc.visible {
+				t.Fatalf("claimed records seen during the phase: %d; want %d", seen, tc.visible)
+			}
+		})
+	}
+	if _, err := idem.New(nil, idem.Options{Claim: "sometimes"}); err == nil {
+		t.Fatal("an unknown Options.Claim was accepted")
+	}
+}

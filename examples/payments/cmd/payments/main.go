@@ -137,13 +137,12 @@ func run() error {
 		}
 		observers, tracer = append(observers, otelObs), otelObs
 	}
+	claim := idem.ClaimAuto
 	if *separateClaim {
-		for _, spec := range api.Specs {
-			spec.Operation.Policy.Claim = idem.ClaimSeparate
-		}
+		claim = idem.ClaimSeparate
 	}
 	eng, err := idem.New(pool, idem.Options{Observer: eventLog{log, idem.Observers(observers...)}, Tracer: tracer, Logger: log,
-		PolicyURL: "/openapi.idempotent.yaml", AsyncClaimCommit: *asyncClaim})
+		PolicyURL: "/openapi.idempotent.yaml", AsyncClaimCommit: *asyncClaim, Claim: claim})
 	if err != nil {
 		return err
 	}
