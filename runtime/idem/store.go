@@ -87,7 +87,7 @@ RETURNING recovery_point, phase_state, key_derivation`,
 		// completion.
 		completeSQL: `UPDATE ` + t + ` SET state = 'completed', owner_token = NULL, lease_until = NULL,
     recovery_point = $5, phase_state = $6, response_status = $7, response_headers = $8,
-    response_body = $9, body_omitted = $10, completed_at = now(), request = NULL,
+    response_body = $9, body_omitted = $10, request = NULL,
     expires_at = ` + fmt.Sprintf(leaseFrom, 11) + fence,
 		// A release also requires the recovery point this execution last
 		// saw: if a commit whose acknowledgement was lost did advance it,
