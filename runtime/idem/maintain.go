@@ -25,12 +25,18 @@ func (e *Engine) Prune(ctx context.Context, batch int) (int64, error) {
 		batch = 1000
 	}
 	var total int64
+	// Each batch starts where the previous one ended. A record skipped
+	// (locked, or not yet freeable) is left for the next Prune.
+	var from time.Time
 	for {
-		tag, err := e.pool.Exec(ctx, e.q.pruneSQL, batch)
-		if err != nil {
+		var n int64
+		var last *time.Time
+		if err := e.pool.QueryRow(ctx, e.q.pruneSQL, batch, from).Scan(&n, &last); err != nil {
 			return total, fmt.Errorf("idem: prune: %w", err)
 		}
-		n := tag.RowsAffected()
+		if last != nil {
+			from = *last
+		}
 		total += n
 		if n > 0 {
 			e.obs.Observe(Event{Kind: EventPruned, Count: n})

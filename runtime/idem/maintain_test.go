@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -81,7 +82,10 @@ func TestPruneSkipsLockedBatch(t *testing.T) {
 	if _, err := held.Exec(ctx, `SELECT 1 FROM `+e.schema+`.records WHERE key IN (SELECT 'old-' || g FROM generate_series(1, 50) g) FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	n, err := e.eng.Prune(ctx, 30)
+	// A pruner that waited for the held rows would wait for this test.
+	waiting, cancel := context.WithTimeout(ctx, 10*time.Second)
+	n, err := e.eng.Prune(waiting, 30)
+	cancel()
 	if err != nil || n != 150 {
 		t.Fatalf("Prune beside a held batch = %d, %v; want the 150 unlocked rows", n, err)
 	}

@@ -95,9 +95,21 @@ RETURNING recovery_point, phase_state, key_derivation`,
 		releaseSQL: `DELETE FROM ` + t + fence + ` AND recovery_point = $5`,
 		yieldSQL:   `UPDATE ` + t + ` SET lease_until = now()` + fence,
 		refreshSQL: `UPDATE ` + t + ` SET ` + fmt.Sprintf(extendLease, 5) + fence,
-		pruneSQL: `DELETE FROM ` + t + ` WHERE ctid IN (
-    SELECT ctid FROM ` + t + ` WHERE ` + freeable + `
-    ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)`,
+		// One batch of the pruner: the oldest freeable records from $2 on,
+		// found through the index on expires_at, locked (skipping those
+		// another transaction holds) and deleted by primary key. It returns
+		// how many it deleted and the last expires_at it reached, where the
+		// next batch starts: the deleted rows' index entries stay until
+		// vacuum, and a batch that started from the oldest again would walk
+		// them all. No ctid: the statement runs unchanged on the distributed
+		// engines of docs/scaling.md.
+		pruneSQL: `WITH batch AS (
+    SELECT key, scope, namespace FROM ` + t + ` WHERE expires_at >= $2 AND ` + freeable + `
+    ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED),
+gone AS (
+    DELETE FROM ` + t + ` AS r USING batch WHERE (r.key, r.scope, r.namespace) = (batch.key, batch.scope, batch.namespace)
+    RETURNING r.expires_at)
+SELECT count(*), max(expires_at) FROM gone`,
 	}
 	if sqlMutant != nil {
 		sqlMutant(&q)
