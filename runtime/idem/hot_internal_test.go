@@ -2,13 +2,10 @@ package idem
 
 import (
 	"context"
-	"crypto/sha256"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/idemgen/idemgen/internal/dbtest"
 )
 
 // TestRefreshIsHOT: a lease refresh changes no indexed column, so
@@ -17,38 +14,22 @@ import (
 // index on lease_until each refresh would add an entry to every index of
 // the table.
 func TestRefreshIsHOT(t *testing.T) {
-	pool, schema := dbtest.Pool(t)
+	r := newRaceEnv(t)
 	ctx := context.Background()
-	if _, err := Migrate(ctx, pool, schema); err != nil {
-		t.Fatal(err)
-	}
-	e, err := New(pool, Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fp := sha256.Sum256([]byte("body"))
 	var claims []*claim
 	// A background operation too: its claims are the ones an index for the
 	// completer covers.
 	for _, bg := range []Complete{CompleteOnRetry, CompleteBackground} {
 		op := &Operation{ID: "op-" + string(bg), Policy: Policy{Lease: 30 * time.Second, SeparateClaim: true, Complete: bg}}
-		p, err := e.policy(op)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, out, err := e.claim(ctx, op, p, Request{Scope: "s", Key: "k", Fingerprint: fp[:], Payload: []byte(`{}`)})
-		if err != nil || out != nil {
-			t.Fatalf("claim: %v %v", out, err)
-		}
-		claims = append(claims, c)
+		claims = append(claims, r.claimed(op, raceReq("k")))
 	}
 	const rounds = 3
 	// The transaction's own counters are exact and need no wait for the
 	// statistics collector.
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		for range rounds {
 			for _, c := range claims {
-				ok, err := e.q.refresh(ctx, tx, c)
+				ok, err := r.eng.q.refresh(ctx, tx, c)
 				if err != nil {
 					return err
 				}
@@ -59,7 +40,7 @@ func TestRefreshIsHOT(t *testing.T) {
 		}
 		var updated, hot int
 		if err := tx.QueryRow(ctx, `SELECT pg_stat_get_xact_tuples_updated(c.oid), pg_stat_get_xact_tuples_hot_updated(c.oid)
-FROM pg_class c WHERE c.oid = $1::regclass`, schema+".records").Scan(&updated, &hot); err != nil {
+FROM pg_class c WHERE c.oid = $1::regclass`, r.schema+".records").Scan(&updated, &hot); err != nil {
 			return err
 		}
 		if want := rounds * len(claims); updated != want || hot != want {
@@ -70,4 +51,19 @@ FROM pg_class c WHERE c.oid = $1::regclass`, schema+".records").Scan(&updated, &
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// claimed claims req for op on r's engine and returns the claim, committed
+// when op's policy claims separately.
+func (r *raceEnv) claimed(op *Operation, req Request) *claim {
+	r.t.Helper()
+	p, err := r.eng.policy(op)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	c, out, err := r.eng.claim(context.Background(), op, p, req)
+	if err != nil || out != nil {
+		r.t.Fatalf("claim: %v %v", out, err)
+	}
+	return c
 }
