@@ -5,7 +5,7 @@ FUZZTIME ?= 5s
 BENCHCOUNT ?= 5
 BENCHTIME ?= 2s
 
-.PHONY: test test-short lint generate bench fuzz golden realspec demo chaos docs-check
+.PHONY: test test-short lint generate bench bench-store fuzz golden realspec demo chaos docs-check
 
 ## test: vet, short fuzz runs, the whole suite with the race detector on a real PostgreSQL
 test: lint
@@ -41,6 +41,10 @@ generate:
 bench:
 	IDEMGEN_PG_DURABLE=1 $(GO) test -run '^$$' -bench '^BenchmarkEngine$$' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./runtime/idemecho | tee bench.out
 	@echo; awk -f scripts/benchtable.awk bench.out
+
+## bench-store: the store at scale on a durable PostgreSQL: claim latency at 0, 1M and 5M records, pruning, bytes per record, HOT refreshes
+bench-store:
+	$(GO) run ./internal/storebench $(STOREBENCHFLAGS)
 
 ## golden: rewrite the golden cases from the generator's output (review the diff)
 golden:
