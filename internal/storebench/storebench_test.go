@@ -20,6 +20,7 @@ func TestSmallRun(t *testing.T) {
 		sizes:   []int{0, 2000, 5000},
 		expired: 3000,
 		clients: 2,
+		rate:    500,
 		window:  300 * time.Millisecond,
 		batch:   500,
 		sweep:   []int{1, 3},
