@@ -9,8 +9,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Prune deletes records past their retention, at most batch rows per
-// transaction, until none remain or ctx ends. It returns how many it deleted.
+// Prune deletes records past their retention, oldest first, at most batch
+// rows per transaction, until none remain or ctx ends. It returns how many
+// it deleted. A record it skipped (locked, or not yet freeable) is left for
+// the next Prune.
 //
 // Each batch locks its rows with SKIP LOCKED, so many processes can prune at
 // once without waiting on each other, and a claim of the same key waits for
@@ -25,12 +27,17 @@ func (e *Engine) Prune(ctx context.Context, batch int) (int64, error) {
 		batch = 1000
 	}
 	var total int64
+	// Each batch starts at the expires_at where the previous one ended.
+	var from time.Time
 	for {
-		tag, err := e.pool.Exec(ctx, e.q.pruneSQL, batch)
-		if err != nil {
+		var n int64
+		var last *time.Time
+		if err := e.pool.QueryRow(ctx, e.q.pruneSQL, batch, from).Scan(&n, &last); err != nil {
 			return total, fmt.Errorf("idem: prune: %w", err)
 		}
-		n := tag.RowsAffected()
+		if last != nil {
+			from = *last
+		}
 		total += n
 		if n > 0 {
 			e.observe(ctx, Event{Kind: EventPruned, Count: n})

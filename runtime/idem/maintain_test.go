@@ -2,10 +2,12 @@ package idem_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -80,7 +82,10 @@ func TestPruneSkipsLockedBatch(t *testing.T) {
 	if _, err := held.Exec(ctx, `SELECT 1 FROM `+e.schema+`.records WHERE key IN (SELECT 'old-' || g FROM generate_series(1, 50) g) FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	n, err := e.eng.Prune(ctx, 30)
+	// A pruner that waited for the held rows would wait for this test.
+	waiting, cancel := context.WithTimeout(ctx, 10*time.Second)
+	n, err := e.eng.Prune(waiting, 30)
+	cancel()
 	if err != nil || n != 150 {
 		t.Fatalf("Prune beside a held batch = %d, %v; want the 150 unlocked rows", n, err)
 	}
@@ -139,6 +144,81 @@ func TestMigrate(t *testing.T) {
 	}
 	if _, err := idem.New(pool, idem.Options{Schema: "x; DROP TABLE y"}); err == nil {
 		t.Fatal("New accepted an invalid schema name")
+	}
+}
+
+// TestUpgradeKeepsRecords: a store in use when migration 003 rewrites it,
+// or reverts it, keeps every record: a completed one replays the same
+// bytes, a half-done one resumes from its recovery point with its state,
+// and one written in 002's shape (jsonb, completed_at) reads back.
+func TestUpgradeKeepsRecords(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	done, err := idem.Run(ctx, e.eng, payOp, request("t", "done", "b"), twoPhases("done"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cd, runs := &card{charges: map[string]string{}}, 0
+	crashed := make(chan struct{})
+	go func() {
+		defer close(crashed)
+		idem.Run(ctx, e.eng, payOp, request("t", "half", "b"), threePhases("half", cd, &runs, "before-charge"))
+	}()
+	<-crashed
+	// The store as the engine before migration 003 left it.
+	if _, err := idem.MigrateDown(ctx, e.pool, e.schema, 2); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`UPDATE ` + e.schema + `.records SET completed_at = now() WHERE state = 'completed'`)
+	e.exec(`INSERT INTO `+e.schema+`.records (namespace, scope, key, operation, fingerprint, state, recovery_point,
+    phase_state, response_status, response_headers, response_body, completed_at, expires_at)
+VALUES ('createPayment', 't', 'old', 'createPayment', $1, 'completed', 'finish', '{"recorded": true}', 201,
+    '{"Content-Type": ["application/json"]}', '{"old":true}', now(), now() + interval '1 hour')`, request("t", "old", "b").Fingerprint)
+
+	for round, step := range []string{"upgrade", "revert and upgrade again"} {
+		if round > 0 {
+			if _, err := idem.MigrateDown(ctx, e.pool, e.schema, 2); err != nil {
+				t.Fatalf("%s: %v", step, err)
+			}
+		}
+		if got, err := idem.Migrate(ctx, e.pool, e.schema); err != nil || len(got) != 1 || got[0] != 3 {
+			t.Fatalf("%s: Migrate = %v, %v; want migration 3 applied", step, got, err)
+		}
+		if n := e.count(`SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'records'
+    AND (column_name, data_type) IN (('phase_state', 'json'), ('response_headers', 'json'), ('response_status', 'smallint'), ('completed_at', 'timestamp with time zone'))`, e.schema); n != 3 {
+			t.Fatalf("%s: %d of the three changed columns have their new type, or completed_at remains", step, n)
+		}
+		// A new engine, without a replay cache: every answer comes from the store.
+		eng, err := idem.New(e.pool, idem.Options{Schema: e.schema, ReplayCacheBytes: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := idem.Run(ctx, eng, payOp, request("t", "done", "b"), twoPhases("done"))
+		if err != nil || !out.Replayed || !sameResponse(out.Response, done.Response) {
+			t.Fatalf("%s: replay = %+v, %v; want %+v", step, out, err, done.Response)
+		}
+		out, err = idem.Run(ctx, eng, payOp, request("t", "old", "b"), twoPhases("old"))
+		if err != nil || !out.Replayed || out.Response.Status != 201 || string(out.Response.Body) != `{"old":true}` ||
+			out.Response.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("%s: replay of the record written before 003 = %+v, %v", step, out, err)
+		}
+		info, err := eng.Inspect(ctx, "createPayment", "t", "half")
+		var st payState
+		if err != nil || info.RecoveryPoint != "record" || json.Unmarshal(info.PhaseState, &st) != nil || !st.Recorded {
+			t.Fatalf("%s: the half-done record = %+v, %v; want it at record, its state saying so", step, info, err)
+		}
+	}
+	e.expireLeases()
+	eng, err := idem.New(e.pool, idem.Options{Schema: e.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := idem.Run(ctx, eng, payOp, request("t", "half", "b"), threePhases("half", cd, &runs, ""))
+	if err != nil || !out.Resumed || runs != 1 || len(cd.keys) != 1 {
+		t.Fatalf("resuming the half-done record: %+v, %v; record ran %d times, %d charges; want it resumed after record", out, err, runs, len(cd.keys))
+	}
+	if info, err := eng.Inspect(ctx, "createPayment", "t", "half"); err != nil || info.State != "completed" || info.Attempts != 2 {
+		t.Fatalf("Inspect after the resume = %+v, %v", info, err)
 	}
 }
 

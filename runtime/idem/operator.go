@@ -134,7 +134,7 @@ func (e *Engine) Resolve(ctx context.Context, namespace, scope, key string, r Re
 		headers := `{"Content-Type":["application/problem+json"]}`
 		tag, err = e.pool.Exec(ctx, `UPDATE `+e.opts.Schema+`.records SET state = 'completed', owner_token = NULL,
     lease_until = NULL, response_status = $4, response_headers = $5, response_body = $6, body_omitted = false,
-    completed_at = now(), request = NULL, expires_at = now() + $7::bigint * interval '1 microsecond'`+abandoned,
+    request = NULL, expires_at = now() + $7::bigint * interval '1 microsecond'`+abandoned,
 			namespace, scope, key, r.Status, headers, body, micros(r.Retention))
 	}
 	if err != nil {

@@ -95,7 +95,7 @@ RETURNING recovery_point, phase_state, key_derivation`,
 		// completion.
 		completeSQL: `UPDATE ` + t + ` SET state = 'completed', owner_token = NULL, lease_until = NULL,
     recovery_point = $5, phase_state = $6, response_status = $7, response_headers = $8,
-    response_body = $9, body_omitted = $10, completed_at = now(), request = NULL,
+    response_body = $9, body_omitted = $10, request = NULL,
     expires_at = ` + fmt.Sprintf(leaseFrom, 11) + fence,
 		// A release also requires the recovery point this execution last
 		// saw: if a commit whose acknowledgement was lost did advance it,
@@ -103,9 +103,21 @@ RETURNING recovery_point, phase_state, key_derivation`,
 		releaseSQL: `DELETE FROM ` + t + fence + ` AND recovery_point = $5`,
 		yieldSQL:   `UPDATE ` + t + ` SET lease_until = now()` + fence,
 		refreshSQL: `UPDATE ` + t + ` SET ` + fmt.Sprintf(extendLease, 5) + fence,
-		pruneSQL: `DELETE FROM ` + t + ` WHERE ctid IN (
-    SELECT ctid FROM ` + t + ` WHERE ` + freeable + `
-    ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)`,
+		// One batch of the pruner: the oldest freeable records from $2 on,
+		// found through the index on expires_at, locked (skipping those
+		// another transaction holds) and deleted by primary key. It returns
+		// how many it deleted and the last expires_at it reached, where the
+		// next batch starts: the deleted rows' index entries stay until
+		// vacuum, and a batch that started from the oldest again would walk
+		// them all. No ctid: the statement runs unchanged on the distributed
+		// engines of docs/scaling.md.
+		pruneSQL: `WITH batch AS (
+    SELECT key, scope, namespace FROM ` + t + ` WHERE expires_at >= $2 AND ` + freeable + `
+    ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED),
+gone AS (
+    DELETE FROM ` + t + ` AS r USING batch WHERE (r.key, r.scope, r.namespace) = (batch.key, batch.scope, batch.namespace)
+    RETURNING r.expires_at)
+SELECT count(*), max(expires_at) FROM gone`,
 	}
 	// The completed record of a ClaimLast execution, inserted just before
 	// its COMMIT. A record already there (a concurrent duplicate that
@@ -114,8 +126,8 @@ RETURNING recovery_point, phase_state, key_derivation`,
 	// insert looks at the index.
 	q.insertCompletedSQL = `INSERT INTO ` + t + ` (namespace, scope, key, operation, fingerprint, state,
     recovery_point, phase_state, response_status, response_headers, response_body, body_omitted,
-    completed_at, expires_at, key_derivation)
-SELECT $1, $2, $3, $4, $5, 'completed', $6, NULL, $7, $8, $9, $10, now(), ` + fmt.Sprintf(leaseFrom, 11) + `, $12
+    expires_at, key_derivation)
+SELECT $1, $2, $3, $4, $5, 'completed', $6, NULL, $7, $8, $9, $10, ` + fmt.Sprintf(leaseFrom, 11) + `, $12
 FROM (SELECT set_config('lock_timeout', $13, true)) AS wait`
 	if sqlMutant != nil {
 		sqlMutant(&q)
