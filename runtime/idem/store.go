@@ -32,6 +32,12 @@ type queries struct {
 	insertSQL, insertAsyncSQL, readSQL, takeoverSQL, deleteExpiredSQL string
 	advanceSQL, completeSQL, releaseSQL, yieldSQL, refreshSQL         string
 	pruneSQL                                                          string
+	// Maintenance: the completer's search (completer.go), the stuck count
+	// (prune.go), an operator's inspection (inspect.go) and resolution
+	// (operator.go).
+	abandonedBackgroundSQL, countStuckSQL string
+	inspectSQL, abandonedSQL              string
+	resolveDeleteSQL, resolveCompleteSQL  string
 	// Statements that travel with BEGIN or COMMIT in one round trip (see
 	// claimInline and commitWith), derived from the ones above.
 	claimReadSQL, claimInsertSQL, advanceFencedSQL, completeFencedSQL string
@@ -67,6 +73,15 @@ const (
 	extendLease   = `lease_until = GREATEST(lease_until, ` + leaseFrom + `)`
 	extendExpires = `expires_at = GREATEST(expires_at, ` + leaseFrom + `)`
 )
+
+// recordColumns is what RecordInfo is scanned from, in scanRecordInfo's order.
+const recordColumns = `namespace, scope, key, operation, state, recovery_point, phase_state,
+    owner_token::text, extract(epoch FROM lease_until - now())::float8, attempts,
+    extract(epoch FROM now() - created_at)::float8, extract(epoch FROM expires_at - now())::float8, response_status,
+    (state = 'claimed' AND lease_until <= now() AND expires_at <= now())`
+
+// abandoned matches a record whose owner's lease expired (see Resolve).
+const abandoned = ` WHERE namespace = $1 AND scope = $2 AND key = $3 AND state = 'claimed' AND lease_until <= now()`
 
 func newQueries(schema string) queries {
 	t := schema + ".records"
@@ -118,6 +133,27 @@ gone AS (
     DELETE FROM ` + t + ` AS r USING batch WHERE (r.key, r.scope, r.namespace) = (batch.key, batch.scope, batch.namespace)
     RETURNING r.expires_at)
 SELECT count(*), max(expires_at) FROM gone`,
+		// The records Abandoned(ctx, true, ...) would list.
+		countStuckSQL: `SELECT count(*) FROM ` + t + `
+WHERE expires_at <= now() AND state = 'claimed' AND lease_until <= now()`,
+		// The completer's work: abandoned records of background operations
+		// ($1) it has not given up on. attempts counts the claim and every
+		// takeover: a record that keeps failing (a poisoned request, a phase
+		// that panics) is left to an operator instead of being tried forever.
+		abandonedBackgroundSQL: `SELECT namespace, scope, key, operation, owner_token, request, fingerprint
+FROM ` + t + `
+WHERE state = 'claimed' AND background AND lease_until <= now() AND operation = ANY($1) AND attempts < $3
+ORDER BY lease_until LIMIT $2`,
+		inspectSQL: `SELECT ` + recordColumns + `
+FROM ` + t + ` WHERE namespace = $1 AND scope = $2 AND key = $3`,
+		abandonedSQL: `SELECT ` + recordColumns + `
+FROM ` + t + `
+WHERE state = 'claimed' AND lease_until <= now() AND (NOT $1 OR expires_at <= now())
+ORDER BY lease_until LIMIT $2`,
+		resolveDeleteSQL: `DELETE FROM ` + t + abandoned,
+		resolveCompleteSQL: `UPDATE ` + t + ` SET state = 'completed', owner_token = NULL,
+    lease_until = NULL, response_status = $4, response_headers = $5, response_body = $6, body_omitted = false,
+    request = NULL, expires_at = now() + $7::bigint * interval '1 microsecond'` + abandoned,
 	}
 	// The completed record of a ClaimLast execution, inserted just before
 	// its COMMIT. A record already there (a concurrent duplicate that
