@@ -21,7 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/runtime/pglocal"
+	"github.com/idemgen/idemgen/pglocal"
 )
 
 var (

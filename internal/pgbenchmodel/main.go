@@ -22,8 +22,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemgen/idemgen/pglocal"
 	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/pglocal"
 )
 
 // A shape is one pgbench script: the statements of one request. Keys are

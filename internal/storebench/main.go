@@ -21,7 +21,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/idemgen/idemgen/runtime/pglocal"
+	"github.com/idemgen/idemgen/pglocal"
 )
 
 func main() {
