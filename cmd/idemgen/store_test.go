@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemgen/idemgen/internal/dbtest"
+	"github.com/idemgen/idemgen/idemtest"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { idemtest.Main(m) }
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
@@ -18,7 +18,7 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestStoreCommands(t *testing.T) {
-	db := []string{"-database", dbtest.URL(), "-schema", "cli"}
+	db := []string{"-database", idemtest.URL(), "-schema", "cli"}
 	steps := []struct {
 		args []string
 		code int

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/idemgen/idemgen/internal/dbtest"
+	"github.com/idemgen/idemgen/idemtest"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 )
@@ -100,7 +100,7 @@ func TestPruneSkipsLockedBatch(t *testing.T) {
 }
 
 func TestMigrate(t *testing.T) {
-	pool, schema := dbtest.Pool(t)
+	pool, schema := idemtest.Pool(t)
 	ctx := context.Background()
 	// Four processes starting at once all migrate; exactly one applies.
 	var wg sync.WaitGroup
