@@ -15,12 +15,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/internal/dbtest"
+	"github.com/idemgen/idemgen/idemtest"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { idemtest.Main(m) }
 
 // events counts observed events by kind.
 type events struct {
@@ -52,20 +52,12 @@ type env struct {
 // business table "rows" (key, note).
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	pool, schema := dbtest.Pool(t)
-	ctx := context.Background()
-	if _, err := idem.Migrate(ctx, pool, schema); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE rows (key text NOT NULL, note text NOT NULL DEFAULT '')`); err != nil {
-		t.Fatal(err)
-	}
 	ev := &events{n: map[idem.EventKind]int{}}
-	eng, err := idem.New(pool, idem.Options{Schema: schema, Observer: ev})
-	if err != nil {
+	te := idemtest.New(t, idem.Options{Observer: ev})
+	if _, err := te.Pool.Exec(context.Background(), `CREATE TABLE rows (key text NOT NULL, note text NOT NULL DEFAULT '')`); err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, pool: pool, schema: schema, eng: eng, ev: ev}
+	return &env{t: t, pool: te.Pool, schema: te.Schema, eng: te.Engine, ev: ev}
 }
 
 func (e *env) count(sql string, args ...any) int {

@@ -36,7 +36,7 @@ import (
 	"github.com/idemgen/idemgen/examples/payments/cardnet"
 	"github.com/idemgen/idemgen/examples/payments/outbox"
 	"github.com/idemgen/idemgen/internal/childproc"
-	"github.com/idemgen/idemgen/runtime/pglocal"
+	"github.com/idemgen/idemgen/pglocal"
 )
 
 // Config sizes a run. A seed reproduces the schedule of faults and the

@@ -32,9 +32,9 @@ import (
 	"github.com/idemgen/idemgen/examples/payments/outbox"
 	"github.com/idemgen/idemgen/examples/payments/payclient"
 	"github.com/idemgen/idemgen/internal/childproc"
+	"github.com/idemgen/idemgen/pglocal"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/idemsig"
-	"github.com/idemgen/idemgen/runtime/pglocal"
 )
 
 // Config says where the pieces are.

@@ -8,10 +8,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/idemgen/idemgen/internal/dbtest"
+	"github.com/idemgen/idemgen/idemtest"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { idemtest.Main(m) }
 
 // TestSinkDeduplicates: many writers, each with its own Sink value (as
 // separate processes would have), deliver overlapping ids; each id lands once.
@@ -40,7 +40,7 @@ func TestSinkDeduplicates(t *testing.T) {
 // TestRelaysDeliverOnce: four relays race over 200 outbox rows; every row
 // is delivered once and marked.
 func TestRelaysDeliverOnce(t *testing.T) {
-	pool, _ := dbtest.Pool(t)
+	pool, _ := idemtest.Pool(t)
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, `CREATE TABLE outbox (id bigserial PRIMARY KEY, recipient text, subject text, body text, delivered_at timestamptz);
 INSERT INTO outbox (recipient, subject, body) SELECT 'a@example.com', 's' || g, 'b' FROM generate_series(1, 200) g`); err != nil {
