@@ -5,7 +5,7 @@ FUZZTIME ?= 5s
 BENCHCOUNT ?= 5
 BENCHTIME ?= 2s
 
-.PHONY: test test-short lint generate bench bench-model fuzz golden realspec demo chaos docs-check
+.PHONY: test test-short lint generate bench bench-model fuzz golden realspec demo chaos topology docs-check
 
 # The modules whose packages make test runs: the toolkit, and examples/, a
 # module of its own so that the examples' dependencies (toxiproxy,
@@ -77,3 +77,9 @@ chaos:
 	cd examples && $(GO) build -race -o ../bin/payments ./payments/cmd/payments
 	cd examples && $(GO) build -race -o ../bin/cardnet ./payments/cmd/cardnet
 	cd examples && $(GO) run ./payments/cmd/chaos -payments ../bin/payments -cardnet ../bin/cardnet $(CHAOSFLAGS)
+
+## topology: failover (pg_auto_failover) and pooler (PgBouncer) rounds of the payments example; installs the Debian packages when root (docs/reliability.md)
+topology:
+	cd examples && $(GO) build -o ../bin/payments ./payments/cmd/payments
+	cd examples && $(GO) build -o ../bin/cardnet ./payments/cmd/cardnet
+	cd examples && GO=$(GO) $(GO) run ./payments/cmd/topology -repo .. -payments ../bin/payments -cardnet ../bin/cardnet $(TOPOLOGYFLAGS)

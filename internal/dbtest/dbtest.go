@@ -2,6 +2,13 @@
 // DATABASE_URL, or a throwaway cluster started from the local binaries. Each
 // test package gets its own database and each Pool call its own schema, so
 // tests never see each other's rows.
+//
+// Through a pooler in transaction mode (PgBouncer), set
+// IDEMGEN_PG_POOLED=1 beside DATABASE_URL: a pooler refuses session
+// settings in the startup packet (search_path) and would not keep one
+// server connection per client anyway, so each Pool call then gets a
+// database of its own whose search_path is set with ALTER DATABASE, which
+// every server connection to it starts with.
 package dbtest
 
 import (
@@ -70,10 +77,20 @@ func Schema(tb testing.TB) string {
 	return name
 }
 
+// PooledEnv is the environment variable that says DATABASE_URL leads
+// through a transaction-pooling pooler (see the package comment).
+const PooledEnv = "IDEMGEN_PG_POOLED"
+
+// Pooled reports whether the tests run through a pooler (PooledEnv=1).
+func Pooled() bool { return os.Getenv(PooledEnv) == "1" }
+
 // Pool returns a pool whose search_path is a new schema of its own, closed
 // when the test ends.
 func Pool(tb testing.TB) (*pgxpool.Pool, string) {
 	tb.Helper()
+	if Pooled() {
+		return pooledPool(tb)
+	}
 	schema := Schema(tb)
 	cfg, err := pgxpool.ParseConfig(URL())
 	if err != nil {
@@ -86,5 +103,42 @@ func Pool(tb testing.TB) (*pgxpool.Pool, string) {
 		tb.Fatalf("dbtest: %v", err)
 	}
 	tb.Cleanup(pool.Close)
+	return pool, schema
+}
+
+// pooledPool is Pool through a pooler: a database of its own, whose
+// search_path names its one schema, dropped when the test ends.
+func pooledPool(tb testing.TB) (*pgxpool.Pool, string) {
+	tb.Helper()
+	ctx := context.Background()
+	schema := fmt.Sprintf("t%d", schemas.Add(1))
+	cfg, err := pgxpool.ParseConfig(URL())
+	if err != nil {
+		tb.Fatalf("dbtest: %v", err)
+	}
+	db := cfg.ConnConfig.Database + "_" + schema
+	if err := pglocal.CreateDatabase(ctx, URL(), db); err != nil {
+		tb.Fatalf("dbtest: create database: %v", err)
+	}
+	tb.Cleanup(func() { pglocal.DropDatabase(context.Background(), URL(), db) })
+	conn, err := pgx.Connect(ctx, URL())
+	if err != nil {
+		tb.Fatalf("dbtest: connect: %v", err)
+	}
+	_, err = conn.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{db}.Sanitize()+" SET search_path = "+schema)
+	conn.Close(ctx)
+	if err != nil {
+		tb.Fatalf("dbtest: %v", err)
+	}
+	cfg.ConnConfig.Database = db
+	cfg.MaxConns = 32
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		tb.Fatalf("dbtest: %v", err)
+	}
+	tb.Cleanup(pool.Close)
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		tb.Fatalf("dbtest: create schema: %v", err)
+	}
 	return pool, schema
 }

@@ -33,8 +33,12 @@ import (
 type Options struct {
 	// Schema holds the engine's tables (see Migrate). Default "idemgen".
 	Schema string
-	// Observer receives events for metrics. Default: none.
+	// Observer receives events for metrics. Default: none. A
+	// ContextObserver also gets each event's context.
 	Observer Observer
+	// Tracer is told when each request, its claim and its phases begin and
+	// end (runtime/idemotel makes spans of them). Default: none.
+	Tracer Tracer
 	// Logger receives warnings (refresh failures, refused releases).
 	// Default: slog.Default().
 	Logger *slog.Logger
@@ -162,7 +166,7 @@ func (e *Engine) PolicyURL() string { return e.opts.PolicyURL }
 
 // Observe reports an event to the engine's observer. Adapters use it for the
 // errors they detect before reaching the engine (missing or bad keys).
-func (e *Engine) Observe(ev Event) { e.obs.Observe(ev) }
+func (e *Engine) Observe(ev Event) { e.observe(context.Background(), ev) }
 
 // Request is what identifies one idempotent request.
 type Request struct {
@@ -240,7 +244,7 @@ func checkPhases[S any](phases []Phase[S]) error {
 //
 // The phases run detached from ctx's cancellation: a client that goes away
 // does not interrupt an execution midway; its retry finds the stored response.
-func Run[S any](ctx context.Context, e *Engine, op *Operation, req Request, phases []Phase[S]) (*Outcome, error) {
+func Run[S any](ctx context.Context, e *Engine, op *Operation, req Request, phases []Phase[S]) (out *Outcome, err error) {
 	if err := checkPhases(phases); err != nil {
 		return nil, err
 	}
@@ -255,19 +259,24 @@ func Run[S any](ctx context.Context, e *Engine, op *Operation, req Request, phas
 	if err != nil {
 		return nil, fmt.Errorf("idem: operation %s: %w", op.ID, err)
 	}
+	ctx, end := e.start(ctx, Step{Kind: StepRequest, Operation: op.ID})
+	defer func() { end(err) }()
 	for attempt := 0; ; attempt++ {
-		c, out, err := e.claim(ctx, op, p, mode, req)
+		claimCtx, endClaim := e.start(ctx, Step{Kind: StepClaim, Operation: op.ID})
+		c, out, err := e.claim(claimCtx, op, p, mode, req)
+		endClaim(err)
 		if err != nil || out != nil {
 			return out, err
 		}
-		out, err = execute(context.WithoutCancel(ctx), e, c, phases)
+		c.ctx = context.WithoutCancel(ctx)
+		out, err = execute(c.ctx, e, c, phases)
 		if !errors.Is(err, errLostRace) {
 			return out, err
 		}
 		// A concurrent duplicate committed first and this execution rolled
 		// back: the claim, decided again, replays its answer.
 		if attempt == maxAttempts {
-			e.obs.Observe(Event{Kind: EventInFlight, Operation: op.ID})
+			e.observe(ctx, Event{Kind: EventInFlight, Operation: op.ID})
 			return nil, &Error{Kind: KindInFlight, RetryAfter: time.Second, Detail: "the key is contended; retry later", Err: err}
 		}
 	}
@@ -359,6 +368,9 @@ type claim struct {
 	sess        *session // the open transaction of an inline claim, until it commits
 	// last: the execution runs ClaimLast, in c.sess, with no record yet.
 	last bool
+	// ctx is the request's context, detached from its cancellation: the
+	// execution's events and logs carry it (its trace) to the end.
+	ctx context.Context
 }
 
 func newToken() [16]byte {
@@ -372,14 +384,14 @@ func newToken() [16]byte {
 // claim inserts the record, or decides what an existing one means. It
 // returns a claim to execute, or an outcome (a replay), or an error.
 func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimMode, req Request) (*claim, *Outcome, error) {
-	c := &claim{op: op, policy: p, ns: op.namespace(), scope: req.Scope, key: req.Key, token: newToken(),
+	c := &claim{op: op, policy: p, ns: op.namespace(), scope: req.Scope, key: req.Key, token: newToken(), ctx: ctx,
 		fingerprint: req.Fingerprint, derivation: CurrentKeyDerivation}
 	if ent := e.cache.get(cacheID(c.ns, c.scope, c.key)); ent != nil {
 		// A completed record, answered from memory: it cannot have changed.
-		if err := e.mismatch(op, ent.operation, ent.fingerprint, req.Fingerprint); err != nil {
+		if err := e.mismatch(ctx, op, ent.operation, ent.fingerprint, req.Fingerprint); err != nil {
 			return nil, nil, err
 		}
-		e.obs.Observe(Event{Kind: EventReplay, Operation: op.ID})
+		e.observe(ctx, Event{Kind: EventReplay, Operation: op.ID})
 		return nil, &Outcome{Response: ent.resp, Replayed: true}, nil
 	}
 	var payload []byte
@@ -395,7 +407,7 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 				return nil, nil, err
 			}
 			if open {
-				e.obs.Observe(Event{Kind: EventClaim, Operation: op.ID})
+				e.observe(ctx, Event{Kind: EventClaim, Operation: op.ID})
 				return c, nil, nil
 			}
 			rec = r
@@ -405,7 +417,7 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 				return nil, nil, err
 			}
 			if claimed {
-				e.obs.Observe(Event{Kind: EventClaim, Operation: op.ID})
+				e.observe(ctx, Event{Kind: EventClaim, Operation: op.ID})
 				return c, nil, nil
 			}
 			rec = r
@@ -415,7 +427,7 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 				return nil, nil, unavailable("claim", err)
 			}
 			if inserted {
-				e.obs.Observe(Event{Kind: EventClaim, Operation: op.ID})
+				e.observe(ctx, Event{Kind: EventClaim, Operation: op.ID})
 				return c, nil, nil
 			}
 		}
@@ -445,17 +457,17 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 				continue
 			}
 		}
-		if err := e.mismatch(op, rec.operation, rec.fingerprint, req.Fingerprint); err != nil {
+		if err := e.mismatch(ctx, op, rec.operation, rec.fingerprint, req.Fingerprint); err != nil {
 			return nil, nil, err
 		}
 		switch {
 		case rec.state == stateCompleted:
-			e.obs.Observe(Event{Kind: EventReplay, Operation: op.ID})
+			e.observe(ctx, Event{Kind: EventReplay, Operation: op.ID})
 			resp := e.replay(rec)
 			e.cache.put(cacheID(c.ns, c.scope, c.key), rec.operation, rec.fingerprint, resp, time.Now().Add(rec.expiresIn))
 			return nil, &Outcome{Response: resp, Replayed: true}, nil
 		case rec.live:
-			e.obs.Observe(Event{Kind: EventInFlight, Operation: op.ID})
+			e.observe(ctx, Event{Kind: EventInFlight, Operation: op.ID})
 			return nil, nil, &Error{Kind: KindInFlight, RetryAfter: rec.retryAfter,
 				Detail: "another request with this key is being processed; retry later"}
 		}
@@ -464,23 +476,23 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 			return nil, nil, unavailable("takeover", err)
 		}
 		if ok {
-			e.obs.Observe(Event{Kind: EventTakeover, Operation: op.ID})
+			e.observe(ctx, Event{Kind: EventTakeover, Operation: op.ID})
 			return c, nil, nil
 		}
 		// The owner refreshed, or someone else took it over or finished it
 		// first: look again.
 	}
-	e.obs.Observe(Event{Kind: EventInFlight, Operation: op.ID})
+	e.observe(ctx, Event{Kind: EventInFlight, Operation: op.ID})
 	return nil, nil, &Error{Kind: KindInFlight, RetryAfter: time.Second, Detail: "the key is contended; retry later"}
 }
 
 // mismatch reports a key first used by another operation of its group, or
 // with another request: 422.
-func (e *Engine) mismatch(op *Operation, recOp string, recFP, fp []byte) error {
+func (e *Engine) mismatch(ctx context.Context, op *Operation, recOp string, recFP, fp []byte) error {
 	if string(recFP) == string(fp) && recOp == op.ID {
 		return nil
 	}
-	e.obs.Observe(Event{Kind: EventMismatch, Operation: op.ID})
+	e.observe(ctx, Event{Kind: EventMismatch, Operation: op.ID})
 	detail := "this key was first used with a different request"
 	if recOp != op.ID {
 		detail = fmt.Sprintf("this key was first used for operation %s", recOp)
@@ -517,7 +529,7 @@ func (e *Engine) claimInline(ctx context.Context, c *claim, op string, fp, paylo
 	(&session{pc: pc}).end()
 	switch {
 	case sqlState(err) == lockNotAvailable: // a concurrent claim is still uncommitted
-		e.obs.Observe(Event{Kind: EventInFlight, Operation: c.op.ID})
+		e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})
 		return false, nil, &Error{Kind: KindInFlight, RetryAfter: time.Second,
 			Detail: "another request with this key is being processed; retry later"}
 	case err != nil:
@@ -596,7 +608,7 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 		}
 	}
 	if c.resumed {
-		e.obs.Observe(Event{Kind: EventResume, Operation: c.op.ID})
+		e.observe(ctx, Event{Kind: EventResume, Operation: c.op.ID})
 	}
 
 	ctx = context.WithValue(ctx, callKey{}, &Call{Operation: c.op.ID, Namespace: c.ns, Scope: c.scope, Key: c.key,
@@ -627,7 +639,7 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 			return nil, err
 		case err != nil && !sent:
 			// Rolled back: no record and no effect remain.
-			e.obs.Observe(Event{Kind: EventRelease, Operation: c.op.ID})
+			e.observe(ctx, Event{Kind: EventRelease, Operation: c.op.ID})
 			if hookAfterEnd != nil {
 				hookAfterEnd()
 			}
@@ -636,7 +648,7 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 			// The COMMIT went out; whether it took effect is unknown.
 			return e.fail(c, false, false, err)
 		case resp != nil:
-			e.obs.Observe(Event{Kind: EventComplete, Operation: c.op.ID})
+			e.observe(ctx, Event{Kind: EventComplete, Operation: c.op.ID})
 			if hookAfterEnd != nil {
 				hookAfterEnd()
 			}
@@ -653,19 +665,20 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 		p := phases[i]
 		began := time.Now()
 		var resp *Response
+		pctx, endPhase := e.start(ctx, Step{Kind: StepPhase, Operation: c.op.ID, Phase: p.Name, Background: c.background})
 		err := recovered(p.Name, func() error {
 			var err error
 			switch {
 			case p.foreign():
 				foreignTried = true
 				key := DeriveKey(c.derivation, c.ns, c.scope, c.key, p.Name, c.fingerprint, e.opts.DerivedKeyLength)
-				err = p.Foreign(ctx, key, &state)
+				err = p.Foreign(pctx, key, &state)
 			default:
-				resp, err = e.commitPhase(ctx, c, p.Name, &state, func(tx pgx.Tx) (*Response, error) {
+				resp, err = e.commitPhase(pctx, c, p.Name, &state, func(tx pgx.Tx) (*Response, error) {
 					if p.Final != nil {
-						return p.Final(ctx, tx, &state)
+						return p.Final(pctx, tx, &state)
 					}
-					return nil, p.Local(ctx, tx, &state)
+					return nil, p.Local(pctx, tx, &state)
 				})
 			}
 			return err
@@ -673,13 +686,14 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 		if err != nil && errors.Is(context.Cause(ctx), ErrFenced) {
 			err = ErrFenced // whatever the phase saw, the cause is the lost lease
 		}
-		e.obs.Observe(Event{Kind: EventPhase, Operation: c.op.ID, Phase: p.Name, Duration: time.Since(began), Err: err})
+		e.observe(pctx, Event{Kind: EventPhase, Operation: c.op.ID, Phase: p.Name, Duration: time.Since(began), Err: err})
+		endPhase(err)
 		if err != nil {
-			e.logPanic(c, p.Name, err)
+			e.logPanic(pctx, c, p.Name, err)
 			return e.fail(c, committed, foreignTried, err)
 		}
 		if resp != nil {
-			e.obs.Observe(Event{Kind: EventComplete, Operation: c.op.ID})
+			e.observe(ctx, Event{Kind: EventComplete, Operation: c.op.ID})
 			if hookAfterEnd != nil {
 				hookAfterEnd()
 			}
@@ -716,20 +730,22 @@ func runInline[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S
 	}
 	for _, p := range phases {
 		began := time.Now()
+		pctx, endPhase := e.start(ctx, Step{Kind: StepPhase, Operation: c.op.ID, Phase: p.Name, Background: c.background})
 		err := recovered(p.Name, func() error {
 			if p.Final == nil {
-				return p.Local(ctx, c.sess.tx, state)
+				return p.Local(pctx, c.sess.tx, state)
 			}
 			var err error
-			resp, err = p.Final(ctx, c.sess.tx, state)
+			resp, err = p.Final(pctx, c.sess.tx, state)
 			if err == nil && resp == nil {
 				err = fmt.Errorf("idem: final phase %s returned no response", p.Name)
 			}
 			return err
 		})
-		e.obs.Observe(Event{Kind: EventPhase, Operation: c.op.ID, Phase: p.Name, Duration: time.Since(began), Err: err})
+		e.observe(pctx, Event{Kind: EventPhase, Operation: c.op.ID, Phase: p.Name, Duration: time.Since(began), Err: err})
+		endPhase(err)
 		if err != nil {
-			e.logPanic(c, p.Name, err)
+			e.logPanic(pctx, c, p.Name, err)
 			return nil, false, err
 		}
 	}
@@ -750,7 +766,7 @@ func runInline[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S
 		err = e.q.commitLast(ctx, c.sess.tx.conn, c.sess.tx.pending, c, phases[len(phases)-1].Name, resp, omitted)
 		switch {
 		case sqlState(err) == lockNotAvailable: // a concurrent claim is still uncommitted
-			e.obs.Observe(Event{Kind: EventInFlight, Operation: c.op.ID})
+			e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})
 			return nil, false, &Error{Kind: KindInFlight, RetryAfter: time.Second, Err: err,
 				Detail: "another request with this key is being processed; retry later"}
 		case errors.Is(err, errLostRace) || sqlState(err) != "":
@@ -776,10 +792,10 @@ func (e *Engine) takenMeanwhile(c *claim) bool {
 	return err == nil
 }
 
-func (e *Engine) logPanic(c *claim, phase string, err error) {
+func (e *Engine) logPanic(ctx context.Context, c *claim, phase string, err error) {
 	var pe *PanicError
 	if errors.As(err, &pe) {
-		e.log.Error("idem: a phase panicked", "operation", c.op.ID, "phase", phase, "panic", pe.Value, "stack", string(pe.Stack))
+		e.log.ErrorContext(ctx, "idem: a phase panicked", "operation", c.op.ID, "phase", phase, "panic", pe.Value, "stack", string(pe.Stack))
 	}
 }
 
@@ -856,7 +872,7 @@ func (e *Engine) commitPhase(ctx context.Context, c *claim, name string, state a
 
 // fail applies the outcome rules to a failed phase.
 func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outcome, error) {
-	ctx := context.Background()
+	ctx := c.ctx
 	// Whatever happens next (release, yield, a stored failure), no refresh
 	// may land after it.
 	c.keeper.stop()
@@ -867,7 +883,7 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 	declared := errors.As(err, &rel) || errors.As(err, &protoErr)
 	switch {
 	case errors.Is(err, ErrFenced):
-		e.obs.Observe(Event{Kind: EventFenced, Operation: c.op.ID})
+		e.observe(ctx, Event{Kind: EventFenced, Operation: c.op.ID})
 		return nil, &Error{Kind: KindInFlight, RetryAfter: time.Second, Err: err,
 			Detail: "another execution took this key over; retry to get its result"}
 	case !committed && (declared || !foreignTried):
@@ -877,31 +893,31 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 		// its acknowledgement leaves the record in place, as ambiguous.
 		released, derr := e.q.release(ctx, e.pool, c)
 		if derr != nil {
-			e.log.Warn("idem: release failed; the claim expires with its lease", "operation", c.op.ID, "err", derr)
+			e.log.WarnContext(ctx, "idem: release failed; the claim expires with its lease", "operation", c.op.ID, "err", derr)
 		}
 		if released || derr != nil {
-			e.obs.Observe(Event{Kind: EventRelease, Operation: c.op.ID})
+			e.observe(ctx, Event{Kind: EventRelease, Operation: c.op.ID})
 			if hookAfterEnd != nil {
 				hookAfterEnd()
 			}
 			return nil, err
 		}
 	case declared:
-		e.log.Warn("idem: release refused: a phase had committed; treating the failure as ambiguous",
+		e.log.WarnContext(ctx, "idem: release refused: a phase had committed; treating the failure as ambiguous",
 			"operation", c.op.ID, "recovery_point", c.recovery, "err", err)
 	}
-	e.obs.Observe(Event{Kind: EventAmbiguous, Operation: c.op.ID})
+	e.observe(ctx, Event{Kind: EventAmbiguous, Operation: c.op.ID})
 	failure := &Error{Kind: KindFailed, Err: err}
 	if c.policy.Ambiguous == AmbiguousStore {
 		resp := ProblemResponse(failure, e.opts.PolicyURL)
 		resp.Header = c.policy.storedHeaders(resp.Header) // sent as stored
 		serr := e.storeFailure(ctx, c, resp)
 		if serr == nil {
-			e.obs.Observe(Event{Kind: EventComplete, Operation: c.op.ID})
+			e.observe(ctx, Event{Kind: EventComplete, Operation: c.op.ID})
 			return &Outcome{Response: resp}, nil
 		}
 		if errors.Is(serr, ErrFenced) {
-			e.obs.Observe(Event{Kind: EventFenced, Operation: c.op.ID})
+			e.observe(ctx, Event{Kind: EventFenced, Operation: c.op.ID})
 		}
 	}
 	e.yield(c)
@@ -923,8 +939,8 @@ func (e *Engine) storeFailure(ctx context.Context, c *claim, resp *Response) err
 // yield gives up c's lease at once, so a retry can resume without waiting
 // for it to expire.
 func (e *Engine) yield(c *claim) {
-	if err := e.q.yield(context.Background(), e.pool, c); err != nil {
-		e.log.Warn("idem: giving up the lease failed; it expires by itself", "operation", c.op.ID, "err", err)
+	if err := e.q.yield(context.WithoutCancel(c.ctx), e.pool, c); err != nil {
+		e.log.WarnContext(c.ctx, "idem: giving up the lease failed; it expires by itself", "operation", c.op.ID, "err", err)
 	}
 }
 
@@ -972,10 +988,10 @@ func (k *keeper) refresh() {
 	switch {
 	case k.stopped:
 	case err != nil:
-		k.e.log.Warn("idem: lease refresh failed", "operation", k.c.op.ID, "err", err)
+		k.e.log.WarnContext(k.c.ctx, "idem: lease refresh failed", "operation", k.c.op.ID, "err", err)
 		k.timer.Reset(k.every)
 	case !ok:
-		k.e.obs.Observe(Event{Kind: EventFenced, Operation: k.c.op.ID})
+		k.e.observe(k.c.ctx, Event{Kind: EventFenced, Operation: k.c.op.ID})
 		k.cancel(ErrFenced)
 	default:
 		k.timer.Reset(k.every)

@@ -33,14 +33,14 @@ func (e *Engine) Prune(ctx context.Context, batch int) (int64, error) {
 		n := tag.RowsAffected()
 		total += n
 		if n > 0 {
-			e.obs.Observe(Event{Kind: EventPruned, Count: n})
+			e.observe(ctx, Event{Kind: EventPruned, Count: n})
 		}
 		if n < int64(batch) {
 			stuck, err := e.countStuck(ctx)
 			if err != nil {
 				return total, fmt.Errorf("idem: prune: counting stuck records: %w", err)
 			}
-			e.obs.Observe(Event{Kind: EventStuck, Count: stuck})
+			e.observe(ctx, Event{Kind: EventStuck, Count: stuck})
 			return total, nil
 		}
 		if err := ctx.Err(); err != nil {
@@ -124,24 +124,36 @@ ORDER BY lease_until LIMIT $2`, ids, limit, e.opts.CompleterAttempts)
 			errs = append(errs, err)
 			continue
 		}
-		c := &claim{op: op, policy: p, ns: a.ns, scope: a.scope, key: a.key, token: newToken(), fingerprint: a.fp, background: true}
-		ok, err := e.q.takeover(ctx, e.pool, c, &a.owner)
+		ok, err := e.completeOne(ctx, op, p, a.ns, a.scope, a.key, &a.owner, a.fp, a.payload)
 		if err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		if !ok {
-			continue // a retry or another completer got there first
+		if ok {
+			done++
 		}
-		e.obs.Observe(Event{Kind: EventTakeover, Operation: op.ID})
-		if _, err := e.resume[op.ID](ctx, c, a.payload); err != nil {
-			errs = append(errs, fmt.Errorf("%s key %q: %w", op.ID, a.key, err))
-			continue
-		}
-		e.obs.Observe(Event{Kind: EventCompleterRun, Operation: op.ID})
-		done++
 	}
 	return done, errors.Join(errs...)
+}
+
+// completeOne takes one abandoned record over from owner and runs its
+// remaining phases from the stored payload, as one request of its own for
+// the tracer. It reports whether it completed the record; a record a retry
+// or another completer took first is neither completed nor an error.
+func (e *Engine) completeOne(ctx context.Context, op *Operation, p Policy, ns, scope, key string, owner *[16]byte, fp, payload []byte) (done bool, err error) {
+	ctx, end := e.start(ctx, Step{Kind: StepRequest, Operation: op.ID, Background: true})
+	defer func() { end(err) }()
+	c := &claim{op: op, policy: p, ns: ns, scope: scope, key: key, token: newToken(), fingerprint: fp, background: true,
+		ctx: context.WithoutCancel(ctx)}
+	ok, err := e.q.takeover(ctx, e.pool, c, owner)
+	if err != nil || !ok {
+		return false, err // !ok: a retry or another completer got there first
+	}
+	e.observe(ctx, Event{Kind: EventTakeover, Operation: op.ID})
+	if _, err := e.resume[op.ID](ctx, c, payload); err != nil {
+		return false, fmt.Errorf("%s key %q: %w", op.ID, key, err)
+	}
+	e.observe(ctx, Event{Kind: EventCompleterRun, Operation: op.ID})
+	return true, nil
 }
 
 // RunCompleter calls CompleteAbandoned every interval until ctx ends,
@@ -151,7 +163,7 @@ func (e *Engine) RunCompleter(ctx context.Context, interval time.Duration) {
 	defer t.Stop()
 	for {
 		if _, err := e.CompleteAbandoned(ctx, 100); err != nil && ctx.Err() == nil {
-			e.log.Warn("idem: completer", "err", err)
+			e.log.WarnContext(ctx, "idem: completer", "err", err)
 		}
 		select {
 		case <-ctx.Done():

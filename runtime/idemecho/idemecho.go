@@ -132,7 +132,7 @@ func Middleware(rt *Runtime, spec *Spec) echo.MiddlewareFunc {
 			if err != nil {
 				var perr *idem.Error
 				if errors.As(err, &perr) {
-					rt.Engine.Observe(idem.Event{Kind: idem.EventBadRequest, Operation: spec.Operation.ID})
+					rt.Engine.ObserveContext(c.Request().Context(), idem.Event{Kind: idem.EventBadRequest, Operation: spec.Operation.ID})
 					rt.log(c, call, perr.Status(), nil)
 					if err := WriteResponse(c.Response(), idem.ProblemResponse(perr, rt.Engine.PolicyURL()), false); err != nil {
 						return err
@@ -176,7 +176,9 @@ func (rt *Runtime) log(c echo.Context, call *Call, status int, err error) {
 	if err != nil {
 		attrs = append(attrs, "err", err.Error())
 	}
-	rt.Logger.Info("idempotent request", attrs...)
+	// With the request's context: a handler that reads it (idemotel's
+	// LogHandler) adds the request's trace to the line.
+	rt.Logger.InfoContext(c.Request().Context(), "idempotent request", attrs...)
 }
 
 // prepare reads what identifies the request: its key, its scope, its

@@ -1,6 +1,6 @@
 // Package idemprom exports the idempotency engine's events as Prometheus
-// metrics. It is the one metrics adapter; the engine itself only knows the
-// idem.Observer interface.
+// metrics; runtime/idemotel exports the same ones to OpenTelemetry. The
+// engine itself only knows the idem.Observer interface.
 package idemprom
 
 import (

@@ -104,16 +104,29 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	return c, nil
 }
 
+// ServerUser returns the credential PostgreSQL's programs must run with:
+// the "postgres" user's when this process runs as root (PostgreSQL refuses
+// root), nil otherwise (run them as this process's user).
+func ServerUser() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("pglocal: running as root needs a 'postgres' user to run the server as: %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
 func (c *Cluster) init(ctx context.Context) error {
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return fmt.Errorf("pglocal: running as root needs a 'postgres' user to run the server as: %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		if err := os.Chown(c.dir, uid, gid); err != nil {
+	var err error
+	if c.cred, err = ServerUser(); err != nil {
+		return err
+	}
+	if c.cred != nil {
+		if err := os.Chown(c.dir, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
 			return fmt.Errorf("pglocal: %w", err)
 		}
 	}

@@ -75,6 +75,40 @@ type Config struct {
 	// second time on purpose; WebhookRefunds the share of charges it
 	// refunds on its own (charge.refunded).
 	WebhookDuplicates, WebhookRefunds float64
+
+	// Database, when set, is the PostgreSQL the round runs on instead of a
+	// throwaway cluster of its own (a failover formation): the services
+	// connect with its URL directly, so ConnFaults and PGRestarts must be
+	// 0, and Failovers is how many times its Fail is called.
+	Database  Database
+	Failovers int
+	// Pooler, when set, is started in front of the round's own cluster, and
+	// the services (through their fault proxies) connect to it.
+	Pooler Pooler
+	// QueryExecMode is pgx's default_query_exec_mode for the services
+	// ("" for pgx's default, cache_statement).
+	QueryExecMode string
+	// ServiceArgs are added to every payments service's command line.
+	ServiceArgs []string
+}
+
+// Database is a PostgreSQL the round does not start itself.
+type Database interface {
+	// URL is what the services and the checker connect with (for a
+	// failover formation, a multi-host URL that finds the primary). Its
+	// database exists.
+	URL() string
+	// Fail is the "failover" fault: it kills the primary and returns once a
+	// standby took over, saying what happened.
+	Fail(ctx context.Context) (string, error)
+}
+
+// Pooler is a connection pooler the round starts in front of its cluster.
+type Pooler interface {
+	// Start starts the pooler in front of upstream (host:port) and returns
+	// the address the services connect to.
+	Start(ctx context.Context, upstream string) (string, error)
+	Stop()
 }
 
 // Report is what a run found.
@@ -84,10 +118,15 @@ type Report struct {
 	Attempts, Replays, Conflicts, Errors5xx, Resets int
 	Takeovers, Fenced, Resumes                      int
 	Kills, ConnFaults, PGRestarts, SlowCard, Drops  int
-	Refunds, RefundsSucceeded, OverRefunded         int
-	Duplicates, Losses                              int
-	Wall                                            time.Duration
-	Problems                                        []string // one line per offending intent
+	Failovers                                       int
+	FailoverNotes                                   []string // what each failover did, as its Database said
+	// LongestPause is the longest time no intent got its terminal answer
+	// while clients were paying (a failover's outage, seen by clients).
+	LongestPause                            time.Duration
+	Refunds, RefundsSucceeded, OverRefunded int
+	Duplicates, Losses                      int
+	Wall                                    time.Duration
+	Problems                                []string // one line per offending intent
 
 	// Webhook events the card network sent, their delivery attempts, the
 	// deliberate second deliveries, the deliveries answered with a replay,
@@ -120,6 +159,8 @@ func (r *Report) Table() string {
 	row("process kills (SIGKILL)", r.Kills)
 	row("database connection faults", r.ConnFaults)
 	row("PostgreSQL restarts", r.PGRestarts)
+	row("primary failovers (SIGKILL, promotion)", r.Failovers)
+	row("longest pause between two answers", r.LongestPause.Round(time.Millisecond))
 	row("card network slower than lease", r.SlowCard)
 	row("responses dropped after commit", r.Drops)
 	row("duplicates (must be 0)", r.Duplicates)
@@ -132,6 +173,40 @@ func (r *Report) Table() string {
 	row("webhook events missing (must be 0)", r.WebhookMissing)
 	row("wall time", r.Wall.Round(time.Millisecond))
 	return b.String()
+}
+
+// ShortRound is the chaos round of `make test` (TestShortRound), also run
+// through PgBouncer by `make topology`: at least 200 intents with kills,
+// connection faults, a PostgreSQL restart, a slow card network and dropped
+// responses, while the card network delivers its signed webhooks through
+// the same faults.
+func ShortRound(paymentsBin, cardnetBin string) Config {
+	return Config{
+		Seed: 20261130, Clients: 8, RetryableClients: 1, Intents: 25,
+		Think: 300 * time.Millisecond, Kills: 3, ConnFaults: 6, PGRestarts: 1, SlowCard: 1, DropRate: 0.03, RefundShare: 0.25,
+		CardFailAfter: 0.05, FaultEvery: 1200 * time.Millisecond, Deadline: 150 * time.Second,
+		Webhooks: true, WebhookDuplicates: 0.1, WebhookRefunds: 0.1,
+		PaymentsBin: paymentsBin, CardnetBin: cardnetBin,
+	}
+}
+
+// CheckShortRound reports a broken promise, or a short round that did not
+// run as planned: fewer than 200 intents, a planned fault that did not
+// happen, no refunds, or webhooks not applied exactly once (one event per
+// succeeded payment and the network's own refunds, each applied once,
+// every deliberate duplicate replayed).
+func (r *Report) CheckShortRound() error {
+	switch {
+	case !r.OK():
+		return fmt.Errorf("broken promise, seed %d:\n%v", r.Seed, r.Problems)
+	case r.Intents < 200 || r.Kills != 3 || r.ConnFaults != 6 || r.PGRestarts != 1 || r.Refunds < 30 || r.RefundsSucceeded == 0:
+		return fmt.Errorf("the round did not run as planned: %+v", r)
+	case r.WebhookEvents < r.Succeeded || r.WebhookDuplicatesSent == 0 || r.WebhookReplays < r.WebhookDuplicatesSent ||
+		r.WebhookAppliedTwice != 0 || r.WebhookMissing != 0:
+		return fmt.Errorf("webhooks: %d events for %d succeeded payments, %d duplicates sent, %d replays, %d applied twice, %d missing",
+			r.WebhookEvents, r.Succeeded, r.WebhookDuplicatesSent, r.WebhookReplays, r.WebhookAppliedTwice, r.WebhookMissing)
+	}
+	return nil
 }
 
 // intent is one logical payment a client wants made exactly once.
@@ -166,11 +241,16 @@ type run struct {
 	resets    atomic.Int64
 	attempts  atomic.Int64
 	answered  atomic.Int64 // intents and refund intents with a terminal answer
+	// lastAnswer (unix nanoseconds) and longestPause track the longest time
+	// without a terminal answer.
+	lastAnswer, longestPause atomic.Int64
 	// faults injected so far, for the progress line
-	kills, connFaults, pgRestarts, slowCard atomic.Int64
-	refunds                                 [][]*refundIntent // per client
-	sayMu                                   sync.Mutex
-	secret                                  string // the card network's webhook signing secret
+	kills, connFaults, pgRestarts, slowCard, failovers atomic.Int64
+	failoverNotes                                      []string          // under sayMu
+	refunds                                            [][]*refundIntent // per client
+	sayMu                                              sync.Mutex
+	upstream                                           string // where the fault proxies lead: the cluster, or its pooler
+	secret                                             string // the card network's webhook signing secret
 }
 
 // newRand returns a generator for one purpose (the fault schedule, one
@@ -207,14 +287,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		defer os.RemoveAll(d)
 		r.dir = d
 	}
+	if cfg.Database != nil && (cfg.ConnFaults != 0 || cfg.PGRestarts != 0) {
+		return nil, errors.New("chaos: with an external Database, ConnFaults and PGRestarts must be 0 (the services connect to it directly)")
+	}
+	if cfg.Database == nil && cfg.Failovers != 0 {
+		return nil, errors.New("chaos: Failovers needs a Database to fail over")
+	}
 	start := time.Now()
+	r.lastAnswer.Store(start.UnixNano())
 	if err := r.up(ctx); err != nil {
 		r.down()
 		return nil, err
 	}
 	defer r.down()
 	r.say("topology: PostgreSQL %s, %d services behind %s, card network %s; logs in %s",
-		r.cluster.TCPAddr(), len(r.services), r.front.addr, r.card.Addr(), r.dir)
+		r.dbDescription(), len(r.services), r.front.addr, r.card.Addr(), r.dir)
 
 	done := make(chan struct{})
 	faultsDone := make(chan struct{})
@@ -230,19 +317,41 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return &r.report, nil
 }
 
+// dbDescription says what the services connect to.
+func (r *run) dbDescription() string {
+	switch {
+	case r.cfg.Database != nil:
+		return r.dbURL
+	case r.cfg.Pooler != nil:
+		return r.cluster.TCPAddr() + " behind a pooler at " + r.upstream
+	}
+	return r.cluster.TCPAddr()
+}
+
 func (r *run) up(ctx context.Context) error {
-	c, err := pglocal.Start(ctx, pglocal.Options{TCPPort: -1})
-	if err != nil {
-		return err
-	}
-	r.cluster = c
-	if err := c.CreateDatabase(ctx, "chaos"); err != nil {
-		return err
-	}
-	r.dbURL = c.URL("chaos")
-	r.proxies, err = newDBProxies(3, c.TCPAddr())
-	if err != nil {
-		return err
+	var err error
+	if r.cfg.Database != nil {
+		r.dbURL = r.cfg.Database.URL()
+	} else {
+		c, err := pglocal.Start(ctx, pglocal.Options{TCPPort: -1})
+		if err != nil {
+			return err
+		}
+		r.cluster = c
+		if err := c.CreateDatabase(ctx, "chaos"); err != nil {
+			return err
+		}
+		r.dbURL = c.URL("chaos")
+		r.upstream = c.TCPAddr()
+		if r.cfg.Pooler != nil {
+			if r.upstream, err = r.cfg.Pooler.Start(ctx, c.TCPAddr()); err != nil {
+				return err
+			}
+		}
+		r.proxies, err = newDBProxies(3, r.upstream)
+		if err != nil {
+			return err
+		}
 	}
 	r.sink = &outbox.Sink{Path: filepath.Join(r.dir, "mail.jsonl")}
 	secret := make([]byte, 32)
@@ -251,7 +360,7 @@ func (r *run) up(ctx context.Context) error {
 	// The services' addresses come first: the front proxy spreads over
 	// them, and the card network delivers its webhooks through it.
 	var addrs []string
-	for range r.proxies {
+	for range 3 {
 		port, err := freePort()
 		if err != nil {
 			return err
@@ -274,14 +383,14 @@ func (r *run) up(ctx context.Context) error {
 	if err := r.card.Start(30 * time.Second); err != nil {
 		return err
 	}
-	for i, p := range r.proxies {
-		args := []string{"-addr", addrs[i], "-card-url", "http://" + r.card.Addr(), "-mail-sink", r.sink.Path}
+	for i, addr := range addrs {
+		args := []string{"-addr", addr, "-card-url", "http://" + r.card.Addr(), "-mail-sink", r.sink.Path}
 		if r.cfg.UnsafeKeys {
 			args = append(args, "-unsafe-fresh-charge-keys")
 		}
+		args = append(args, r.cfg.ServiceArgs...)
 		s := &childproc.Process{Name: fmt.Sprintf("payments-%d", i), Bin: r.cfg.PaymentsBin, Args: args,
-			Env: []string{fmt.Sprintf("DATABASE_URL=postgres://postgres@%s/chaos?sslmode=disable&pool_max_conns=16&connect_timeout=5", p.addr),
-				cardnet.SecretEnv + "=" + r.secret},
+			Env: []string{"DATABASE_URL=" + r.serviceURL(i), cardnet.SecretEnv + "=" + r.secret},
 			Log: filepath.Join(r.dir, fmt.Sprintf("payments-%d.log", i))}
 		if err := s.Start(60 * time.Second); err != nil {
 			return err
@@ -289,6 +398,23 @@ func (r *run) up(ctx context.Context) error {
 		r.services = append(r.services, s)
 	}
 	return nil
+}
+
+// serviceURL is the database URL of service i: through its fault proxy to
+// the round's own cluster (or its pooler), or the external database's.
+func (r *run) serviceURL(i int) string {
+	params := "pool_max_conns=16&connect_timeout=5"
+	if r.cfg.QueryExecMode != "" {
+		params += "&default_query_exec_mode=" + r.cfg.QueryExecMode
+	}
+	if r.cfg.Database != nil {
+		sep := "?"
+		if strings.Contains(r.dbURL, "?") {
+			sep = "&"
+		}
+		return r.dbURL + sep + params
+	}
+	return fmt.Sprintf("postgres://postgres@%s/chaos?sslmode=disable&%s", r.proxies[i].addr, params)
 }
 
 func (r *run) down() {
@@ -303,6 +429,9 @@ func (r *run) down() {
 	}
 	for _, p := range r.proxies {
 		p.close()
+	}
+	if r.cfg.Pooler != nil {
+		r.cfg.Pooler.Stop()
 	}
 	if r.cluster != nil {
 		r.cluster.Stop()
@@ -382,7 +511,7 @@ func (r *run) pay(in *intent, retryable bool, deadline time.Time) {
 	in.status = resp.StatusCode()
 	in.bodies = append(in.bodies, resp.Body)
 	in.last = strconv.Itoa(in.status)
-	r.answered.Add(1)
+	r.answer()
 	again, res, err := c.CreatePayment(ctx, in.key, r.payment(in), in.authorize)
 	in.attempts += res.Attempts
 	if err != nil || (again.StatusCode() != 201 && again.StatusCode() != 402) {
@@ -395,6 +524,19 @@ func (r *run) pay(in *intent, retryable bool, deadline time.Time) {
 	}
 }
 
+// answer counts a terminal answer, and the pause since the last one.
+func (r *run) answer() {
+	r.answered.Add(1)
+	now := time.Now().UnixNano()
+	pause := now - r.lastAnswer.Swap(now)
+	for {
+		longest := r.longestPause.Load()
+		if pause <= longest || r.longestPause.CompareAndSwap(longest, pause) {
+			return
+		}
+	}
+}
+
 // faults runs the seeded fault schedule until done is closed or every
 // planned fault happened.
 func (r *run) faults(done chan struct{}) {
@@ -402,7 +544,8 @@ func (r *run) faults(done chan struct{}) {
 		kind string
 		left int
 	}
-	plans := []*plan{{"kill", r.cfg.Kills}, {"conn", r.cfg.ConnFaults}, {"pgrestart", r.cfg.PGRestarts}, {"slowcard", r.cfg.SlowCard}}
+	plans := []*plan{{"kill", r.cfg.Kills}, {"conn", r.cfg.ConnFaults}, {"pgrestart", r.cfg.PGRestarts}, {"slowcard", r.cfg.SlowCard},
+		{"failover", r.cfg.Failovers}}
 	rng := r.newRand(2)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -489,6 +632,17 @@ func (r *run) faults(done chan struct{}) {
 				r.say("PostgreSQL restart failed: %v", err)
 			}
 			r.pgRestarts.Add(1)
+		case "failover":
+			r.say("failover: killing the primary")
+			note, err := r.cfg.Database.Fail(context.Background())
+			if err != nil {
+				note = "failed: " + err.Error()
+			}
+			r.say("failover: %s", note)
+			r.failovers.Add(1)
+			r.sayMu.Lock()
+			r.failoverNotes = append(r.failoverNotes, note)
+			r.sayMu.Unlock()
 		case "slowcard":
 			r.slowCard.Add(1)
 			r.cardOptions(fmt.Sprintf(`{"latency":"12s","fail_after":%g}`, r.cfg.CardFailAfter))
@@ -518,9 +672,9 @@ func (r *run) progress(done <-chan struct{}, start time.Time) {
 			return
 		case <-t.C:
 		}
-		r.say("progress %s: %d intents answered (%d attempts); faults so far: %d kills, %d connection faults, %d PostgreSQL restarts, %d slow-card windows, %d dropped responses",
+		r.say("progress %s: %d intents answered (%d attempts); faults so far: %d kills, %d connection faults, %d PostgreSQL restarts, %d failovers, %d slow-card windows, %d dropped responses",
 			time.Since(start).Round(time.Second), r.answered.Load(), r.attempts.Load(), r.kills.Load(), r.connFaults.Load(),
-			r.pgRestarts.Load(), r.slowCard.Load(), r.front.dropped.Load())
+			r.pgRestarts.Load(), r.failovers.Load(), r.slowCard.Load(), r.front.dropped.Load())
 	}
 }
 
@@ -565,6 +719,8 @@ func (r *run) check(ctx context.Context, all [][]*intent) {
 	rep.Drops = int(r.front.dropped.Load())
 	rep.Kills, rep.ConnFaults = int(r.kills.Load()), int(r.connFaults.Load())
 	rep.PGRestarts, rep.SlowCard = int(r.pgRestarts.Load()), int(r.slowCard.Load())
+	rep.Failovers, rep.FailoverNotes = int(r.failovers.Load()), r.failoverNotes
+	rep.LongestPause = time.Duration(r.longestPause.Load())
 	logs := filepath.Join(r.dir, "payments-*.log")
 	rep.Takeovers = countLines(logs, `"event":"takeover"`)
 	rep.Fenced = countLines(logs, `"event":"fenced"`)

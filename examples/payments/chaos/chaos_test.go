@@ -33,30 +33,16 @@ func TestShortRound(t *testing.T) {
 	testshort.Long(t)
 	payments, cardnet := build(t)
 	var log bytes.Buffer
-	rep, err := Run(context.Background(), Config{
-		Seed: 20261130, Clients: 8, RetryableClients: 1, Intents: 25,
-		Think: 300 * time.Millisecond, Kills: 3, ConnFaults: 6, PGRestarts: 1, SlowCard: 1, DropRate: 0.03, RefundShare: 0.25,
-		CardFailAfter: 0.05, FaultEvery: 1200 * time.Millisecond, Deadline: 150 * time.Second,
-		Webhooks: true, WebhookDuplicates: 0.1, WebhookRefunds: 0.1,
-		PaymentsBin: payments, CardnetBin: cardnet, Out: &log, Dir: t.TempDir(),
-	})
+	cfg := ShortRound(payments, cardnet)
+	cfg.Out, cfg.Dir = &log, t.TempDir()
+	rep, err := Run(context.Background(), cfg)
 	t.Log("\n" + log.String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Log("\n" + rep.Table())
-	if !rep.OK() {
-		t.Fatalf("broken promise, seed %d:\n%v", rep.Seed, rep.Problems)
-	}
-	if rep.Intents < 200 || rep.Kills != 3 || rep.ConnFaults != 6 || rep.PGRestarts != 1 || rep.Refunds < 30 || rep.RefundsSucceeded == 0 {
-		t.Fatalf("the round did not run as planned: %+v", rep)
-	}
-	// Exactly once for webhooks: one event per succeeded payment (and the
-	// network's own refunds), each applied once, duplicates replayed.
-	if rep.WebhookEvents < rep.Succeeded || rep.WebhookDuplicatesSent == 0 || rep.WebhookReplays < rep.WebhookDuplicatesSent ||
-		rep.WebhookAppliedTwice != 0 || rep.WebhookMissing != 0 {
-		t.Fatalf("webhooks: %d events for %d succeeded payments, %d duplicates sent, %d replays, %d applied twice, %d missing",
-			rep.WebhookEvents, rep.Succeeded, rep.WebhookDuplicatesSent, rep.WebhookReplays, rep.WebhookAppliedTwice, rep.WebhookMissing)
+	if err := rep.CheckShortRound(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -141,4 +127,33 @@ func TestCheckerCatchesClientKeyPerAttempt(t *testing.T) {
 		t.Fatalf("a key per attempt produced no duplicates the checker could see:\n%s", rep.Table())
 	}
 	t.Logf("checker found %d duplicates, e.g. %s", rep.Duplicates, rep.Problems[0])
+}
+
+type fakeDB struct{}
+
+func (fakeDB) URL() string {
+	return "postgres://postgres@h1:5432,h2:5432/chaos?target_session_attrs=read-write"
+}
+func (fakeDB) Fail(context.Context) (string, error) { return "", nil }
+
+// TestExternalDatabase: a round on an external database refuses the faults
+// that need the round's own cluster, a failover needs a database to fail,
+// and the services connect with the database's URL plus their pool's
+// settings and the query-exec mode.
+func TestExternalDatabase(t *testing.T) {
+	ctx := context.Background()
+	if _, err := Run(ctx, Config{Database: fakeDB{}, ConnFaults: 1}); err == nil {
+		t.Error("connection faults on an external database were accepted")
+	}
+	if _, err := Run(ctx, Config{Database: fakeDB{}, PGRestarts: 1}); err == nil {
+		t.Error("PostgreSQL restarts of an external database were accepted")
+	}
+	if _, err := Run(ctx, Config{Failovers: 1}); err == nil {
+		t.Error("a failover without a database to fail was accepted")
+	}
+	r := &run{cfg: Config{Database: fakeDB{}, QueryExecMode: "cache_describe"}, dbURL: fakeDB{}.URL()}
+	want := fakeDB{}.URL() + "&pool_max_conns=16&connect_timeout=5&default_query_exec_mode=cache_describe"
+	if got := r.serviceURL(0); got != want {
+		t.Errorf("service URL\n got %s\nwant %s", got, want)
+	}
 }

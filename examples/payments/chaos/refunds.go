@@ -101,7 +101,7 @@ func (r *run) refund(rf *refundIntent, deadline time.Time) {
 	rf.status, rf.problem = resp.StatusCode(), businessProblem(resp.Body)
 	rf.bodies = append(rf.bodies, resp.Body)
 	rf.last = strconv.Itoa(rf.status)
-	r.answered.Add(1)
+	r.answer()
 	again, res, err := c.CreateRefund(ctx, rf.key, body, auth)
 	rf.attempts += res.Attempts
 	if err != nil || again.StatusCode() != rf.status {

@@ -11,6 +11,16 @@
 // a random one is shared with the in-process network otherwise. It logs JSON lines (log/slog),
 // serves Prometheus metrics at /metrics and readiness at /healthz, and shuts
 // down gracefully on SIGTERM or SIGINT.
+//
+// OpenTelemetry is off unless configured: with OTEL_EXPORTER_OTLP_ENDPOINT
+// set, spans and metrics go to that OTLP/HTTP endpoint (the exporters read
+// the other standard OTEL_* variables too); with OTEL_TRACES_EXPORTER=console
+// they are printed to stdout. Log lines written during a traced request
+// carry its trace_id and span_id.
+//
+// -async-claim-commit and -separate-claim set idem.Options.AsyncClaimCommit
+// and every operation's Policy.Claim to idem.ClaimSeparate, for measuring
+// them (see docs/runtime.md).
 package main
 
 import (
@@ -36,6 +46,7 @@ import (
 	"github.com/idemgen/idemgen/examples/payments/cardnet"
 	"github.com/idemgen/idemgen/examples/payments/outbox"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemotel"
 	"github.com/idemgen/idemgen/runtime/idemprom"
 	"github.com/idemgen/idemgen/runtime/pglocal"
 )
@@ -53,8 +64,10 @@ func run() error {
 	cardLatency := flag.Duration("card-latency", 0, "latency of the in-process fake card network")
 	unsafeKeys := flag.Bool("unsafe-fresh-charge-keys", false, "send the card network a new key per attempt instead of the derived one (breaks exactly-once; for the chaos harness's self-check)")
 	sinkPath := flag.String("mail-sink", filepath.Join(os.TempDir(), "payments-mail.jsonl"), "file the outbox relay delivers receipts to")
+	asyncClaim := flag.Bool("async-claim-commit", false, "commit claims that commit alone with synchronous_commit=off (idem.Options.AsyncClaimCommit)")
+	separateClaim := flag.Bool("separate-claim", false, "commit every operation's claim on its own, before its first phase (idem.ClaimSeparate)")
 	flag.Parse()
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log := slog.New(idemotel.LogHandler(slog.NewJSONHandler(os.Stderr, nil)))
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -106,11 +119,31 @@ func run() error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	obs, err := idemprom.New(reg)
+	prom, err := idemprom.New(reg)
 	if err != nil {
 		return err
 	}
-	eng, err := idem.New(pool, idem.Options{Observer: logEvents(log, obs), Logger: log, PolicyURL: "/openapi.idempotent.yaml"})
+	observers := []idem.Observer{prom}
+	var tracer idem.Tracer
+	tel, err := newTelemetry(ctx)
+	if err != nil {
+		return fmt.Errorf("OpenTelemetry: %w", err)
+	}
+	if tel != nil {
+		defer tel.shutdown()
+		otelObs, err := idemotel.New(tel.tp, tel.mp)
+		if err != nil {
+			return err
+		}
+		observers, tracer = append(observers, otelObs), otelObs
+	}
+	if *separateClaim {
+		for _, spec := range api.Specs {
+			spec.Operation.Policy.Claim = idem.ClaimSeparate
+		}
+	}
+	eng, err := idem.New(pool, idem.Options{Observer: eventLog{log, idem.Observers(observers...)}, Tracer: tracer, Logger: log,
+		PolicyURL: "/openapi.idempotent.yaml", AsyncClaimCommit: *asyncClaim})
 	if err != nil {
 		return err
 	}
@@ -119,6 +152,9 @@ func run() error {
 		UnsafeFreshChargeKeys: *unsafeKeys, Logger: log, Metrics: reg, WebhookSecret: secret})
 	if err != nil {
 		return err
+	}
+	if tel != nil {
+		e.Use(serverSpans(tel.tp))
 	}
 
 	relay := &outbox.Relay{Pool: pool, Sink: &outbox.Sink{Path: *sinkPath}, Log: log}
@@ -170,14 +206,20 @@ func run() error {
 	return nil
 }
 
-// logEvents logs the engine events an operator wants to see one by one
-// (recoveries and refusals), and passes every event on to next.
-func logEvents(log *slog.Logger, next idem.Observer) idem.Observer {
-	return idem.ObserverFunc(func(ev idem.Event) {
-		switch ev.Kind {
-		case idem.EventTakeover, idem.EventFenced, idem.EventResume, idem.EventAmbiguous, idem.EventRelease:
-			log.Info("idem event", "event", string(ev.Kind), "operation", ev.Operation)
-		}
-		next.Observe(ev)
-	})
+// eventLog logs the engine events an operator wants to see one by one
+// (recoveries and refusals), with the request's context (its trace), and
+// passes every event on to next.
+type eventLog struct {
+	log  *slog.Logger
+	next idem.ContextObserver
+}
+
+func (l eventLog) Observe(ev idem.Event) { l.ObserveContext(context.Background(), ev) }
+
+func (l eventLog) ObserveContext(ctx context.Context, ev idem.Event) {
+	switch ev.Kind {
+	case idem.EventTakeover, idem.EventFenced, idem.EventResume, idem.EventAmbiguous, idem.EventRelease:
+		l.log.InfoContext(ctx, "idem event", "event", string(ev.Kind), "operation", ev.Operation)
+	}
+	l.next.ObserveContext(ctx, ev)
 }

@@ -1,0 +1,207 @@
+// Package idemotel reports the idempotency engine to OpenTelemetry: a span
+// per idempotent request, with child spans for its claim and each phase,
+// and the Prometheus adapter's metrics (runtime/idemprom) as OTel
+// instruments. It uses only the OTel API: the application chooses the SDK,
+// the exporters and the sampling.
+//
+// Wire one Observer as both idem.Options.Observer and idem.Options.Tracer:
+//
+//	obs, err := idemotel.New(tracerProvider, meterProvider)
+//	eng, err := idem.New(pool, idem.Options{Observer: obs, Tracer: obs})
+//
+// Spans:
+//
+//	idem.request {operation}       one call of idem.Run (or one record the completer finishes)
+//	├── idem.claim                 the insert, or the decision on the record that holds the key
+//	├── idem.phase {phase}         each phase that runs, its commit included
+//	└── ...
+//
+// The request span carries idem.operation, idem.replayed, idem.resumed,
+// idem.background and idem.outcome (see Outcome). Each engine event
+// becomes a span event, idem.event.<kind> (idem.event.takeover,
+// idem.event.fenced, ...), on the span of the step it happened in. A span whose step
+// failed has status Error. Metrics (names as OTel instruments; a Prometheus
+// exporter turns them into idemprom's names):
+//
+//	idemgen.events{operation,event}                 counter, as idemgen_events_total
+//	idemgen.pruned                                  counter, as idemgen_pruned_total
+//	idemgen.records.stuck                           gauge, as idemgen_records_stuck
+//	idemgen.phase.duration{operation,phase,outcome} histogram (s), as idemgen_phase_duration_seconds
+package idemotel
+
+import (
+	"context"
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// ScopeName is the instrumentation scope of the tracer and the meter.
+const ScopeName = "github.com/idemgen/idemgen/runtime/idemotel"
+
+// Attribute keys of the spans.
+const (
+	AttrOperation  = attribute.Key("idem.operation")
+	AttrPhase      = attribute.Key("idem.phase")
+	AttrReplayed   = attribute.Key("idem.replayed")
+	AttrResumed    = attribute.Key("idem.resumed")
+	AttrBackground = attribute.Key("idem.background")
+	AttrOutcome    = attribute.Key("idem.outcome")
+)
+
+// Outcome values of a request span's idem.outcome: what the request came to.
+const (
+	OutcomeCompleted  = "completed"   // the execution stored its response
+	OutcomeReplayed   = "replayed"    // a stored response was replayed
+	OutcomeInFlight   = "in_flight"   // 409: a live claim held the key
+	OutcomeMismatch   = "mismatch"    // 422: the key was used for another request
+	OutcomeReleased   = "released"    // failed before any effect; the key is free
+	OutcomeFenced     = "fenced"      // another execution took the key over
+	OutcomeAmbiguous  = "ambiguous"   // failed after possible effects; a retry resumes
+	OutcomeFailed     = "failed"      // an error before any decision (the store unreachable, ...)
+	OutcomeBadRequest = "bad_request" // refused before reaching the engine
+)
+
+// outcomes maps the events that decide a request's outcome. A later one
+// wins: a fenced refresh then an ambiguous failure is ambiguous.
+var outcomes = map[idem.EventKind]string{
+	idem.EventComplete: OutcomeCompleted, idem.EventReplay: OutcomeReplayed, idem.EventInFlight: OutcomeInFlight,
+	idem.EventMismatch: OutcomeMismatch, idem.EventRelease: OutcomeReleased, idem.EventFenced: OutcomeFenced,
+	idem.EventAmbiguous: OutcomeAmbiguous, idem.EventBadRequest: OutcomeBadRequest,
+}
+
+// Observer is an idem.ContextObserver and an idem.Tracer.
+type Observer struct {
+	tracer trace.Tracer
+	events metric.Int64Counter
+	pruned metric.Int64Counter
+	stuck  metric.Int64Gauge
+	phase  metric.Float64Histogram
+}
+
+// New returns an observer that makes spans with tp's tracer and records
+// metrics with mp's meter.
+func New(tp trace.TracerProvider, mp metric.MeterProvider) (*Observer, error) {
+	m := mp.Meter(ScopeName)
+	o := &Observer{tracer: tp.Tracer(ScopeName)}
+	var err error
+	if o.events, err = m.Int64Counter("idemgen.events",
+		metric.WithDescription("Idempotency engine events by operation and kind.")); err != nil {
+		return nil, err
+	}
+	if o.pruned, err = m.Int64Counter("idemgen.pruned",
+		metric.WithDescription("Idempotency records deleted after their retention.")); err != nil {
+		return nil, err
+	}
+	if o.stuck, err = m.Int64Gauge("idemgen.records.stuck",
+		metric.WithDescription("Claimed records past their retention with no live owner: never pruned, they wait for a retry, the completer or 'idemgen resolve'.")); err != nil {
+		return nil, err
+	}
+	if o.phase, err = m.Float64Histogram("idemgen.phase.duration", metric.WithUnit("s"),
+		metric.WithDescription("Phase run time, commit included."),
+		// idemprom's buckets: 0.5ms growing by 2.5x.
+		metric.WithExplicitBucketBoundaries(0.0005, 0.00125, 0.003125, 0.0078125, 0.01953125, 0.048828125,
+			0.1220703125, 0.30517578125, 0.762939453125, 1.9073486328125, 4.76837158203125, 11.920928955078125)); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// request is what a request span learns from its events before it ends.
+type request struct {
+	mu                sync.Mutex
+	replayed, resumed bool
+	outcome           string
+}
+
+type requestKey struct{}
+
+// Start implements idem.Tracer.
+func (o *Observer) Start(ctx context.Context, s idem.Step) (context.Context, func(error)) {
+	attrs := []attribute.KeyValue{AttrOperation.String(s.Operation)}
+	var req *request
+	name := "idem." + string(s.Kind)
+	switch s.Kind {
+	case idem.StepRequest:
+		req = &request{}
+		ctx = context.WithValue(ctx, requestKey{}, req)
+	case idem.StepPhase:
+		attrs = append(attrs, AttrPhase.String(s.Phase))
+	}
+	if s.Background {
+		attrs = append(attrs, AttrBackground.Bool(true))
+	}
+	ctx, span := o.tracer.Start(ctx, name, trace.WithAttributes(attrs...))
+	return ctx, func(err error) {
+		if req != nil {
+			req.mu.Lock()
+			outcome := req.outcome
+			if outcome == "" {
+				outcome = OutcomeFailed
+				if err == nil {
+					outcome = OutcomeCompleted
+				}
+			}
+			span.SetAttributes(AttrReplayed.Bool(req.replayed), AttrResumed.Bool(req.resumed), AttrOutcome.String(outcome))
+			req.mu.Unlock()
+		}
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}
+}
+
+// Observe implements idem.Observer, for events without a context.
+func (o *Observer) Observe(ev idem.Event) { o.ObserveContext(context.Background(), ev) }
+
+// ObserveContext implements idem.ContextObserver: it records the event's
+// metrics and annotates the request it belongs to, if any.
+func (o *Observer) ObserveContext(ctx context.Context, ev idem.Event) {
+	switch ev.Kind {
+	case idem.EventPhase:
+		outcome := "ok"
+		if ev.Err != nil {
+			outcome = "error"
+		}
+		o.phase.Record(ctx, ev.Duration.Seconds(), metric.WithAttributes(attribute.String("operation", ev.Operation),
+			attribute.String("phase", ev.Phase), attribute.String("outcome", outcome)))
+		return
+	case idem.EventPruned:
+		o.pruned.Add(ctx, ev.Count)
+		return
+	case idem.EventStuck:
+		o.stuck.Record(ctx, ev.Count)
+		return
+	}
+	o.events.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", ev.Operation), attribute.String("event", string(ev.Kind))))
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.AddEvent("idem.event."+string(ev.Kind), trace.WithAttributes(AttrOperation.String(ev.Operation)))
+	}
+	req, _ := ctx.Value(requestKey{}).(*request)
+	if req == nil {
+		return
+	}
+	req.mu.Lock()
+	defer req.mu.Unlock()
+	switch ev.Kind {
+	case idem.EventReplay:
+		req.replayed = true
+	case idem.EventResume:
+		req.resumed = true
+	}
+	if out, ok := outcomes[ev.Kind]; ok {
+		req.outcome = out
+	}
+}
+
+var (
+	_ idem.ContextObserver = (*Observer)(nil)
+	_ idem.Tracer          = (*Observer)(nil)
+)
