@@ -538,15 +538,27 @@ func (r *run) answer() {
 	}
 }
 
+// fault is a kind of fault the schedule injects; Config says how many of
+// each.
+type fault string
+
+const (
+	faultKill      fault = "kill"      // SIGKILL a service process, restart it after a pause
+	faultConn      fault = "conn"      // a connFault on one service's database proxy
+	faultPGRestart fault = "pgrestart" // restart PostgreSQL (fast shutdown)
+	faultSlowCard  fault = "slowcard"  // the card network slower than the lease for a while
+	faultFailover  fault = "failover"  // kill the external Database's primary
+)
+
 // faults runs the seeded fault schedule until done is closed or every
 // planned fault happened.
 func (r *run) faults(done chan struct{}) {
 	type plan struct {
-		kind string
+		kind fault
 		left int
 	}
-	plans := []*plan{{"kill", r.cfg.Kills}, {"conn", r.cfg.ConnFaults}, {"pgrestart", r.cfg.PGRestarts}, {"slowcard", r.cfg.SlowCard},
-		{"failover", r.cfg.Failovers}}
+	plans := []*plan{{faultKill, r.cfg.Kills}, {faultConn, r.cfg.ConnFaults}, {faultPGRestart, r.cfg.PGRestarts},
+		{faultSlowCard, r.cfg.SlowCard}, {faultFailover, r.cfg.Failovers}}
 	rng := r.newRand(2)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -580,7 +592,7 @@ func (r *run) faults(done chan struct{}) {
 		}
 		p.left--
 		switch p.kind {
-		case "kill":
+		case faultKill:
 			s := r.services[rng.IntN(len(r.services))]
 			s.Kill()
 			r.kills.Add(1)
@@ -591,7 +603,7 @@ func (r *run) faults(done chan struct{}) {
 				time.Sleep(pause)
 				r.restart(s)
 			}()
-		case "conn":
+		case faultConn:
 			// A proxy already under a fault is left alone: faults queued on
 			// one proxy would make one long outage of many short ones.
 			var px *dbProxy
@@ -605,18 +617,18 @@ func (r *run) faults(done chan struct{}) {
 				p.left++ // every proxy is busy: try again at the next tick
 				continue
 			}
-			kind := "reset"
+			kind := connReset
 			closeAfter := time.Duration(200+rng.IntN(800)) * time.Millisecond
 			dur := time.Duration(100+rng.IntN(700)) * time.Millisecond
 			switch rng.IntN(20) {
 			case 0, 1, 2, 3, 4, 5, 6:
 				// A cut: nothing gets through, then the connections close.
-				kind, dur = "cut", time.Duration(1000+rng.IntN(4000))*time.Millisecond
+				kind, dur = connCut, time.Duration(1000+rng.IntN(4000))*time.Millisecond
 				closeAfter = dur
 			case 7, 8, 9:
 				// A stall longer than the lease (10s): another instance
 				// takes over, and this one's late commits are fenced.
-				kind, closeAfter = "latency", time.Duration(11000+rng.IntN(3000))*time.Millisecond
+				kind, closeAfter = connLatency, time.Duration(11000+rng.IntN(3000))*time.Millisecond
 				dur = closeAfter + time.Second
 			}
 			r.connFaults.Add(1)
@@ -627,13 +639,13 @@ func (r *run) faults(done chan struct{}) {
 					r.say("fault: %v", err)
 				}
 			}()
-		case "pgrestart":
+		case faultPGRestart:
 			r.say("restarting PostgreSQL (fast shutdown)")
 			if err := r.cluster.Restart(context.Background()); err != nil {
 				r.say("PostgreSQL restart failed: %v", err)
 			}
 			r.pgRestarts.Add(1)
-		case "failover":
+		case faultFailover:
 			r.say("failover: killing the primary")
 			note, err := r.cfg.Database.Fail(context.Background())
 			if err != nil {
@@ -644,7 +656,7 @@ func (r *run) faults(done chan struct{}) {
 			r.sayMu.Lock()
 			r.failoverNotes = append(r.failoverNotes, note)
 			r.sayMu.Unlock()
-		case "slowcard":
+		case faultSlowCard:
 			r.slowCard.Add(1)
 			r.cardOptions(fmt.Sprintf(`{"latency":"12s","fail_after":%g}`, r.cfg.CardFailAfter))
 			window := time.Duration(2000+rng.IntN(2000)) * time.Millisecond
