@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/idemtest"
+	"github.com/idemgen/idemgen/internal/testshort"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
@@ -537,6 +538,7 @@ func TestAmbiguousStore(t *testing.T) {
 // TestLeaseRefresh: a phase longer than the lease keeps its claim; when the
 // lease is taken over, the phase's context is cancelled.
 func TestLeaseRefresh(t *testing.T) {
+	testshort.Long(t) // a phase sleeps well past a 3s lease
 	e := newEnv(t)
 	ctx := context.Background()
 	op := &idem.Operation{ID: "slow", Policy: idem.Policy{Lease: 3 * time.Second, Claim: idem.ClaimSeparate}}

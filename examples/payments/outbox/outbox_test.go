@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idemgen/idemgen/idemtest"
 )
@@ -106,5 +107,28 @@ func TestSinkTornLine(t *testing.T) {
 	}
 	if fmt.Sprint(ids) != "[1 3]" {
 		t.Fatalf("mails %v; want [1 3]", ids)
+	}
+}
+
+// TestWaitMails: WaitMails returns once the sink holds the mails wanted,
+// and, when they never come, once no new mail came for the idle time.
+func TestWaitMails(t *testing.T) {
+	s := &Sink{Path: filepath.Join(t.TempDir(), "mail.jsonl")}
+	go func() {
+		for id := int64(1); id <= 3; id++ {
+			time.Sleep(20 * time.Millisecond)
+			s.Deliver(Mail{OutboxID: id, To: "a@example.com"})
+		}
+	}()
+	ctx := context.Background()
+	if mails, err := s.WaitMails(ctx, 3, 10*time.Second); err != nil || len(mails) != 3 {
+		t.Fatalf("%d mails (%v); want 3", len(mails), err)
+	}
+	start := time.Now()
+	if mails, err := s.WaitMails(ctx, 4, 300*time.Millisecond); err != nil || len(mails) != 3 {
+		t.Fatalf("%d mails (%v); want the 3 there", len(mails), err)
+	}
+	if waited := time.Since(start); waited < 300*time.Millisecond || waited > 5*time.Second {
+		t.Fatalf("gave up after %v; want the idle time, 300ms", waited)
 	}
 }
