@@ -131,7 +131,10 @@ type bench struct {
 	op     *idem.Operation
 	seq    atomic.Int64 // numbers the engine's requests
 	loaded int64        // live records loaded so far
-	t0     time.Time    // the database's clock when the run started
+	// A record loaded and one the engine wrote, for checkShape.
+	loadedKey string
+	engineKey atomic.Value
+	t0        time.Time // the database's clock when the run started
 }
 
 func run(ctx context.Context, url string, cfg config, w io.Writer) (*report, error) {
@@ -283,6 +286,9 @@ func (b *bench) request(ctx context.Context) error {
 			return &idem.Response{Status: http.StatusCreated, Body: body, Header: http.Header{
 				"Content-Type": {"application/json"}, "Location": {fmt.Sprintf("/payments/%d", n)}}}, nil
 		}}})
+	if err == nil {
+		b.engineKey.Store(req.Key)
+	}
 	return err
 }
 
@@ -434,16 +440,17 @@ func (b *bench) records(ctx context.Context) int64 {
 }
 
 // loadSQL inserts records number $1..$2 as the engine would have stored
-// them for the bench's operation: completed, created at $3 + (g-$1) * $4
-// microseconds, with a scope among 5,000 and a UUIDv7 key. A UUIDv7 key
-// holds its client's clock to a fraction of a millisecond (runtime/idemclient
-// sends them), so keys reach the server in about the order of their clock,
-// after every key already there; the loaded keys do too, a microsecond
-// apart from the start of the statement. Were they in the middle of the
-// index, each full page would split in half, which is not what a day of
-// claims leaves.
-const loadSQL = `INSERT INTO ` + schema + `.records (key, scope, namespace, operation, fingerprint, state, recovery_point,
-    phase_state, response_status, response_headers, response_body, created_at, expires_at)
+// them for the bench's operation: completed at $3 + (g-$1) * $4
+// microseconds ($3 NULL: the statement's start), with a scope among 5,000
+// and a UUIDv7 key of that time, to a fraction of a millisecond, as
+// runtime/idemclient makes them. It returns the smallest key it inserted.
+//
+// Live records complete as they are loaded: records that complete over a
+// day arrive in the order of their keys and of expires_at, after every
+// record already there, and so must loaded ones, or each would land in
+// the middle of the indexes, where a full page splits in half.
+const loadSQL = `WITH ins AS (INSERT INTO ` + schema + `.records (key, scope, namespace, operation, fingerprint, state,
+    recovery_point, phase_state, response_status, response_headers, response_body, created_at, expires_at)
 SELECT (lpad(to_hex(us / 1000), 12, '0') || '7' || lpad(to_hex((us % 1000) * 4096 / 1000), 3, '0') || '8' || substr(h, 1, 15))::uuid::text,
     'acct_' || lpad((g % 5000)::text, 4, '0'), 'createPayment', 'createPayment', sha256(int8send(g)), 'completed', 'finish',
     ('{"payment_id":' || g || '}')::json, 201,
@@ -451,25 +458,38 @@ SELECT (lpad(to_hex(us / 1000), 12, '0') || '7' || lpad(to_hex((us % 1000) * 409
     convert_to('{"id":' || g || ',"status":"succeeded"}', 'UTF8'),
     c, c + $5::bigint * interval '1 microsecond'
 FROM generate_series($1::bigint, $2::bigint) AS g,
-    LATERAL (SELECT $3::timestamptz + (g - $1) * $4::bigint * interval '1 microsecond' AS c, md5(g::text) AS h,
-        (extract(epoch FROM statement_timestamp()) * 1000000)::bigint + (g - $1) AS us) AS t`
+    LATERAL (SELECT coalesce($3::timestamptz, statement_timestamp()) + (g - $1) * $4::bigint * interval '1 microsecond' AS c,
+        md5(g::text) AS h) AS t,
+    LATERAL (SELECT (extract(epoch FROM c) * 1000000)::bigint AS us) AS k
+RETURNING key)
+SELECT min(key) FROM ins`
 
-// load inserts records from..to (numbers), created evenly from start over
-// span, in chunks, showing progress, then vacuums and checkpoints so that
-// the next measurement starts from a settled table.
-func (b *bench) load(ctx context.Context, what string, from, to int64, start time.Time, span time.Duration) error {
+// load inserts records from..to (numbers) in chunks, showing progress,
+// completed step apart from start (nil: each chunk from the time it is
+// inserted), then vacuums and checkpoints so that the next measurement
+// starts from a settled table. It returns the smallest key of the first
+// chunk.
+func (b *bench) load(ctx context.Context, what string, from, to int64, start *time.Time, step time.Duration) (string, error) {
 	total := to - from + 1
 	if total <= 0 {
-		return nil
+		return "", nil
 	}
 	chunk := max(min(total/10, 250_000), 1)
-	step := span.Microseconds() / total
 	began := time.Now()
+	var first string
 	for lo := from; lo <= to; lo += chunk {
 		hi := min(lo+chunk-1, to)
-		if _, err := b.admin.Exec(ctx, loadSQL, lo, hi, start.Add(time.Duration((lo-from)*step)*time.Microsecond), step,
-			retention.Microseconds()); err != nil {
-			return fmt.Errorf("loading %s: %w", what, err)
+		var at *time.Time
+		if start != nil {
+			t := start.Add(time.Duration(lo-from) * step)
+			at = &t
+		}
+		var key string
+		if err := b.admin.QueryRow(ctx, loadSQL, lo, hi, at, step.Microseconds(), retention.Microseconds()).Scan(&key); err != nil {
+			return "", fmt.Errorf("loading %s: %w", what, err)
+		}
+		if first == "" {
+			first = key
 		}
 		done := hi - from + 1
 		fmt.Fprintf(b.w, "   loading %s: %s of %s (%d%%), %s records/s\n", what, count(done), count(total),
@@ -477,35 +497,26 @@ func (b *bench) load(ctx context.Context, what string, from, to int64, start tim
 	}
 	vac := time.Now()
 	if _, err := b.admin.Exec(ctx, `VACUUM (ANALYZE) `+schema+`.records`); err != nil {
-		return err
+		return "", err
 	}
 	if _, err := b.admin.Exec(ctx, `CHECKPOINT`); err != nil {
-		return err
+		return "", err
 	}
 	fmt.Fprintf(b.w, "   loaded %s in %s; VACUUM (ANALYZE) and CHECKPOINT %s\n", count(total), secs(vac.Sub(began)), secs(time.Since(vac)))
-	return nil
+	return first, nil
 }
 
-// loadLive brings the live records loaded so far to size: completed within
-// the last 23 hours, in time order. The records the engine wrote in the
-// measurement before go first: a day of claims in time order leaves no
-// younger record in the index on expires_at than the youngest loaded one.
+// loadLive brings the live records loaded so far to size.
 func (b *bench) loadLive(ctx context.Context, size int64) error {
 	if size <= b.loaded {
 		return nil
 	}
-	if _, err := b.admin.Exec(ctx, `DELETE FROM `+schema+`.records WHERE created_at >= $1`, b.t0); err != nil {
+	key, err := b.load(ctx, "live records", loadedBase+b.loaded+1, loadedBase+size, nil, time.Microsecond)
+	if err != nil {
 		return err
 	}
-	if _, err := b.admin.Exec(ctx, `VACUUM `+schema+`.records`); err != nil {
-		return err
-	}
-	span := 23 * time.Hour
-	last := max(int64(slices.Max(b.cfg.sizes)), 1)
-	step := span / time.Duration(last)
-	start := b.t0.Add(-span).Add(time.Duration(b.loaded) * step)
-	if err := b.load(ctx, "live records", loadedBase+b.loaded+1, loadedBase+size, start, time.Duration(size-b.loaded)*step); err != nil {
-		return err
+	if b.loadedKey == "" {
+		b.loadedKey = key
 	}
 	b.loaded = size
 	return nil
@@ -514,12 +525,13 @@ func (b *bench) loadLive(ctx context.Context, size int64) error {
 // checkShape refuses to report sizes of loaded records that differ from
 // the engine's own: the bench's figures are only as good as its loader.
 func (b *bench) checkShape(ctx context.Context) error {
+	engineKey, _ := b.engineKey.Load().(string)
 	var loaded, engine int
-	q := `SELECT pg_column_size(r.*) FROM ` + schema + `.records r WHERE operation = 'createPayment' AND `
-	if err := b.admin.QueryRow(ctx, q+`created_at < $1 LIMIT 1`, b.t0).Scan(&loaded); err != nil {
+	q := `SELECT pg_column_size(r.*) FROM ` + schema + `.records r WHERE key = $1`
+	if err := b.admin.QueryRow(ctx, q, b.loadedKey).Scan(&loaded); err != nil {
 		return fmt.Errorf("reading a loaded record: %w", err)
 	}
-	if err := b.admin.QueryRow(ctx, q+`created_at >= $1 LIMIT 1`, b.t0).Scan(&engine); err != nil {
+	if err := b.admin.QueryRow(ctx, q, engineKey).Scan(&engine); err != nil {
 		return fmt.Errorf("reading a record the engine wrote: %w", err)
 	}
 	if loaded != engine {
@@ -589,8 +601,12 @@ func (f sizeFigure) detail() string {
 func (b *bench) prune(ctx context.Context) (pruneFigure, error) {
 	f := pruneFigure{Batch: b.cfg.batch, Rate: b.cfg.rate}
 	// Expired a day after they completed, within the hour before the run.
-	if err := b.load(ctx, "expired records", loadedBase+b.loaded+1, loadedBase+b.loaded+int64(b.cfg.expired),
-		b.t0.Add(-retention-time.Hour), time.Hour); err != nil {
+	// Their keys and expires_at are older than any live record's, so they
+	// land at the start of both indexes, half filling the pages there:
+	// that makes the pruner's walk longer, not shorter.
+	start := b.t0.Add(-retention - time.Hour)
+	if _, err := b.load(ctx, "expired records", loadedBase+b.loaded+1, loadedBase+b.loaded+int64(b.cfg.expired),
+		&start, time.Hour/time.Duration(max(b.cfg.expired, 1))); err != nil {
 		return f, err
 	}
 	var live int64

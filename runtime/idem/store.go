@@ -126,12 +126,19 @@ RETURNING recovery_point, phase_state, key_derivation`,
 		// vacuum, and a batch that started from the oldest again would walk
 		// them all. No ctid: the statement runs unchanged on the distributed
 		// engines of docs/scaling.md.
+		//
+		// A batch commits without waiting for its WAL to reach the disk: a
+		// batch lost in a crash leaves expired records that the next prune
+		// deletes, and any later durable commit (a new claim of a deleted
+		// key among them) flushes the WAL that holds the batch, which comes
+		// before it.
 		pruneSQL: `WITH batch AS (
-    SELECT key, scope, namespace FROM ` + t + ` WHERE expires_at >= $2 AND ` + freeable + `
-    ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED),
+    SELECT key, scope, namespace FROM ` + t + ` AS r, (SELECT set_config('synchronous_commit', 'off', true)) AS async
+    WHERE expires_at >= $2 AND ` + freeable + `
+    ORDER BY expires_at LIMIT $1 FOR UPDATE OF r SKIP LOCKED),
 gone AS (
-    DELETE FROM ` + t + ` AS r USING batch WHERE (r.key, r.scope, r.namespace) = (batch.key, batch.scope, batch.namespace)
-    RETURNING r.expires_at)
+    DELETE FROM ` + t + ` AS d USING batch WHERE (d.key, d.scope, d.namespace) = (batch.key, batch.scope, batch.namespace)
+    RETURNING d.expires_at)
 SELECT count(*), max(expires_at) FROM gone`,
 		// The records Abandoned(ctx, true, ...) would list.
 		countStuckSQL: `SELECT count(*) FROM ` + t + `
