@@ -453,7 +453,7 @@ const loadSQL = `WITH ins AS (INSERT INTO ` + schema + `.records (key, scope, na
     recovery_point, phase_state, response_status, response_headers, response_body, created_at, expires_at)
 SELECT (lpad(to_hex(us / 1000), 12, '0') || '7' || lpad(to_hex((us % 1000) * 4096 / 1000), 3, '0') || '8' || substr(h, 1, 15))::uuid::text,
     'acct_' || lpad((g % 5000)::text, 4, '0'), 'createPayment', 'createPayment', sha256(int8send(g)), 'completed', 'finish',
-    ('{"payment_id":' || g || '}')::json, 201,
+    NULL, 201,
     ('{"Content-Type":["application/json"],"Location":["/payments/' || g || '"]}')::json,
     convert_to('{"id":' || g || ',"status":"succeeded"}', 'UTF8'),
     c, c + $5::bigint * interval '1 microsecond'
