@@ -129,9 +129,16 @@ func kindOf(err error) idem.Kind {
 // TestConcurrentSameKey: 64 goroutines send the same key at once; exactly
 // one execution commits, the others get 409 or the replay. 50 rounds.
 func TestConcurrentSameKey(t *testing.T) {
-	e := newEnv(t)
+	sameKeyRounds(t, newEnv(t), payOp, 50)
+}
+
+// sameKeyRounds sends one key from 64 goroutines at once, rounds times:
+// exactly one execution may commit, every other answer is its replay or a
+// 409, and one business row remains.
+func sameKeyRounds(t *testing.T, e *env, op *idem.Operation, rounds int) {
+	t.Helper()
 	ctx := context.Background()
-	for round := 0; round < 50; round++ {
+	for round := 0; round < rounds; round++ {
 		key := fmt.Sprintf("round-%d", round)
 		var wg sync.WaitGroup
 		var mu sync.Mutex
@@ -143,7 +150,7 @@ func TestConcurrentSameKey(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				out, err := idem.Run(ctx, e.eng, payOp, request("tenant", key, "body"), twoPhases(key))
+				out, err := idem.Run(ctx, e.eng, op, request("tenant", key, "body"), twoPhases(key))
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
