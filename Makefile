@@ -5,7 +5,7 @@ FUZZTIME ?= 5s
 BENCHCOUNT ?= 5
 BENCHTIME ?= 2s
 
-.PHONY: test test-short lint generate bench bench-model fuzz golden realspec demo chaos topology docs-check
+.PHONY: test test-short lint generate bench bench-model bench-store fuzz golden realspec demo chaos topology docs-check
 
 # The modules whose packages make test runs: the toolkit, and examples/, a
 # module of its own so that the examples' dependencies (toxiproxy,
@@ -57,6 +57,10 @@ bench:
 ## bench-model: what the protocol's SQL alone costs: pgbench runs each request shape on the engine's tables (durable)
 bench-model:
 	$(GO) run ./internal/pgbenchmodel
+
+## bench-store: the store at scale on a durable PostgreSQL: claim latency at 0, 1M and 5M records, pruning, bytes per record, HOT refreshes
+bench-store:
+	$(GO) run ./internal/storebench $(STOREBENCHFLAGS)
 
 ## golden: rewrite the golden cases from the generator's output (review the diff)
 golden:

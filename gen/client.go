@@ -1,7 +1,6 @@
 package gen
 
 import (
-	"bytes"
 	"fmt"
 	"go/ast"
 	"path/filepath"
@@ -197,27 +196,13 @@ func renderClient(pkg string, r *ir, cs *clientSource) ([]byte, error) {
 		}
 	}
 
-	for _, l := range []string{
-		"IdempotentClient calls the API through oapi-codegen's typed client. Each method of an",
-		"operation with x-idempotency takes the intent's idempotency key, or mints one, and",
-		"sends it on every attempt; the other operations' methods pass through. Retries follow",
-		"the idemclient.Policy given to NewIdempotentClient.",
-	} {
-		f.Comment(l)
-	}
+	f.Add(doc(0, "IdempotentClient calls the API through oapi-codegen's typed client. Each method of an operation with x-idempotency takes the intent's idempotency key, or mints one, and sends it on every attempt; the other operations' methods pass through. Retries follow the idemclient.Policy given to NewIdempotentClient."))
 	f.Type().Id("IdempotentClient").Struct(
-		Comment("Client is the typed client underneath. Its idempotent operations called directly carry no key."),
+		doc(1, "Client is the typed client underneath. Its idempotent operations called directly carry no key."),
 		Id("Client").Id("ClientWithResponsesInterface"),
 	)
 	f.Line()
-	for _, l := range []string{
-		"NewIdempotentClient returns a client of the API at server. Each attempt is sent by the",
-		"client's doer (an *http.Client unless opts set one with WithHTTPClient, whose Timeout",
-		"then bounds each attempt); policy decides which answers are retried and how long to",
-		"wait. The context of each call bounds all its attempts.",
-	} {
-		f.Comment(l)
-	}
+	f.Add(doc(0, "NewIdempotentClient returns a client of the API at server. Each attempt is sent by the client's doer (an *http.Client unless opts set one with WithHTTPClient, whose Timeout then bounds each attempt); policy decides which answers are retried and how long to wait. The context of each call bounds all its attempts."))
 	f.Func().Id("NewIdempotentClient").Params(Id("server").String(), Id("policy").Qual(pkgIdemClient, "Policy"), Id("opts").Op("...").Id("ClientOption")).
 		Params(Op("*").Id("IdempotentClient"), Error()).Block(
 		List(Id("c"), Err()).Op(":=").Id("NewClient").Call(Id("server"), Id("opts").Op("...")),
@@ -228,38 +213,27 @@ func renderClient(pkg string, r *ir, cs *clientSource) ([]byte, error) {
 		}), Nil()),
 	)
 
-	idem := map[string]*opIR{}
-	for _, o := range r.Idempotent {
-		idem[route(o)] = o
-	}
-	plain := map[string]*plainIR{}
-	for _, p := range r.Plain {
-		plain[p.Method+" "+p.Path] = p
-	}
-	for _, rt := range r.Routes {
-		methods := cs.byRoute[rt]
+	for _, op := range r.Served {
+		methods := cs.byRoute[op.route()]
 		if len(methods) == 0 {
-			return nil, fmt.Errorf("gen: oapi-codegen generated no client method for %s", rt)
+			return nil, fmt.Errorf("gen: oapi-codegen generated no client method for %s", op.route())
 		}
 		for _, m := range methods {
 			var err error
-			if o := idem[rt]; o != nil && o.X.Key.Pointer != "" {
+			switch o := op.idem; {
+			case o == nil:
+				err = renderPlainMethod(f, cs, op.plain, m)
+			case o.X.Key.Pointer != "":
 				err = renderBodyKeyedMethod(f, cs, o, m)
-			} else if o != nil {
+			default:
 				err = renderIdempotentMethod(f, cs, o, m)
-			} else {
-				err = renderPlainMethod(f, cs, plain[rt], m)
 			}
 			if err != nil {
 				return nil, err
 			}
 		}
 	}
-	var buf bytes.Buffer
-	if err := f.Render(&buf); err != nil {
-		return nil, fmt.Errorf("gen: rendering %s: %w", idemClientFile, err)
-	}
-	return buf.Bytes(), nil
+	return render(f, idemClientFile)
 }
 
 // params returns the wrapper's parameters (after ctx and before
@@ -311,19 +285,15 @@ func renderIdempotentMethod(f *File, cs *clientSource, o *opIR, m clientMethod) 
 	name := strings.TrimSuffix(m.name, "WithResponse")
 	header := o.X.Key.Header
 
-	f.Line()
-	f.Commentf("%s calls %s (%s) under the intent's idempotency key,", name, o.Spec.OperationID, route(o))
-	f.Commentf("sent in %s on every attempt.", header)
+	lead := fmt.Sprintf("%s calls %s under the intent's idempotency key, sent in %s on every attempt.", name, o.Spec.OperationID, header)
 	if o.X.Key.MaxLength >= mintedKeyLength {
-		f.Comment(`Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which the`)
-		f.Comment("Result returns, so store it to retry this intent after a crash or a failure.")
+		lead += ` Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which the Result returns, so store it to retry this intent after a crash or a failure.`
 	} else {
-		f.Commentf("Pass the key stored with the intent: keys of this operation are at most %d characters, so", o.X.Key.MaxLength)
-		f.Comment("none is minted.")
+		lead += fmt.Sprintf(" Pass the key stored with the intent: keys of this operation are at most %d characters, so none is minted.", o.X.Key.MaxLength)
 	}
-	f.Comment("The Result also counts the attempts and says whether the answer was a replay; its Key")
-	f.Comment("is set even when the error is not nil.")
-	readerNote(f, cs, m)
+	lead += " The Result also counts the attempts and says whether the answer was a replay; its Key is set even when the error is not nil." + readerNote(cs, m)
+	f.Line()
+	f.Add(o.doc(0, lead))
 	all := append([]Code{Id("ctx").Qual("context", "Context"), Id(key).String()}, params...)
 	all = append(all, Id("reqEditors").Op("...").Id("RequestEditorFn"))
 	var body []Code
@@ -344,14 +314,15 @@ func renderIdempotentMethod(f *File, cs *clientSource, o *opIR, m clientMethod) 
 }
 
 // readerNote says, for a method taking the body as an io.Reader, which
-// readers a retry can resend.
-func readerNote(f *File, cs *clientSource, m clientMethod) {
+// readers a retry can resend ("" for other methods).
+func readerNote(cs *clientSource, m clientMethod) string {
+	var note string
 	for _, p := range m.params {
 		if sel, ok := p.Type.(*ast.SelectorExpr); ok && sel.Sel.Name == "Reader" && cs.imports[fmt.Sprint(sel.X)] == "io" {
-			f.Commentf("A retry resends %s only if it is a *bytes.Buffer, *bytes.Reader or *strings.Reader;", p.Names[0].Name)
-			f.Comment("any other reader makes the first answer final.")
+			note += fmt.Sprintf(" A retry resends %s only if it is a *bytes.Buffer, *bytes.Reader or *strings.Reader; any other reader makes the first answer final.", p.Names[0].Name)
 		}
 	}
+	return note
 }
 
 // renderBodyKeyedMethod renders the method of an operation whose key is a
@@ -372,12 +343,8 @@ func renderBodyKeyedMethod(f *File, cs *clientSource, o *opIR, m clientMethod) e
 	name := strings.TrimSuffix(m.name, "WithResponse")
 
 	f.Line()
-	f.Commentf("%s calls %s (%s), whose idempotency key is the", name, o.Spec.OperationID, route(o))
-	f.Commentf("body's %s: every attempt sends the same body, so the policy retries it as a keyed", o.X.Key.Pointer)
-	f.Comment("request. Send the same body (the same key) again to retry the intent later. The")
-	f.Comment("Result counts the attempts, says whether the answer was a replay, and has the key")
-	f.Comment("read from the body.")
-	readerNote(f, cs, m)
+	f.Add(o.doc(0, fmt.Sprintf("%s calls %s, whose idempotency key is the body's %s: every attempt sends the same body, so the policy retries it as a keyed request. Send the same body (the same key) again to retry the intent later. The Result counts the attempts, says whether the answer was a replay, and has the key read from the body.%s",
+		name, o.Spec.OperationID, o.X.Key.Pointer, readerNote(cs, m))))
 	all := append([]Code{Id("ctx").Qual("context", "Context")}, params...)
 	all = append(all, Id("reqEditors").Op("...").Id("RequestEditorFn"))
 	callArgs := append([]Code{Id(call).Dot("Context").Call()}, args...)
@@ -402,13 +369,8 @@ func renderPlainMethod(f *File, cs *clientSource, p *plainIR, m clientMethod) er
 	}
 	name := strings.TrimSuffix(m.name, "WithResponse")
 	f.Line()
-	what := p.Method + " " + p.Path
-	if p.OperationID != "" {
-		what = fmt.Sprintf("%s (%s)", p.OperationID, what)
-	}
-	f.Commentf("%s calls %s, which has no x-idempotency: it sends no key,", name, what)
-	f.Comment("and the policy retries it only if its method is idempotent (GET, HEAD, OPTIONS, PUT,")
-	f.Comment("DELETE) or nothing reached the server.")
+	f.Add(doc(0, append([]string{fmt.Sprintf("%s calls %s, which has no x-idempotency: it sends no key, and the policy retries it only if its method is idempotent (GET, HEAD, OPTIONS, PUT, DELETE) or nothing reached the server.", name, p.name())},
+		opParagraphs(p.Summary, p.Method, p.Path)...)...))
 	all := append([]Code{Id("ctx").Qual("context", "Context")}, params...)
 	all = append(all, Id("reqEditors").Op("...").Id("RequestEditorFn"))
 	callArgs := append([]Code{Id("ctx")}, args...)

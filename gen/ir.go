@@ -16,9 +16,10 @@ import (
 type ir struct {
 	Package    string
 	SpecFile   string
-	Idempotent []*opIR // in spec order
-	Plain      []*plainIR
-	Routes     []string // every operation's "METHOD /path", in spec order
+	Idempotent []*opIR    // in spec order
+	Plain      []*plainIR // in spec order
+	// Served is every operation served, idempotent or plain, in spec order.
+	Served []served
 	// MiddlewareKeys are the keys of oapi-codegen's OperationMiddlewares of
 	// every operation served: operationIds (or, without one, oapi-codegen's
 	// name for it).
@@ -40,9 +41,13 @@ type opIR struct {
 func (o *opIR) PhasesIface() string { return o.GoName + "Phases" }
 func (o *opIR) StateType() string   { return o.GoName + "State" }
 func (o *opIR) ImplType() string    { return o.GoName + "Impl" }
-func (o *opIR) specVar() string     { return "idem" + o.GoName }
-func (o *opIR) phasesFunc() string  { return lowerFirst(o.GoName) + "Phases" }
-func (o *opIR) writerType() string  { return lowerFirst(o.GoName) + "Written" }
+
+// Names only the glue uses: the operation's x-idempotency as the runtime
+// takes it, the function that binds its phases to a request, and the
+// response object that writes the engine's outcome.
+func (o *opIR) idempotencyVar() string { return lowerFirst(o.GoName) + "Idempotency" }
+func (o *opIR) bindFunc() string       { return "bind" + o.GoName + "Phases" }
+func (o *opIR) outcomeType() string    { return lowerFirst(o.GoName) + "Outcome" }
 
 type phaseIR struct {
 	Name    string // as in the spec, e.g. charge_card
@@ -55,6 +60,29 @@ type plainIR struct {
 	GoName, RequestType, ResponseType string
 	Method, Path                      string
 	OperationID                       string // may be empty
+	Summary                           string
+}
+
+// name is how comments name the operation: its operationId, or its route.
+func (p *plainIR) name() string {
+	if p.OperationID == "" {
+		return nobreak(p.Method + " " + p.Path)
+	}
+	return p.OperationID
+}
+
+// served is one operation served: idempotent (idem) or plain.
+type served struct {
+	idem  *opIR
+	plain *plainIR
+}
+
+// route returns the operation's "METHOD /path".
+func (s served) route() string {
+	if s.idem != nil {
+		return route(s.idem)
+	}
+	return s.plain.Method + " " + s.plain.Path
 }
 
 // strictMethod is one method of oapi-codegen's StrictServerInterface.
@@ -165,14 +193,16 @@ func buildIR(cfg *Config, doc *spec.Document, sources []Source) (*ir, error) {
 		default:
 			return nil, fmt.Errorf("gen: oapi-codegen generated no strict handler for %s %s", op.Method, op.Path)
 		}
-		r.Routes = append(r.Routes, op.Method+" "+op.Path)
 		key := op.OperationID
 		if key == "" {
 			key = m.name
 		}
 		r.MiddlewareKeys = append(r.MiddlewareKeys, key)
 		if op.Idempotency == nil {
-			r.Plain = append(r.Plain, &plainIR{GoName: m.name, RequestType: m.request, ResponseType: m.response, Method: op.Method, Path: op.Path, OperationID: op.OperationID})
+			p := &plainIR{GoName: m.name, RequestType: m.request, ResponseType: m.response, Method: op.Method, Path: op.Path,
+				OperationID: op.OperationID, Summary: op.Op.Summary}
+			r.Plain = append(r.Plain, p)
+			r.Served = append(r.Served, served{plain: p})
 			continue
 		}
 		o := &opIR{Spec: op, X: op.Idempotency, GoName: m.name, RequestType: m.request, ResponseType: m.response, VisitMethod: m.visit}
@@ -186,15 +216,16 @@ func buildIR(cfg *Config, doc *spec.Document, sources []Source) (*ir, error) {
 			seen[p.GoName] = ph.Name
 			o.Phases = append(o.Phases, p)
 		}
-		for _, name := range []string{o.PhasesIface(), o.StateType(), o.ImplType()} {
+		for _, name := range []string{o.PhasesIface(), o.StateType(), o.ImplType(), o.idempotencyVar(), o.bindFunc(), o.outcomeType()} {
 			if declared[name] {
 				errs = append(errs, &spec.Error{File: cfg.Spec, Method: op.Method, Path: op.Path, OperationID: op.OperationID,
 					Message: fmt.Sprintf("the generated name %s is already declared by a schema or type of this spec; rename the operationId or the schema", name)})
 			}
 		}
 		r.Idempotent = append(r.Idempotent, o)
+		r.Served = append(r.Served, served{idem: o})
 	}
-	for _, name := range []string{"Phases", "PlainHandlers", "Register", "RegisterWithOptions", "RegisterOptions", "Specs"} {
+	for _, name := range []string{"Phases", "PlainHandlers", "Register", "RegisterWithOptions", "RegisterOptions"} {
 		if declared[name] && len(r.Idempotent) > 0 {
 			errs = append(errs, &spec.Error{File: cfg.Spec, Message: fmt.Sprintf("the spec declares a type named %s, which idemgen generates; rename the schema", name)})
 		}

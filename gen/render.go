@@ -1,9 +1,10 @@
 package gen
 
 import (
-	"bytes"
 	"fmt"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"time"
 
 	. "github.com/dave/jennifer/jen"
@@ -19,18 +20,21 @@ const (
 	pkgEcho     = "github.com/labstack/echo/v4"
 )
 
+// importNames are the package names of what generated code imports.
+// jennifer guesses a name from the last path element (v4, v5): every
+// import is named from here.
+var importNames = map[string]string{
+	"context": "context",
+	pkgIdem:   "idem", pkgIdemEcho: "idemecho", pkgIdemHTTP: "idemhttp",
+	pkgPgx: "pgx", pkgEcho: "echo",
+}
+
 // renderGlue renders idempotency.gen.go.
 func renderGlue(r *ir) ([]byte, error) {
 	f := NewFile(r.Package)
 	f.HeaderComment(Header)
 	f.HeaderComment("Source: " + filepath.Base(r.SpecFile))
-	// jennifer guesses aliases from the last path element (v4, v5): name
-	// every versioned import explicitly.
-	f.ImportName(pkgPgx, "pgx")
-	f.ImportName(pkgEcho, "echo")
-	f.ImportName(pkgIdem, "idem")
-	f.ImportName(pkgIdemEcho, "idemecho")
-	f.ImportName(pkgIdemHTTP, "idemhttp")
+	f.ImportNames(importNames)
 
 	for _, o := range r.Idempotent {
 		renderPhasesIface(f, o)
@@ -41,70 +45,49 @@ func renderGlue(r *ir) ([]byte, error) {
 	renderServer(f, r)
 	renderRegister(f, r)
 
-	var buf bytes.Buffer
-	if err := f.Render(&buf); err != nil {
-		return nil, fmt.Errorf("gen: rendering idempotency.gen.go: %w", err)
-	}
-	return buf.Bytes(), nil
+	return render(f, GlueFile)
 }
 
 func route(o *opIR) string { return o.Spec.Method + " " + o.Spec.Path }
 
-// phaseParams are the parameters of a phase method, as in the interface.
-func phaseParams(o *opIR, p *phaseIR) []Code {
-	params := []Code{Id("ctx").Qual("context", "Context")}
-	if p.Foreign {
-		params = append(params, Id("key").String())
-	} else {
-		params = append(params, Id("tx").Qual(pkgPgx, "Tx"))
-	}
-	return append(params, Id("request").Id(o.RequestType), Id("state").Op("*").Id(o.StateType()))
+// doc writes the operation's doc: lead, then the operation's summary and
+// route.
+func (o *opIR) doc(depth int, lead string) Code {
+	return doc(depth, append([]string{lead}, opParagraphs(o.Spec.Op.Summary, o.Spec.Method, o.Spec.Path)...)...)
 }
 
-func phaseResults(o *opIR, p *phaseIR) Code {
-	if p.Final {
-		return Params(Id(o.ResponseType), Error())
-	}
-	return Error()
-}
-
-func phaseDoc(o *opIR, i int, p *phaseIR) string {
-	n := len(o.Phases)
-	switch {
-	case p.Final:
-		return fmt.Sprintf("%s is phase %d of %d (%q), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.", p.GoName, i+1, n, p.Name)
-	case p.Foreign:
-		return fmt.Sprintf("%s is phase %d of %d (%q), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.", p.GoName, i+1, n, p.Name)
-	}
-	return fmt.Sprintf("%s is phase %d of %d (%q), local: it runs in tx, whose commit also records this phase as done and saves state.", p.GoName, i+1, n, p.Name)
+// strictSignature writes a method of oapi-codegen's strict server interface.
+func strictSignature(name, request, response string) *Statement {
+	return Id(name).Params(Id("ctx").Qual("context", "Context"), Id("request").Id(request)).Params(Id(response), Error())
 }
 
 func renderPhasesIface(f *File, o *opIR) {
-	f.Commentf("%s are the phases of %s (%s), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.", o.PhasesIface(), o.Spec.OperationID, route(o))
+	f.Add(o.doc(0, fmt.Sprintf("%s are the phases of %s, in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.", o.PhasesIface(), o.Spec.OperationID)))
 	var methods []Code
 	for i, p := range o.Phases {
-		methods = append(methods, Comment(phaseDoc(o, i, p)), Id(p.GoName).Params(phaseParams(o, p)...).Add(phaseResults(o, p)))
+		sig := o.method(p)
+		methods = append(methods, doc(1, phaseDoc(o, i, p)), Id(p.GoName).Params(sig.paramsCode()...).Add(sig.resultsCode()))
 	}
 	f.Type().Id(o.PhasesIface()).Interface(methods...)
 	f.Line()
 }
 
 func renderPhasesStruct(f *File, r *ir) {
-	f.Comment("Phases holds the phase implementations of every idempotent operation.")
+	f.Add(doc(0, "Phases holds the phase implementations of every idempotent operation."))
 	var fields []Code
 	for _, o := range r.Idempotent {
-		fields = append(fields, Id(o.GoName).Id(o.PhasesIface()))
+		fields = append(fields, Id(o.GoName).Id(o.PhasesIface()).Comment(route(o)))
 	}
 	f.Type().Id("Phases").Struct(fields...)
 	f.Line()
 }
 
 func renderPlainIface(f *File, r *ir) {
-	f.Comment("PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.")
+	f.Add(doc(0, "PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does."))
 	var methods []Code
 	for _, p := range r.Plain {
-		methods = append(methods, Comment(fmt.Sprintf("(%s %s)", p.Method, p.Path)),
-			Id(p.GoName).Params(Id("ctx").Qual("context", "Context"), Id("request").Id(p.RequestType)).Params(Id(p.ResponseType), Error()))
+		methods = append(methods, doc(1, append([]string{p.GoName + " serves " + p.name() + "."}, opParagraphs(p.Summary, p.Method, p.Path)...)...),
+			strictSignature(p.GoName, p.RequestType, p.ResponseType))
 	}
 	f.Type().Id("PlainHandlers").Interface(methods...)
 	f.Line()
@@ -123,9 +106,10 @@ func durationCode(d time.Duration) Code {
 	return Qual("time", "Duration").Call(Lit(int64(d)))
 }
 
+// strs writes a list of strings; nil, the zero value, for none.
 func strs(l []string) Code {
 	if l == nil {
-		return Nil()
+		return nil
 	}
 	vals := make([]Code, len(l))
 	for i, s := range l {
@@ -134,63 +118,90 @@ func strs(l []string) Code {
 	return Index().String().Values(vals...)
 }
 
-func renderSpecs(f *File, r *ir) {
-	f.Comment("Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.")
-	f.Var().Id("Specs").Op("=").Map(String()).Op("*").Qual(pkgIdemEcho, "Spec").Values(DictFunc(func(d Dict) {
-		for _, o := range r.Idempotent {
-			d[Lit(o.Spec.OperationID)] = Id(o.specVar())
+// lit writes v; nil, the zero value, for "", 0 and false.
+func lit(v any) Code {
+	if reflect.ValueOf(v).IsZero() {
+		return nil
+	}
+	return Lit(v)
+}
+
+// kv is one element of a composite literal.
+type kv struct{ key, value Code }
+
+// field is the element of a struct literal naming field name.
+func field(name string, value Code) kv { return kv{Id(name), value} }
+
+// elements writes the body of a composite literal, one element a line, in
+// the order given: a struct's fields as the type declares them, a map's
+// entries as the spec lists their operations. Elements whose value is nil
+// hold the zero value and are left out.
+func elements(elems ...kv) *Statement {
+	var items []Code
+	for _, e := range elems {
+		if e.value != nil {
+			items = append(items, Add(e.key).Op(":").Add(e.value))
 		}
-	}))
-	f.Line()
+	}
+	return Custom(oneALine("{", "}"), items...)
+}
+
+// oneALine lays a list out one item a line between open and close: long
+// lists (every operation of a spec) stay readable.
+func oneALine(open, close string) Options {
+	return Options{Open: open, Close: close, Separator: ",", Multi: true}
+}
+
+// renderSpecs writes each idempotent operation's x-idempotency as the runtime
+// takes it: the engine's operation and policy, and the protocol's key rule,
+// scope and fingerprint.
+func renderSpecs(f *File, r *ir) {
 	for _, o := range r.Idempotent {
 		x := o.X
-		format := "FormatAny"
-		if x.Key.Format == "uuid" {
-			format = "FormatUUID"
-		}
 		ambiguous := map[string]string{"resume": "AmbiguousResume", "store": "AmbiguousStore"}[x.Ambiguous]
 		complete := map[string]string{"on-retry": "CompleteOnRetry", "background": "CompleteBackground"}[x.Complete]
-		f.Var().Id(o.specVar()).Op("=").Op("&").Qual(pkgIdemEcho, "Spec").Values(Dict{
-			Id("Operation"): Op("&").Qual(pkgIdem, "Operation").Values(Dict{
-				Id("ID"):        Lit(o.Spec.OperationID),
-				Id("Namespace"): Lit(x.Group),
-				Id("Policy"): Qual(pkgIdem, "Policy").Values(Dict{
-					Id("Retention"):     durationCode(x.Retention),
-					Id("Lease"):         durationCode(x.Lease),
-					Id("Ambiguous"):     Qual(pkgIdem, ambiguous),
-					Id("Complete"):      Qual(pkgIdem, complete),
-					Id("ReplayHeaders"): strs(x.Replay.Headers),
-					Id("MaxReplayBody"): Lit(x.Replay.MaxBodyBytes),
-				}),
-			}),
-			Id("Key"):     Qual(pkgIdemHTTP, "KeyRule").Values(keyRule(x, format)),
-			Id("Scope"):   Lit(x.Scope.String()),
-			Id("Route"):   Lit(o.Spec.Path),
-			Id("Exclude"): strs(x.Fingerprint.Exclude),
-			Id("Headers"): strs(x.Fingerprint.Headers),
-		})
+		f.Add(doc(0, fmt.Sprintf("%s is the x-idempotency of %s (%s), as the runtime takes it.", o.idempotencyVar(), o.Spec.OperationID, nobreak(route(o)))))
+		f.Var().Id(o.idempotencyVar()).Op("=").Op("&").Qual(pkgIdemEcho, "Spec").Add(elements(
+			field("Operation", Op("&").Qual(pkgIdem, "Operation").Add(elements(
+				field("ID", Lit(o.Spec.OperationID)),
+				field("Namespace", lit(x.Group)),
+				field("Policy", Qual(pkgIdem, "Policy").Add(elements(
+					field("Retention", durationCode(x.Retention)),
+					field("Lease", durationCode(x.Lease)),
+					field("Ambiguous", Qual(pkgIdem, ambiguous)),
+					field("Complete", Qual(pkgIdem, complete)),
+					field("ReplayHeaders", strs(x.Replay.Headers)),
+					field("MaxReplayBody", lit(x.Replay.MaxBodyBytes)),
+				))),
+			))),
+			field("Key", Qual(pkgIdemHTTP, "KeyRule").Add(keyRule(x))),
+			field("Scope", Lit(x.Scope.String())),
+			field("Route", Lit(o.Spec.Path)),
+			field("Exclude", strs(x.Fingerprint.Exclude)),
+			field("Headers", strs(x.Fingerprint.Headers)),
+		))
 		f.Line()
 	}
 }
 
-// keyRule is the fields of the operation's idemhttp.KeyRule: a header, or
-// a pointer into the body.
-func keyRule(x *spec.Extension, format string) Dict {
-	d := Dict{
-		Id("Required"):  Lit(x.Key.Required),
-		Id("MaxLength"): Lit(x.Key.MaxLength),
-		Id("Format"):    Qual(pkgIdemHTTP, format),
+// keyRule writes the operation's idemhttp.KeyRule: a header, or a pointer
+// into the body.
+func keyRule(x *spec.Extension) Code {
+	format := "FormatAny"
+	if x.Key.Format == "uuid" {
+		format = "FormatUUID"
 	}
-	if x.Key.Pointer != "" {
-		d[Id("Pointer")] = Lit(x.Key.Pointer)
-	} else {
-		d[Id("Header")] = Lit(x.Key.Header)
-	}
-	return d
+	return elements(
+		field("Header", lit(x.Key.Header)),
+		field("Pointer", lit(x.Key.Pointer)),
+		field("Required", lit(x.Key.Required)),
+		field("MaxLength", lit(x.Key.MaxLength)),
+		field("Format", Qual(pkgIdemHTTP, format)),
+	)
 }
 
 func renderServer(f *File, r *ir) {
-	f.Comment("idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.")
+	f.Add(doc(0, "idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers."))
 	f.Type().Id("idemServer").Struct(
 		Id("plain").Id("PlainHandlers"),
 		Id("phases").Id("Phases"),
@@ -199,13 +210,15 @@ func renderServer(f *File, r *ir) {
 	f.Line()
 	f.Var().Id("_").Id("StrictServerInterface").Op("=").Parens(Op("*").Id("idemServer")).Parens(Nil())
 	f.Line()
-	for _, p := range r.Plain {
-		f.Func().Params(Id("s").Op("*").Id("idemServer")).Id(p.GoName).
-			Params(Id("ctx").Qual("context", "Context"), Id("request").Id(p.RequestType)).Params(Id(p.ResponseType), Error()).
-			Block(Return(Id("s").Dot("plain").Dot(p.GoName).Call(Id("ctx"), Id("request"))))
-		f.Line()
-	}
-	for _, o := range r.Idempotent {
+	for _, op := range r.Served {
+		if p := op.plain; p != nil {
+			f.Add(doc(0, fmt.Sprintf("%s serves %s with PlainHandlers.", p.GoName, nobreak(op.route()))))
+			f.Func().Params(Id("s").Op("*").Id("idemServer")).Add(strictSignature(p.GoName, p.RequestType, p.ResponseType)).
+				Block(Return(Id("s").Dot("plain").Dot(p.GoName).Call(Id("ctx"), Id("request"))))
+			f.Line()
+			continue
+		}
+		o := op.idem
 		background := o.X.Complete == "background"
 		body := []Code{}
 		payload := Nil()
@@ -218,19 +231,19 @@ func renderServer(f *File, r *ir) {
 		}
 		body = append(body,
 			List(Id("resp"), Err()).Op(":=").Qual(pkgIdemEcho, "Execute").Call(Id("ctx"), Id("s").Dot("rt"), payload,
-				Id(o.phasesFunc()).Call(Id("s").Dot("phases").Dot(o.GoName), Id("request"))),
+				Id(o.bindFunc()).Call(Id("s").Dot("phases").Dot(o.GoName), Id("request"))),
 			If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
-			Return(Id(o.writerType()).Call(Qual(pkgIdemEcho, "Writer").Call(Id("ctx"), Id("resp"))), Nil()),
+			Return(Id(o.outcomeType()).Call(Qual(pkgIdemEcho, "Writer").Call(Id("ctx"), Id("resp"))), Nil()),
 		)
-		f.Func().Params(Id("s").Op("*").Id("idemServer")).Id(o.GoName).
-			Params(Id("ctx").Qual("context", "Context"), Id("request").Id(o.RequestType)).Params(Id(o.ResponseType), Error()).
+		f.Add(doc(0, fmt.Sprintf("%s serves %s with the engine: it runs the phases of %s for a new key, or answers with the outcome a retry's key already has.", o.GoName, nobreak(route(o)), o.Spec.OperationID)))
+		f.Func().Params(Id("s").Op("*").Id("idemServer")).Add(strictSignature(o.GoName, o.RequestType, o.ResponseType)).
 			Block(body...)
 		f.Line()
-		f.Commentf("%s writes the engine's response (fresh, replayed or a problem) as a %s.", o.writerType(), o.ResponseType)
-		f.Type().Id(o.writerType()).Func().Params(Qual("net/http", "ResponseWriter")).Error()
+		f.Add(doc(0, fmt.Sprintf("%s writes the engine's outcome of a request (the phases' response, its replay, or a problem) as a %s.", o.outcomeType(), o.ResponseType)))
+		f.Type().Id(o.outcomeType()).Func().Params(Qual("net/http", "ResponseWriter")).Error()
 		f.Line()
-		f.Func().Params(Id("w").Id(o.writerType())).Id(o.VisitMethod).Params(Id("rw").Qual("net/http", "ResponseWriter")).Error().
-			Block(Return(Id("w").Call(Id("rw"))))
+		f.Func().Params(Id("o").Id(o.outcomeType())).Id(o.VisitMethod).Params(Id("w").Qual("net/http", "ResponseWriter")).Error().
+			Block(Return(Id("o").Call(Id("w"))))
 		f.Line()
 		renderPhaseList(f, o)
 	}
@@ -240,37 +253,27 @@ func renderPhaseList(f *File, o *opIR) {
 	phaseT := Qual(pkgIdem, "Phase").Types(Id(o.StateType()))
 	var elems []Code
 	for _, p := range o.Phases {
-		call := Id("p").Dot(p.GoName)
-		stateParam := Id("state").Op("*").Id(o.StateType())
-		switch {
-		case p.Final:
-			elems = append(elems, Values(Dict{
-				Id("Name"): Lit(p.Name),
-				Id("Final"): Func().Params(Id("ctx").Qual("context", "Context"), Id("tx").Qual(pkgPgx, "Tx"), stateParam).
-					Params(Op("*").Qual(pkgIdem, "Response"), Error()).Block(
-					List(Id("response"), Err()).Op(":=").Add(call).Call(Id("ctx"), Id("tx"), Id("request"), Id("state")),
-					If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
-					If(Id("response").Op("==").Nil()).Block(Return(Nil(), Qual("errors", "New").Call(
-						Lit(fmt.Sprintf("%s: phase %s returned no response", o.Spec.OperationID, p.Name))))),
-					Return(Qual(pkgIdemEcho, "Render").Call(Id("response").Dot(o.VisitMethod))),
-				),
-			}))
-		case p.Foreign:
-			elems = append(elems, Values(Dict{
-				Id("Name"): Lit(p.Name),
-				Id("Foreign"): Func().Params(Id("ctx").Qual("context", "Context"), Id("key").String(), stateParam).Error().
-					Block(Return(call.Call(Id("ctx"), Id("key"), Id("request"), Id("state")))),
-			}))
-		default:
-			elems = append(elems, Values(Dict{
-				Id("Name"): Lit(p.Name),
-				Id("Local"): Func().Params(Id("ctx").Qual("context", "Context"), Id("tx").Qual(pkgPgx, "Tx"), stateParam).Error().
-					Block(Return(call.Call(Id("ctx"), Id("tx"), Id("request"), Id("state")))),
-			}))
+		call := Id("p").Dot(p.GoName).Call(o.method(p).args()...)
+		body := Return(call)
+		if p.Final {
+			body = Block(
+				List(Id("response"), Err()).Op(":=").Add(call),
+				If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
+				If(Id("response").Op("==").Nil()).Block(Return(Nil(), Qual("errors", "New").Call(
+					Lit(fmt.Sprintf("%s: phase %s returned no response", o.Spec.OperationID, p.Name))))),
+				Return(Qual(pkgIdemEcho, "Render").Call(Id("response").Dot(o.VisitMethod))),
+			)
+		} else {
+			body = Block(body)
 		}
+		sig := o.bound(p)
+		elems = append(elems, elements(
+			field("Name", Lit(p.Name)),
+			field(p.kind().field, Func().Params(sig.paramsCode()...).Add(sig.resultsCode()).Add(body)),
+		))
 	}
-	f.Commentf("%s binds the phases of %s to one request.", o.phasesFunc(), o.Spec.OperationID)
-	f.Func().Id(o.phasesFunc()).Params(Id("p").Id(o.PhasesIface()), Id("request").Id(o.RequestType)).Index().Add(phaseT).
+	f.Add(doc(0, fmt.Sprintf("%s binds the phases of %s to one request.", o.bindFunc(), o.Spec.OperationID)))
+	f.Func().Id(o.bindFunc()).Params(Id("p").Id(o.PhasesIface()), Id("request").Id(o.RequestType)).Index().Add(phaseT).
 		Block(Return(Index().Add(phaseT).ValuesFunc(func(g *Group) {
 			for _, e := range elems {
 				g.Line().Add(e)
@@ -281,119 +284,112 @@ func renderPhaseList(f *File, o *opIR) {
 }
 
 func renderRegister(f *File, r *ir) {
-	for _, l := range []string{
-		"RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions",
-		"passes on: those of RegisterHandlersWithOptions and NewStrictHandler.",
-	} {
-		f.Comment(l)
-	}
+	f.Add(doc(0, "RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes on: those of RegisterHandlersWithOptions and NewStrictHandler."))
 	f.Type().Id("RegisterOptions").Struct(
-		Comment("BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve"),
-		Comment("the API in an echo group, pass the group as the router."),
+		doc(1, "BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in an echo group, pass the group as the router."),
 		Id("BaseURL").String(),
-		Comment("StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they"),
-		Comment("see the typed request and response, of idempotent operations too (there, their"),
-		Comment("response is what the engine stores and replays)."),
+		doc(1, "StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see the typed request and response, of idempotent operations too (there, their response is what the engine stores and replays)."),
 		Id("StrictMiddlewares").Index().Id("StrictMiddlewareFunc"),
-		Comment("OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's"),
-		Comment("RegisterHandlersOptions. They run before the idempotency middleware of an idempotent"),
-		Comment("operation (authenticate there: a key is claimed only after them)."),
+		doc(1, "OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's RegisterHandlersOptions. They run before the idempotency middleware of an idempotent operation (authenticate there: a key is claimed only after them)."),
 		Id("OperationMiddlewares").Map(String()).Index().Qual(pkgEcho, "MiddlewareFunc"),
-		Comment("ErrorHandler, when set, gets every error of a strict handler (a body that does not"),
-		Comment("bind, an error of a plain handler or of a phase) before anything above it does; what"),
-		Comment("it returns goes on up echo's chain, nil when it wrote the response itself."),
+		doc(1, "ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an error of a plain handler or of a phase) before anything above it does; what it returns goes on up echo's chain, nil when it wrote the response itself."),
 		Id("ErrorHandler").Func().Params(Id("c").Qual(pkgEcho, "Context"), Id("err").Error()).Error(),
 	)
 	f.Line()
 
-	lines := []string{
-		"Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).",
-		"Idempotent operations get the Idempotency-Key protocol and run their phases from",
-		"phases through rt's engine; the others are served by plain (nil when every",
-		"operation is idempotent). Operations completed in the background are registered",
-		"with the engine's completer.",
-	}
+	paragraphs := []string{"Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent operations get the Idempotency-Key protocol and run their phases from phases through rt's engine; the others are served by plain (nil when every operation is idempotent). Operations completed in the background are registered with the engine's completer."}
 	for _, o := range r.Idempotent {
 		if o.X.Scope.Kind == "sender" {
-			lines = append(lines, "Operations scoped to a signed sender verify it with rt.Senders before anything else;",
-				"keep them out of middleware that authenticates callers otherwise.")
+			paragraphs = append(paragraphs, "Operations scoped to a signed sender verify it with rt.Senders before anything else; keep them out of middleware that authenticates callers otherwise.")
 			break
 		}
 	}
-	for _, l := range lines {
-		f.Comment(l)
-	}
+	f.Add(doc(0, paragraphs...))
 	f.Func().Id("Register").Params(Id("router").Id("EchoRouter"), Id("plain").Id("PlainHandlers"), Id("phases").Id("Phases"),
 		Id("rt").Op("*").Qual(pkgIdemEcho, "Runtime")).Error().Block(
 		Return(Id("RegisterWithOptions").Call(Id("router"), Id("plain"), Id("phases"), Id("rt"), Id("RegisterOptions").Values())))
 	f.Line()
 
-	f.Comment("RegisterWithOptions is Register with the options of oapi-codegen's registration.")
-	body := []Code{
-		If(Id("rt").Op("==").Nil().Op("||").Id("rt").Dot("Engine").Op("==").Nil()).Block(
-			Return(Qual("errors", "New").Call(Lit("Register: rt and rt.Engine are required")))),
-	}
+	f.Add(doc(0, "RegisterWithOptions is Register with the options of oapi-codegen's registration."))
+	body := []Code{refuse(Id("rt").Op("==").Nil().Op("||").Id("rt").Dot("Engine").Op("==").Nil(), "Register: rt and rt.Engine are required")}
 	if len(r.Plain) > 0 {
-		body = append(body, If(Id("plain").Op("==").Nil()).Block(
-			Return(Qual("errors", "New").Call(Lit("Register: plain is nil, but the spec has operations without x-idempotency")))))
+		body = append(body, refuse(Id("plain").Op("==").Nil(), "Register: plain is nil, but the spec has operations without x-idempotency"))
 	}
+	var principal []string
+	var senders []string
+	bySender := map[string][]string{}
 	for _, o := range r.Idempotent {
-		body = append(body, If(Id("phases").Dot(o.GoName).Op("==").Nil()).Block(
-			Return(Qual("errors", "New").Call(Lit(fmt.Sprintf("Register: phases.%s is nil", o.GoName))))))
-		switch sc := o.Spec.Idempotency.Scope; sc.Kind {
+		body = append(body, refuse(Id("phases").Dot(o.GoName).Op("==").Nil(), fmt.Sprintf("Register: phases.%s is nil", o.GoName)))
+		switch sc := o.X.Scope; sc.Kind {
 		case "principal":
-			body = append(body, If(Id("rt").Dot("Principal").Op("==").Nil()).Block(
-				Return(Qual("errors", "New").Call(Lit(fmt.Sprintf("Register: %s is scoped to the principal; set rt.Principal", o.Spec.OperationID))))))
+			principal = append(principal, o.Spec.OperationID)
 		case "sender":
-			body = append(body, If(Id("rt").Dot("Senders").Index(Lit(sc.Sender)).Op("==").Nil()).Block(
-				Return(Qual("errors", "New").Call(Lit(fmt.Sprintf("Register: %s is scoped to the sender verified by %q; set rt.Senders[%q]", o.Spec.OperationID, sc.Sender, sc.Sender))))))
+			if bySender[sc.Sender] == nil {
+				senders = append(senders, sc.Sender)
+			}
+			bySender[sc.Sender] = append(bySender[sc.Sender], o.Spec.OperationID)
 		}
+	}
+	if len(principal) > 0 {
+		body = append(body, refuse(Id("rt").Dot("Principal").Op("==").Nil(),
+			fmt.Sprintf("Register: %s scoped to the principal; set rt.Principal", isAre(principal))))
+	}
+	for _, name := range senders {
+		body = append(body, refuse(Id("rt").Dot("Senders").Index(Lit(name)).Op("==").Nil(),
+			fmt.Sprintf("Register: %s scoped to the sender verified by %q; set rt.Senders[%q]", isAre(bySender[name]), name, name)))
 	}
 	var ops []Code
 	for _, o := range r.Idempotent {
-		ops = append(ops, Id(o.specVar()).Dot("Operation"))
+		ops = append(ops, Id(o.idempotencyVar()).Dot("Operation"))
 	}
-	body = append(body, If(Err().Op(":=").Id("rt").Dot("Engine").Dot("Register").Call(ops...), Err().Op("!=").Nil()).Block(
+	body = append(body, If(Err().Op(":=").Id("rt").Dot("Engine").Dot("Register").Custom(oneALine("(", ")"), ops...), Err().Op("!=").Nil()).Block(
 		Return(Qual("fmt", "Errorf").Call(Lit("Register: %w"), Err()))))
 	for _, o := range r.Idempotent {
 		if o.X.Complete != "background" {
 			continue
 		}
-		body = append(body, Qual(pkgIdem, "RegisterCompleter").Call(Id("rt").Dot("Engine"), Id(o.specVar()).Dot("Operation"),
+		body = append(body, Qual(pkgIdem, "RegisterCompleter").Call(Id("rt").Dot("Engine"), Id(o.idempotencyVar()).Dot("Operation"),
 			Func().Params(Id("payload").Index().Byte()).Params(Index().Qual(pkgIdem, "Phase").Types(Id(o.StateType())), Error()).Block(
 				Var().Id("request").Id(o.RequestType),
 				If(Err().Op(":=").Qual("encoding/json", "Unmarshal").Call(Id("payload"), Op("&").Id("request")), Err().Op("!=").Nil()).Block(
 					Return(Nil(), Err())),
-				Return(Id(o.phasesFunc()).Call(Id("phases").Dot(o.GoName), Id("request")), Nil()),
+				Return(Id(o.bindFunc()).Call(Id("phases").Dot(o.GoName), Id("request")), Nil()),
 			)))
 	}
-	var keys []Code
+	var idempotency []kv
+	for _, o := range r.Idempotent {
+		idempotency = append(idempotency, kv{Lit(o.Spec.OperationID), Qual(pkgIdemEcho, "Middleware").Call(Id("rt"), Id(o.idempotencyVar()))})
+	}
+	var operations []Code
 	for _, k := range r.MiddlewareKeys {
-		keys = append(keys, Lit(k))
+		operations = append(operations, Lit(k))
 	}
 	body = append(body,
-		Id("server").Op(":=").Op("&").Id("idemServer").Values(Dict{Id("plain"): Id("plain"), Id("phases"): Id("phases"), Id("rt"): Id("rt")}),
+		Id("server").Op(":=").Op("&").Id("idemServer").Add(elements(field("plain", Id("plain")), field("phases", Id("phases")), field("rt", Id("rt")))),
+		Id("idempotency").Op(":=").Map(String()).Qual(pkgEcho, "MiddlewareFunc").Add(elements(idempotency...)),
+		Id("operations").Op(":=").Index().String().Custom(oneALine("{", "}"), operations...),
 		Id("middlewares").Op(":=").Qual(pkgIdemEcho, "OperationMiddlewares").Call(
-			Id("options").Dot("OperationMiddlewares"),
-			Map(String()).Qual(pkgEcho, "MiddlewareFunc").Values(DictFunc(func(d Dict) {
-				for _, o := range r.Idempotent {
-					d[Lit(o.Spec.OperationID)] = Qual(pkgIdemEcho, "Middleware").Call(Id("rt"), Id(o.specVar()))
-				}
-			})),
-			Id("options").Dot("ErrorHandler"),
-			Index().String().ValuesFunc(func(g *Group) {
-				for _, k := range keys {
-					g.Add(k)
-				}
-			}),
-		),
+			Id("options").Dot("OperationMiddlewares"), Id("idempotency"), Id("options").Dot("ErrorHandler"), Id("operations")),
 		Id("RegisterHandlersWithOptions").Call(Id("router"), Id("NewStrictHandler").Call(Id("server"), Id("options").Dot("StrictMiddlewares")),
-			Id("RegisterHandlersOptions").Values(Dict{
-				Id("BaseURL"):              Id("options").Dot("BaseURL"),
-				Id("OperationMiddlewares"): Id("middlewares"),
-			})),
+			Id("RegisterHandlersOptions").Add(elements(
+				field("BaseURL", Id("options").Dot("BaseURL")),
+				field("OperationMiddlewares", Id("middlewares")),
+			))),
 		Return(Nil()),
 	)
 	f.Func().Id("RegisterWithOptions").Params(Id("router").Id("EchoRouter"), Id("plain").Id("PlainHandlers"), Id("phases").Id("Phases"),
 		Id("rt").Op("*").Qual(pkgIdemEcho, "Runtime"), Id("options").Id("RegisterOptions")).Error().Block(body...)
+}
+
+// refuse writes `if cond { return errors.New(msg) }`.
+func refuse(cond *Statement, msg string) Code {
+	return If(cond).Block(Return(Qual("errors", "New").Call(Lit(msg))))
+}
+
+// isAre writes names as a subject: "a is", "a and b are", "a, b and c are".
+func isAre(names []string) string {
+	if len(names) == 1 {
+		return names[0] + " is"
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1] + " are"
 }

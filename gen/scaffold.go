@@ -9,9 +9,16 @@ import (
 	"unicode"
 )
 
+// scaffoldPhase is one phase as the scaffold template (built in, or a
+// user's override) sees it in .Phases. Params and Results are the method's
+// signature as Go source, from the same definition as the phases
+// interface it implements (phase.go).
 type scaffoldPhase struct {
-	GoName, Doc, Params, Results string
-	Final                        bool
+	GoName  string // the method, e.g. ChargeCard
+	Doc     string // its doc comment, wrapped: "// " starts every line but the first
+	Params  string // e.g. "ctx context.Context, key string, request CreatePaymentRequestObject, state *CreatePaymentState"
+	Results string // e.g. "error", or "(CreatePaymentResponseObject, error)" for the final phase
+	Final   bool   // the last phase, which returns the response
 }
 
 // renderScaffolds renders one user-owned phase file per idempotent
@@ -21,15 +28,8 @@ func renderScaffolds(tmpl *template.Template, r *ir) ([]OutputFile, error) {
 	for _, o := range r.Idempotent {
 		var phases []scaffoldPhase
 		for i, p := range o.Phases {
-			params := "ctx context.Context, tx pgx.Tx, request " + o.RequestType + ", state *" + o.StateType()
-			if p.Foreign {
-				params = "ctx context.Context, key string, request " + o.RequestType + ", state *" + o.StateType()
-			}
-			results := "error"
-			if p.Final {
-				results = "(" + o.ResponseType + ", error)"
-			}
-			phases = append(phases, scaffoldPhase{GoName: p.GoName, Doc: phaseDoc(o, i, p), Params: params, Results: results, Final: p.Final})
+			sig := o.method(p)
+			phases = append(phases, scaffoldPhase{GoName: p.GoName, Doc: strings.TrimPrefix(strings.Join(commentLines(commentWidth, phaseDoc(o, i, p)), "\n"), "// "), Params: sig.paramsText(), Results: sig.resultsText(), Final: p.Final})
 		}
 		var buf bytes.Buffer
 		err := tmpl.Execute(&buf, map[string]any{

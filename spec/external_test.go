@@ -33,12 +33,7 @@ paths:
   responses: {"201": {description: ok}}
 `,
 	}
-	for name, data := range files {
-		os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755)
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeSpec(t, dir, files)
 	root := filepath.Join(dir, "api.yaml")
 	_, err := Load(root)
 	es, ok := err.(Errors)
@@ -55,5 +50,18 @@ paths:
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// writeSpec writes a spec's files (by path) under dir.
+func writeSpec(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, data := range files {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -246,7 +246,7 @@ paths:
       responses: {"200": {description: ok}}
 `
 	_, err := LoadData("api.yaml", []byte(doc))
-	if err == nil || !strings.Contains(err.Error(), "key header Idempotency-Key") || !strings.Contains(err.Error(), "pointer /id") {
+	if err == nil || !strings.Contains(err.Error(), "header Idempotency-Key") || !strings.Contains(err.Error(), "pointer /id") {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgen/idemgen/idemtest"
 	"github.com/idemgen/idemgen/internal/childproc"
-	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/internal/tempmod"
 	"github.com/idemgen/idemgen/internal/testshort"
 )
@@ -176,7 +176,7 @@ func TestEndToEnd(t *testing.T) {
 func startServer(t *testing.T, bin string) string {
 	t.Helper()
 	p := &childproc.Process{Name: "e2e server", Bin: bin, Log: filepath.Join(t.TempDir(), "server.log"),
-		Env: []string{"DATABASE_URL=" + dbtest.URL()}}
+		Env: []string{"DATABASE_URL=" + idemtest.URL()}}
 	if err := p.Start(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}

@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemgen/idemgen/internal/dbtest"
+	"github.com/idemgen/idemgen/idemtest"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { idemtest.Main(m) }
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
@@ -18,21 +18,21 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestStoreCommands(t *testing.T) {
-	db := []string{"-database", dbtest.URL(), "-schema", "cli"}
+	db := []string{"-database", idemtest.URL(), "-schema", "cli"}
 	steps := []struct {
 		args []string
 		code int
 		want string
 	}{
-		{append([]string{"migrate"}, append(db, "up")...), 0, "applied [1 2]; now at version 2"},
-		{append([]string{"migrate"}, append(db, "up")...), 0, "applied []; now at version 2"},
+		{append([]string{"migrate"}, append(db, "up")...), 0, "applied [1 2 3]; now at version 3"},
+		{append([]string{"migrate"}, append(db, "up")...), 0, "applied []; now at version 3"},
 		{append([]string{"inspect"}, append(db, "-operation", "op", "-key", "k")...), 1, `no record for operation "op"`},
 		{append([]string{"prune"}, db...), 0, "pruned 0 records"},
 		{append([]string{"abandoned"}, append(db, "-stuck")...), 0, "0 abandoned claim(s)"},
 		{append([]string{"resolve"}, append(db, "-operation", "op", "-key", "k")...), 2, "Nothing happens without -delete or -complete"},
 		{append([]string{"resolve"}, append(db, "-operation", "op", "-key", "k", "-delete", "-complete")...), 2, "usage: idemgen resolve"},
 		{append([]string{"resolve"}, append(db, "-operation", "op", "-key", "k", "-delete")...), 1, `no record for operation "op"`},
-		{append([]string{"migrate"}, append(db, "down", "0")...), 0, "reverted [2 1]; now at version 0"},
+		{append([]string{"migrate"}, append(db, "down", "0")...), 0, "reverted [3 2 1]; now at version 0"},
 		{[]string{"migrate", "-schema", "cli", "-format", "goose", "sql"}, 0, "-- +goose Up\nCREATE SCHEMA IF NOT EXISTS cli;"},
 		{[]string{"migrate", "-database", "", "up"}, 1, "no database"},
 		{[]string{"migrate", "sideways"}, 2, "usage: idemgen migrate"},

@@ -19,7 +19,7 @@ import (
 
 	"github.com/idemgen/idemgen/examples/petstore-existing/api"
 	"github.com/idemgen/idemgen/examples/petstore-existing/petstore"
-	"github.com/idemgen/idemgen/runtime/pglocal"
+	"github.com/idemgen/idemgen/pglocal"
 )
 
 func main() {

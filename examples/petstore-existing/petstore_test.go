@@ -15,12 +15,12 @@ import (
 
 	"github.com/idemgen/idemgen/examples/petstore-existing/api"
 	"github.com/idemgen/idemgen/examples/petstore-existing/petstore"
-	"github.com/idemgen/idemgen/internal/dbtest"
+	"github.com/idemgen/idemgen/idemtest"
 	"github.com/idemgen/idemgen/internal/tempmod"
 	"github.com/idemgen/idemgen/internal/testshort"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { idemtest.Main(m) }
 
 func do(t *testing.T, method, url, body string) (int, string) {
 	t.Helper()
@@ -38,7 +38,7 @@ func do(t *testing.T, method, url, body string) (int, string) {
 // TestPetstore: the service before idempotency, as docs/adopting.md starts
 // from it. A retried delete is a 404, a retried add a second pet.
 func TestPetstore(t *testing.T) {
-	pool, _ := dbtest.Pool(t)
+	pool, _ := idemtest.Pool(t)
 	if _, err := pool.Exec(context.Background(), petstore.Schema); err != nil {
 		t.Fatal(err)
 	}

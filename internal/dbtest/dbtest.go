@@ -1,4 +1,9 @@
-// Package dbtest gives tests a real PostgreSQL: the server named by
+// Package dbtest is the database side of the public idemtest package, for
+// the tests idemtest cannot serve: runtime/idem's internal tests (idemtest
+// imports idem) and tests that need no engine. Its messages speak as
+// idemtest, the name users see.
+//
+// It gives tests a real PostgreSQL: the server named by
 // DATABASE_URL, or a throwaway cluster started from the local binaries. Each
 // test package gets its own database and each Pool call its own schema, so
 // tests never see each other's rows.
@@ -21,7 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/runtime/pglocal"
+	"github.com/idemgen/idemgen/pglocal"
 )
 
 var (
@@ -43,7 +48,7 @@ func run(m *testing.M) int {
 	opts := pglocal.Options{Durable: os.Getenv("IDEMGEN_PG_DURABLE") == "1"}
 	env, err = pglocal.Open(context.Background(), "idemtest", opts)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "dbtest: no PostgreSQL for the tests: %v\n"+
+		fmt.Fprintf(os.Stderr, "idemtest: no PostgreSQL for the tests: %v\n"+
 			"Fix: install the PostgreSQL server binaries (initdb, postgres), or set DATABASE_URL to a server where this user may CREATE DATABASE.\n", err)
 		return 1
 	}
@@ -54,7 +59,7 @@ func run(m *testing.M) int {
 // Env returns the package's database environment. Main must have run.
 func Env() *pglocal.Env {
 	if env == nil {
-		panic("dbtest: call dbtest.Main from TestMain")
+		panic("idemtest: call idemtest.Main (or dbtest.Main) from TestMain")
 	}
 	return env
 }
@@ -68,11 +73,11 @@ func Schema(tb testing.TB) string {
 	name := fmt.Sprintf("t%d", schemas.Add(1))
 	conn, err := pgx.Connect(context.Background(), URL())
 	if err != nil {
-		tb.Fatalf("dbtest: connect: %v", err)
+		tb.Fatalf("idemtest: connect: %v", err)
 	}
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(context.Background(), "CREATE SCHEMA "+name); err != nil {
-		tb.Fatalf("dbtest: create schema: %v", err)
+		tb.Fatalf("idemtest: create schema: %v", err)
 	}
 	return name
 }
@@ -94,13 +99,13 @@ func Pool(tb testing.TB) (*pgxpool.Pool, string) {
 	schema := Schema(tb)
 	cfg, err := pgxpool.ParseConfig(URL())
 	if err != nil {
-		tb.Fatalf("dbtest: %v", err)
+		tb.Fatalf("idemtest: %v", err)
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	cfg.MaxConns = 32
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
-		tb.Fatalf("dbtest: %v", err)
+		tb.Fatalf("idemtest: %v", err)
 	}
 	tb.Cleanup(pool.Close)
 	return pool, schema
@@ -114,31 +119,31 @@ func pooledPool(tb testing.TB) (*pgxpool.Pool, string) {
 	schema := fmt.Sprintf("t%d", schemas.Add(1))
 	cfg, err := pgxpool.ParseConfig(URL())
 	if err != nil {
-		tb.Fatalf("dbtest: %v", err)
+		tb.Fatalf("idemtest: %v", err)
 	}
 	db := cfg.ConnConfig.Database + "_" + schema
 	if err := pglocal.CreateDatabase(ctx, URL(), db); err != nil {
-		tb.Fatalf("dbtest: create database: %v", err)
+		tb.Fatalf("idemtest: create database: %v", err)
 	}
 	tb.Cleanup(func() { pglocal.DropDatabase(context.Background(), URL(), db) })
 	conn, err := pgx.Connect(ctx, URL())
 	if err != nil {
-		tb.Fatalf("dbtest: connect: %v", err)
+		tb.Fatalf("idemtest: connect: %v", err)
 	}
 	_, err = conn.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{db}.Sanitize()+" SET search_path = "+schema)
 	conn.Close(ctx)
 	if err != nil {
-		tb.Fatalf("dbtest: %v", err)
+		tb.Fatalf("idemtest: %v", err)
 	}
 	cfg.ConnConfig.Database = db
 	cfg.MaxConns = 32
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		tb.Fatalf("dbtest: %v", err)
+		tb.Fatalf("idemtest: %v", err)
 	}
 	tb.Cleanup(pool.Close)
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		tb.Fatalf("dbtest: create schema: %v", err)
+		tb.Fatalf("idemtest: create schema: %v", err)
 	}
 	return pool, schema
 }

@@ -22,8 +22,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemgen/idemgen/pglocal"
 	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/pglocal"
 )
 
 // A shape is one pgbench script: the statements of one request. Keys are
@@ -48,7 +48,7 @@ VALUES (` + recordKey + `, gen_random_uuid(), 'bench', ` + fingerprint + `, 'cla
 `
 	complete = `UPDATE m.records SET state = 'completed', owner_token = NULL, lease_until = NULL, recovery_point = 'insert',
     response_status = 201, response_headers = '{"Content-Type": ["application/json"]}', response_body = '{"id":12345}',
-    body_omitted = false, completed_at = now(), request = NULL, expires_at = clock_timestamp() + interval '1 day'
+    body_omitted = false, request = NULL, expires_at = clock_timestamp() + interval '1 day'
 WHERE namespace = 'bench' AND scope = 'principal-acct' AND key = 'k' || CAST(:client_id AS text) || '-' || CAST(:k AS text);
 `
 	read = `SELECT operation, fingerprint, state, owner_token, coalesce(lease_until > now(), false), expires_at <= now(),
@@ -69,9 +69,9 @@ var shapes = []shape{
 	{"last", "read of the key, BEGIN, INSERT, completed record INSERT, COMMIT",
 		key + fmt.Sprintf(read, "'k' || CAST(:client_id AS text) || '-' || CAST(:k AS text)") + "BEGIN;\n" + work +
 			`INSERT INTO m.records (namespace, scope, key, operation, fingerprint, state, recovery_point, response_status,
-    response_headers, response_body, body_omitted, completed_at, expires_at, key_derivation)
+    response_headers, response_body, body_omitted, expires_at, key_derivation)
 VALUES (` + recordKey + `, 'bench', ` + fingerprint + `, 'completed', 'insert', 201, '{"Content-Type": ["application/json"]}',
-    '{"id":12345}', false, now(), clock_timestamp() + interval '1 day', 2);
+    '{"id":12345}', false, clock_timestamp() + interval '1 day', 2);
 COMMIT;
 `},
 	{"replay", "one SELECT of a completed record", fmt.Sprintf(read, "'replayed'")},
@@ -154,9 +154,9 @@ func setup(ctx context.Context, url string) error {
 	}
 	_, err = pool.Exec(ctx, `CREATE TABLE m.bench (id bigserial PRIMARY KEY, amount int, charge text);
 INSERT INTO m.records (namespace, scope, key, operation, fingerprint, state, recovery_point, response_status,
-    response_headers, response_body, completed_at, expires_at)
+    response_headers, response_body, expires_at)
 VALUES ('bench', 'principal-acct', 'replayed', 'bench', `+fingerprint+`, 'completed', 'insert', 201,
-    '{"Content-Type": ["application/json"]}', '{"id":1}', now(), now() + interval '1 day')`)
+    '{"Content-Type": ["application/json"]}', '{"id":1}', now() + interval '1 day')`)
 	return err
 }
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/idemgen/idemgen/runtime/pglocal"
+	"github.com/idemgen/idemgen/pglocal"
 )
 
 // BouncerConfig is what pgbouncer.ini says.

@@ -61,6 +61,11 @@ type Options struct {
 	// PolicyURL, when set, is linked from every problem response
 	// (Link: <PolicyURL>; rel="describedby").
 	PolicyURL string
+	// Claim is the claim mode of operations whose policy leaves it to
+	// ClaimAuto (default: ClaimAuto itself, see ClaimMode). ClaimLast here
+	// applies to operations whose phases are all local; the others claim
+	// first.
+	Claim ClaimMode
 	// CompleterAttempts bounds how many times a record is taken over (by
 	// retries and the background completer together) before the completer
 	// leaves it to an operator (see Abandoned). Default 5.
@@ -106,6 +111,9 @@ func New(pool *pgxpool.Pool, opts Options) (*Engine, error) {
 	}
 	if opts.ClaimWait <= 0 {
 		opts.ClaimWait = DefaultClaimWait
+	}
+	if err := (Policy{Claim: opts.Claim}).Validate(); err != nil {
+		return nil, fmt.Errorf("idem: Options.Claim: %w", err)
 	}
 	switch {
 	case opts.CompleterAttempts == 0:
@@ -254,6 +262,10 @@ func Run[S any](ctx context.Context, e *Engine, op *Operation, req Request, phas
 	}
 	if err := CheckScope(req.Scope); err != nil {
 		return nil, err
+	}
+	if p.Claim == ClaimAuto && e.opts.Claim != ClaimLast {
+		// An engine-wide ClaimLast is what auto does already.
+		p.Claim = e.opts.Claim
 	}
 	mode, err := claimMode(p, phases)
 	if err != nil {

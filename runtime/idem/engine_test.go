@@ -15,12 +15,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/internal/dbtest"
+	"github.com/idemgen/idemgen/idemtest"
+	"github.com/idemgen/idemgen/internal/testshort"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { idemtest.Main(m) }
 
 // events counts observed events by kind.
 type events struct {
@@ -52,20 +53,12 @@ type env struct {
 // business table "rows" (key, note).
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	pool, schema := dbtest.Pool(t)
-	ctx := context.Background()
-	if _, err := idem.Migrate(ctx, pool, schema); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE rows (key text NOT NULL, note text NOT NULL DEFAULT '')`); err != nil {
-		t.Fatal(err)
-	}
 	ev := &events{n: map[idem.EventKind]int{}}
-	eng, err := idem.New(pool, idem.Options{Schema: schema, Observer: ev})
-	if err != nil {
+	te := idemtest.New(t, idem.Options{Observer: ev})
+	if _, err := te.Pool.Exec(context.Background(), `CREATE TABLE rows (key text NOT NULL, note text NOT NULL DEFAULT '')`); err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, pool: pool, schema: schema, eng: eng, ev: ev}
+	return &env{t: t, pool: te.Pool, schema: te.Schema, eng: te.Engine, ev: ev}
 }
 
 func (e *env) count(sql string, args ...any) int {
@@ -136,9 +129,16 @@ func kindOf(err error) idem.Kind {
 // TestConcurrentSameKey: 64 goroutines send the same key at once; exactly
 // one execution commits, the others get 409 or the replay. 50 rounds.
 func TestConcurrentSameKey(t *testing.T) {
-	e := newEnv(t)
+	sameKeyRounds(t, newEnv(t), payOp, 50)
+}
+
+// sameKeyRounds sends one key from 64 goroutines at once, rounds times:
+// exactly one execution may commit, every other answer is its replay or a
+// 409, and one business row remains.
+func sameKeyRounds(t *testing.T, e *env, op *idem.Operation, rounds int) {
+	t.Helper()
 	ctx := context.Background()
-	for round := 0; round < 50; round++ {
+	for round := 0; round < rounds; round++ {
 		key := fmt.Sprintf("round-%d", round)
 		var wg sync.WaitGroup
 		var mu sync.Mutex
@@ -150,7 +150,7 @@ func TestConcurrentSameKey(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				out, err := idem.Run(ctx, e.eng, payOp, request("tenant", key, "body"), twoPhases(key))
+				out, err := idem.Run(ctx, e.eng, op, request("tenant", key, "body"), twoPhases(key))
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -545,6 +545,7 @@ func TestAmbiguousStore(t *testing.T) {
 // TestLeaseRefresh: a phase longer than the lease keeps its claim; when the
 // lease is taken over, the phase's context is cancelled.
 func TestLeaseRefresh(t *testing.T) {
+	testshort.Long(t) // a phase sleeps well past a 3s lease
 	e := newEnv(t)
 	ctx := context.Background()
 	op := &idem.Operation{ID: "slow", Policy: idem.Policy{Lease: 3 * time.Second, Claim: idem.ClaimSeparate}}

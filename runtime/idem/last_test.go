@@ -1,12 +1,10 @@
 package idem_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,50 +41,7 @@ func TestLastConcurrentSameKey(t *testing.T) {
 			if unique {
 				e.exec(`CREATE UNIQUE INDEX ON rows (key)`)
 			}
-			ctx := context.Background()
-			for round := 0; round < 20; round++ {
-				key := fmt.Sprintf("round-%d", round)
-				var wg sync.WaitGroup
-				var mu sync.Mutex
-				executed, replayed, inFlight := 0, 0, 0
-				var bodies [][]byte
-				start := make(chan struct{})
-				for g := 0; g < 64; g++ {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						<-start
-						out, err := idem.Run(ctx, e.eng, lastOp, request("tenant", key, "body"), twoPhases(key))
-						mu.Lock()
-						defer mu.Unlock()
-						switch {
-						case err == nil && out.Replayed:
-							replayed++
-							bodies = append(bodies, out.Response.Body)
-						case err == nil:
-							executed++
-							bodies = append(bodies, out.Response.Body)
-						case kindOf(err) == idem.KindInFlight:
-							inFlight++
-						default:
-							t.Errorf("round %d: unexpected error %v", round, err)
-						}
-					}()
-				}
-				close(start)
-				wg.Wait()
-				if executed != 1 || executed+replayed+inFlight != 64 {
-					t.Fatalf("round %d: executed=%d replayed=%d inFlight=%d; want exactly one execution of 64", round, executed, replayed, inFlight)
-				}
-				for _, b := range bodies {
-					if !bytes.Equal(b, bodies[0]) {
-						t.Fatalf("round %d: responses differ: %s vs %s", round, b, bodies[0])
-					}
-				}
-				if n := e.count(`SELECT count(*) FROM rows WHERE key = $1`, key); n != 1 {
-					t.Fatalf("round %d: %d business rows, want 1", round, n)
-				}
-			}
+			sameKeyRounds(t, e, lastOp, 20)
 		})
 	}
 }
@@ -308,5 +263,34 @@ func TestLastWithoutStatements(t *testing.T) {
 	again, err := idem.Run(context.Background(), cold, lastOp, request("t", "k", "b"), phases)
 	if err != nil || !again.Replayed || !sameResponse(again.Response, first.Response) {
 		t.Fatalf("replay: %+v, %v", again, err)
+	}
+}
+
+// TestEngineClaimMode: Options.Claim sets the mode of operations whose
+// policy leaves it auto. With ClaimSeparate, the claim is committed (and
+// visible to others) while the phase runs; by default nothing is.
+func TestEngineClaimMode(t *testing.T) {
+	for _, tc := range []struct {
+		claim   idem.ClaimMode
+		visible int
+	}{{idem.ClaimAuto, 0}, {idem.ClaimSeparate, 1}} {
+		t.Run(string(tc.claim), func(t *testing.T) {
+			e := newEnv(t)
+			e.eng = mustEngineWith(t, e, idem.Options{Schema: e.schema, Claim: tc.claim})
+			seen := -1
+			phases := []idem.Phase[payState]{{Name: "only", Final: func(context.Context, pgx.Tx, *payState) (*idem.Response, error) {
+				seen = e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE state = 'claimed'`)
+				return created(`{}`), nil
+			}}}
+			if _, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "b"), phases); err != nil {
+				t.Fatal(err)
+			}
+			if seen != tc.visible {
+				t.Fatalf("claimed records seen during the phase: %d; want %d", seen, tc.visible)
+			}
+		})
+	}
+	if _, err := idem.New(nil, idem.Options{Claim: "sometimes"}); err == nil {
+		t.Fatal("an unknown Options.Claim was accepted")
 	}
 }

@@ -33,6 +33,7 @@ var predicates = []struct {
 	{"retention in the pruner", func(q *queries) *string { return &q.pruneSQL }, "expires_at <= now() AND ", "", "TestPrune"},
 	{"lease in the pruner", func(q *queries) *string { return &q.pruneSQL }, "lease_until <= now() AND ", "", "TestPrune"},
 	{"recovery point in the pruner", func(q *queries) *string { return &q.pruneSQL }, " AND recovery_point = ''", "", "TestHalfDoneRecordOutlivesRetention/pruner"},
+	{"skipping locked rows in the pruner", func(q *queries) *string { return &q.pruneSQL }, " SKIP LOCKED", "", "TestPruneSkipsLockedBatch"},
 }
 
 const mutantEnv = "IDEMGEN_SQL_MUTANT"

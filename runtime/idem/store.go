@@ -32,6 +32,12 @@ type queries struct {
 	insertSQL, insertAsyncSQL, readSQL, takeoverSQL, deleteExpiredSQL string
 	advanceSQL, completeSQL, releaseSQL, yieldSQL, refreshSQL         string
 	pruneSQL                                                          string
+	// Maintenance: the completer's search (completer.go), the stuck count
+	// (prune.go), an operator's inspection (inspect.go) and resolution
+	// (operator.go).
+	abandonedBackgroundSQL, countStuckSQL string
+	inspectSQL, abandonedSQL              string
+	resolveDeleteSQL, resolveCompleteSQL  string
 	// Statements that travel with BEGIN or COMMIT in one round trip (see
 	// claimInline and commitWith), derived from the ones above.
 	claimReadSQL, claimInsertSQL, advanceFencedSQL, completeFencedSQL string
@@ -68,6 +74,15 @@ const (
 	extendExpires = `expires_at = GREATEST(expires_at, ` + leaseFrom + `)`
 )
 
+// recordColumns is what RecordInfo is scanned from, in scanRecordInfo's order.
+const recordColumns = `namespace, scope, key, operation, state, recovery_point, phase_state,
+    owner_token::text, extract(epoch FROM lease_until - now())::float8, attempts,
+    extract(epoch FROM now() - created_at)::float8, extract(epoch FROM expires_at - now())::float8, response_status,
+    (state = 'claimed' AND lease_until <= now() AND expires_at <= now())`
+
+// abandoned matches a record whose owner's lease expired (see Resolve).
+const abandoned = ` WHERE namespace = $1 AND scope = $2 AND key = $3 AND state = 'claimed' AND lease_until <= now()`
+
 func newQueries(schema string) queries {
 	t := schema + ".records"
 	insert := `INSERT INTO ` + t + ` (namespace, scope, key, owner_token, operation, fingerprint, state,
@@ -95,7 +110,7 @@ RETURNING recovery_point, phase_state, key_derivation`,
 		// completion.
 		completeSQL: `UPDATE ` + t + ` SET state = 'completed', owner_token = NULL, lease_until = NULL,
     recovery_point = $5, phase_state = $6, response_status = $7, response_headers = $8,
-    response_body = $9, body_omitted = $10, completed_at = now(), request = NULL,
+    response_body = $9, body_omitted = $10, request = NULL,
     expires_at = ` + fmt.Sprintf(leaseFrom, 11) + fence,
 		// A release also requires the recovery point this execution last
 		// saw: if a commit whose acknowledgement was lost did advance it,
@@ -103,9 +118,49 @@ RETURNING recovery_point, phase_state, key_derivation`,
 		releaseSQL: `DELETE FROM ` + t + fence + ` AND recovery_point = $5`,
 		yieldSQL:   `UPDATE ` + t + ` SET lease_until = now()` + fence,
 		refreshSQL: `UPDATE ` + t + ` SET ` + fmt.Sprintf(extendLease, 5) + fence,
-		pruneSQL: `DELETE FROM ` + t + ` WHERE ctid IN (
-    SELECT ctid FROM ` + t + ` WHERE ` + freeable + `
-    ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)`,
+		// One batch of the pruner: the oldest freeable records from $2 on,
+		// found through the index on expires_at, locked (skipping those
+		// another transaction holds) and deleted by primary key. It returns
+		// how many it deleted and the last expires_at it reached, where the
+		// next batch starts: the deleted rows' index entries stay until
+		// vacuum, and a batch that started from the oldest again would walk
+		// them all. No ctid: the statement runs unchanged on the distributed
+		// engines of docs/scaling.md.
+		//
+		// A batch commits without waiting for its WAL to reach the disk: a
+		// batch lost in a crash leaves expired records that the next prune
+		// deletes, and any later durable commit (a new claim of a deleted
+		// key among them) flushes the WAL that holds the batch, which comes
+		// before it.
+		pruneSQL: `WITH batch AS (
+    SELECT key, scope, namespace FROM ` + t + ` AS r, (SELECT set_config('synchronous_commit', 'off', true)) AS async
+    WHERE expires_at >= $2 AND ` + freeable + `
+    ORDER BY expires_at LIMIT $1 FOR UPDATE OF r SKIP LOCKED),
+gone AS (
+    DELETE FROM ` + t + ` AS d USING batch WHERE (d.key, d.scope, d.namespace) = (batch.key, batch.scope, batch.namespace)
+    RETURNING d.expires_at)
+SELECT count(*), max(expires_at) FROM gone`,
+		// The records Abandoned(ctx, true, ...) would list.
+		countStuckSQL: `SELECT count(*) FROM ` + t + `
+WHERE expires_at <= now() AND state = 'claimed' AND lease_until <= now()`,
+		// The completer's work: abandoned records of background operations
+		// ($1) it has not given up on. attempts counts the claim and every
+		// takeover: a record that keeps failing (a poisoned request, a phase
+		// that panics) is left to an operator instead of being tried forever.
+		abandonedBackgroundSQL: `SELECT namespace, scope, key, operation, owner_token, request, fingerprint
+FROM ` + t + `
+WHERE state = 'claimed' AND background AND lease_until <= now() AND operation = ANY($1) AND attempts < $3
+ORDER BY lease_until LIMIT $2`,
+		inspectSQL: `SELECT ` + recordColumns + `
+FROM ` + t + ` WHERE namespace = $1 AND scope = $2 AND key = $3`,
+		abandonedSQL: `SELECT ` + recordColumns + `
+FROM ` + t + `
+WHERE state = 'claimed' AND lease_until <= now() AND (NOT $1 OR expires_at <= now())
+ORDER BY lease_until LIMIT $2`,
+		resolveDeleteSQL: `DELETE FROM ` + t + abandoned,
+		resolveCompleteSQL: `UPDATE ` + t + ` SET state = 'completed', owner_token = NULL,
+    lease_until = NULL, response_status = $4, response_headers = $5, response_body = $6, body_omitted = false,
+    request = NULL, expires_at = now() + $7::bigint * interval '1 microsecond'` + abandoned,
 	}
 	// The completed record of a ClaimLast execution, inserted just before
 	// its COMMIT. A record already there (a concurrent duplicate that
@@ -114,8 +169,8 @@ RETURNING recovery_point, phase_state, key_derivation`,
 	// insert looks at the index.
 	q.insertCompletedSQL = `INSERT INTO ` + t + ` (namespace, scope, key, operation, fingerprint, state,
     recovery_point, phase_state, response_status, response_headers, response_body, body_omitted,
-    completed_at, expires_at, key_derivation)
-SELECT $1, $2, $3, $4, $5, 'completed', $6, NULL, $7, $8, $9, $10, now(), ` + fmt.Sprintf(leaseFrom, 11) + `, $12
+    expires_at, key_derivation)
+SELECT $1, $2, $3, $4, $5, 'completed', $6, NULL, $7, $8, $9, $10, ` + fmt.Sprintf(leaseFrom, 11) + `, $12
 FROM (SELECT set_config('lock_timeout', $13, true)) AS wait`
 	if sqlMutant != nil {
 		sqlMutant(&q)

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
-	"github.com/idemgen/idemgen/internal/dbtest"
+	"github.com/idemgen/idemgen/idemtest"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
@@ -23,14 +23,7 @@ import (
 // does, and returns the echo instance and what the outer middleware saw.
 func chain(t *testing.T, handler func(rt *idemecho.Runtime) echo.HandlerFunc) (*echo.Echo, *[]error) {
 	t.Helper()
-	pool, schema := dbtest.Pool(t)
-	if _, err := idem.Migrate(context.Background(), pool, schema); err != nil {
-		t.Fatal(err)
-	}
-	eng, err := idem.New(pool, idem.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng := idemtest.New(t, idem.Options{}).Engine
 	rt := &idemecho.Runtime{Engine: eng, Principal: func(echo.Context) (string, error) { return "acct", nil }}
 	spec := &idemecho.Spec{
 		Operation: &idem.Operation{ID: "createItem", Policy: idem.Policy{Lease: 10 * time.Second}},

@@ -16,13 +16,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
-	"github.com/idemgen/idemgen/internal/dbtest"
+	"github.com/idemgen/idemgen/idemtest"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { idemtest.Main(m) }
 
 type state struct{ ID int64 }
 
@@ -32,18 +32,11 @@ type state struct{ ID int64 }
 // claim mode.
 func server(t *testing.T, claim idem.ClaimMode, hold func()) (*httptest.Server, *idem.Engine) {
 	t.Helper()
-	pool, schema := dbtest.Pool(t)
-	ctx := context.Background()
-	if _, err := idem.Migrate(ctx, pool, schema); err != nil {
+	env := idemtest.New(t, idem.Options{PolicyURL: "https://example.test/idempotency"})
+	if _, err := env.Pool.Exec(context.Background(), `CREATE TABLE items (id bigserial PRIMARY KEY, name text)`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE items (id bigserial PRIMARY KEY, name text)`); err != nil {
-		t.Fatal(err)
-	}
-	eng, err := idem.New(pool, idem.Options{Schema: schema, PolicyURL: "https://example.test/idempotency"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng := env.Engine
 	rt := &idemecho.Runtime{Engine: eng, MaxBodyBytes: 1024, Principal: func(c echo.Context) (string, error) {
 		return strings.TrimPrefix(c.Request().Header.Get("Authorization"), "Bearer "), nil
 	}}
@@ -220,15 +213,12 @@ func TestHTTPConcurrentDuplicateLast(t *testing.T) {
 // TestOptionalKey: with key.required false, a request without a key runs
 // its phases unprotected (every time), and one with a key is idempotent.
 func TestOptionalKey(t *testing.T) {
-	pool, schema := dbtest.Pool(t)
+	env := idemtest.New(t, idem.Options{})
 	ctx := context.Background()
-	if _, err := idem.Migrate(ctx, pool, schema); err != nil {
+	if _, err := env.Pool.Exec(ctx, `CREATE TABLE hits (id bigserial PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE hits (id bigserial PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
-	}
-	eng, _ := idem.New(pool, idem.Options{Schema: schema})
+	eng := env.Engine
 	rt := &idemecho.Runtime{Engine: eng}
 	spec := &idemecho.Spec{Operation: &idem.Operation{ID: "hit", Policy: idem.Policy{Lease: 10 * time.Second}},
 		Key: idemhttp.KeyRule{Required: false}, Scope: "global", Route: "/hit"}
@@ -266,8 +256,8 @@ func TestOptionalKey(t *testing.T) {
 		}
 	}
 	var hits, records int
-	pool.QueryRow(ctx, `SELECT count(*) FROM hits`).Scan(&hits)
-	pool.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.records`).Scan(&records)
+	env.Pool.QueryRow(ctx, `SELECT count(*) FROM hits`).Scan(&hits)
+	env.Pool.QueryRow(ctx, `SELECT count(*) FROM `+env.Schema+`.records`).Scan(&records)
 	if hits != 3 || records != 1 {
 		t.Fatalf("%d executions and %d records; want 3 (two without a key, one with) and 1", hits, records)
 	}

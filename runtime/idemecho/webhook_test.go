@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
-	"github.com/idemgen/idemgen/internal/dbtest"
+	"github.com/idemgen/idemgen/idemtest"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
@@ -37,16 +37,10 @@ type receiver struct {
 // records the event.
 func webhookServer(t *testing.T, senders map[string]idemsig.Verifier) *receiver {
 	t.Helper()
-	pool, schema := dbtest.Pool(t)
+	env := idemtest.New(t, idem.Options{})
+	pool, schema, eng := env.Pool, env.Schema, env.Engine
 	ctx := context.Background()
-	if _, err := idem.Migrate(ctx, pool, schema); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := pool.Exec(ctx, `CREATE TABLE events (seq bigserial PRIMARY KEY, sender text, event_id text, type text)`); err != nil {
-		t.Fatal(err)
-	}
-	eng, err := idem.New(pool, idem.Options{Schema: schema})
-	if err != nil {
 		t.Fatal(err)
 	}
 	rt := &idemecho.Runtime{Engine: eng, Senders: senders}

@@ -20,12 +20,12 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/idemgen/idemgen/internal/dbtest"
+	"github.com/idemgen/idemgen/idemtest"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemotel"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { idemtest.Main(m) }
 
 type env struct {
 	eng     *idem.Engine
@@ -40,14 +40,7 @@ type env struct {
 // through idemotel.LogHandler.
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	pool, schema := dbtest.Pool(t)
 	ctx := context.Background()
-	if _, err := idem.Migrate(ctx, pool, schema); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE rows (key text NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	reader := sdkmetric.NewManualReader()
@@ -58,12 +51,12 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	logs := &bytes.Buffer{}
-	eng, err := idem.New(pool, idem.Options{Schema: schema, Observer: obs, Tracer: obs,
+	te := idemtest.New(t, idem.Options{Observer: obs, Tracer: obs,
 		Logger: slog.New(idemotel.LogHandler(slog.NewJSONHandler(logs, nil)))})
-	if err != nil {
+	if _, err := te.Pool.Exec(ctx, `CREATE TABLE rows (key text NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	return &env{eng: eng, spans: spans, metrics: reader, logs: logs, tp: tp}
+	return &env{eng: te.Engine, spans: spans, metrics: reader, logs: logs, tp: tp}
 }
 
 type state struct {

@@ -14,11 +14,11 @@ import (
 
 	"github.com/idemgen/idemgen/examples/payments/api"
 	"github.com/idemgen/idemgen/examples/payments/cardnet"
-	"github.com/idemgen/idemgen/internal/dbtest"
+	"github.com/idemgen/idemgen/idemtest"
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { idemtest.Main(m) }
 
 type service struct {
 	url   string
@@ -30,11 +30,9 @@ type service struct {
 // newService runs the payments service in-process on its own schema.
 func newService(t testing.TB) *service {
 	t.Helper()
-	pool, schema := dbtest.Pool(t)
+	env := idemtest.New(t, idem.Options{})
+	pool, schema, eng := env.Pool, env.Schema, env.Engine
 	ctx := context.Background()
-	if _, err := idem.Migrate(ctx, pool, schema); err != nil {
-		t.Fatal(err)
-	}
 	if err := api.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
@@ -42,10 +40,6 @@ func newService(t testing.TB) *service {
 	t.Cleanup(network.Close)
 	cards := httptest.NewServer(network)
 	t.Cleanup(cards.Close)
-	eng, err := idem.New(pool, idem.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
 	e, err := api.NewServer(api.ServerConfig{Pool: pool, Engine: eng, CardURL: cards.URL, WebhookSecret: []byte("whsec_test")})
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/idemgen/idemgen/examples/payments/api"
+	"github.com/idemgen/idemgen/internal/testshort"
 )
 
 // TestConcurrentRefundsNeverExceedThePayment: refunds of one payment under
@@ -77,6 +78,7 @@ func TestServerTimeouts(t *testing.T) {
 		t.Fatalf("timeouts: read-header %v read %v write %v idle %v; want all set", srv.ReadHeaderTimeout, srv.ReadTimeout,
 			srv.WriteTimeout, srv.IdleTimeout)
 	}
+	testshort.Long(t) // the slow client below waits out the read-header timeout
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

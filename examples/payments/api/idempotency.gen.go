@@ -7,135 +7,157 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
-	"github.com/jackc/pgx/v5"
-	"github.com/labstack/echo/v4"
-	"net/http"
-	"time"
 )
 
-// ReceiveCardnetEventPhases are the phases of receiveCardnetEvent (POST /webhooks/cardnet), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
-type ReceiveCardnetEventPhases interface {
-	// Apply is phase 1 of 1 ("apply"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
-	Apply(ctx context.Context, tx pgx.Tx, request ReceiveCardnetEventRequestObject, state *ReceiveCardnetEventState) (ReceiveCardnetEventResponseObject, error)
+// CreatePaymentPhases are the phases of createPayment, in order. An execution that dies between
+// phases resumes after the last committed local phase, with the state it saved.
+//
+// Charge a customer's card.
+//
+// POST /payments
+type CreatePaymentPhases interface {
+	// RecordPayment is phase 1 of 3 ("record_payment"), local: it runs in tx, whose commit also
+	// records this phase as done and saves state.
+	RecordPayment(ctx context.Context, tx pgx.Tx, request CreatePaymentRequestObject, state *CreatePaymentState) error
+	// ChargeCard is phase 2 of 3 ("charge_card"), foreign: it runs outside any transaction. Send
+	// key as the other system's idempotency key; it is the same on every retry. What it writes into
+	// state is saved by the next phase's commit.
+	ChargeCard(ctx context.Context, key string, request CreatePaymentRequestObject, state *CreatePaymentState) error
+	// Finish is phase 3 of 3 ("finish"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
+	Finish(ctx context.Context, tx pgx.Tx, request CreatePaymentRequestObject, state *CreatePaymentState) (CreatePaymentResponseObject, error)
 }
 
-// CreateRefundPhases are the phases of createRefund (POST /refunds), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CreateRefundPhases are the phases of createRefund, in order. An execution that dies between
+// phases resumes after the last committed local phase, with the state it saved.
+//
+// Refund part or all of a payment.
+//
+// POST /refunds
 type CreateRefundPhases interface {
-	// Refund is phase 1 of 1 ("refund"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Refund is phase 1 of 1 ("refund"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Refund(ctx context.Context, tx pgx.Tx, request CreateRefundRequestObject, state *CreateRefundState) (CreateRefundResponseObject, error)
 }
 
-// CreatePaymentPhases are the phases of createPayment (POST /payments), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
-type CreatePaymentPhases interface {
-	// RecordPayment is phase 1 of 3 ("record_payment"), local: it runs in tx, whose commit also records this phase as done and saves state.
-	RecordPayment(ctx context.Context, tx pgx.Tx, request CreatePaymentRequestObject, state *CreatePaymentState) error
-	// ChargeCard is phase 2 of 3 ("charge_card"), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.
-	ChargeCard(ctx context.Context, key string, request CreatePaymentRequestObject, state *CreatePaymentState) error
-	// Finish is phase 3 of 3 ("finish"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
-	Finish(ctx context.Context, tx pgx.Tx, request CreatePaymentRequestObject, state *CreatePaymentState) (CreatePaymentResponseObject, error)
+// ReceiveCardnetEventPhases are the phases of receiveCardnetEvent, in order. An execution that dies
+// between phases resumes after the last committed local phase, with the state it saved.
+//
+// Apply an event the card network sends about one of its charges, once per event.
+//
+// POST /webhooks/cardnet
+type ReceiveCardnetEventPhases interface {
+	// Apply is phase 1 of 1 ("apply"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
+	Apply(ctx context.Context, tx pgx.Tx, request ReceiveCardnetEventRequestObject, state *ReceiveCardnetEventState) (ReceiveCardnetEventResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	ReceiveCardnetEvent ReceiveCardnetEventPhases
-	CreateRefund        CreateRefundPhases
-	CreatePayment       CreatePaymentPhases
+	CreatePayment       CreatePaymentPhases       // POST /payments
+	CreateRefund        CreateRefundPhases        // POST /refunds
+	ReceiveCardnetEvent ReceiveCardnetEventPhases // POST /webhooks/cardnet
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface {
-	// (GET /payments/{id})
+	// GetPayment serves getPayment.
+	//
+	// GET /payments/{id}
 	GetPayment(ctx context.Context, request GetPaymentRequestObject) (GetPaymentResponseObject, error)
-	// (PUT /orders/{id})
+	// PutOrder serves putOrder.
+	//
+	// Create an order under a client-chosen id; naturally idempotent with If-None-Match.
+	//
+	// PUT /orders/{id}
 	PutOrder(ctx context.Context, request PutOrderRequestObject) (PutOrderResponseObject, error)
 }
 
-// Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{
-	"createPayment":       idemCreatePayment,
-	"createRefund":        idemCreateRefund,
-	"receiveCardnetEvent": idemReceiveCardnetEvent,
+// createPaymentIdempotency is the x-idempotency of createPayment (POST /payments), as the runtime
+// takes it.
+var createPaymentIdempotency = &idemecho.Spec{
+	Operation: &idem.Operation{
+		ID: "createPayment",
+		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         10 * time.Second,
+			Ambiguous:     idem.AmbiguousResume,
+			Complete:      idem.CompleteOnRetry,
+			ReplayHeaders: []string{"Content-Type", "Location"},
+			MaxReplayBody: 65536,
+		},
+	},
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
+	Scope:   "principal",
+	Route:   "/payments",
+	Exclude: []string{"/client_ts"},
 }
 
-var idemReceiveCardnetEvent = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
+// createRefundIdempotency is the x-idempotency of createRefund (POST /refunds), as the runtime
+// takes it.
+var createRefundIdempotency = &idemecho.Spec{
+	Operation: &idem.Operation{
+		ID: "createRefund",
+		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         10 * time.Second,
+			Ambiguous:     idem.AmbiguousResume,
+			Complete:      idem.CompleteOnRetry,
+			ReplayHeaders: []string{"Content-Type", "Location"},
+			MaxReplayBody: 65536,
+		},
+	},
 	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
+		Header:    "Idempotency-Key",
+		Required:  true,
 		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
+	Scope: "principal",
+	Route: "/refunds",
+}
+
+// receiveCardnetEventIdempotency is the x-idempotency of receiveCardnetEvent
+// (POST /webhooks/cardnet), as the runtime takes it.
+var receiveCardnetEventIdempotency = &idemecho.Spec{
+	Operation: &idem.Operation{
+		ID: "receiveCardnetEvent",
+		Policy: idem.Policy{
+			Retention:     72 * time.Hour,
+			Lease:         10 * time.Second,
+			Ambiguous:     idem.AmbiguousResume,
+			Complete:      idem.CompleteOnRetry,
+			ReplayHeaders: []string{"Content-Type", "Location"},
+			MaxReplayBody: 65536,
+		},
+	},
+	Key: idemhttp.KeyRule{
 		Pointer:   "/id",
 		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
 	},
-	Operation: &idem.Operation{
-		ID:        "receiveCardnetEvent",
-		Namespace: "",
-		Policy: idem.Policy{
-			Ambiguous:     idem.AmbiguousResume,
-			Complete:      idem.CompleteOnRetry,
-			Lease:         10 * time.Second,
-			MaxReplayBody: 65536,
-			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     72 * time.Hour,
-		},
-	},
-	Route: "/webhooks/cardnet",
 	Scope: "sender:cardnet",
+	Route: "/webhooks/cardnet",
 }
 
-var idemCreateRefund = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
-	Operation: &idem.Operation{
-		ID:        "createRefund",
-		Namespace: "",
-		Policy: idem.Policy{
-			Ambiguous:     idem.AmbiguousResume,
-			Complete:      idem.CompleteOnRetry,
-			Lease:         10 * time.Second,
-			MaxReplayBody: 65536,
-			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
-		},
-	},
-	Route: "/refunds",
-	Scope: "principal",
-}
-
-var idemCreatePayment = &idemecho.Spec{
-	Exclude: []string{"/client_ts"},
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
-	Operation: &idem.Operation{
-		ID:        "createPayment",
-		Namespace: "",
-		Policy: idem.Policy{
-			Ambiguous:     idem.AmbiguousResume,
-			Complete:      idem.CompleteOnRetry,
-			Lease:         10 * time.Second,
-			MaxReplayBody: 65536,
-			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
-		},
-	},
-	Route: "/payments",
-	Scope: "principal",
-}
-
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -144,113 +166,41 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
-func (s *idemServer) GetPayment(ctx context.Context, request GetPaymentRequestObject) (GetPaymentResponseObject, error) {
-	return s.plain.GetPayment(ctx, request)
-}
-
-func (s *idemServer) PutOrder(ctx context.Context, request PutOrderRequestObject) (PutOrderResponseObject, error) {
-	return s.plain.PutOrder(ctx, request)
-}
-
-func (s *idemServer) ReceiveCardnetEvent(ctx context.Context, request ReceiveCardnetEventRequestObject) (ReceiveCardnetEventResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, receiveCardnetEventPhases(s.phases.ReceiveCardnetEvent, request))
-	if err != nil {
-		return nil, err
-	}
-	return receiveCardnetEventWritten(idemecho.Writer(ctx, resp)), nil
-}
-
-// receiveCardnetEventWritten writes the engine's response (fresh, replayed or a problem) as a ReceiveCardnetEventResponseObject.
-type receiveCardnetEventWritten func(http.ResponseWriter) error
-
-func (w receiveCardnetEventWritten) VisitReceiveCardnetEventResponse(rw http.ResponseWriter) error {
-	return w(rw)
-}
-
-// receiveCardnetEventPhases binds the phases of receiveCardnetEvent to one request.
-func receiveCardnetEventPhases(p ReceiveCardnetEventPhases, request ReceiveCardnetEventRequestObject) []idem.Phase[ReceiveCardnetEventState] {
-	return []idem.Phase[ReceiveCardnetEventState]{
-		{
-			Final: func(ctx context.Context, tx pgx.Tx, state *ReceiveCardnetEventState) (*idem.Response, error) {
-				response, err := p.Apply(ctx, tx, request, state)
-				if err != nil {
-					return nil, err
-				}
-				if response == nil {
-					return nil, errors.New("receiveCardnetEvent: phase apply returned no response")
-				}
-				return idemecho.Render(response.VisitReceiveCardnetEventResponse)
-			},
-			Name: "apply",
-		},
-	}
-}
-
-func (s *idemServer) CreateRefund(ctx context.Context, request CreateRefundRequestObject) (CreateRefundResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, createRefundPhases(s.phases.CreateRefund, request))
-	if err != nil {
-		return nil, err
-	}
-	return createRefundWritten(idemecho.Writer(ctx, resp)), nil
-}
-
-// createRefundWritten writes the engine's response (fresh, replayed or a problem) as a CreateRefundResponseObject.
-type createRefundWritten func(http.ResponseWriter) error
-
-func (w createRefundWritten) VisitCreateRefundResponse(rw http.ResponseWriter) error {
-	return w(rw)
-}
-
-// createRefundPhases binds the phases of createRefund to one request.
-func createRefundPhases(p CreateRefundPhases, request CreateRefundRequestObject) []idem.Phase[CreateRefundState] {
-	return []idem.Phase[CreateRefundState]{
-		{
-			Final: func(ctx context.Context, tx pgx.Tx, state *CreateRefundState) (*idem.Response, error) {
-				response, err := p.Refund(ctx, tx, request, state)
-				if err != nil {
-					return nil, err
-				}
-				if response == nil {
-					return nil, errors.New("createRefund: phase refund returned no response")
-				}
-				return idemecho.Render(response.VisitCreateRefundResponse)
-			},
-			Name: "refund",
-		},
-	}
-}
-
+// CreatePayment serves POST /payments with the engine: it runs the phases of createPayment for a
+// new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, createPaymentPhases(s.phases.CreatePayment, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreatePaymentPhases(s.phases.CreatePayment, request))
 	if err != nil {
 		return nil, err
 	}
-	return createPaymentWritten(idemecho.Writer(ctx, resp)), nil
+	return createPaymentOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createPaymentWritten writes the engine's response (fresh, replayed or a problem) as a CreatePaymentResponseObject.
-type createPaymentWritten func(http.ResponseWriter) error
+// createPaymentOutcome writes the engine's outcome of a request (the phases' response, its replay,
+// or a problem) as a CreatePaymentResponseObject.
+type createPaymentOutcome func(http.ResponseWriter) error
 
-func (w createPaymentWritten) VisitCreatePaymentResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o createPaymentOutcome) VisitCreatePaymentResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// createPaymentPhases binds the phases of createPayment to one request.
-func createPaymentPhases(p CreatePaymentPhases, request CreatePaymentRequestObject) []idem.Phase[CreatePaymentState] {
+// bindCreatePaymentPhases binds the phases of createPayment to one request.
+func bindCreatePaymentPhases(p CreatePaymentPhases, request CreatePaymentRequestObject) []idem.Phase[CreatePaymentState] {
 	return []idem.Phase[CreatePaymentState]{
 		{
+			Name: "record_payment",
 			Local: func(ctx context.Context, tx pgx.Tx, state *CreatePaymentState) error {
 				return p.RecordPayment(ctx, tx, request, state)
 			},
-			Name: "record_payment",
 		},
 		{
+			Name: "charge_card",
 			Foreign: func(ctx context.Context, key string, state *CreatePaymentState) error {
 				return p.ChargeCard(ctx, key, request, state)
 			},
-			Name: "charge_card",
 		},
 		{
+			Name: "finish",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CreatePaymentState) (*idem.Response, error) {
 				response, err := p.Finish(ctx, tx, request, state)
 				if err != nil {
@@ -261,38 +211,121 @@ func createPaymentPhases(p CreatePaymentPhases, request CreatePaymentRequestObje
 				}
 				return idemecho.Render(response.VisitCreatePaymentResponse)
 			},
-			Name: "finish",
 		},
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// GetPayment serves GET /payments/{id} with PlainHandlers.
+func (s *idemServer) GetPayment(ctx context.Context, request GetPaymentRequestObject) (GetPaymentResponseObject, error) {
+	return s.plain.GetPayment(ctx, request)
+}
+
+// CreateRefund serves POST /refunds with the engine: it runs the phases of createRefund for a new
+// key, or answers with the outcome a retry's key already has.
+func (s *idemServer) CreateRefund(ctx context.Context, request CreateRefundRequestObject) (CreateRefundResponseObject, error) {
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateRefundPhases(s.phases.CreateRefund, request))
+	if err != nil {
+		return nil, err
+	}
+	return createRefundOutcome(idemecho.Writer(ctx, resp)), nil
+}
+
+// createRefundOutcome writes the engine's outcome of a request (the phases' response, its replay,
+// or a problem) as a CreateRefundResponseObject.
+type createRefundOutcome func(http.ResponseWriter) error
+
+func (o createRefundOutcome) VisitCreateRefundResponse(w http.ResponseWriter) error {
+	return o(w)
+}
+
+// bindCreateRefundPhases binds the phases of createRefund to one request.
+func bindCreateRefundPhases(p CreateRefundPhases, request CreateRefundRequestObject) []idem.Phase[CreateRefundState] {
+	return []idem.Phase[CreateRefundState]{
+		{
+			Name: "refund",
+			Final: func(ctx context.Context, tx pgx.Tx, state *CreateRefundState) (*idem.Response, error) {
+				response, err := p.Refund(ctx, tx, request, state)
+				if err != nil {
+					return nil, err
+				}
+				if response == nil {
+					return nil, errors.New("createRefund: phase refund returned no response")
+				}
+				return idemecho.Render(response.VisitCreateRefundResponse)
+			},
+		},
+	}
+}
+
+// PutOrder serves PUT /orders/{id} with PlainHandlers.
+func (s *idemServer) PutOrder(ctx context.Context, request PutOrderRequestObject) (PutOrderResponseObject, error) {
+	return s.plain.PutOrder(ctx, request)
+}
+
+// ReceiveCardnetEvent serves POST /webhooks/cardnet with the engine: it runs the phases of
+// receiveCardnetEvent for a new key, or answers with the outcome a retry's key already has.
+func (s *idemServer) ReceiveCardnetEvent(ctx context.Context, request ReceiveCardnetEventRequestObject) (ReceiveCardnetEventResponseObject, error) {
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindReceiveCardnetEventPhases(s.phases.ReceiveCardnetEvent, request))
+	if err != nil {
+		return nil, err
+	}
+	return receiveCardnetEventOutcome(idemecho.Writer(ctx, resp)), nil
+}
+
+// receiveCardnetEventOutcome writes the engine's outcome of a request (the phases' response, its
+// replay, or a problem) as a ReceiveCardnetEventResponseObject.
+type receiveCardnetEventOutcome func(http.ResponseWriter) error
+
+func (o receiveCardnetEventOutcome) VisitReceiveCardnetEventResponse(w http.ResponseWriter) error {
+	return o(w)
+}
+
+// bindReceiveCardnetEventPhases binds the phases of receiveCardnetEvent to one request.
+func bindReceiveCardnetEventPhases(p ReceiveCardnetEventPhases, request ReceiveCardnetEventRequestObject) []idem.Phase[ReceiveCardnetEventState] {
+	return []idem.Phase[ReceiveCardnetEventState]{
+		{
+			Name: "apply",
+			Final: func(ctx context.Context, tx pgx.Tx, state *ReceiveCardnetEventState) (*idem.Response, error) {
+				response, err := p.Apply(ctx, tx, request, state)
+				if err != nil {
+					return nil, err
+				}
+				if response == nil {
+					return nil, errors.New("receiveCardnetEvent: phase apply returned no response")
+				}
+				return idemecho.Render(response.VisitReceiveCardnetEventResponse)
+			},
+		},
+	}
+}
+
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
-// Operations scoped to a signed sender verify it with rt.Senders before anything else;
-// keep them out of middleware that authenticates callers otherwise.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
+//
+// Operations scoped to a signed sender verify it with rt.Senders before anything else; keep them
+// out of middleware that authenticates callers otherwise.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }
@@ -305,37 +338,46 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if plain == nil {
 		return errors.New("Register: plain is nil, but the spec has operations without x-idempotency")
 	}
-	if phases.ReceiveCardnetEvent == nil {
-		return errors.New("Register: phases.ReceiveCardnetEvent is nil")
-	}
-	if rt.Senders["cardnet"] == nil {
-		return errors.New("Register: receiveCardnetEvent is scoped to the sender verified by \"cardnet\"; set rt.Senders[\"cardnet\"]")
+	if phases.CreatePayment == nil {
+		return errors.New("Register: phases.CreatePayment is nil")
 	}
 	if phases.CreateRefund == nil {
 		return errors.New("Register: phases.CreateRefund is nil")
 	}
-	if rt.Principal == nil {
-		return errors.New("Register: createRefund is scoped to the principal; set rt.Principal")
-	}
-	if phases.CreatePayment == nil {
-		return errors.New("Register: phases.CreatePayment is nil")
+	if phases.ReceiveCardnetEvent == nil {
+		return errors.New("Register: phases.ReceiveCardnetEvent is nil")
 	}
 	if rt.Principal == nil {
-		return errors.New("Register: createPayment is scoped to the principal; set rt.Principal")
+		return errors.New("Register: createPayment and createRefund are scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemReceiveCardnetEvent.Operation, idemCreateRefund.Operation, idemCreatePayment.Operation); err != nil {
+	if rt.Senders["cardnet"] == nil {
+		return errors.New("Register: receiveCardnetEvent is scoped to the sender verified by \"cardnet\"; set rt.Senders[\"cardnet\"]")
+	}
+	if err := rt.Engine.Register(
+		createPaymentIdempotency.Operation,
+		createRefundIdempotency.Operation,
+		receiveCardnetEventIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{
-		"createPayment":       idemecho.Middleware(rt, idemCreatePayment),
-		"createRefund":        idemecho.Middleware(rt, idemCreateRefund),
-		"receiveCardnetEvent": idemecho.Middleware(rt, idemReceiveCardnetEvent),
-	}, options.ErrorHandler, []string{"receiveCardnetEvent", "createRefund", "createPayment", "getPayment", "putOrder"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"createPayment":       idemecho.Middleware(rt, createPaymentIdempotency),
+		"createRefund":        idemecho.Middleware(rt, createRefundIdempotency),
+		"receiveCardnetEvent": idemecho.Middleware(rt, receiveCardnetEventIdempotency),
+	}
+	operations := []string{
+		"createPayment",
+		"getPayment",
+		"createRefund",
+		"putOrder",
+		"receiveCardnetEvent",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

@@ -136,3 +136,30 @@ func TestWebhooksAtLeastOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestClientLists: the client's Charges lists the successful charges only,
+// and Events the events the network made, as GET /charges and GET /events
+// serve them.
+func TestClientLists(t *testing.T) {
+	n := New(Options{})
+	srv := httptest.NewServer(n)
+	defer srv.Close()
+	c := &Client{URL: srv.URL}
+	ctx := context.Background()
+	if _, err := c.Charge(ctx, "k1", Request{Amount: 100, Currency: "EUR", Customer: "a@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Charge(ctx, "k2", Request{Amount: DeclinedAmount, Currency: "EUR", Customer: "b@example.com"}); !errors.Is(err, ErrDeclined) {
+		t.Fatal(err)
+	}
+	charges, err := c.Charges(ctx)
+	if err != nil || len(charges) != 1 || charges[0].Customer != "a@example.com" {
+		t.Fatalf("charges %+v, %v; want a@example.com's only", charges, err)
+	}
+	if events, err := c.Events(ctx); err != nil || len(events) != len(n.Events()) {
+		t.Fatalf("events %+v, %v; want %d", events, err, len(n.Events()))
+	}
+	if _, err := (&Client{URL: srv.URL + "/nowhere"}).Charges(ctx); err == nil {
+		t.Fatal("a 404 listing was accepted")
+	}
+}

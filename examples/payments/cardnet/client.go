@@ -31,11 +31,7 @@ func (c *Client) Charge(ctx context.Context, key string, req Request) (Charge, e
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Idempotency-Key", key)
-	client := c.HTTP
-	if client == nil {
-		client = &http.Client{Timeout: 30 * time.Second}
-	}
-	res, err := client.Do(hr)
+	res, err := c.httpClient().Do(hr)
 	if err != nil {
 		return Charge{}, fmt.Errorf("cardnet: %w", err)
 	}
@@ -55,4 +51,49 @@ func (c *Client) Charge(ctx context.Context, key string, req Request) (Charge, e
 		return Charge{}, ErrDeclined
 	}
 	return Charge{}, fmt.Errorf("cardnet: %s: %s", res.Status, bytes.TrimSpace(data))
+}
+
+// Charges lists the network's successful charges (GET /charges): what
+// anyone counting charges per payment or per customer reads.
+func (c *Client) Charges(ctx context.Context) ([]Charge, error) {
+	var list struct {
+		Charges []Charge `json:"charges"`
+	}
+	return list.Charges, c.get(ctx, "/charges", &list)
+}
+
+// Events lists every webhook event the network made and how each delivery
+// went (GET /events).
+func (c *Client) Events(ctx context.Context) ([]EventStatus, error) {
+	var list struct {
+		Events []EventStatus `json:"events"`
+	}
+	return list.Events, c.get(ctx, "/events", &list)
+}
+
+// get decodes the JSON answer of GET path into v.
+func (c *Client) get(ctx context.Context, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL+path, nil)
+	if err != nil {
+		return err
+	}
+	res, err := c.httpClient().Do(req)
+	if err != nil {
+		return fmt.Errorf("cardnet: GET %s: %w", path, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("cardnet: GET %s: %s", path, res.Status)
+	}
+	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
+		return fmt.Errorf("cardnet: GET %s: %w", path, err)
+	}
+	return nil
+}
+
+func (c *Client) httpClient() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return &http.Client{Timeout: 30 * time.Second}
 }

@@ -16,7 +16,6 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,9 +33,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgen/idemgen/examples/payments/cardnet"
+	"github.com/idemgen/idemgen/examples/payments/internal/payer"
 	"github.com/idemgen/idemgen/examples/payments/outbox"
 	"github.com/idemgen/idemgen/internal/childproc"
-	"github.com/idemgen/idemgen/runtime/pglocal"
+	"github.com/idemgen/idemgen/pglocal"
 )
 
 // Config sizes a run. A seed reproduces the schedule of faults and the
@@ -495,7 +495,8 @@ func (r *run) pay(in *intent, retryable bool, deadline time.Time) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	c := r.client(retryable)
-	resp, res, err := c.CreatePayment(ctx, in.key, r.payment(in), in.authorize)
+	auth := payer.Bearer(in.account)
+	resp, res, err := c.CreatePayment(ctx, in.key, payer.Payment(in.amount, in.customer), auth)
 	in.attempts += res.Attempts
 	switch {
 	case err != nil:
@@ -512,7 +513,7 @@ func (r *run) pay(in *intent, retryable bool, deadline time.Time) {
 	in.bodies = append(in.bodies, resp.Body)
 	in.last = strconv.Itoa(in.status)
 	r.answer()
-	again, res, err := c.CreatePayment(ctx, in.key, r.payment(in), in.authorize)
+	again, res, err := c.CreatePayment(ctx, in.key, payer.Payment(in.amount, in.customer), auth)
 	in.attempts += res.Attempts
 	if err != nil || (again.StatusCode() != 201 && again.StatusCode() != 402) {
 		return
@@ -537,15 +538,27 @@ func (r *run) answer() {
 	}
 }
 
+// fault is a kind of fault the schedule injects; Config says how many of
+// each.
+type fault string
+
+const (
+	faultKill      fault = "kill"      // SIGKILL a service process, restart it after a pause
+	faultConn      fault = "conn"      // a connFault on one service's database proxy
+	faultPGRestart fault = "pgrestart" // restart PostgreSQL (fast shutdown)
+	faultSlowCard  fault = "slowcard"  // the card network slower than the lease for a while
+	faultFailover  fault = "failover"  // kill the external Database's primary
+)
+
 // faults runs the seeded fault schedule until done is closed or every
 // planned fault happened.
 func (r *run) faults(done chan struct{}) {
 	type plan struct {
-		kind string
+		kind fault
 		left int
 	}
-	plans := []*plan{{"kill", r.cfg.Kills}, {"conn", r.cfg.ConnFaults}, {"pgrestart", r.cfg.PGRestarts}, {"slowcard", r.cfg.SlowCard},
-		{"failover", r.cfg.Failovers}}
+	plans := []*plan{{faultKill, r.cfg.Kills}, {faultConn, r.cfg.ConnFaults}, {faultPGRestart, r.cfg.PGRestarts},
+		{faultSlowCard, r.cfg.SlowCard}, {faultFailover, r.cfg.Failovers}}
 	rng := r.newRand(2)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -579,7 +592,7 @@ func (r *run) faults(done chan struct{}) {
 		}
 		p.left--
 		switch p.kind {
-		case "kill":
+		case faultKill:
 			s := r.services[rng.IntN(len(r.services))]
 			s.Kill()
 			r.kills.Add(1)
@@ -590,7 +603,7 @@ func (r *run) faults(done chan struct{}) {
 				time.Sleep(pause)
 				r.restart(s)
 			}()
-		case "conn":
+		case faultConn:
 			// A proxy already under a fault is left alone: faults queued on
 			// one proxy would make one long outage of many short ones.
 			var px *dbProxy
@@ -604,18 +617,18 @@ func (r *run) faults(done chan struct{}) {
 				p.left++ // every proxy is busy: try again at the next tick
 				continue
 			}
-			kind := "reset"
+			kind := connReset
 			closeAfter := time.Duration(200+rng.IntN(800)) * time.Millisecond
 			dur := time.Duration(100+rng.IntN(700)) * time.Millisecond
 			switch rng.IntN(20) {
 			case 0, 1, 2, 3, 4, 5, 6:
 				// A cut: nothing gets through, then the connections close.
-				kind, dur = "cut", time.Duration(1000+rng.IntN(4000))*time.Millisecond
+				kind, dur = connCut, time.Duration(1000+rng.IntN(4000))*time.Millisecond
 				closeAfter = dur
 			case 7, 8, 9:
 				// A stall longer than the lease (10s): another instance
 				// takes over, and this one's late commits are fenced.
-				kind, closeAfter = "latency", time.Duration(11000+rng.IntN(3000))*time.Millisecond
+				kind, closeAfter = connLatency, time.Duration(11000+rng.IntN(3000))*time.Millisecond
 				dur = closeAfter + time.Second
 			}
 			r.connFaults.Add(1)
@@ -626,13 +639,13 @@ func (r *run) faults(done chan struct{}) {
 					r.say("fault: %v", err)
 				}
 			}()
-		case "pgrestart":
+		case faultPGRestart:
 			r.say("restarting PostgreSQL (fast shutdown)")
 			if err := r.cluster.Restart(context.Background()); err != nil {
 				r.say("PostgreSQL restart failed: %v", err)
 			}
 			r.pgRestarts.Add(1)
-		case "failover":
+		case faultFailover:
 			r.say("failover: killing the primary")
 			note, err := r.cfg.Database.Fail(context.Background())
 			if err != nil {
@@ -643,7 +656,7 @@ func (r *run) faults(done chan struct{}) {
 			r.sayMu.Lock()
 			r.failoverNotes = append(r.failoverNotes, note)
 			r.sayMu.Unlock()
-		case "slowcard":
+		case faultSlowCard:
 			r.slowCard.Add(1)
 			r.cardOptions(fmt.Sprintf(`{"latency":"12s","fail_after":%g}`, r.cfg.CardFailAfter))
 			window := time.Duration(2000+rng.IntN(2000)) * time.Millisecond
@@ -707,9 +720,43 @@ func (r *run) heal() {
 	}
 }
 
-// check counts, per intent, payments rows, card charges and emails, and
-// compares every success body an intent received.
+// check fills the report: the run's own figures, then every intent judged
+// against the truth the round left behind, then the refunds and the
+// webhook events.
 func (r *run) check(ctx context.Context, all [][]*intent) {
+	r.figures()
+	succeeded := 0
+	for _, intents := range all {
+		for _, in := range intents {
+			if in.status == 201 {
+				succeeded++
+			}
+		}
+	}
+	t := r.collectTruth(ctx, succeeded)
+	for _, intents := range all {
+		for _, in := range intents {
+			r.judge(in, t)
+		}
+	}
+	var refunds []*refundIntent
+	for _, rs := range r.refunds {
+		refunds = append(refunds, rs...)
+	}
+	if truth, err := collectRefunds(ctx, r.dbURL); err != nil {
+		r.report.Problems = append(r.report.Problems, "checker: refunds: "+err.Error())
+	} else {
+		r.judgeRefunds(truth, refunds)
+	}
+	if r.cfg.Webhooks {
+		r.checkWebhooks(ctx)
+	}
+	sort.Strings(r.report.Problems)
+}
+
+// figures copies the run's counters, and what the services' logs say of
+// takeovers, fencing and resumes, into the report.
+func (r *run) figures() {
 	rep := &r.report
 	rep.Attempts = int(r.attempts.Load())
 	rep.Replays = int(r.replays.Load())
@@ -725,8 +772,23 @@ func (r *run) check(ctx context.Context, all [][]*intent) {
 	rep.Takeovers = countLines(logs, `"event":"takeover"`)
 	rep.Fenced = countLines(logs, `"event":"fenced"`)
 	rep.Resumes = countLines(logs, `"event":"resume"`)
+}
 
-	payments := map[string]map[string]int{} // customer -> status -> rows
+// truth is what the round left behind, per customer (each intent has a
+// customer of its own): payments rows by status, card charges and emails.
+type truth struct {
+	payments map[string]map[string]int // customer -> status -> rows
+	charges  map[string]int
+	emails   map[string]int
+}
+
+// collectTruth reads the payments table, the card network's charges and
+// the mail sink, once the outbox relays delivered the succeeded intents'
+// receipts or stopped making progress. What it cannot read is a problem of
+// the checker, in the report.
+func (r *run) collectTruth(ctx context.Context, succeeded int) truth {
+	rep := &r.report
+	t := truth{payments: map[string]map[string]int{}, charges: map[string]int{}, emails: map[string]int{}}
 	if conn, err := pgx.Connect(ctx, r.dbURL); err != nil {
 		rep.Problems = append(rep.Problems, "checker: database: "+err.Error())
 	} else {
@@ -736,117 +798,102 @@ func (r *run) check(ctx context.Context, all [][]*intent) {
 				var c, s string
 				var n int
 				rows.Scan(&c, &s, &n)
-				if payments[c] == nil {
-					payments[c] = map[string]int{}
+				if t.payments[c] == nil {
+					t.payments[c] = map[string]int{}
 				}
-				payments[c][s] = n
+				t.payments[c][s] = n
 			}
 			rows.Close()
 		}
 		conn.Close(ctx)
 	}
-	charges := map[string]int{}
-	if res, err := http.Get("http://" + r.card.Addr() + "/charges"); err == nil {
-		var list struct {
-			Charges []cardnet.Charge `json:"charges"`
-		}
-		json.NewDecoder(res.Body).Decode(&list)
-		res.Body.Close()
-		for _, c := range list.Charges {
-			charges[c.Customer]++
-		}
-	}
-	// Wait for the outbox relays to deliver every receipt they will.
-	succeeded := 0
-	for _, intents := range all {
-		for _, in := range intents {
-			if in.status == 201 {
-				succeeded++
-			}
+	if charges, err := r.cardClient().Charges(ctx); err == nil {
+		for _, c := range charges {
+			t.charges[c.Customer]++
 		}
 	}
 	// The relays deliver in the background: wait while they make progress.
-	emails := map[string]int{}
-	last, lastChange := -1, time.Now()
-	for end := time.Now().Add(3 * time.Minute); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
-		mails, _ := r.sink.Mails()
-		emails = map[string]int{}
-		for _, m := range mails {
-			emails[m.To]++
-		}
-		if len(mails) != last {
-			last, lastChange = len(mails), time.Now()
-		}
-		if len(mails) >= succeeded || time.Since(lastChange) > 15*time.Second {
+	wait, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	mails, _ := r.sink.WaitMails(wait, succeeded, 15*time.Second)
+	for _, m := range mails {
+		t.emails[m.To]++
+	}
+	return t
+}
+
+// harm is what a problem does to the promise.
+type harm int
+
+const (
+	noHarm    harm = iota // a protocol detail, such as a replay not marked
+	duplicate             // an effect happened more than once
+	loss                  // an answered intent left no effect
+)
+
+// problem reports what is wrong with intent in, and counts its harm.
+func (r *run) problem(in *intent, h harm, format string, args ...any) {
+	rep := &r.report
+	switch h {
+	case duplicate:
+		rep.Duplicates++
+	case loss:
+		rep.Losses++
+	}
+	rep.Problems = append(rep.Problems, fmt.Sprintf("%s key=%s account=%s amount=%d attempts=%d last=%q: %s",
+		in.id, in.key, in.account, in.amount, in.attempts, in.last, fmt.Sprintf(format, args...)))
+}
+
+// judge counts intent in and compares it with the truth: one terminal
+// answer, one payments row, the same body on every answer, and for a
+// success one charge and one email (for a decline, none).
+func (r *run) judge(in *intent, t truth) {
+	rep := &r.report
+	rep.Intents++
+	p := t.payments[in.customer]
+	total := p["succeeded"] + p["declined"] + p["pending"]
+	switch {
+	case in.status == 0:
+		r.problem(in, loss, "no terminal answer (payments rows %v)", p)
+		return
+	case total > 1:
+		r.problem(in, duplicate, "%d payment rows %v", total, p)
+	case total == 0:
+		r.problem(in, loss, "answered %d but no payment row", in.status)
+	}
+	for _, b := range in.bodies[1:] {
+		if !bytes.Equal(b, in.bodies[0]) {
+			r.problem(in, duplicate, "two different success bodies: %s / %s", in.bodies[0], b)
 			break
 		}
 	}
-
-	for _, intents := range all {
-		for _, in := range intents {
-			rep.Intents++
-			p := payments[in.customer]
-			problem := func(kind, format string, args ...any) {
-				if kind == "dup" {
-					rep.Duplicates++
-				} else if kind == "loss" {
-					rep.Losses++
-				}
-				rep.Problems = append(rep.Problems, fmt.Sprintf("%s key=%s account=%s amount=%d attempts=%d last=%q: %s",
-					in.id, in.key, in.account, in.amount, in.attempts, in.last, fmt.Sprintf(format, args...)))
-			}
-			total := p["succeeded"] + p["declined"] + p["pending"]
-			switch {
-			case in.status == 0:
-				problem("loss", "no terminal answer (payments rows %v)", p)
-				continue
-			case total > 1:
-				problem("dup", "%d payment rows %v", total, p)
-			case total == 0:
-				problem("loss", "answered %d but no payment row", in.status)
-			}
-			for _, b := range in.bodies[1:] {
-				if !bytes.Equal(b, in.bodies[0]) {
-					problem("dup", "two different success bodies: %s / %s", in.bodies[0], b)
-					break
-				}
-			}
-			if in.last == "verification answer not marked replayed" {
-				problem("", "the verification retry was not marked Idempotent-Replayed")
-			}
-			if in.status == 402 {
-				rep.Declined++
-				if charges[in.customer] != 0 || emails[in.customer] != 0 {
-					problem("dup", "declined but %d charges and %d emails", charges[in.customer], emails[in.customer])
-				}
-				continue
-			}
-			rep.Succeeded++
-			switch {
-			case charges[in.customer] > 1:
-				problem("dup", "%d card charges", charges[in.customer])
-			case charges[in.customer] == 0:
-				problem("loss", "no card charge")
-			}
-			switch {
-			case emails[in.customer] > 1:
-				problem("dup", "%d emails", emails[in.customer])
-			case emails[in.customer] == 0:
-				problem("loss", "no email")
-			}
+	if in.last == "verification answer not marked replayed" {
+		r.problem(in, noHarm, "the verification retry was not marked Idempotent-Replayed")
+	}
+	charges, emails := t.charges[in.customer], t.emails[in.customer]
+	if in.status == 402 {
+		rep.Declined++
+		if charges != 0 || emails != 0 {
+			r.problem(in, duplicate, "declined but %d charges and %d emails", charges, emails)
 		}
+		return
 	}
-	var refunds []*refundIntent
-	for _, rs := range r.refunds {
-		refunds = append(refunds, rs...)
+	rep.Succeeded++
+	switch {
+	case charges > 1:
+		r.problem(in, duplicate, "%d card charges", charges)
+	case charges == 0:
+		r.problem(in, loss, "no card charge")
 	}
-	if truth, err := collectRefunds(ctx, r.dbURL); err != nil {
-		rep.Problems = append(rep.Problems, "checker: refunds: "+err.Error())
-	} else {
-		r.judgeRefunds(truth, refunds)
+	switch {
+	case emails > 1:
+		r.problem(in, duplicate, "%d emails", emails)
+	case emails == 0:
+		r.problem(in, loss, "no email")
 	}
-	if r.cfg.Webhooks {
-		r.checkWebhooks(ctx)
-	}
-	sort.Strings(rep.Problems)
+}
+
+// cardClient calls the card network's process.
+func (r *run) cardClient() *cardnet.Client {
+	return &cardnet.Client{URL: "http://" + r.card.Addr(), HTTP: &http.Client{Timeout: time.Minute}}
 }

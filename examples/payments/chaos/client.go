@@ -1,12 +1,12 @@
 package chaos
 
 import (
-	"context"
 	"net/http"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
 
+	"github.com/idemgen/idemgen/examples/payments/internal/payer"
 	"github.com/idemgen/idemgen/examples/payments/payclient"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 )
@@ -44,11 +44,7 @@ func (r *run) client(retryable bool) *payclient.IdempotentClient {
 	if r.cfg.UnsafeClientKeys {
 		transport = freshKeys{next: transport}
 	}
-	c, err := payclient.NewIdempotentClient(url, p, payclient.WithHTTPClient(&http.Client{Timeout: attemptTimeout, Transport: transport}))
-	if err != nil {
-		panic(err)
-	}
-	return c
+	return payer.New(url, p, &http.Client{Timeout: attemptTimeout, Transport: transport})
 }
 
 // countAttempt adds one attempt to the run's figures.
@@ -62,18 +58,6 @@ func (r *run) countAttempt(a idemclient.Attempt) {
 	case a.Status >= 500:
 		r.errs5xx.Add(1)
 	}
-}
-
-// payment is the body of an intent's payment request.
-func (r *run) payment(in *intent) payclient.NewPayment {
-	ts := time.Now().Format(time.RFC3339Nano) // excluded from the fingerprint
-	return payclient.NewPayment{Amount: in.amount, Currency: "EUR", Customer: in.customer, ClientTs: &ts}
-}
-
-// authorize is a request editor: the intent's account, as its bearer token.
-func (in *intent) authorize(_ context.Context, req *http.Request) error {
-	req.Header.Set("Authorization", "Bearer "+in.account)
-	return nil
 }
 
 // freshKeys is the broken client of the control run: it replaces the

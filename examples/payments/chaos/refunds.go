@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/idemgen/idemgen/examples/payments/internal/payer"
 	"github.com/idemgen/idemgen/examples/payments/payclient"
 )
 
@@ -81,10 +81,7 @@ func (r *run) refund(rf *refundIntent, deadline time.Time) {
 	defer cancel()
 	c := r.client(false)
 	body := payclient.NewRefund{PaymentId: rf.payment, Amount: rf.amount}
-	auth := func(_ context.Context, req *http.Request) error {
-		req.Header.Set("Authorization", "Bearer "+rf.account)
-		return nil
-	}
+	auth := payer.Bearer(rf.account)
 	resp, res, err := c.CreateRefund(ctx, rf.key, body, auth)
 	rf.attempts += res.Attempts
 	switch {

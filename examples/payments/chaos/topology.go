@@ -48,20 +48,31 @@ func newDBProxies(n int, upstream string) ([]*dbProxy, error) {
 	return out, nil
 }
 
-// fault applies a toxic for dur: "reset" resets the connections that carry
-// data, "cut" stops all data and closes connections after closeAfter,
-// "latency" delays every byte to the database by closeAfter (a service that
-// stalls past its lease, whose late commits must be fenced).
-func (d *dbProxy) fault(kind string, closeAfter, dur time.Duration) error {
+// connFault is a fault on the connections between a service and the
+// database, made by one toxiproxy toxic.
+type connFault string
+
+const (
+	// connReset resets the connections that carry data.
+	connReset connFault = "reset"
+	// connCut stops all data and closes the connections after closeAfter.
+	connCut connFault = "cut"
+	// connLatency delays every byte to the database by closeAfter: a
+	// service that stalls past its lease, whose late commits must be fenced.
+	connLatency connFault = "latency"
+)
+
+// fault applies the toxic of kind for dur.
+func (d *dbProxy) fault(kind connFault, closeAfter, dur time.Duration) error {
 	defer d.busy.Unlock() // taken by the caller (TryLock), so faults never queue up
 	name := fmt.Sprintf("%s-%d", kind, d.n.Add(1))
 	var spec string
 	switch kind {
-	case "reset":
+	case connReset:
 		spec = `{"name":"` + name + `","type":"reset_peer","stream":"downstream","attributes":{"timeout":0}}`
-	case "latency":
+	case connLatency:
 		spec = fmt.Sprintf(`{"name":%q,"type":"latency","stream":"upstream","attributes":{"latency":%d}}`, name, closeAfter.Milliseconds())
-	case "cut":
+	case connCut:
 		spec = fmt.Sprintf(`{"name":%q,"type":"timeout","stream":"upstream","attributes":{"timeout":%d}}`, name, closeAfter.Milliseconds())
 	default:
 		return fmt.Errorf("unknown fault %q", kind)

@@ -2,9 +2,7 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -67,22 +65,7 @@ func (r *run) settledEvents(ctx context.Context) ([]cardnet.EventStatus, error) 
 func (r *run) cardEvents(ctx context.Context) ([]cardnet.EventStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+r.card.Addr()+"/events", nil)
-	if err != nil {
-		return nil, err
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	var list struct {
-		Events []cardnet.EventStatus `json:"events"`
-	}
-	if err := json.NewDecoder(res.Body).Decode(&list); err != nil {
-		return nil, fmt.Errorf("GET /events: %w", err)
-	}
-	return list.Events, nil
+	return r.cardClient().Events(ctx)
 }
 
 // appliedEvents counts the card_events rows of each event id.

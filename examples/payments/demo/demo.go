@@ -29,12 +29,13 @@ import (
 
 	"github.com/idemgen/idemgen/examples/payments/api"
 	"github.com/idemgen/idemgen/examples/payments/cardnet"
+	"github.com/idemgen/idemgen/examples/payments/internal/payer"
 	"github.com/idemgen/idemgen/examples/payments/outbox"
 	"github.com/idemgen/idemgen/examples/payments/payclient"
 	"github.com/idemgen/idemgen/internal/childproc"
+	"github.com/idemgen/idemgen/pglocal"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/idemsig"
-	"github.com/idemgen/idemgen/runtime/pglocal"
 )
 
 // Config says where the pieces are.
@@ -193,16 +194,17 @@ func (s *story) client(onRetry func(idemclient.Attempt)) *payclient.IdempotentCl
 			onRetry(a)
 		}
 	}}
-	c, err := payclient.NewIdempotentClient(s.base, p,
-		payclient.WithHTTPClient(&http.Client{Timeout: 30 * time.Second}),
-		payclient.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
-			req.Header.Set("Authorization", "Bearer acct_ada")
-			return nil
-		}))
-	if err != nil {
-		panic(err) // only a malformed base URL fails, and s.base is ours
+	return payer.New(s.base, p, &http.Client{Timeout: 30 * time.Second}, payclient.WithRequestEditorFn(payer.Bearer("acct_ada")))
+}
+
+// call makes one payment call of amount under key through c.
+func call(ctx context.Context, c *payclient.IdempotentClient, key string, amount int) reply {
+	resp, res, err := c.CreatePayment(ctx, key, payer.Payment(int64(amount), "ada@example.com"))
+	r := reply{err: err, res: res}
+	if err == nil {
+		r.status, r.header, r.body = resp.StatusCode(), resp.HTTPResponse.Header, resp.Body
 	}
-	return c
+	return r
 }
 
 // retried says what the client does about an attempt it retries.
@@ -222,13 +224,7 @@ func (s *story) pay(ctx context.Context, key string, amount int, quiet bool) rep
 	if quiet {
 		onRetry = nil
 	}
-	ts := time.Now().Format(time.RFC3339Nano)
-	resp, res, err := s.client(onRetry).CreatePayment(ctx, key,
-		payclient.NewPayment{Amount: int64(amount), Currency: "EUR", Customer: "ada@example.com", ClientTs: &ts})
-	r := reply{err: err, res: res}
-	if err == nil {
-		r.status, r.header, r.body = resp.StatusCode(), resp.HTTPResponse.Header, resp.Body
-	}
+	r := call(ctx, s.client(onRetry), key, amount)
 	if !quiet {
 		s.say("   ← %s", r.summary())
 	}
@@ -289,13 +285,7 @@ func (s *story) tell(ctx context.Context) (*Tally, error) {
 	go func() {
 		defer wg.Done()
 		<-charging
-		ts := time.Now().Format(time.RFC3339Nano)
-		resp, res, err := s.client(func(at idemclient.Attempt) { waits = append(waits, at) }).CreatePayment(ctx, key,
-			payclient.NewPayment{Amount: 2500, Currency: "EUR", Customer: "ada@example.com", ClientTs: &ts})
-		b = reply{err: err, res: res}
-		if err == nil {
-			b.status, b.header, b.body = resp.StatusCode(), resp.HTTPResponse.Header, resp.Body
-		}
+		b = call(ctx, s.client(func(at idemclient.Attempt) { waits = append(waits, at) }), key, 2500)
 	}()
 	wg.Wait()
 	s.cards.SetOptions(cardnet.Options{})
@@ -471,8 +461,8 @@ func (s *story) webhooks(ctx context.Context, firstBody []byte) error {
 	return expect(res.StatusCode == 401, "forged delivery: %d %s", res.StatusCode, body)
 }
 
-// count reads the database, the card network and the mail sink, waiting a
-// little for the outbox relay to deliver the last receipts.
+// count reads the database, the card network and the mail sink, waiting
+// while the outbox relay delivers the last receipts.
 func (s *story) count(ctx context.Context, t *Tally) error {
 	conn, err := pgx.Connect(ctx, s.dbURL)
 	if err != nil {
@@ -487,19 +477,11 @@ func (s *story) count(ctx context.Context, t *Tally) error {
 	if declined != t.Declined {
 		return fmt.Errorf("demo: %d declined payment rows, want %d", declined, t.Declined)
 	}
-	res, err := s.http.Get(s.cardURL + "/charges")
+	charges, err := (&cardnet.Client{URL: s.cardURL, HTTP: s.http}).Charges(ctx)
 	if err != nil {
 		return err
 	}
-	var list struct {
-		Count int `json:"count"`
-	}
-	err = json.NewDecoder(res.Body).Decode(&list)
-	res.Body.Close()
-	if err != nil {
-		return err
-	}
-	t.Charges = list.Count
+	t.Charges = len(charges)
 	// The card network delivers its last events in the background.
 	for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		events := s.cards.Events()
@@ -525,16 +507,7 @@ func (s *story) count(ctx context.Context, t *Tally) error {
 	if duplicated > 0 {
 		return fmt.Errorf("demo: %d webhook events applied more than once", duplicated)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		mails, err := s.sink.Mails()
-		if err != nil {
-			return err
-		}
-		t.Emails = len(mails)
-		if t.Emails >= t.Succeeded || time.Now().After(deadline) {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	mails, err := s.sink.WaitMails(ctx, t.Succeeded, 10*time.Second)
+	t.Emails = len(mails)
+	return err
 }

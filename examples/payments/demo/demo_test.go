@@ -3,11 +3,12 @@ package demo
 import (
 	"bytes"
 	"context"
-	"github.com/idemgen/idemgen/internal/testshort"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/idemgen/idemgen/internal/testshort"
 )
 
 // TestStory runs the whole `make demo` scenario against the real service

@@ -117,6 +117,31 @@ func (s *Sink) Mails() ([]Mail, error) {
 	return read(f)
 }
 
+// WaitMails waits for the relays, which deliver in the background, to put
+// at least want mails in the sink, and returns what the sink holds then. It
+// gives up, returning what is there, once idle passed without a new mail or
+// ctx is done: the caller judges the count.
+func (s *Sink) WaitMails(ctx context.Context, want int, idle time.Duration) ([]Mail, error) {
+	last, lastChange := -1, time.Now()
+	for {
+		mails, err := s.Mails()
+		if err != nil {
+			return nil, err
+		}
+		if len(mails) != last {
+			last, lastChange = len(mails), time.Now()
+		}
+		if len(mails) >= want || time.Since(lastChange) > idle {
+			return mails, nil
+		}
+		select {
+		case <-ctx.Done():
+			return mails, nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 func read(r io.ReadSeeker) ([]Mail, error) {
 	if _, err := r.Seek(0, io.SeekStart); err != nil {
 		return nil, err

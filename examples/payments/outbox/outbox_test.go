@@ -7,11 +7,12 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
-	"github.com/idemgen/idemgen/internal/dbtest"
+	"github.com/idemgen/idemgen/idemtest"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { idemtest.Main(m) }
 
 // TestSinkDeduplicates: many writers, each with its own Sink value (as
 // separate processes would have), deliver overlapping ids; each id lands once.
@@ -40,7 +41,7 @@ func TestSinkDeduplicates(t *testing.T) {
 // TestRelaysDeliverOnce: four relays race over 200 outbox rows; every row
 // is delivered once and marked.
 func TestRelaysDeliverOnce(t *testing.T) {
-	pool, _ := dbtest.Pool(t)
+	pool, _ := idemtest.Pool(t)
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, `CREATE TABLE outbox (id bigserial PRIMARY KEY, recipient text, subject text, body text, delivered_at timestamptz);
 INSERT INTO outbox (recipient, subject, body) SELECT 'a@example.com', 's' || g, 'b' FROM generate_series(1, 200) g`); err != nil {
@@ -106,5 +107,28 @@ func TestSinkTornLine(t *testing.T) {
 	}
 	if fmt.Sprint(ids) != "[1 3]" {
 		t.Fatalf("mails %v; want [1 3]", ids)
+	}
+}
+
+// TestWaitMails: WaitMails returns once the sink holds the mails wanted,
+// and, when they never come, once no new mail came for the idle time.
+func TestWaitMails(t *testing.T) {
+	s := &Sink{Path: filepath.Join(t.TempDir(), "mail.jsonl")}
+	go func() {
+		for id := int64(1); id <= 3; id++ {
+			time.Sleep(20 * time.Millisecond)
+			s.Deliver(Mail{OutboxID: id, To: "a@example.com"})
+		}
+	}()
+	ctx := context.Background()
+	if mails, err := s.WaitMails(ctx, 3, 10*time.Second); err != nil || len(mails) != 3 {
+		t.Fatalf("%d mails (%v); want 3", len(mails), err)
+	}
+	start := time.Now()
+	if mails, err := s.WaitMails(ctx, 4, 300*time.Millisecond); err != nil || len(mails) != 3 {
+		t.Fatalf("%d mails (%v); want the 3 there", len(mails), err)
+	}
+	if waited := time.Since(start); waited < 300*time.Millisecond || waited > 5*time.Second {
+		t.Fatalf("gave up after %v; want the idle time, 300ms", waited)
 	}
 }

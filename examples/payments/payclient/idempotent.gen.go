@@ -5,24 +5,26 @@ package payclient
 
 import (
 	"context"
-	"github.com/idemgen/idemgen/runtime/idemclient"
 	"io"
 	"slices"
+
+	"github.com/idemgen/idemgen/runtime/idemclient"
 )
 
-// IdempotentClient calls the API through oapi-codegen's typed client. Each method of an
-// operation with x-idempotency takes the intent's idempotency key, or mints one, and
-// sends it on every attempt; the other operations' methods pass through. Retries follow
-// the idemclient.Policy given to NewIdempotentClient.
+// IdempotentClient calls the API through oapi-codegen's typed client. Each method of an operation
+// with x-idempotency takes the intent's idempotency key, or mints one, and sends it on every
+// attempt; the other operations' methods pass through. Retries follow the idemclient.Policy given
+// to NewIdempotentClient.
 type IdempotentClient struct {
-	// Client is the typed client underneath. Its idempotent operations called directly carry no key.
+	// Client is the typed client underneath. Its idempotent operations called directly carry no
+	// key.
 	Client ClientWithResponsesInterface
 }
 
-// NewIdempotentClient returns a client of the API at server. Each attempt is sent by the
-// client's doer (an *http.Client unless opts set one with WithHTTPClient, whose Timeout
-// then bounds each attempt); policy decides which answers are retried and how long to
-// wait. The context of each call bounds all its attempts.
+// NewIdempotentClient returns a client of the API at server. Each attempt is sent by the client's
+// doer (an *http.Client unless opts set one with WithHTTPClient, whose Timeout then bounds each
+// attempt); policy decides which answers are retried and how long to wait. The context of each call
+// bounds all its attempts.
 func NewIdempotentClient(server string, policy idemclient.Policy, opts ...ClientOption) (*IdempotentClient, error) {
 	c, err := NewClient(server, opts...)
 	if err != nil {
@@ -32,99 +34,123 @@ func NewIdempotentClient(server string, policy idemclient.Policy, opts ...Client
 	return &IdempotentClient{Client: &ClientWithResponses{ClientInterface: c}}, nil
 }
 
-// ReceiveCardnetEventWithBody calls receiveCardnetEvent (POST /webhooks/cardnet), whose idempotency key is the
-// body's /id: every attempt sends the same body, so the policy retries it as a keyed
-// request. Send the same body (the same key) again to retry the intent later. The
-// Result counts the attempts, says whether the answer was a replay, and has the key
-// read from the body.
-// A retry resends body only if it is a *bytes.Buffer, *bytes.Reader or *strings.Reader;
-// any other reader makes the first answer final.
-func (c *IdempotentClient) ReceiveCardnetEventWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReceiveCardnetEventResponse, idemclient.Result, error) {
-	call := idemclient.NewBodyCall(ctx, "/id")
-	resp, err := c.Client.ReceiveCardnetEventWithBodyWithResponse(call.Context(), contentType, body, append(slices.Clip(reqEditors), call.SetKey)...)
-	return resp, call.Result(), err
-}
-
-// ReceiveCardnetEvent calls receiveCardnetEvent (POST /webhooks/cardnet), whose idempotency key is the
-// body's /id: every attempt sends the same body, so the policy retries it as a keyed
-// request. Send the same body (the same key) again to retry the intent later. The
-// Result counts the attempts, says whether the answer was a replay, and has the key
-// read from the body.
-func (c *IdempotentClient) ReceiveCardnetEvent(ctx context.Context, body ReceiveCardnetEventJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceiveCardnetEventResponse, idemclient.Result, error) {
-	call := idemclient.NewBodyCall(ctx, "/id")
-	resp, err := c.Client.ReceiveCardnetEventWithResponse(call.Context(), body, append(slices.Clip(reqEditors), call.SetKey)...)
-	return resp, call.Result(), err
-}
-
-// CreateRefundWithBody calls createRefund (POST /refunds) under the intent's idempotency key,
-// sent in Idempotency-Key on every attempt.
-// Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which the
-// Result returns, so store it to retry this intent after a crash or a failure.
-// The Result also counts the attempts and says whether the answer was a replay; its Key
-// is set even when the error is not nil.
-// A retry resends body only if it is a *bytes.Buffer, *bytes.Reader or *strings.Reader;
-// any other reader makes the first answer final.
-func (c *IdempotentClient) CreateRefundWithBody(ctx context.Context, key string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateRefundResponse, idemclient.Result, error) {
-	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
-	resp, err := c.Client.CreateRefundWithBodyWithResponse(call.Context(), contentType, body, append(slices.Clip(reqEditors), call.SetKey)...)
-	return resp, call.Result(), err
-}
-
-// CreateRefund calls createRefund (POST /refunds) under the intent's idempotency key,
-// sent in Idempotency-Key on every attempt.
-// Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which the
-// Result returns, so store it to retry this intent after a crash or a failure.
-// The Result also counts the attempts and says whether the answer was a replay; its Key
-// is set even when the error is not nil.
-func (c *IdempotentClient) CreateRefund(ctx context.Context, key string, body CreateRefundJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateRefundResponse, idemclient.Result, error) {
-	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
-	resp, err := c.Client.CreateRefundWithResponse(call.Context(), body, append(slices.Clip(reqEditors), call.SetKey)...)
-	return resp, call.Result(), err
-}
-
-// CreatePaymentWithBody calls createPayment (POST /payments) under the intent's idempotency key,
-// sent in Idempotency-Key on every attempt.
-// Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which the
-// Result returns, so store it to retry this intent after a crash or a failure.
-// The Result also counts the attempts and says whether the answer was a replay; its Key
-// is set even when the error is not nil.
-// A retry resends body only if it is a *bytes.Buffer, *bytes.Reader or *strings.Reader;
-// any other reader makes the first answer final.
+// CreatePaymentWithBody calls createPayment under the intent's idempotency key, sent in
+// Idempotency-Key on every attempt. Pass the key stored with the intent; "" mints a new one
+// (idemclient.NewKey), which the Result returns, so store it to retry this intent after a crash or
+// a failure. The Result also counts the attempts and says whether the answer was a replay; its Key
+// is set even when the error is not nil. A retry resends body only if it is a *bytes.Buffer,
+// *bytes.Reader or *strings.Reader; any other reader makes the first answer final.
+//
+// Charge a customer's card.
+//
+// POST /payments
 func (c *IdempotentClient) CreatePaymentWithBody(ctx context.Context, key string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePaymentResponse, idemclient.Result, error) {
 	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
 	resp, err := c.Client.CreatePaymentWithBodyWithResponse(call.Context(), contentType, body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }
 
-// CreatePayment calls createPayment (POST /payments) under the intent's idempotency key,
-// sent in Idempotency-Key on every attempt.
-// Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which the
-// Result returns, so store it to retry this intent after a crash or a failure.
-// The Result also counts the attempts and says whether the answer was a replay; its Key
-// is set even when the error is not nil.
+// CreatePayment calls createPayment under the intent's idempotency key, sent in Idempotency-Key on
+// every attempt. Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which
+// the Result returns, so store it to retry this intent after a crash or a failure. The Result also
+// counts the attempts and says whether the answer was a replay; its Key is set even when the error
+// is not nil.
+//
+// Charge a customer's card.
+//
+// POST /payments
 func (c *IdempotentClient) CreatePayment(ctx context.Context, key string, body CreatePaymentJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePaymentResponse, idemclient.Result, error) {
 	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
 	resp, err := c.Client.CreatePaymentWithResponse(call.Context(), body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }
 
-// GetPayment calls getPayment (GET /payments/{id}), which has no x-idempotency: it sends no key,
-// and the policy retries it only if its method is idempotent (GET, HEAD, OPTIONS, PUT,
-// DELETE) or nothing reached the server.
+// GetPayment calls getPayment, which has no x-idempotency: it sends no key, and the policy retries
+// it only if its method is idempotent (GET, HEAD, OPTIONS, PUT, DELETE) or nothing reached the
+// server.
+//
+// GET /payments/{id}
 func (c *IdempotentClient) GetPayment(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*GetPaymentResponse, error) {
 	return c.Client.GetPaymentWithResponse(ctx, id, reqEditors...)
 }
 
-// PutOrderWithBody calls putOrder (PUT /orders/{id}), which has no x-idempotency: it sends no key,
-// and the policy retries it only if its method is idempotent (GET, HEAD, OPTIONS, PUT,
-// DELETE) or nothing reached the server.
+// CreateRefundWithBody calls createRefund under the intent's idempotency key, sent in
+// Idempotency-Key on every attempt. Pass the key stored with the intent; "" mints a new one
+// (idemclient.NewKey), which the Result returns, so store it to retry this intent after a crash or
+// a failure. The Result also counts the attempts and says whether the answer was a replay; its Key
+// is set even when the error is not nil. A retry resends body only if it is a *bytes.Buffer,
+// *bytes.Reader or *strings.Reader; any other reader makes the first answer final.
+//
+// Refund part or all of a payment.
+//
+// POST /refunds
+func (c *IdempotentClient) CreateRefundWithBody(ctx context.Context, key string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateRefundResponse, idemclient.Result, error) {
+	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
+	resp, err := c.Client.CreateRefundWithBodyWithResponse(call.Context(), contentType, body, append(slices.Clip(reqEditors), call.SetKey)...)
+	return resp, call.Result(), err
+}
+
+// CreateRefund calls createRefund under the intent's idempotency key, sent in Idempotency-Key on
+// every attempt. Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which
+// the Result returns, so store it to retry this intent after a crash or a failure. The Result also
+// counts the attempts and says whether the answer was a replay; its Key is set even when the error
+// is not nil.
+//
+// Refund part or all of a payment.
+//
+// POST /refunds
+func (c *IdempotentClient) CreateRefund(ctx context.Context, key string, body CreateRefundJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateRefundResponse, idemclient.Result, error) {
+	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
+	resp, err := c.Client.CreateRefundWithResponse(call.Context(), body, append(slices.Clip(reqEditors), call.SetKey)...)
+	return resp, call.Result(), err
+}
+
+// PutOrderWithBody calls putOrder, which has no x-idempotency: it sends no key, and the policy
+// retries it only if its method is idempotent (GET, HEAD, OPTIONS, PUT, DELETE) or nothing reached
+// the server.
+//
+// Create an order under a client-chosen id; naturally idempotent with If-None-Match.
+//
+// PUT /orders/{id}
 func (c *IdempotentClient) PutOrderWithBody(ctx context.Context, id string, params *PutOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutOrderResponse, error) {
 	return c.Client.PutOrderWithBodyWithResponse(ctx, id, params, contentType, body, reqEditors...)
 }
 
-// PutOrder calls putOrder (PUT /orders/{id}), which has no x-idempotency: it sends no key,
-// and the policy retries it only if its method is idempotent (GET, HEAD, OPTIONS, PUT,
-// DELETE) or nothing reached the server.
+// PutOrder calls putOrder, which has no x-idempotency: it sends no key, and the policy retries it
+// only if its method is idempotent (GET, HEAD, OPTIONS, PUT, DELETE) or nothing reached the server.
+//
+// Create an order under a client-chosen id; naturally idempotent with If-None-Match.
+//
+// PUT /orders/{id}
 func (c *IdempotentClient) PutOrder(ctx context.Context, id string, params *PutOrderParams, body PutOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*PutOrderResponse, error) {
 	return c.Client.PutOrderWithResponse(ctx, id, params, body, reqEditors...)
+}
+
+// ReceiveCardnetEventWithBody calls receiveCardnetEvent, whose idempotency key is the body's /id:
+// every attempt sends the same body, so the policy retries it as a keyed request. Send the same
+// body (the same key) again to retry the intent later. The Result counts the attempts, says whether
+// the answer was a replay, and has the key read from the body. A retry resends body only if it is a
+// *bytes.Buffer, *bytes.Reader or *strings.Reader; any other reader makes the first answer final.
+//
+// Apply an event the card network sends about one of its charges, once per event.
+//
+// POST /webhooks/cardnet
+func (c *IdempotentClient) ReceiveCardnetEventWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReceiveCardnetEventResponse, idemclient.Result, error) {
+	call := idemclient.NewBodyCall(ctx, "/id")
+	resp, err := c.Client.ReceiveCardnetEventWithBodyWithResponse(call.Context(), contentType, body, append(slices.Clip(reqEditors), call.SetKey)...)
+	return resp, call.Result(), err
+}
+
+// ReceiveCardnetEvent calls receiveCardnetEvent, whose idempotency key is the body's /id: every
+// attempt sends the same body, so the policy retries it as a keyed request. Send the same body (the
+// same key) again to retry the intent later. The Result counts the attempts, says whether the
+// answer was a replay, and has the key read from the body.
+//
+// Apply an event the card network sends about one of its charges, once per event.
+//
+// POST /webhooks/cardnet
+func (c *IdempotentClient) ReceiveCardnetEvent(ctx context.Context, body ReceiveCardnetEventJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceiveCardnetEventResponse, idemclient.Result, error) {
+	call := idemclient.NewBodyCall(ctx, "/id")
+	resp, err := c.Client.ReceiveCardnetEventWithResponse(call.Context(), body, append(slices.Clip(reqEditors), call.SetKey)...)
+	return resp, call.Result(), err
 }

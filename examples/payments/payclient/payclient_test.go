@@ -17,14 +17,14 @@ import (
 	"github.com/idemgen/idemgen/examples/payments/api"
 	"github.com/idemgen/idemgen/examples/payments/cardnet"
 	"github.com/idemgen/idemgen/examples/payments/payclient"
-	"github.com/idemgen/idemgen/internal/dbtest"
+	"github.com/idemgen/idemgen/idemtest"
 	"github.com/idemgen/idemgen/internal/testshort"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/idemsig"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { idemtest.Main(m) }
 
 // service is the payments example in-process, on PostgreSQL, with the fake
 // card network; every instance (a restart makes a new one) shares them.
@@ -38,11 +38,9 @@ type service struct {
 
 func newService(t *testing.T) *service {
 	t.Helper()
-	pool, schema := dbtest.Pool(t)
+	env := idemtest.New(t, idem.Options{}) // each handler makes an engine of its own
+	pool, schema := env.Pool, env.Schema
 	ctx := context.Background()
-	if _, err := idem.Migrate(ctx, pool, schema); err != nil {
-		t.Fatal(err)
-	}
 	if err := api.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}

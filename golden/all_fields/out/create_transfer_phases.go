@@ -24,17 +24,21 @@ type CreateTransferImpl struct {
 
 var _ CreateTransferPhases = (*CreateTransferImpl)(nil)
 
-// Debit is phase 1 of 3 ("debit"), local: it runs in tx, whose commit also records this phase as done and saves state.
+// Debit is phase 1 of 3 ("debit"), local: it runs in tx, whose commit also records this phase as
+// done and saves state.
 func (p *CreateTransferImpl) Debit(ctx context.Context, tx pgx.Tx, request CreateTransferRequestObject, state *CreateTransferState) error {
 	return idem.ErrNotImplemented
 }
 
-// NotifyBank is phase 2 of 3 ("notify_bank"), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.
+// NotifyBank is phase 2 of 3 ("notify_bank"), foreign: it runs outside any transaction. Send key as
+// the other system's idempotency key; it is the same on every retry. What it writes into state is
+// saved by the next phase's commit.
 func (p *CreateTransferImpl) NotifyBank(ctx context.Context, key string, request CreateTransferRequestObject, state *CreateTransferState) error {
 	return idem.ErrNotImplemented
 }
 
-// Credit is phase 3 of 3 ("credit"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+// Credit is phase 3 of 3 ("credit"), final: it runs in tx, which also stores the response it
+// returns; that response is replayed byte for byte to every retry.
 func (p *CreateTransferImpl) Credit(ctx context.Context, tx pgx.Tx, request CreateTransferRequestObject, state *CreateTransferState) (CreateTransferResponseObject, error) {
 	return nil, idem.ErrNotImplemented
 }

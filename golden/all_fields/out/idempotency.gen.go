@@ -8,62 +8,71 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
-	"github.com/jackc/pgx/v5"
-	"github.com/labstack/echo/v4"
-	"net/http"
-	"time"
 )
 
-// CreateTransferPhases are the phases of createTransfer (POST /transfers), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CreateTransferPhases are the phases of createTransfer, in order. An execution that dies between
+// phases resumes after the last committed local phase, with the state it saved.
+//
+// POST /transfers
 type CreateTransferPhases interface {
-	// Debit is phase 1 of 3 ("debit"), local: it runs in tx, whose commit also records this phase as done and saves state.
+	// Debit is phase 1 of 3 ("debit"), local: it runs in tx, whose commit also records this phase
+	// as done and saves state.
 	Debit(ctx context.Context, tx pgx.Tx, request CreateTransferRequestObject, state *CreateTransferState) error
-	// NotifyBank is phase 2 of 3 ("notify_bank"), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.
+	// NotifyBank is phase 2 of 3 ("notify_bank"), foreign: it runs outside any transaction. Send
+	// key as the other system's idempotency key; it is the same on every retry. What it writes into
+	// state is saved by the next phase's commit.
 	NotifyBank(ctx context.Context, key string, request CreateTransferRequestObject, state *CreateTransferState) error
-	// Credit is phase 3 of 3 ("credit"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Credit is phase 3 of 3 ("credit"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Credit(ctx context.Context, tx pgx.Tx, request CreateTransferRequestObject, state *CreateTransferState) (CreateTransferResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	CreateTransfer CreateTransferPhases
+	CreateTransfer CreateTransferPhases // POST /transfers
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface{}
 
-// Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{"createTransfer": idemCreateTransfer}
-
-var idemCreateTransfer = &idemecho.Spec{
-	Exclude: []string{"/client_ts", "/metadata/trace_id"},
-	Headers: []string{"X-Account"},
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatUUID,
-		Header:    "X-Idempotency-Key",
-		MaxLength: 64,
-		Required:  false,
-	},
+// createTransferIdempotency is the x-idempotency of createTransfer (POST /transfers), as the
+// runtime takes it.
+var createTransferIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID:        "createTransfer",
 		Namespace: "money",
 		Policy: idem.Policy{
+			Retention:     168 * time.Hour,
+			Lease:         45 * time.Second,
 			Ambiguous:     idem.AmbiguousStore,
 			Complete:      idem.CompleteBackground,
-			Lease:         45 * time.Second,
-			MaxReplayBody: 4096,
 			ReplayHeaders: []string{"Content-Type", "Location", "ETag"},
-			Retention:     168 * time.Hour,
+			MaxReplayBody: 4096,
 		},
 	},
-	Route: "/transfers",
-	Scope: "principal",
+	Key: idemhttp.KeyRule{
+		Header:    "X-Idempotency-Key",
+		MaxLength: 64,
+		Format:    idemhttp.FormatUUID,
+	},
+	Scope:   "principal",
+	Route:   "/transfers",
+	Exclude: []string{"/client_ts", "/metadata/trace_id"},
+	Headers: []string{"X-Account"},
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -72,41 +81,45 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// CreateTransfer serves POST /transfers with the engine: it runs the phases of createTransfer for a
+// new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateTransfer(ctx context.Context, request CreateTransferRequestObject) (CreateTransferResponseObject, error) {
 	payload, err := json.Marshal(request)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := idemecho.Execute(ctx, s.rt, payload, createTransferPhases(s.phases.CreateTransfer, request))
+	resp, err := idemecho.Execute(ctx, s.rt, payload, bindCreateTransferPhases(s.phases.CreateTransfer, request))
 	if err != nil {
 		return nil, err
 	}
-	return createTransferWritten(idemecho.Writer(ctx, resp)), nil
+	return createTransferOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createTransferWritten writes the engine's response (fresh, replayed or a problem) as a CreateTransferResponseObject.
-type createTransferWritten func(http.ResponseWriter) error
+// createTransferOutcome writes the engine's outcome of a request (the phases' response, its replay,
+// or a problem) as a CreateTransferResponseObject.
+type createTransferOutcome func(http.ResponseWriter) error
 
-func (w createTransferWritten) VisitCreateTransferResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o createTransferOutcome) VisitCreateTransferResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// createTransferPhases binds the phases of createTransfer to one request.
-func createTransferPhases(p CreateTransferPhases, request CreateTransferRequestObject) []idem.Phase[CreateTransferState] {
+// bindCreateTransferPhases binds the phases of createTransfer to one request.
+func bindCreateTransferPhases(p CreateTransferPhases, request CreateTransferRequestObject) []idem.Phase[CreateTransferState] {
 	return []idem.Phase[CreateTransferState]{
 		{
+			Name: "debit",
 			Local: func(ctx context.Context, tx pgx.Tx, state *CreateTransferState) error {
 				return p.Debit(ctx, tx, request, state)
 			},
-			Name: "debit",
 		},
 		{
+			Name: "notify_bank",
 			Foreign: func(ctx context.Context, key string, state *CreateTransferState) error {
 				return p.NotifyBank(ctx, key, request, state)
 			},
-			Name: "notify_bank",
 		},
 		{
+			Name: "credit",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CreateTransferState) (*idem.Response, error) {
 				response, err := p.Credit(ctx, tx, request, state)
 				if err != nil {
@@ -117,36 +130,34 @@ func createTransferPhases(p CreateTransferPhases, request CreateTransferRequestO
 				}
 				return idemecho.Render(response.VisitCreateTransferResponse)
 			},
-			Name: "credit",
 		},
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }
@@ -162,22 +173,30 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: createTransfer is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemCreateTransfer.Operation); err != nil {
+	if err := rt.Engine.Register(
+		createTransferIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
-	idem.RegisterCompleter(rt.Engine, idemCreateTransfer.Operation, func(payload []byte) ([]idem.Phase[CreateTransferState], error) {
+	idem.RegisterCompleter(rt.Engine, createTransferIdempotency.Operation, func(payload []byte) ([]idem.Phase[CreateTransferState], error) {
 		var request CreateTransferRequestObject
 		if err := json.Unmarshal(payload, &request); err != nil {
 			return nil, err
 		}
-		return createTransferPhases(phases.CreateTransfer, request), nil
+		return bindCreateTransferPhases(phases.CreateTransfer, request), nil
 	})
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"createTransfer": idemecho.Middleware(rt, idemCreateTransfer)}, options.ErrorHandler, []string{"createTransfer"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"createTransfer": idemecho.Middleware(rt, createTransferIdempotency),
+	}
+	operations := []string{
+		"createTransfer",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

@@ -8,62 +8,69 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
-	"github.com/jackc/pgx/v5"
-	"github.com/labstack/echo/v4"
-	"net/http"
-	"time"
 )
 
-// StartExportPhases are the phases of startExport (POST /exports), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// StartExportPhases are the phases of startExport, in order. An execution that dies between phases
+// resumes after the last committed local phase, with the state it saved.
+//
+// POST /exports
 type StartExportPhases interface {
-	// Queue is phase 1 of 3 ("queue"), local: it runs in tx, whose commit also records this phase as done and saves state.
+	// Queue is phase 1 of 3 ("queue"), local: it runs in tx, whose commit also records this phase
+	// as done and saves state.
 	Queue(ctx context.Context, tx pgx.Tx, request StartExportRequestObject, state *StartExportState) error
-	// Upload is phase 2 of 3 ("upload"), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.
+	// Upload is phase 2 of 3 ("upload"), foreign: it runs outside any transaction. Send key as the
+	// other system's idempotency key; it is the same on every retry. What it writes into state is
+	// saved by the next phase's commit.
 	Upload(ctx context.Context, key string, request StartExportRequestObject, state *StartExportState) error
-	// Done is phase 3 of 3 ("done"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Done is phase 3 of 3 ("done"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Done(ctx context.Context, tx pgx.Tx, request StartExportRequestObject, state *StartExportState) (StartExportResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	StartExport StartExportPhases
+	StartExport StartExportPhases // POST /exports
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface{}
 
-// Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{"startExport": idemStartExport}
-
-var idemStartExport = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
+// startExportIdempotency is the x-idempotency of startExport (POST /exports), as the runtime takes
+// it.
+var startExportIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
-		ID:        "startExport",
-		Namespace: "",
+		ID: "startExport",
 		Policy: idem.Policy{
+			Retention:     48 * time.Hour,
+			Lease:         2 * time.Minute,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteBackground,
-			Lease:         2 * time.Minute,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     48 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/exports",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "principal",
+	Route: "/exports",
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -72,41 +79,45 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// StartExport serves POST /exports with the engine: it runs the phases of startExport for a new
+// key, or answers with the outcome a retry's key already has.
 func (s *idemServer) StartExport(ctx context.Context, request StartExportRequestObject) (StartExportResponseObject, error) {
 	payload, err := json.Marshal(request)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := idemecho.Execute(ctx, s.rt, payload, startExportPhases(s.phases.StartExport, request))
+	resp, err := idemecho.Execute(ctx, s.rt, payload, bindStartExportPhases(s.phases.StartExport, request))
 	if err != nil {
 		return nil, err
 	}
-	return startExportWritten(idemecho.Writer(ctx, resp)), nil
+	return startExportOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// startExportWritten writes the engine's response (fresh, replayed or a problem) as a StartExportResponseObject.
-type startExportWritten func(http.ResponseWriter) error
+// startExportOutcome writes the engine's outcome of a request (the phases' response, its replay, or
+// a problem) as a StartExportResponseObject.
+type startExportOutcome func(http.ResponseWriter) error
 
-func (w startExportWritten) VisitStartExportResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o startExportOutcome) VisitStartExportResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// startExportPhases binds the phases of startExport to one request.
-func startExportPhases(p StartExportPhases, request StartExportRequestObject) []idem.Phase[StartExportState] {
+// bindStartExportPhases binds the phases of startExport to one request.
+func bindStartExportPhases(p StartExportPhases, request StartExportRequestObject) []idem.Phase[StartExportState] {
 	return []idem.Phase[StartExportState]{
 		{
+			Name: "queue",
 			Local: func(ctx context.Context, tx pgx.Tx, state *StartExportState) error {
 				return p.Queue(ctx, tx, request, state)
 			},
-			Name: "queue",
 		},
 		{
+			Name: "upload",
 			Foreign: func(ctx context.Context, key string, state *StartExportState) error {
 				return p.Upload(ctx, key, request, state)
 			},
-			Name: "upload",
 		},
 		{
+			Name: "done",
 			Final: func(ctx context.Context, tx pgx.Tx, state *StartExportState) (*idem.Response, error) {
 				response, err := p.Done(ctx, tx, request, state)
 				if err != nil {
@@ -117,36 +128,34 @@ func startExportPhases(p StartExportPhases, request StartExportRequestObject) []
 				}
 				return idemecho.Render(response.VisitStartExportResponse)
 			},
-			Name: "done",
 		},
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }
@@ -162,22 +171,30 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: startExport is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemStartExport.Operation); err != nil {
+	if err := rt.Engine.Register(
+		startExportIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
-	idem.RegisterCompleter(rt.Engine, idemStartExport.Operation, func(payload []byte) ([]idem.Phase[StartExportState], error) {
+	idem.RegisterCompleter(rt.Engine, startExportIdempotency.Operation, func(payload []byte) ([]idem.Phase[StartExportState], error) {
 		var request StartExportRequestObject
 		if err := json.Unmarshal(payload, &request); err != nil {
 			return nil, err
 		}
-		return startExportPhases(phases.StartExport, request), nil
+		return bindStartExportPhases(phases.StartExport, request), nil
 	})
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"startExport": idemecho.Middleware(rt, idemStartExport)}, options.ErrorHandler, []string{"startExport"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"startExport": idemecho.Middleware(rt, startExportIdempotency),
+	}
+	operations := []string{
+		"startExport",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

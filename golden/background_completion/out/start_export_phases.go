@@ -24,17 +24,21 @@ type StartExportImpl struct {
 
 var _ StartExportPhases = (*StartExportImpl)(nil)
 
-// Queue is phase 1 of 3 ("queue"), local: it runs in tx, whose commit also records this phase as done and saves state.
+// Queue is phase 1 of 3 ("queue"), local: it runs in tx, whose commit also records this phase as
+// done and saves state.
 func (p *StartExportImpl) Queue(ctx context.Context, tx pgx.Tx, request StartExportRequestObject, state *StartExportState) error {
 	return idem.ErrNotImplemented
 }
 
-// Upload is phase 2 of 3 ("upload"), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.
+// Upload is phase 2 of 3 ("upload"), foreign: it runs outside any transaction. Send key as the
+// other system's idempotency key; it is the same on every retry. What it writes into state is saved
+// by the next phase's commit.
 func (p *StartExportImpl) Upload(ctx context.Context, key string, request StartExportRequestObject, state *StartExportState) error {
 	return idem.ErrNotImplemented
 }
 
-// Done is phase 3 of 3 ("done"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+// Done is phase 3 of 3 ("done"), final: it runs in tx, which also stores the response it returns;
+// that response is replayed byte for byte to every retry.
 func (p *StartExportImpl) Done(ctx context.Context, tx pgx.Tx, request StartExportRequestObject, state *StartExportState) (StartExportResponseObject, error) {
 	return nil, idem.ErrNotImplemented
 }

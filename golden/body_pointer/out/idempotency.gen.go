@@ -7,93 +7,101 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
-	"github.com/jackc/pgx/v5"
-	"github.com/labstack/echo/v4"
-	"net/http"
-	"time"
 )
 
-// ReceiveAcmeEventPhases are the phases of receiveAcmeEvent (POST /webhooks/acme), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// ReceiveAcmeEventPhases are the phases of receiveAcmeEvent, in order. An execution that dies
+// between phases resumes after the last committed local phase, with the state it saved.
+//
+// Apply an event Acme sends, once per event id.
+//
+// POST /webhooks/acme
 type ReceiveAcmeEventPhases interface {
-	// Apply is phase 1 of 1 ("apply"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Apply is phase 1 of 1 ("apply"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Apply(ctx context.Context, tx pgx.Tx, request ReceiveAcmeEventRequestObject, state *ReceiveAcmeEventState) (ReceiveAcmeEventResponseObject, error)
 }
 
-// PostLedgerEntryPhases are the phases of postLedgerEntry (POST /ledger/entries), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// PostLedgerEntryPhases are the phases of postLedgerEntry, in order. An execution that dies between
+// phases resumes after the last committed local phase, with the state it saved.
+//
+// Post an entry whose sequence number, set by the upstream ledger, is its identity.
+//
+// POST /ledger/entries
 type PostLedgerEntryPhases interface {
-	// PostEntry is phase 1 of 1 ("post_entry"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// PostEntry is phase 1 of 1 ("post_entry"), final: it runs in tx, which also stores the
+	// response it returns; that response is replayed byte for byte to every retry.
 	PostEntry(ctx context.Context, tx pgx.Tx, request PostLedgerEntryRequestObject, state *PostLedgerEntryState) (PostLedgerEntryResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	ReceiveAcmeEvent ReceiveAcmeEventPhases
-	PostLedgerEntry  PostLedgerEntryPhases
+	ReceiveAcmeEvent ReceiveAcmeEventPhases // POST /webhooks/acme
+	PostLedgerEntry  PostLedgerEntryPhases  // POST /ledger/entries
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface{}
 
-// Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{
-	"postLedgerEntry":  idemPostLedgerEntry,
-	"receiveAcmeEvent": idemReceiveAcmeEvent,
-}
-
-var idemReceiveAcmeEvent = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
+// receiveAcmeEventIdempotency is the x-idempotency of receiveAcmeEvent (POST /webhooks/acme), as
+// the runtime takes it.
+var receiveAcmeEventIdempotency = &idemecho.Spec{
+	Operation: &idem.Operation{
+		ID: "receiveAcmeEvent",
+		Policy: idem.Policy{
+			Retention:     72 * time.Hour,
+			Lease:         30 * time.Second,
+			Ambiguous:     idem.AmbiguousResume,
+			Complete:      idem.CompleteOnRetry,
+			ReplayHeaders: []string{"Content-Type", "Location"},
+			MaxReplayBody: 65536,
+		},
+	},
 	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		MaxLength: 64,
 		Pointer:   "/id",
 		Required:  true,
+		MaxLength: 64,
+		Format:    idemhttp.FormatAny,
 	},
-	Operation: &idem.Operation{
-		ID:        "receiveAcmeEvent",
-		Namespace: "",
-		Policy: idem.Policy{
-			Ambiguous:     idem.AmbiguousResume,
-			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
-			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     72 * time.Hour,
-		},
-	},
-	Route: "/webhooks/acme",
 	Scope: "sender:acme",
+	Route: "/webhooks/acme",
 }
 
-var idemPostLedgerEntry = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
+// postLedgerEntryIdempotency is the x-idempotency of postLedgerEntry (POST /ledger/entries), as the
+// runtime takes it.
+var postLedgerEntryIdempotency = &idemecho.Spec{
+	Operation: &idem.Operation{
+		ID: "postLedgerEntry",
+		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
+			Ambiguous:     idem.AmbiguousResume,
+			Complete:      idem.CompleteOnRetry,
+			ReplayHeaders: []string{"Content-Type", "Location"},
+			MaxReplayBody: 65536,
+		},
+	},
 	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		MaxLength: 255,
 		Pointer:   "/entry/sequence",
 		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
 	},
-	Operation: &idem.Operation{
-		ID:        "postLedgerEntry",
-		Namespace: "",
-		Policy: idem.Policy{
-			Ambiguous:     idem.AmbiguousResume,
-			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
-			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
-		},
-	},
-	Route: "/ledger/entries",
 	Scope: "global",
+	Route: "/ledger/entries",
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -102,25 +110,29 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// ReceiveAcmeEvent serves POST /webhooks/acme with the engine: it runs the phases of
+// receiveAcmeEvent for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) ReceiveAcmeEvent(ctx context.Context, request ReceiveAcmeEventRequestObject) (ReceiveAcmeEventResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, receiveAcmeEventPhases(s.phases.ReceiveAcmeEvent, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindReceiveAcmeEventPhases(s.phases.ReceiveAcmeEvent, request))
 	if err != nil {
 		return nil, err
 	}
-	return receiveAcmeEventWritten(idemecho.Writer(ctx, resp)), nil
+	return receiveAcmeEventOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// receiveAcmeEventWritten writes the engine's response (fresh, replayed or a problem) as a ReceiveAcmeEventResponseObject.
-type receiveAcmeEventWritten func(http.ResponseWriter) error
+// receiveAcmeEventOutcome writes the engine's outcome of a request (the phases' response, its
+// replay, or a problem) as a ReceiveAcmeEventResponseObject.
+type receiveAcmeEventOutcome func(http.ResponseWriter) error
 
-func (w receiveAcmeEventWritten) VisitReceiveAcmeEventResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o receiveAcmeEventOutcome) VisitReceiveAcmeEventResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// receiveAcmeEventPhases binds the phases of receiveAcmeEvent to one request.
-func receiveAcmeEventPhases(p ReceiveAcmeEventPhases, request ReceiveAcmeEventRequestObject) []idem.Phase[ReceiveAcmeEventState] {
+// bindReceiveAcmeEventPhases binds the phases of receiveAcmeEvent to one request.
+func bindReceiveAcmeEventPhases(p ReceiveAcmeEventPhases, request ReceiveAcmeEventRequestObject) []idem.Phase[ReceiveAcmeEventState] {
 	return []idem.Phase[ReceiveAcmeEventState]{
 		{
+			Name: "apply",
 			Final: func(ctx context.Context, tx pgx.Tx, state *ReceiveAcmeEventState) (*idem.Response, error) {
 				response, err := p.Apply(ctx, tx, request, state)
 				if err != nil {
@@ -131,30 +143,33 @@ func receiveAcmeEventPhases(p ReceiveAcmeEventPhases, request ReceiveAcmeEventRe
 				}
 				return idemecho.Render(response.VisitReceiveAcmeEventResponse)
 			},
-			Name: "apply",
 		},
 	}
 }
 
+// PostLedgerEntry serves POST /ledger/entries with the engine: it runs the phases of
+// postLedgerEntry for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) PostLedgerEntry(ctx context.Context, request PostLedgerEntryRequestObject) (PostLedgerEntryResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, postLedgerEntryPhases(s.phases.PostLedgerEntry, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindPostLedgerEntryPhases(s.phases.PostLedgerEntry, request))
 	if err != nil {
 		return nil, err
 	}
-	return postLedgerEntryWritten(idemecho.Writer(ctx, resp)), nil
+	return postLedgerEntryOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// postLedgerEntryWritten writes the engine's response (fresh, replayed or a problem) as a PostLedgerEntryResponseObject.
-type postLedgerEntryWritten func(http.ResponseWriter) error
+// postLedgerEntryOutcome writes the engine's outcome of a request (the phases' response, its
+// replay, or a problem) as a PostLedgerEntryResponseObject.
+type postLedgerEntryOutcome func(http.ResponseWriter) error
 
-func (w postLedgerEntryWritten) VisitPostLedgerEntryResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o postLedgerEntryOutcome) VisitPostLedgerEntryResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// postLedgerEntryPhases binds the phases of postLedgerEntry to one request.
-func postLedgerEntryPhases(p PostLedgerEntryPhases, request PostLedgerEntryRequestObject) []idem.Phase[PostLedgerEntryState] {
+// bindPostLedgerEntryPhases binds the phases of postLedgerEntry to one request.
+func bindPostLedgerEntryPhases(p PostLedgerEntryPhases, request PostLedgerEntryRequestObject) []idem.Phase[PostLedgerEntryState] {
 	return []idem.Phase[PostLedgerEntryState]{
 		{
+			Name: "post_entry",
 			Final: func(ctx context.Context, tx pgx.Tx, state *PostLedgerEntryState) (*idem.Response, error) {
 				response, err := p.PostEntry(ctx, tx, request, state)
 				if err != nil {
@@ -165,38 +180,37 @@ func postLedgerEntryPhases(p PostLedgerEntryPhases, request PostLedgerEntryReque
 				}
 				return idemecho.Render(response.VisitPostLedgerEntryResponse)
 			},
-			Name: "post_entry",
 		},
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
-// Operations scoped to a signed sender verify it with rt.Senders before anything else;
-// keep them out of middleware that authenticates callers otherwise.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
+//
+// Operations scoped to a signed sender verify it with rt.Senders before anything else; keep them
+// out of middleware that authenticates callers otherwise.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }
@@ -209,24 +223,32 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if phases.ReceiveAcmeEvent == nil {
 		return errors.New("Register: phases.ReceiveAcmeEvent is nil")
 	}
-	if rt.Senders["acme"] == nil {
-		return errors.New("Register: receiveAcmeEvent is scoped to the sender verified by \"acme\"; set rt.Senders[\"acme\"]")
-	}
 	if phases.PostLedgerEntry == nil {
 		return errors.New("Register: phases.PostLedgerEntry is nil")
 	}
-	if err := rt.Engine.Register(idemReceiveAcmeEvent.Operation, idemPostLedgerEntry.Operation); err != nil {
+	if rt.Senders["acme"] == nil {
+		return errors.New("Register: receiveAcmeEvent is scoped to the sender verified by \"acme\"; set rt.Senders[\"acme\"]")
+	}
+	if err := rt.Engine.Register(
+		receiveAcmeEventIdempotency.Operation,
+		postLedgerEntryIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{
-		"postLedgerEntry":  idemecho.Middleware(rt, idemPostLedgerEntry),
-		"receiveAcmeEvent": idemecho.Middleware(rt, idemReceiveAcmeEvent),
-	}, options.ErrorHandler, []string{"receiveAcmeEvent", "postLedgerEntry"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"receiveAcmeEvent": idemecho.Middleware(rt, receiveAcmeEventIdempotency),
+		"postLedgerEntry":  idemecho.Middleware(rt, postLedgerEntryIdempotency),
+	}
+	operations := []string{
+		"receiveAcmeEvent",
+		"postLedgerEntry",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

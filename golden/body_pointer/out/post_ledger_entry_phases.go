@@ -24,7 +24,8 @@ type PostLedgerEntryImpl struct {
 
 var _ PostLedgerEntryPhases = (*PostLedgerEntryImpl)(nil)
 
-// PostEntry is phase 1 of 1 ("post_entry"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+// PostEntry is phase 1 of 1 ("post_entry"), final: it runs in tx, which also stores the response it
+// returns; that response is replayed byte for byte to every retry.
 func (p *PostLedgerEntryImpl) PostEntry(ctx context.Context, tx pgx.Tx, request PostLedgerEntryRequestObject, state *PostLedgerEntryState) (PostLedgerEntryResponseObject, error) {
 	return nil, idem.ErrNotImplemented
 }

@@ -24,7 +24,8 @@ type ReceiveAcmeEventImpl struct {
 
 var _ ReceiveAcmeEventPhases = (*ReceiveAcmeEventImpl)(nil)
 
-// Apply is phase 1 of 1 ("apply"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+// Apply is phase 1 of 1 ("apply"), final: it runs in tx, which also stores the response it returns;
+// that response is replayed byte for byte to every retry.
 func (p *ReceiveAcmeEventImpl) Apply(ctx context.Context, tx pgx.Tx, request ReceiveAcmeEventRequestObject, state *ReceiveAcmeEventState) (ReceiveAcmeEventResponseObject, error) {
 	return nil, idem.ErrNotImplemented
 }

@@ -24,7 +24,8 @@ type CancelOrderImpl struct {
 
 var _ CancelOrderPhases = (*CancelOrderImpl)(nil)
 
-// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+// returns; that response is replayed byte for byte to every retry.
 func (p *CancelOrderImpl) Execute(ctx context.Context, tx pgx.Tx, request CancelOrderRequestObject, state *CancelOrderState) (CancelOrderResponseObject, error) {
 	return nil, idem.ErrNotImplemented
 }

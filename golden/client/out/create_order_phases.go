@@ -24,17 +24,21 @@ type CreateOrderImpl struct {
 
 var _ CreateOrderPhases = (*CreateOrderImpl)(nil)
 
-// Reserve is phase 1 of 3 ("reserve"), local: it runs in tx, whose commit also records this phase as done and saves state.
+// Reserve is phase 1 of 3 ("reserve"), local: it runs in tx, whose commit also records this phase
+// as done and saves state.
 func (p *CreateOrderImpl) Reserve(ctx context.Context, tx pgx.Tx, request CreateOrderRequestObject, state *CreateOrderState) error {
 	return idem.ErrNotImplemented
 }
 
-// Charge is phase 2 of 3 ("charge"), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.
+// Charge is phase 2 of 3 ("charge"), foreign: it runs outside any transaction. Send key as the
+// other system's idempotency key; it is the same on every retry. What it writes into state is saved
+// by the next phase's commit.
 func (p *CreateOrderImpl) Charge(ctx context.Context, key string, request CreateOrderRequestObject, state *CreateOrderState) error {
 	return idem.ErrNotImplemented
 }
 
-// Finish is phase 3 of 3 ("finish"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+// Finish is phase 3 of 3 ("finish"), final: it runs in tx, which also stores the response it
+// returns; that response is replayed byte for byte to every retry.
 func (p *CreateOrderImpl) Finish(ctx context.Context, tx pgx.Tx, request CreateOrderRequestObject, state *CreateOrderState) (CreateOrderResponseObject, error) {
 	return nil, idem.ErrNotImplemented
 }

@@ -7,133 +7,146 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
-	"github.com/jackc/pgx/v5"
-	"github.com/labstack/echo/v4"
-	"net/http"
-	"time"
 )
 
-// CreateOrderPhases are the phases of createOrder (POST /orders), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CreateOrderPhases are the phases of createOrder, in order. An execution that dies between phases
+// resumes after the last committed local phase, with the state it saved.
+//
+// Place an order.
+//
+// POST /orders
 type CreateOrderPhases interface {
-	// Reserve is phase 1 of 3 ("reserve"), local: it runs in tx, whose commit also records this phase as done and saves state.
+	// Reserve is phase 1 of 3 ("reserve"), local: it runs in tx, whose commit also records this
+	// phase as done and saves state.
 	Reserve(ctx context.Context, tx pgx.Tx, request CreateOrderRequestObject, state *CreateOrderState) error
-	// Charge is phase 2 of 3 ("charge"), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.
+	// Charge is phase 2 of 3 ("charge"), foreign: it runs outside any transaction. Send key as the
+	// other system's idempotency key; it is the same on every retry. What it writes into state is
+	// saved by the next phase's commit.
 	Charge(ctx context.Context, key string, request CreateOrderRequestObject, state *CreateOrderState) error
-	// Finish is phase 3 of 3 ("finish"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Finish is phase 3 of 3 ("finish"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Finish(ctx context.Context, tx pgx.Tx, request CreateOrderRequestObject, state *CreateOrderState) (CreateOrderResponseObject, error)
 }
 
-// RefundOrderPhases are the phases of refundOrder (POST /stores/{key}/refunds), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// RefundOrderPhases are the phases of refundOrder, in order. An execution that dies between phases
+// resumes after the last committed local phase, with the state it saved.
+//
+// POST /stores/{key}/refunds
 type RefundOrderPhases interface {
-	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Execute(ctx context.Context, tx pgx.Tx, request RefundOrderRequestObject, state *RefundOrderState) (RefundOrderResponseObject, error)
 }
 
-// CancelOrderPhases are the phases of cancelOrder (DELETE /orders/{id}), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CancelOrderPhases are the phases of cancelOrder, in order. An execution that dies between phases
+// resumes after the last committed local phase, with the state it saved.
+//
+// DELETE /orders/{id}
 type CancelOrderPhases interface {
-	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Execute(ctx context.Context, tx pgx.Tx, request CancelOrderRequestObject, state *CancelOrderState) (CancelOrderResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	CreateOrder CreateOrderPhases
-	RefundOrder RefundOrderPhases
-	CancelOrder CancelOrderPhases
+	CreateOrder CreateOrderPhases // POST /orders
+	RefundOrder RefundOrderPhases // POST /stores/{key}/refunds
+	CancelOrder CancelOrderPhases // DELETE /orders/{id}
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface {
-	// (GET /orders)
+	// ListOrders serves listOrders.
+	//
+	// GET /orders
 	ListOrders(ctx context.Context, request ListOrdersRequestObject) (ListOrdersResponseObject, error)
 }
 
-// Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{
-	"cancelOrder": idemCancelOrder,
-	"createOrder": idemCreateOrder,
-	"refundOrder": idemRefundOrder,
-}
-
-var idemCreateOrder = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
+// createOrderIdempotency is the x-idempotency of createOrder (POST /orders), as the runtime takes
+// it.
+var createOrderIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
-		ID:        "createOrder",
-		Namespace: "",
+		ID: "createOrder",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
+	Scope: "principal",
 	Route: "/orders",
-	Scope: "principal",
 }
 
-var idemRefundOrder = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
+// refundOrderIdempotency is the x-idempotency of refundOrder (POST /stores/{key}/refunds), as the
+// runtime takes it.
+var refundOrderIdempotency = &idemecho.Spec{
+	Operation: &idem.Operation{
+		ID: "refundOrder",
+		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
+			Ambiguous:     idem.AmbiguousResume,
+			Complete:      idem.CompleteOnRetry,
+			ReplayHeaders: []string{"Content-Type", "Location"},
+			MaxReplayBody: 65536,
+		},
+	},
 	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
 		Header:    "X-Request-Id",
+		Required:  true,
 		MaxLength: 24,
-		Required:  true,
+		Format:    idemhttp.FormatAny,
 	},
-	Operation: &idem.Operation{
-		ID:        "refundOrder",
-		Namespace: "",
-		Policy: idem.Policy{
-			Ambiguous:     idem.AmbiguousResume,
-			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
-			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
-		},
-	},
-	Route: "/stores/{key}/refunds",
 	Scope: "header:X-Tenant",
+	Route: "/stores/{key}/refunds",
 }
 
-var idemCancelOrder = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatUUID,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
+// cancelOrderIdempotency is the x-idempotency of cancelOrder (DELETE /orders/{id}), as the runtime
+// takes it.
+var cancelOrderIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
-		ID:        "cancelOrder",
-		Namespace: "",
+		ID: "cancelOrder",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/orders/{id}",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatUUID,
+	},
 	Scope: "principal",
+	Route: "/orders/{id}",
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -142,41 +155,41 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
-func (s *idemServer) ListOrders(ctx context.Context, request ListOrdersRequestObject) (ListOrdersResponseObject, error) {
-	return s.plain.ListOrders(ctx, request)
-}
-
+// CreateOrder serves POST /orders with the engine: it runs the phases of createOrder for a new key,
+// or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateOrder(ctx context.Context, request CreateOrderRequestObject) (CreateOrderResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, createOrderPhases(s.phases.CreateOrder, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateOrderPhases(s.phases.CreateOrder, request))
 	if err != nil {
 		return nil, err
 	}
-	return createOrderWritten(idemecho.Writer(ctx, resp)), nil
+	return createOrderOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createOrderWritten writes the engine's response (fresh, replayed or a problem) as a CreateOrderResponseObject.
-type createOrderWritten func(http.ResponseWriter) error
+// createOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or
+// a problem) as a CreateOrderResponseObject.
+type createOrderOutcome func(http.ResponseWriter) error
 
-func (w createOrderWritten) VisitCreateOrderResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o createOrderOutcome) VisitCreateOrderResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// createOrderPhases binds the phases of createOrder to one request.
-func createOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject) []idem.Phase[CreateOrderState] {
+// bindCreateOrderPhases binds the phases of createOrder to one request.
+func bindCreateOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject) []idem.Phase[CreateOrderState] {
 	return []idem.Phase[CreateOrderState]{
 		{
+			Name: "reserve",
 			Local: func(ctx context.Context, tx pgx.Tx, state *CreateOrderState) error {
 				return p.Reserve(ctx, tx, request, state)
 			},
-			Name: "reserve",
 		},
 		{
+			Name: "charge",
 			Foreign: func(ctx context.Context, key string, state *CreateOrderState) error {
 				return p.Charge(ctx, key, request, state)
 			},
-			Name: "charge",
 		},
 		{
+			Name: "finish",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CreateOrderState) (*idem.Response, error) {
 				response, err := p.Finish(ctx, tx, request, state)
 				if err != nil {
@@ -187,30 +200,38 @@ func createOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject) []
 				}
 				return idemecho.Render(response.VisitCreateOrderResponse)
 			},
-			Name: "finish",
 		},
 	}
 }
 
+// ListOrders serves GET /orders with PlainHandlers.
+func (s *idemServer) ListOrders(ctx context.Context, request ListOrdersRequestObject) (ListOrdersResponseObject, error) {
+	return s.plain.ListOrders(ctx, request)
+}
+
+// RefundOrder serves POST /stores/{key}/refunds with the engine: it runs the phases of refundOrder
+// for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) RefundOrder(ctx context.Context, request RefundOrderRequestObject) (RefundOrderResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, refundOrderPhases(s.phases.RefundOrder, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindRefundOrderPhases(s.phases.RefundOrder, request))
 	if err != nil {
 		return nil, err
 	}
-	return refundOrderWritten(idemecho.Writer(ctx, resp)), nil
+	return refundOrderOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// refundOrderWritten writes the engine's response (fresh, replayed or a problem) as a RefundOrderResponseObject.
-type refundOrderWritten func(http.ResponseWriter) error
+// refundOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or
+// a problem) as a RefundOrderResponseObject.
+type refundOrderOutcome func(http.ResponseWriter) error
 
-func (w refundOrderWritten) VisitRefundOrderResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o refundOrderOutcome) VisitRefundOrderResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// refundOrderPhases binds the phases of refundOrder to one request.
-func refundOrderPhases(p RefundOrderPhases, request RefundOrderRequestObject) []idem.Phase[RefundOrderState] {
+// bindRefundOrderPhases binds the phases of refundOrder to one request.
+func bindRefundOrderPhases(p RefundOrderPhases, request RefundOrderRequestObject) []idem.Phase[RefundOrderState] {
 	return []idem.Phase[RefundOrderState]{
 		{
+			Name: "execute",
 			Final: func(ctx context.Context, tx pgx.Tx, state *RefundOrderState) (*idem.Response, error) {
 				response, err := p.Execute(ctx, tx, request, state)
 				if err != nil {
@@ -221,30 +242,33 @@ func refundOrderPhases(p RefundOrderPhases, request RefundOrderRequestObject) []
 				}
 				return idemecho.Render(response.VisitRefundOrderResponse)
 			},
-			Name: "execute",
 		},
 	}
 }
 
+// CancelOrder serves DELETE /orders/{id} with the engine: it runs the phases of cancelOrder for a
+// new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CancelOrder(ctx context.Context, request CancelOrderRequestObject) (CancelOrderResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, cancelOrderPhases(s.phases.CancelOrder, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCancelOrderPhases(s.phases.CancelOrder, request))
 	if err != nil {
 		return nil, err
 	}
-	return cancelOrderWritten(idemecho.Writer(ctx, resp)), nil
+	return cancelOrderOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// cancelOrderWritten writes the engine's response (fresh, replayed or a problem) as a CancelOrderResponseObject.
-type cancelOrderWritten func(http.ResponseWriter) error
+// cancelOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or
+// a problem) as a CancelOrderResponseObject.
+type cancelOrderOutcome func(http.ResponseWriter) error
 
-func (w cancelOrderWritten) VisitCancelOrderResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o cancelOrderOutcome) VisitCancelOrderResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// cancelOrderPhases binds the phases of cancelOrder to one request.
-func cancelOrderPhases(p CancelOrderPhases, request CancelOrderRequestObject) []idem.Phase[CancelOrderState] {
+// bindCancelOrderPhases binds the phases of cancelOrder to one request.
+func bindCancelOrderPhases(p CancelOrderPhases, request CancelOrderRequestObject) []idem.Phase[CancelOrderState] {
 	return []idem.Phase[CancelOrderState]{
 		{
+			Name: "execute",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CancelOrderState) (*idem.Response, error) {
 				response, err := p.Execute(ctx, tx, request, state)
 				if err != nil {
@@ -255,36 +279,34 @@ func cancelOrderPhases(p CancelOrderPhases, request CancelOrderRequestObject) []
 				}
 				return idemecho.Render(response.VisitCancelOrderResponse)
 			},
-			Name: "execute",
 		},
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }
@@ -300,9 +322,6 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if phases.CreateOrder == nil {
 		return errors.New("Register: phases.CreateOrder is nil")
 	}
-	if rt.Principal == nil {
-		return errors.New("Register: createOrder is scoped to the principal; set rt.Principal")
-	}
 	if phases.RefundOrder == nil {
 		return errors.New("Register: phases.RefundOrder is nil")
 	}
@@ -310,21 +329,32 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		return errors.New("Register: phases.CancelOrder is nil")
 	}
 	if rt.Principal == nil {
-		return errors.New("Register: cancelOrder is scoped to the principal; set rt.Principal")
+		return errors.New("Register: createOrder and cancelOrder are scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemCreateOrder.Operation, idemRefundOrder.Operation, idemCancelOrder.Operation); err != nil {
+	if err := rt.Engine.Register(
+		createOrderIdempotency.Operation,
+		refundOrderIdempotency.Operation,
+		cancelOrderIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{
-		"cancelOrder": idemecho.Middleware(rt, idemCancelOrder),
-		"createOrder": idemecho.Middleware(rt, idemCreateOrder),
-		"refundOrder": idemecho.Middleware(rt, idemRefundOrder),
-	}, options.ErrorHandler, []string{"listOrders", "createOrder", "refundOrder", "cancelOrder"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"createOrder": idemecho.Middleware(rt, createOrderIdempotency),
+		"refundOrder": idemecho.Middleware(rt, refundOrderIdempotency),
+		"cancelOrder": idemecho.Middleware(rt, cancelOrderIdempotency),
+	}
+	operations := []string{
+		"createOrder",
+		"listOrders",
+		"refundOrder",
+		"cancelOrder",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

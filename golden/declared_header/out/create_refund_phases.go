@@ -24,7 +24,8 @@ type CreateRefundImpl struct {
 
 var _ CreateRefundPhases = (*CreateRefundImpl)(nil)
 
-// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+// returns; that response is replayed byte for byte to every retry.
 func (p *CreateRefundImpl) Execute(ctx context.Context, tx pgx.Tx, request CreateRefundRequestObject, state *CreateRefundState) (CreateRefundResponseObject, error) {
 	return nil, idem.ErrNotImplemented
 }

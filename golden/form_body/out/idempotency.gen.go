@@ -7,58 +7,63 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
-	"github.com/jackc/pgx/v5"
-	"github.com/labstack/echo/v4"
-	"net/http"
-	"time"
 )
 
-// SubscribePhases are the phases of subscribe (POST /subscriptions), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// SubscribePhases are the phases of subscribe, in order. An execution that dies between phases
+// resumes after the last committed local phase, with the state it saved.
+//
+// POST /subscriptions
 type SubscribePhases interface {
-	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Execute(ctx context.Context, tx pgx.Tx, request SubscribeRequestObject, state *SubscribeState) (SubscribeResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	Subscribe SubscribePhases
+	Subscribe SubscribePhases // POST /subscriptions
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface{}
 
-// Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{"subscribe": idemSubscribe}
-
-var idemSubscribe = &idemecho.Spec{
-	Exclude: []string{"/csrf_token"},
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
+// subscribeIdempotency is the x-idempotency of subscribe (POST /subscriptions), as the runtime
+// takes it.
+var subscribeIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
-		ID:        "subscribe",
-		Namespace: "",
+		ID: "subscribe",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/subscriptions",
-	Scope: "global",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
+	Scope:   "global",
+	Route:   "/subscriptions",
+	Exclude: []string{"/csrf_token"},
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -67,25 +72,29 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// Subscribe serves POST /subscriptions with the engine: it runs the phases of subscribe for a new
+// key, or answers with the outcome a retry's key already has.
 func (s *idemServer) Subscribe(ctx context.Context, request SubscribeRequestObject) (SubscribeResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, subscribePhases(s.phases.Subscribe, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindSubscribePhases(s.phases.Subscribe, request))
 	if err != nil {
 		return nil, err
 	}
-	return subscribeWritten(idemecho.Writer(ctx, resp)), nil
+	return subscribeOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// subscribeWritten writes the engine's response (fresh, replayed or a problem) as a SubscribeResponseObject.
-type subscribeWritten func(http.ResponseWriter) error
+// subscribeOutcome writes the engine's outcome of a request (the phases' response, its replay, or a
+// problem) as a SubscribeResponseObject.
+type subscribeOutcome func(http.ResponseWriter) error
 
-func (w subscribeWritten) VisitSubscribeResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o subscribeOutcome) VisitSubscribeResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// subscribePhases binds the phases of subscribe to one request.
-func subscribePhases(p SubscribePhases, request SubscribeRequestObject) []idem.Phase[SubscribeState] {
+// bindSubscribePhases binds the phases of subscribe to one request.
+func bindSubscribePhases(p SubscribePhases, request SubscribeRequestObject) []idem.Phase[SubscribeState] {
 	return []idem.Phase[SubscribeState]{
 		{
+			Name: "execute",
 			Final: func(ctx context.Context, tx pgx.Tx, state *SubscribeState) (*idem.Response, error) {
 				response, err := p.Execute(ctx, tx, request, state)
 				if err != nil {
@@ -96,36 +105,34 @@ func subscribePhases(p SubscribePhases, request SubscribeRequestObject) []idem.P
 				}
 				return idemecho.Render(response.VisitSubscribeResponse)
 			},
-			Name: "execute",
 		},
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }
@@ -138,15 +145,23 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if phases.Subscribe == nil {
 		return errors.New("Register: phases.Subscribe is nil")
 	}
-	if err := rt.Engine.Register(idemSubscribe.Operation); err != nil {
+	if err := rt.Engine.Register(
+		subscribeIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"subscribe": idemecho.Middleware(rt, idemSubscribe)}, options.ErrorHandler, []string{"subscribe"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"subscribe": idemecho.Middleware(rt, subscribeIdempotency),
+	}
+	operations := []string{
+		"subscribe",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

@@ -24,7 +24,8 @@ type SubscribeImpl struct {
 
 var _ SubscribePhases = (*SubscribeImpl)(nil)
 
-// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+// returns; that response is replayed byte for byte to every retry.
 func (p *SubscribeImpl) Execute(ctx context.Context, tx pgx.Tx, request SubscribeRequestObject, state *SubscribeState) (SubscribeResponseObject, error) {
 	return nil, idem.ErrNotImplemented
 }

@@ -7,93 +7,98 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
-	"github.com/jackc/pgx/v5"
-	"github.com/labstack/echo/v4"
-	"net/http"
-	"time"
 )
 
-// PlaceOrderPhases are the phases of placeOrder (POST /orders), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// PlaceOrderPhases are the phases of placeOrder, in order. An execution that dies between phases
+// resumes after the last committed local phase, with the state it saved.
+//
+// POST /orders
 type PlaceOrderPhases interface {
-	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Execute(ctx context.Context, tx pgx.Tx, request PlaceOrderRequestObject, state *PlaceOrderState) (PlaceOrderResponseObject, error)
 }
 
-// CancelOrderPhases are the phases of cancelOrder (POST /orders/{id}/cancel), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CancelOrderPhases are the phases of cancelOrder, in order. An execution that dies between phases
+// resumes after the last committed local phase, with the state it saved.
+//
+// POST /orders/{id}/cancel
 type CancelOrderPhases interface {
-	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Execute(ctx context.Context, tx pgx.Tx, request CancelOrderRequestObject, state *CancelOrderState) (CancelOrderResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	PlaceOrder  PlaceOrderPhases
-	CancelOrder CancelOrderPhases
+	PlaceOrder  PlaceOrderPhases  // POST /orders
+	CancelOrder CancelOrderPhases // POST /orders/{id}/cancel
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface{}
 
-// Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{
-	"cancelOrder": idemCancelOrder,
-	"placeOrder":  idemPlaceOrder,
-}
-
-var idemPlaceOrder = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
+// placeOrderIdempotency is the x-idempotency of placeOrder (POST /orders), as the runtime takes it.
+var placeOrderIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID:        "placeOrder",
 		Namespace: "checkout",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/orders",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "principal",
+	Route: "/orders",
 }
 
-var idemCancelOrder = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
+// cancelOrderIdempotency is the x-idempotency of cancelOrder (POST /orders/{id}/cancel), as the
+// runtime takes it.
+var cancelOrderIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
 		ID:        "cancelOrder",
 		Namespace: "checkout",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/orders/{id}/cancel",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "principal",
+	Route: "/orders/{id}/cancel",
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -102,25 +107,29 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// PlaceOrder serves POST /orders with the engine: it runs the phases of placeOrder for a new key,
+// or answers with the outcome a retry's key already has.
 func (s *idemServer) PlaceOrder(ctx context.Context, request PlaceOrderRequestObject) (PlaceOrderResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, placeOrderPhases(s.phases.PlaceOrder, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindPlaceOrderPhases(s.phases.PlaceOrder, request))
 	if err != nil {
 		return nil, err
 	}
-	return placeOrderWritten(idemecho.Writer(ctx, resp)), nil
+	return placeOrderOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// placeOrderWritten writes the engine's response (fresh, replayed or a problem) as a PlaceOrderResponseObject.
-type placeOrderWritten func(http.ResponseWriter) error
+// placeOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or
+// a problem) as a PlaceOrderResponseObject.
+type placeOrderOutcome func(http.ResponseWriter) error
 
-func (w placeOrderWritten) VisitPlaceOrderResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o placeOrderOutcome) VisitPlaceOrderResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// placeOrderPhases binds the phases of placeOrder to one request.
-func placeOrderPhases(p PlaceOrderPhases, request PlaceOrderRequestObject) []idem.Phase[PlaceOrderState] {
+// bindPlaceOrderPhases binds the phases of placeOrder to one request.
+func bindPlaceOrderPhases(p PlaceOrderPhases, request PlaceOrderRequestObject) []idem.Phase[PlaceOrderState] {
 	return []idem.Phase[PlaceOrderState]{
 		{
+			Name: "execute",
 			Final: func(ctx context.Context, tx pgx.Tx, state *PlaceOrderState) (*idem.Response, error) {
 				response, err := p.Execute(ctx, tx, request, state)
 				if err != nil {
@@ -131,30 +140,33 @@ func placeOrderPhases(p PlaceOrderPhases, request PlaceOrderRequestObject) []ide
 				}
 				return idemecho.Render(response.VisitPlaceOrderResponse)
 			},
-			Name: "execute",
 		},
 	}
 }
 
+// CancelOrder serves POST /orders/{id}/cancel with the engine: it runs the phases of cancelOrder
+// for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CancelOrder(ctx context.Context, request CancelOrderRequestObject) (CancelOrderResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, cancelOrderPhases(s.phases.CancelOrder, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCancelOrderPhases(s.phases.CancelOrder, request))
 	if err != nil {
 		return nil, err
 	}
-	return cancelOrderWritten(idemecho.Writer(ctx, resp)), nil
+	return cancelOrderOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// cancelOrderWritten writes the engine's response (fresh, replayed or a problem) as a CancelOrderResponseObject.
-type cancelOrderWritten func(http.ResponseWriter) error
+// cancelOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or
+// a problem) as a CancelOrderResponseObject.
+type cancelOrderOutcome func(http.ResponseWriter) error
 
-func (w cancelOrderWritten) VisitCancelOrderResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o cancelOrderOutcome) VisitCancelOrderResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// cancelOrderPhases binds the phases of cancelOrder to one request.
-func cancelOrderPhases(p CancelOrderPhases, request CancelOrderRequestObject) []idem.Phase[CancelOrderState] {
+// bindCancelOrderPhases binds the phases of cancelOrder to one request.
+func bindCancelOrderPhases(p CancelOrderPhases, request CancelOrderRequestObject) []idem.Phase[CancelOrderState] {
 	return []idem.Phase[CancelOrderState]{
 		{
+			Name: "execute",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CancelOrderState) (*idem.Response, error) {
 				response, err := p.Execute(ctx, tx, request, state)
 				if err != nil {
@@ -165,36 +177,34 @@ func cancelOrderPhases(p CancelOrderPhases, request CancelOrderRequestObject) []
 				}
 				return idemecho.Render(response.VisitCancelOrderResponse)
 			},
-			Name: "execute",
 		},
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }
@@ -207,27 +217,32 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if phases.PlaceOrder == nil {
 		return errors.New("Register: phases.PlaceOrder is nil")
 	}
-	if rt.Principal == nil {
-		return errors.New("Register: placeOrder is scoped to the principal; set rt.Principal")
-	}
 	if phases.CancelOrder == nil {
 		return errors.New("Register: phases.CancelOrder is nil")
 	}
 	if rt.Principal == nil {
-		return errors.New("Register: cancelOrder is scoped to the principal; set rt.Principal")
+		return errors.New("Register: placeOrder and cancelOrder are scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemPlaceOrder.Operation, idemCancelOrder.Operation); err != nil {
+	if err := rt.Engine.Register(
+		placeOrderIdempotency.Operation,
+		cancelOrderIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{
-		"cancelOrder": idemecho.Middleware(rt, idemCancelOrder),
-		"placeOrder":  idemecho.Middleware(rt, idemPlaceOrder),
-	}, options.ErrorHandler, []string{"placeOrder", "cancelOrder"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"placeOrder":  idemecho.Middleware(rt, placeOrderIdempotency),
+		"cancelOrder": idemecho.Middleware(rt, cancelOrderIdempotency),
+	}
+	operations := []string{
+		"placeOrder",
+		"cancelOrder",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

@@ -24,7 +24,8 @@ type PlaceOrderImpl struct {
 
 var _ PlaceOrderPhases = (*PlaceOrderImpl)(nil)
 
-// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+// returns; that response is replayed byte for byte to every retry.
 func (p *PlaceOrderImpl) Execute(ctx context.Context, tx pgx.Tx, request PlaceOrderRequestObject, state *PlaceOrderState) (PlaceOrderResponseObject, error) {
 	return nil, idem.ErrNotImplemented
 }

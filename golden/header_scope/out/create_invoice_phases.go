@@ -24,7 +24,8 @@ type CreateInvoiceImpl struct {
 
 var _ CreateInvoicePhases = (*CreateInvoiceImpl)(nil)
 
-// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+// returns; that response is replayed byte for byte to every retry.
 func (p *CreateInvoiceImpl) Execute(ctx context.Context, tx pgx.Tx, request CreateInvoiceRequestObject, state *CreateInvoiceState) (CreateInvoiceResponseObject, error) {
 	return nil, idem.ErrNotImplemented
 }

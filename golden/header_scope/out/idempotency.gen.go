@@ -7,58 +7,63 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
-	"github.com/jackc/pgx/v5"
-	"github.com/labstack/echo/v4"
-	"net/http"
-	"time"
 )
 
-// CreateInvoicePhases are the phases of createInvoice (POST /invoices), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CreateInvoicePhases are the phases of createInvoice, in order. An execution that dies between
+// phases resumes after the last committed local phase, with the state it saved.
+//
+// POST /invoices
 type CreateInvoicePhases interface {
-	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Execute(ctx context.Context, tx pgx.Tx, request CreateInvoiceRequestObject, state *CreateInvoiceState) (CreateInvoiceResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	CreateInvoice CreateInvoicePhases
+	CreateInvoice CreateInvoicePhases // POST /invoices
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface{}
 
-// Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{"createInvoice": idemCreateInvoice}
-
-var idemCreateInvoice = &idemecho.Spec{
-	Exclude: nil,
-	Headers: []string{"X-Tenant-ID"},
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
+// createInvoiceIdempotency is the x-idempotency of createInvoice (POST /invoices), as the runtime
+// takes it.
+var createInvoiceIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
-		ID:        "createInvoice",
-		Namespace: "",
+		ID: "createInvoice",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/invoices",
-	Scope: "header:X-Tenant-ID",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
+	Scope:   "header:X-Tenant-ID",
+	Route:   "/invoices",
+	Headers: []string{"X-Tenant-ID"},
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -67,25 +72,29 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// CreateInvoice serves POST /invoices with the engine: it runs the phases of createInvoice for a
+// new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateInvoice(ctx context.Context, request CreateInvoiceRequestObject) (CreateInvoiceResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, createInvoicePhases(s.phases.CreateInvoice, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateInvoicePhases(s.phases.CreateInvoice, request))
 	if err != nil {
 		return nil, err
 	}
-	return createInvoiceWritten(idemecho.Writer(ctx, resp)), nil
+	return createInvoiceOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createInvoiceWritten writes the engine's response (fresh, replayed or a problem) as a CreateInvoiceResponseObject.
-type createInvoiceWritten func(http.ResponseWriter) error
+// createInvoiceOutcome writes the engine's outcome of a request (the phases' response, its replay,
+// or a problem) as a CreateInvoiceResponseObject.
+type createInvoiceOutcome func(http.ResponseWriter) error
 
-func (w createInvoiceWritten) VisitCreateInvoiceResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o createInvoiceOutcome) VisitCreateInvoiceResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// createInvoicePhases binds the phases of createInvoice to one request.
-func createInvoicePhases(p CreateInvoicePhases, request CreateInvoiceRequestObject) []idem.Phase[CreateInvoiceState] {
+// bindCreateInvoicePhases binds the phases of createInvoice to one request.
+func bindCreateInvoicePhases(p CreateInvoicePhases, request CreateInvoiceRequestObject) []idem.Phase[CreateInvoiceState] {
 	return []idem.Phase[CreateInvoiceState]{
 		{
+			Name: "execute",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CreateInvoiceState) (*idem.Response, error) {
 				response, err := p.Execute(ctx, tx, request, state)
 				if err != nil {
@@ -96,36 +105,34 @@ func createInvoicePhases(p CreateInvoicePhases, request CreateInvoiceRequestObje
 				}
 				return idemecho.Render(response.VisitCreateInvoiceResponse)
 			},
-			Name: "execute",
 		},
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }
@@ -138,15 +145,23 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if phases.CreateInvoice == nil {
 		return errors.New("Register: phases.CreateInvoice is nil")
 	}
-	if err := rt.Engine.Register(idemCreateInvoice.Operation); err != nil {
+	if err := rt.Engine.Register(
+		createInvoiceIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"createInvoice": idemecho.Middleware(rt, idemCreateInvoice)}, options.ErrorHandler, []string{"createInvoice"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"createInvoice": idemecho.Middleware(rt, createInvoiceIdempotency),
+	}
+	operations := []string{
+		"createInvoice",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

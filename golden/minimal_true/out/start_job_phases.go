@@ -24,7 +24,8 @@ type StartJobImpl struct {
 
 var _ StartJobPhases = (*StartJobImpl)(nil)
 
-// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+// returns; that response is replayed byte for byte to every retry.
 func (p *StartJobImpl) Execute(ctx context.Context, tx pgx.Tx, request StartJobRequestObject, state *StartJobState) (StartJobResponseObject, error) {
 	return nil, idem.ErrNotImplemented
 }

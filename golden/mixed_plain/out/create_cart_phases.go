@@ -24,7 +24,8 @@ type CreateCartImpl struct {
 
 var _ CreateCartPhases = (*CreateCartImpl)(nil)
 
-// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+// returns; that response is replayed byte for byte to every retry.
 func (p *CreateCartImpl) Execute(ctx context.Context, tx pgx.Tx, request CreateCartRequestObject, state *CreateCartState) (CreateCartResponseObject, error) {
 	return nil, idem.ErrNotImplemented
 }

@@ -7,65 +7,74 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
-	"github.com/jackc/pgx/v5"
-	"github.com/labstack/echo/v4"
-	"net/http"
-	"time"
 )
 
-// CreateCartPhases are the phases of createCart (POST /carts), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CreateCartPhases are the phases of createCart, in order. An execution that dies between phases
+// resumes after the last committed local phase, with the state it saved.
+//
+// POST /carts
 type CreateCartPhases interface {
-	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Execute(ctx context.Context, tx pgx.Tx, request CreateCartRequestObject, state *CreateCartState) (CreateCartResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	CreateCart CreateCartPhases
+	CreateCart CreateCartPhases // POST /carts
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface {
-	// (GET /carts)
+	// ListCarts serves listCarts.
+	//
+	// GET /carts
 	ListCarts(ctx context.Context, request ListCartsRequestObject) (ListCartsResponseObject, error)
-	// (DELETE /carts/{id})
-	DeleteCart(ctx context.Context, request DeleteCartRequestObject) (DeleteCartResponseObject, error)
-	// (PUT /carts/{id})
+	// PutCart serves putCart.
+	//
+	// PUT /carts/{id}
 	PutCart(ctx context.Context, request PutCartRequestObject) (PutCartResponseObject, error)
+	// DeleteCart serves deleteCart.
+	//
+	// DELETE /carts/{id}
+	DeleteCart(ctx context.Context, request DeleteCartRequestObject) (DeleteCartResponseObject, error)
 }
 
-// Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{"createCart": idemCreateCart}
-
-var idemCreateCart = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
+// createCartIdempotency is the x-idempotency of createCart (POST /carts), as the runtime takes it.
+var createCartIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
-		ID:        "createCart",
-		Namespace: "",
+		ID: "createCart",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/carts",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "principal",
+	Route: "/carts",
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -74,37 +83,29 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
-func (s *idemServer) ListCarts(ctx context.Context, request ListCartsRequestObject) (ListCartsResponseObject, error) {
-	return s.plain.ListCarts(ctx, request)
-}
-
-func (s *idemServer) DeleteCart(ctx context.Context, request DeleteCartRequestObject) (DeleteCartResponseObject, error) {
-	return s.plain.DeleteCart(ctx, request)
-}
-
-func (s *idemServer) PutCart(ctx context.Context, request PutCartRequestObject) (PutCartResponseObject, error) {
-	return s.plain.PutCart(ctx, request)
-}
-
+// CreateCart serves POST /carts with the engine: it runs the phases of createCart for a new key, or
+// answers with the outcome a retry's key already has.
 func (s *idemServer) CreateCart(ctx context.Context, request CreateCartRequestObject) (CreateCartResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, createCartPhases(s.phases.CreateCart, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateCartPhases(s.phases.CreateCart, request))
 	if err != nil {
 		return nil, err
 	}
-	return createCartWritten(idemecho.Writer(ctx, resp)), nil
+	return createCartOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createCartWritten writes the engine's response (fresh, replayed or a problem) as a CreateCartResponseObject.
-type createCartWritten func(http.ResponseWriter) error
+// createCartOutcome writes the engine's outcome of a request (the phases' response, its replay, or
+// a problem) as a CreateCartResponseObject.
+type createCartOutcome func(http.ResponseWriter) error
 
-func (w createCartWritten) VisitCreateCartResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o createCartOutcome) VisitCreateCartResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// createCartPhases binds the phases of createCart to one request.
-func createCartPhases(p CreateCartPhases, request CreateCartRequestObject) []idem.Phase[CreateCartState] {
+// bindCreateCartPhases binds the phases of createCart to one request.
+func bindCreateCartPhases(p CreateCartPhases, request CreateCartRequestObject) []idem.Phase[CreateCartState] {
 	return []idem.Phase[CreateCartState]{
 		{
+			Name: "execute",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CreateCartState) (*idem.Response, error) {
 				response, err := p.Execute(ctx, tx, request, state)
 				if err != nil {
@@ -115,36 +116,49 @@ func createCartPhases(p CreateCartPhases, request CreateCartRequestObject) []ide
 				}
 				return idemecho.Render(response.VisitCreateCartResponse)
 			},
-			Name: "execute",
 		},
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// ListCarts serves GET /carts with PlainHandlers.
+func (s *idemServer) ListCarts(ctx context.Context, request ListCartsRequestObject) (ListCartsResponseObject, error) {
+	return s.plain.ListCarts(ctx, request)
+}
+
+// PutCart serves PUT /carts/{id} with PlainHandlers.
+func (s *idemServer) PutCart(ctx context.Context, request PutCartRequestObject) (PutCartResponseObject, error) {
+	return s.plain.PutCart(ctx, request)
+}
+
+// DeleteCart serves DELETE /carts/{id} with PlainHandlers.
+func (s *idemServer) DeleteCart(ctx context.Context, request DeleteCartRequestObject) (DeleteCartResponseObject, error) {
+	return s.plain.DeleteCart(ctx, request)
+}
+
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }
@@ -163,15 +177,26 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: createCart is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemCreateCart.Operation); err != nil {
+	if err := rt.Engine.Register(
+		createCartIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"createCart": idemecho.Middleware(rt, idemCreateCart)}, options.ErrorHandler, []string{"listCarts", "createCart", "deleteCart", "putCart"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"createCart": idemecho.Middleware(rt, createCartIdempotency),
+	}
+	operations := []string{
+		"createCart",
+		"listCarts",
+		"putCart",
+		"deleteCart",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

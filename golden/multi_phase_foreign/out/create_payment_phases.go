@@ -24,22 +24,28 @@ type CreatePaymentImpl struct {
 
 var _ CreatePaymentPhases = (*CreatePaymentImpl)(nil)
 
-// RecordPayment is phase 1 of 4 ("record_payment"), local: it runs in tx, whose commit also records this phase as done and saves state.
+// RecordPayment is phase 1 of 4 ("record_payment"), local: it runs in tx, whose commit also records
+// this phase as done and saves state.
 func (p *CreatePaymentImpl) RecordPayment(ctx context.Context, tx pgx.Tx, request CreatePaymentRequestObject, state *CreatePaymentState) error {
 	return idem.ErrNotImplemented
 }
 
-// ChargeCard is phase 2 of 4 ("charge_card"), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.
+// ChargeCard is phase 2 of 4 ("charge_card"), foreign: it runs outside any transaction. Send key as
+// the other system's idempotency key; it is the same on every retry. What it writes into state is
+// saved by the next phase's commit.
 func (p *CreatePaymentImpl) ChargeCard(ctx context.Context, key string, request CreatePaymentRequestObject, state *CreatePaymentState) error {
 	return idem.ErrNotImplemented
 }
 
-// NotifyFraudCheck is phase 3 of 4 ("notify_fraud_check"), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.
+// NotifyFraudCheck is phase 3 of 4 ("notify_fraud_check"), foreign: it runs outside any
+// transaction. Send key as the other system's idempotency key; it is the same on every retry. What
+// it writes into state is saved by the next phase's commit.
 func (p *CreatePaymentImpl) NotifyFraudCheck(ctx context.Context, key string, request CreatePaymentRequestObject, state *CreatePaymentState) error {
 	return idem.ErrNotImplemented
 }
 
-// Finish is phase 4 of 4 ("finish"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+// Finish is phase 4 of 4 ("finish"), final: it runs in tx, which also stores the response it
+// returns; that response is replayed byte for byte to every retry.
 func (p *CreatePaymentImpl) Finish(ctx context.Context, tx pgx.Tx, request CreatePaymentRequestObject, state *CreatePaymentState) (CreatePaymentResponseObject, error) {
 	return nil, idem.ErrNotImplemented
 }

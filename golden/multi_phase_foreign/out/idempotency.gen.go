@@ -7,64 +7,74 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
-	"github.com/jackc/pgx/v5"
-	"github.com/labstack/echo/v4"
-	"net/http"
-	"time"
 )
 
-// CreatePaymentPhases are the phases of createPayment (POST /payments), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CreatePaymentPhases are the phases of createPayment, in order. An execution that dies between
+// phases resumes after the last committed local phase, with the state it saved.
+//
+// POST /payments
 type CreatePaymentPhases interface {
-	// RecordPayment is phase 1 of 4 ("record_payment"), local: it runs in tx, whose commit also records this phase as done and saves state.
+	// RecordPayment is phase 1 of 4 ("record_payment"), local: it runs in tx, whose commit also
+	// records this phase as done and saves state.
 	RecordPayment(ctx context.Context, tx pgx.Tx, request CreatePaymentRequestObject, state *CreatePaymentState) error
-	// ChargeCard is phase 2 of 4 ("charge_card"), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.
+	// ChargeCard is phase 2 of 4 ("charge_card"), foreign: it runs outside any transaction. Send
+	// key as the other system's idempotency key; it is the same on every retry. What it writes into
+	// state is saved by the next phase's commit.
 	ChargeCard(ctx context.Context, key string, request CreatePaymentRequestObject, state *CreatePaymentState) error
-	// NotifyFraudCheck is phase 3 of 4 ("notify_fraud_check"), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.
+	// NotifyFraudCheck is phase 3 of 4 ("notify_fraud_check"), foreign: it runs outside any
+	// transaction. Send key as the other system's idempotency key; it is the same on every retry.
+	// What it writes into state is saved by the next phase's commit.
 	NotifyFraudCheck(ctx context.Context, key string, request CreatePaymentRequestObject, state *CreatePaymentState) error
-	// Finish is phase 4 of 4 ("finish"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Finish is phase 4 of 4 ("finish"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Finish(ctx context.Context, tx pgx.Tx, request CreatePaymentRequestObject, state *CreatePaymentState) (CreatePaymentResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	CreatePayment CreatePaymentPhases
+	CreatePayment CreatePaymentPhases // POST /payments
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface{}
 
-// Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{"createPayment": idemCreatePayment}
-
-var idemCreatePayment = &idemecho.Spec{
-	Exclude: []string{"/client_ts"},
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
+// createPaymentIdempotency is the x-idempotency of createPayment (POST /payments), as the runtime
+// takes it.
+var createPaymentIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
-		ID:        "createPayment",
-		Namespace: "",
+		ID: "createPayment",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/payments",
-	Scope: "principal",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
+	Scope:   "principal",
+	Route:   "/payments",
+	Exclude: []string{"/client_ts"},
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -73,43 +83,47 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// CreatePayment serves POST /payments with the engine: it runs the phases of createPayment for a
+// new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, createPaymentPhases(s.phases.CreatePayment, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreatePaymentPhases(s.phases.CreatePayment, request))
 	if err != nil {
 		return nil, err
 	}
-	return createPaymentWritten(idemecho.Writer(ctx, resp)), nil
+	return createPaymentOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createPaymentWritten writes the engine's response (fresh, replayed or a problem) as a CreatePaymentResponseObject.
-type createPaymentWritten func(http.ResponseWriter) error
+// createPaymentOutcome writes the engine's outcome of a request (the phases' response, its replay,
+// or a problem) as a CreatePaymentResponseObject.
+type createPaymentOutcome func(http.ResponseWriter) error
 
-func (w createPaymentWritten) VisitCreatePaymentResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o createPaymentOutcome) VisitCreatePaymentResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// createPaymentPhases binds the phases of createPayment to one request.
-func createPaymentPhases(p CreatePaymentPhases, request CreatePaymentRequestObject) []idem.Phase[CreatePaymentState] {
+// bindCreatePaymentPhases binds the phases of createPayment to one request.
+func bindCreatePaymentPhases(p CreatePaymentPhases, request CreatePaymentRequestObject) []idem.Phase[CreatePaymentState] {
 	return []idem.Phase[CreatePaymentState]{
 		{
+			Name: "record_payment",
 			Local: func(ctx context.Context, tx pgx.Tx, state *CreatePaymentState) error {
 				return p.RecordPayment(ctx, tx, request, state)
 			},
-			Name: "record_payment",
 		},
 		{
+			Name: "charge_card",
 			Foreign: func(ctx context.Context, key string, state *CreatePaymentState) error {
 				return p.ChargeCard(ctx, key, request, state)
 			},
-			Name: "charge_card",
 		},
 		{
+			Name: "notify_fraud_check",
 			Foreign: func(ctx context.Context, key string, state *CreatePaymentState) error {
 				return p.NotifyFraudCheck(ctx, key, request, state)
 			},
-			Name: "notify_fraud_check",
 		},
 		{
+			Name: "finish",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CreatePaymentState) (*idem.Response, error) {
 				response, err := p.Finish(ctx, tx, request, state)
 				if err != nil {
@@ -120,36 +134,34 @@ func createPaymentPhases(p CreatePaymentPhases, request CreatePaymentRequestObje
 				}
 				return idemecho.Render(response.VisitCreatePaymentResponse)
 			},
-			Name: "finish",
 		},
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }
@@ -165,15 +177,23 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: createPayment is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemCreatePayment.Operation); err != nil {
+	if err := rt.Engine.Register(
+		createPaymentIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"createPayment": idemecho.Middleware(rt, idemCreatePayment)}, options.ErrorHandler, []string{"createPayment"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"createPayment": idemecho.Middleware(rt, createPaymentIdempotency),
+	}
+	operations := []string{
+		"createPayment",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

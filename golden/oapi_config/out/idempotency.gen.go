@@ -7,100 +7,109 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
-	"github.com/jackc/pgx/v5"
-	"github.com/labstack/echo/v4"
-	"net/http"
-	"time"
 )
 
-// CreateOrderPhases are the phases of createOrder (POST /orders), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CreateOrderPhases are the phases of createOrder, in order. An execution that dies between phases
+// resumes after the last committed local phase, with the state it saved.
+//
+// POST /orders
 type CreateOrderPhases interface {
-	// Reserve is phase 1 of 3 ("reserve"), local: it runs in tx, whose commit also records this phase as done and saves state.
+	// Reserve is phase 1 of 3 ("reserve"), local: it runs in tx, whose commit also records this
+	// phase as done and saves state.
 	Reserve(ctx context.Context, tx pgx.Tx, request CreateOrderRequestObject, state *CreateOrderState) error
-	// Charge is phase 2 of 3 ("charge"), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.
+	// Charge is phase 2 of 3 ("charge"), foreign: it runs outside any transaction. Send key as the
+	// other system's idempotency key; it is the same on every retry. What it writes into state is
+	// saved by the next phase's commit.
 	Charge(ctx context.Context, key string, request CreateOrderRequestObject, state *CreateOrderState) error
-	// Confirm is phase 3 of 3 ("confirm"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Confirm is phase 3 of 3 ("confirm"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Confirm(ctx context.Context, tx pgx.Tx, request CreateOrderRequestObject, state *CreateOrderState) (CreateOrderResponseObject, error)
 }
 
-// RefundOrderPhases are the phases of refundOrder (POST /orders/{orderID}/refunds), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// RefundOrderPhases are the phases of refundOrder, in order. An execution that dies between phases
+// resumes after the last committed local phase, with the state it saved.
+//
+// POST /orders/{orderID}/refunds
 type RefundOrderPhases interface {
-	// Refund is phase 1 of 1 ("refund"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Refund is phase 1 of 1 ("refund"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Refund(ctx context.Context, tx pgx.Tx, request RefundOrderRequestObject, state *RefundOrderState) (RefundOrderResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	CreateOrder CreateOrderPhases
-	RefundOrder RefundOrderPhases
+	CreateOrder CreateOrderPhases // POST /orders
+	RefundOrder RefundOrderPhases // POST /orders/{orderID}/refunds
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface {
-	// (GET /orders/{orderID})
+	// GetOrderByID serves getOrderByID.
+	//
+	// GET /orders/{orderID}
 	GetOrderByID(ctx context.Context, request GetOrderByIDRequestObject) (GetOrderByIDResponseObject, error)
 }
 
-// Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{
-	"createOrder": idemCreateOrder,
-	"refundOrder": idemRefundOrder,
-}
-
-var idemCreateOrder = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
+// createOrderIdempotency is the x-idempotency of createOrder (POST /orders), as the runtime takes
+// it.
+var createOrderIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
-		ID:        "createOrder",
-		Namespace: "",
+		ID: "createOrder",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/orders",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "principal",
+	Route: "/orders",
 }
 
-var idemRefundOrder = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
+// refundOrderIdempotency is the x-idempotency of refundOrder (POST /orders/{orderID}/refunds), as
+// the runtime takes it.
+var refundOrderIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
-		ID:        "refundOrder",
-		Namespace: "",
+		ID: "refundOrder",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/orders/{orderID}/refunds",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "global",
+	Route: "/orders/{orderID}/refunds",
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -109,41 +118,41 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
-func (s *idemServer) GetOrderByID(ctx context.Context, request GetOrderByIDRequestObject) (GetOrderByIDResponseObject, error) {
-	return s.plain.GetOrderByID(ctx, request)
-}
-
+// CreateOrder serves POST /orders with the engine: it runs the phases of createOrder for a new key,
+// or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateOrder(ctx context.Context, request CreateOrderRequestObject) (CreateOrderResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, createOrderPhases(s.phases.CreateOrder, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateOrderPhases(s.phases.CreateOrder, request))
 	if err != nil {
 		return nil, err
 	}
-	return createOrderWritten(idemecho.Writer(ctx, resp)), nil
+	return createOrderOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createOrderWritten writes the engine's response (fresh, replayed or a problem) as a CreateOrderResponseObject.
-type createOrderWritten func(http.ResponseWriter) error
+// createOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or
+// a problem) as a CreateOrderResponseObject.
+type createOrderOutcome func(http.ResponseWriter) error
 
-func (w createOrderWritten) VisitCreateOrderResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o createOrderOutcome) VisitCreateOrderResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// createOrderPhases binds the phases of createOrder to one request.
-func createOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject) []idem.Phase[CreateOrderState] {
+// bindCreateOrderPhases binds the phases of createOrder to one request.
+func bindCreateOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject) []idem.Phase[CreateOrderState] {
 	return []idem.Phase[CreateOrderState]{
 		{
+			Name: "reserve",
 			Local: func(ctx context.Context, tx pgx.Tx, state *CreateOrderState) error {
 				return p.Reserve(ctx, tx, request, state)
 			},
-			Name: "reserve",
 		},
 		{
+			Name: "charge",
 			Foreign: func(ctx context.Context, key string, state *CreateOrderState) error {
 				return p.Charge(ctx, key, request, state)
 			},
-			Name: "charge",
 		},
 		{
+			Name: "confirm",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CreateOrderState) (*idem.Response, error) {
 				response, err := p.Confirm(ctx, tx, request, state)
 				if err != nil {
@@ -154,30 +163,38 @@ func createOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject) []
 				}
 				return idemecho.Render(response.VisitCreateOrderResponse)
 			},
-			Name: "confirm",
 		},
 	}
 }
 
+// GetOrderByID serves GET /orders/{orderID} with PlainHandlers.
+func (s *idemServer) GetOrderByID(ctx context.Context, request GetOrderByIDRequestObject) (GetOrderByIDResponseObject, error) {
+	return s.plain.GetOrderByID(ctx, request)
+}
+
+// RefundOrder serves POST /orders/{orderID}/refunds with the engine: it runs the phases of
+// refundOrder for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) RefundOrder(ctx context.Context, request RefundOrderRequestObject) (RefundOrderResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, refundOrderPhases(s.phases.RefundOrder, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindRefundOrderPhases(s.phases.RefundOrder, request))
 	if err != nil {
 		return nil, err
 	}
-	return refundOrderWritten(idemecho.Writer(ctx, resp)), nil
+	return refundOrderOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// refundOrderWritten writes the engine's response (fresh, replayed or a problem) as a RefundOrderResponseObject.
-type refundOrderWritten func(http.ResponseWriter) error
+// refundOrderOutcome writes the engine's outcome of a request (the phases' response, its replay, or
+// a problem) as a RefundOrderResponseObject.
+type refundOrderOutcome func(http.ResponseWriter) error
 
-func (w refundOrderWritten) VisitRefundOrderResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o refundOrderOutcome) VisitRefundOrderResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// refundOrderPhases binds the phases of refundOrder to one request.
-func refundOrderPhases(p RefundOrderPhases, request RefundOrderRequestObject) []idem.Phase[RefundOrderState] {
+// bindRefundOrderPhases binds the phases of refundOrder to one request.
+func bindRefundOrderPhases(p RefundOrderPhases, request RefundOrderRequestObject) []idem.Phase[RefundOrderState] {
 	return []idem.Phase[RefundOrderState]{
 		{
+			Name: "refund",
 			Final: func(ctx context.Context, tx pgx.Tx, state *RefundOrderState) (*idem.Response, error) {
 				response, err := p.Refund(ctx, tx, request, state)
 				if err != nil {
@@ -188,36 +205,34 @@ func refundOrderPhases(p RefundOrderPhases, request RefundOrderRequestObject) []
 				}
 				return idemecho.Render(response.VisitRefundOrderResponse)
 			},
-			Name: "refund",
 		},
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }
@@ -233,24 +248,33 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if phases.CreateOrder == nil {
 		return errors.New("Register: phases.CreateOrder is nil")
 	}
-	if rt.Principal == nil {
-		return errors.New("Register: createOrder is scoped to the principal; set rt.Principal")
-	}
 	if phases.RefundOrder == nil {
 		return errors.New("Register: phases.RefundOrder is nil")
 	}
-	if err := rt.Engine.Register(idemCreateOrder.Operation, idemRefundOrder.Operation); err != nil {
+	if rt.Principal == nil {
+		return errors.New("Register: createOrder is scoped to the principal; set rt.Principal")
+	}
+	if err := rt.Engine.Register(
+		createOrderIdempotency.Operation,
+		refundOrderIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{
-		"createOrder": idemecho.Middleware(rt, idemCreateOrder),
-		"refundOrder": idemecho.Middleware(rt, idemRefundOrder),
-	}, options.ErrorHandler, []string{"createOrder", "refundOrder", "getOrderByID"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"createOrder": idemecho.Middleware(rt, createOrderIdempotency),
+		"refundOrder": idemecho.Middleware(rt, refundOrderIdempotency),
+	}
+	operations := []string{
+		"createOrder",
+		"getOrderByID",
+		"refundOrder",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

@@ -24,7 +24,8 @@ type RefundOrderImpl struct {
 
 var _ RefundOrderPhases = (*RefundOrderImpl)(nil)
 
-// Refund is phase 1 of 1 ("refund"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+// Refund is phase 1 of 1 ("refund"), final: it runs in tx, which also stores the response it
+// returns; that response is replayed byte for byte to every retry.
 func (p *RefundOrderImpl) Refund(ctx context.Context, tx pgx.Tx, request RefundOrderRequestObject, state *RefundOrderState) (RefundOrderResponseObject, error) {
 	return nil, idem.ErrNotImplemented
 }

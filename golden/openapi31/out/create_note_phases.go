@@ -24,7 +24,8 @@ type CreateNoteImpl struct {
 
 var _ CreateNotePhases = (*CreateNoteImpl)(nil)
 
-// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+// returns; that response is replayed byte for byte to every retry.
 func (p *CreateNoteImpl) Execute(ctx context.Context, tx pgx.Tx, request CreateNoteRequestObject, state *CreateNoteState) (CreateNoteResponseObject, error) {
 	return nil, idem.ErrNotImplemented
 }

@@ -7,58 +7,62 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
-	"github.com/jackc/pgx/v5"
-	"github.com/labstack/echo/v4"
-	"net/http"
-	"time"
 )
 
-// CreateNotePhases are the phases of createNote (POST /notes), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CreateNotePhases are the phases of createNote, in order. An execution that dies between phases
+// resumes after the last committed local phase, with the state it saved.
+//
+// POST /notes
 type CreateNotePhases interface {
-	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Execute(ctx context.Context, tx pgx.Tx, request CreateNoteRequestObject, state *CreateNoteState) (CreateNoteResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	CreateNote CreateNotePhases
+	CreateNote CreateNotePhases // POST /notes
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface{}
 
-// Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{"createNote": idemCreateNote}
-
-var idemCreateNote = &idemecho.Spec{
-	Exclude: []string{"/draft"},
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
+// createNoteIdempotency is the x-idempotency of createNote (POST /notes), as the runtime takes it.
+var createNoteIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
-		ID:        "createNote",
-		Namespace: "",
+		ID: "createNote",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/notes",
-	Scope: "principal",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
+	Scope:   "principal",
+	Route:   "/notes",
+	Exclude: []string{"/draft"},
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -67,25 +71,29 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// CreateNote serves POST /notes with the engine: it runs the phases of createNote for a new key, or
+// answers with the outcome a retry's key already has.
 func (s *idemServer) CreateNote(ctx context.Context, request CreateNoteRequestObject) (CreateNoteResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, createNotePhases(s.phases.CreateNote, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateNotePhases(s.phases.CreateNote, request))
 	if err != nil {
 		return nil, err
 	}
-	return createNoteWritten(idemecho.Writer(ctx, resp)), nil
+	return createNoteOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createNoteWritten writes the engine's response (fresh, replayed or a problem) as a CreateNoteResponseObject.
-type createNoteWritten func(http.ResponseWriter) error
+// createNoteOutcome writes the engine's outcome of a request (the phases' response, its replay, or
+// a problem) as a CreateNoteResponseObject.
+type createNoteOutcome func(http.ResponseWriter) error
 
-func (w createNoteWritten) VisitCreateNoteResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o createNoteOutcome) VisitCreateNoteResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// createNotePhases binds the phases of createNote to one request.
-func createNotePhases(p CreateNotePhases, request CreateNoteRequestObject) []idem.Phase[CreateNoteState] {
+// bindCreateNotePhases binds the phases of createNote to one request.
+func bindCreateNotePhases(p CreateNotePhases, request CreateNoteRequestObject) []idem.Phase[CreateNoteState] {
 	return []idem.Phase[CreateNoteState]{
 		{
+			Name: "execute",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CreateNoteState) (*idem.Response, error) {
 				response, err := p.Execute(ctx, tx, request, state)
 				if err != nil {
@@ -96,36 +104,34 @@ func createNotePhases(p CreateNotePhases, request CreateNoteRequestObject) []ide
 				}
 				return idemecho.Render(response.VisitCreateNoteResponse)
 			},
-			Name: "execute",
 		},
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }
@@ -141,15 +147,23 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: createNote is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemCreateNote.Operation); err != nil {
+	if err := rt.Engine.Register(
+		createNoteIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"createNote": idemecho.Middleware(rt, idemCreateNote)}, options.ErrorHandler, []string{"createNote"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"createNote": idemecho.Middleware(rt, createNoteIdempotency),
+	}
+	operations := []string{
+		"createNote",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

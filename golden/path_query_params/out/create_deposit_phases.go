@@ -24,7 +24,8 @@ type CreateDepositImpl struct {
 
 var _ CreateDepositPhases = (*CreateDepositImpl)(nil)
 
-// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+// returns; that response is replayed byte for byte to every retry.
 func (p *CreateDepositImpl) Execute(ctx context.Context, tx pgx.Tx, request CreateDepositRequestObject, state *CreateDepositState) (CreateDepositResponseObject, error) {
 	return nil, idem.ErrNotImplemented
 }

@@ -7,58 +7,62 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
-	"github.com/jackc/pgx/v5"
-	"github.com/labstack/echo/v4"
-	"net/http"
-	"time"
 )
 
-// CreateDepositPhases are the phases of createDeposit (POST /accounts/{account_id}/deposits), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CreateDepositPhases are the phases of createDeposit, in order. An execution that dies between
+// phases resumes after the last committed local phase, with the state it saved.
+//
+// POST /accounts/{account_id}/deposits
 type CreateDepositPhases interface {
-	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Execute(ctx context.Context, tx pgx.Tx, request CreateDepositRequestObject, state *CreateDepositState) (CreateDepositResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	CreateDeposit CreateDepositPhases
+	CreateDeposit CreateDepositPhases // POST /accounts/{account_id}/deposits
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface{}
 
-// Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{"createDeposit": idemCreateDeposit}
-
-var idemCreateDeposit = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
+// createDepositIdempotency is the x-idempotency of createDeposit
+// (POST /accounts/{account_id}/deposits), as the runtime takes it.
+var createDepositIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
-		ID:        "createDeposit",
-		Namespace: "",
+		ID: "createDeposit",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/accounts/{account_id}/deposits",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "principal",
+	Route: "/accounts/{account_id}/deposits",
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -67,25 +71,29 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// CreateDeposit serves POST /accounts/{account_id}/deposits with the engine: it runs the phases of
+// createDeposit for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateDeposit(ctx context.Context, request CreateDepositRequestObject) (CreateDepositResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, createDepositPhases(s.phases.CreateDeposit, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateDepositPhases(s.phases.CreateDeposit, request))
 	if err != nil {
 		return nil, err
 	}
-	return createDepositWritten(idemecho.Writer(ctx, resp)), nil
+	return createDepositOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createDepositWritten writes the engine's response (fresh, replayed or a problem) as a CreateDepositResponseObject.
-type createDepositWritten func(http.ResponseWriter) error
+// createDepositOutcome writes the engine's outcome of a request (the phases' response, its replay,
+// or a problem) as a CreateDepositResponseObject.
+type createDepositOutcome func(http.ResponseWriter) error
 
-func (w createDepositWritten) VisitCreateDepositResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o createDepositOutcome) VisitCreateDepositResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// createDepositPhases binds the phases of createDeposit to one request.
-func createDepositPhases(p CreateDepositPhases, request CreateDepositRequestObject) []idem.Phase[CreateDepositState] {
+// bindCreateDepositPhases binds the phases of createDeposit to one request.
+func bindCreateDepositPhases(p CreateDepositPhases, request CreateDepositRequestObject) []idem.Phase[CreateDepositState] {
 	return []idem.Phase[CreateDepositState]{
 		{
+			Name: "execute",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CreateDepositState) (*idem.Response, error) {
 				response, err := p.Execute(ctx, tx, request, state)
 				if err != nil {
@@ -96,36 +104,34 @@ func createDepositPhases(p CreateDepositPhases, request CreateDepositRequestObje
 				}
 				return idemecho.Render(response.VisitCreateDepositResponse)
 			},
-			Name: "execute",
 		},
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }
@@ -141,15 +147,23 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: createDeposit is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemCreateDeposit.Operation); err != nil {
+	if err := rt.Engine.Register(
+		createDepositIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"createDeposit": idemecho.Middleware(rt, idemCreateDeposit)}, options.ErrorHandler, []string{"createDeposit"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"createDeposit": idemecho.Middleware(rt, createDepositIdempotency),
+	}
+	operations := []string{
+		"createDeposit",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

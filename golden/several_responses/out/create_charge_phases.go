@@ -24,17 +24,21 @@ type CreateChargeImpl struct {
 
 var _ CreateChargePhases = (*CreateChargeImpl)(nil)
 
-// Reserve is phase 1 of 3 ("reserve"), local: it runs in tx, whose commit also records this phase as done and saves state.
+// Reserve is phase 1 of 3 ("reserve"), local: it runs in tx, whose commit also records this phase
+// as done and saves state.
 func (p *CreateChargeImpl) Reserve(ctx context.Context, tx pgx.Tx, request CreateChargeRequestObject, state *CreateChargeState) error {
 	return idem.ErrNotImplemented
 }
 
-// Authorize is phase 2 of 3 ("authorize"), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.
+// Authorize is phase 2 of 3 ("authorize"), foreign: it runs outside any transaction. Send key as
+// the other system's idempotency key; it is the same on every retry. What it writes into state is
+// saved by the next phase's commit.
 func (p *CreateChargeImpl) Authorize(ctx context.Context, key string, request CreateChargeRequestObject, state *CreateChargeState) error {
 	return idem.ErrNotImplemented
 }
 
-// Capture is phase 3 of 3 ("capture"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+// Capture is phase 3 of 3 ("capture"), final: it runs in tx, which also stores the response it
+// returns; that response is replayed byte for byte to every retry.
 func (p *CreateChargeImpl) Capture(ctx context.Context, tx pgx.Tx, request CreateChargeRequestObject, state *CreateChargeState) (CreateChargeResponseObject, error) {
 	return nil, idem.ErrNotImplemented
 }

@@ -7,62 +7,69 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
-	"github.com/jackc/pgx/v5"
-	"github.com/labstack/echo/v4"
-	"net/http"
-	"time"
 )
 
-// CreateChargePhases are the phases of createCharge (POST /charges), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// CreateChargePhases are the phases of createCharge, in order. An execution that dies between
+// phases resumes after the last committed local phase, with the state it saved.
+//
+// POST /charges
 type CreateChargePhases interface {
-	// Reserve is phase 1 of 3 ("reserve"), local: it runs in tx, whose commit also records this phase as done and saves state.
+	// Reserve is phase 1 of 3 ("reserve"), local: it runs in tx, whose commit also records this
+	// phase as done and saves state.
 	Reserve(ctx context.Context, tx pgx.Tx, request CreateChargeRequestObject, state *CreateChargeState) error
-	// Authorize is phase 2 of 3 ("authorize"), foreign: it runs outside any transaction. Send key as the other system's idempotency key; it is the same on every retry. What it writes into state is saved by the next phase's commit.
+	// Authorize is phase 2 of 3 ("authorize"), foreign: it runs outside any transaction. Send key
+	// as the other system's idempotency key; it is the same on every retry. What it writes into
+	// state is saved by the next phase's commit.
 	Authorize(ctx context.Context, key string, request CreateChargeRequestObject, state *CreateChargeState) error
-	// Capture is phase 3 of 3 ("capture"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// Capture is phase 3 of 3 ("capture"), final: it runs in tx, which also stores the response it
+	// returns; that response is replayed byte for byte to every retry.
 	Capture(ctx context.Context, tx pgx.Tx, request CreateChargeRequestObject, state *CreateChargeState) (CreateChargeResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	CreateCharge CreateChargePhases
+	CreateCharge CreateChargePhases // POST /charges
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface{}
 
-// Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{"createCharge": idemCreateCharge}
-
-var idemCreateCharge = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
+// createChargeIdempotency is the x-idempotency of createCharge (POST /charges), as the runtime
+// takes it.
+var createChargeIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
-		ID:        "createCharge",
-		Namespace: "",
+		ID: "createCharge",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/charges",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "principal",
+	Route: "/charges",
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -71,37 +78,41 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
+// CreateCharge serves POST /charges with the engine: it runs the phases of createCharge for a new
+// key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateCharge(ctx context.Context, request CreateChargeRequestObject) (CreateChargeResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, createChargePhases(s.phases.CreateCharge, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateChargePhases(s.phases.CreateCharge, request))
 	if err != nil {
 		return nil, err
 	}
-	return createChargeWritten(idemecho.Writer(ctx, resp)), nil
+	return createChargeOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// createChargeWritten writes the engine's response (fresh, replayed or a problem) as a CreateChargeResponseObject.
-type createChargeWritten func(http.ResponseWriter) error
+// createChargeOutcome writes the engine's outcome of a request (the phases' response, its replay,
+// or a problem) as a CreateChargeResponseObject.
+type createChargeOutcome func(http.ResponseWriter) error
 
-func (w createChargeWritten) VisitCreateChargeResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o createChargeOutcome) VisitCreateChargeResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// createChargePhases binds the phases of createCharge to one request.
-func createChargePhases(p CreateChargePhases, request CreateChargeRequestObject) []idem.Phase[CreateChargeState] {
+// bindCreateChargePhases binds the phases of createCharge to one request.
+func bindCreateChargePhases(p CreateChargePhases, request CreateChargeRequestObject) []idem.Phase[CreateChargeState] {
 	return []idem.Phase[CreateChargeState]{
 		{
+			Name: "reserve",
 			Local: func(ctx context.Context, tx pgx.Tx, state *CreateChargeState) error {
 				return p.Reserve(ctx, tx, request, state)
 			},
-			Name: "reserve",
 		},
 		{
+			Name: "authorize",
 			Foreign: func(ctx context.Context, key string, state *CreateChargeState) error {
 				return p.Authorize(ctx, key, request, state)
 			},
-			Name: "authorize",
 		},
 		{
+			Name: "capture",
 			Final: func(ctx context.Context, tx pgx.Tx, state *CreateChargeState) (*idem.Response, error) {
 				response, err := p.Capture(ctx, tx, request, state)
 				if err != nil {
@@ -112,36 +123,34 @@ func createChargePhases(p CreateChargePhases, request CreateChargeRequestObject)
 				}
 				return idemecho.Render(response.VisitCreateChargeResponse)
 			},
-			Name: "capture",
 		},
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }
@@ -157,15 +166,23 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: createCharge is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemCreateCharge.Operation); err != nil {
+	if err := rt.Engine.Register(
+		createChargeIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"createCharge": idemecho.Middleware(rt, idemCreateCharge)}, options.ErrorHandler, []string{"createCharge"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"createCharge": idemecho.Middleware(rt, createChargeIdempotency),
+	}
+	operations := []string{
+		"createCharge",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

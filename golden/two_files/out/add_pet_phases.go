@@ -24,7 +24,8 @@ type AddPetImpl struct {
 
 var _ AddPetPhases = (*AddPetImpl)(nil)
 
-// InsertPet is phase 1 of 1 ("insert_pet"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+// InsertPet is phase 1 of 1 ("insert_pet"), final: it runs in tx, which also stores the response it
+// returns; that response is replayed byte for byte to every retry.
 func (p *AddPetImpl) InsertPet(ctx context.Context, tx pgx.Tx, request AddPetRequestObject, state *AddPetState) (AddPetResponseObject, error) {
 	return nil, idem.ErrNotImplemented
 }

@@ -7,61 +7,66 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
-	"github.com/jackc/pgx/v5"
-	"github.com/labstack/echo/v4"
-	"net/http"
-	"time"
 )
 
-// AddPetPhases are the phases of addPet (POST /pets), in order. An execution that dies between phases resumes after the last committed local phase, with the state it saved.
+// AddPetPhases are the phases of addPet, in order. An execution that dies between phases resumes
+// after the last committed local phase, with the state it saved.
+//
+// POST /pets
 type AddPetPhases interface {
-	// InsertPet is phase 1 of 1 ("insert_pet"), final: it runs in tx, which also stores the response it returns; that response is replayed byte for byte to every retry.
+	// InsertPet is phase 1 of 1 ("insert_pet"), final: it runs in tx, which also stores the
+	// response it returns; that response is replayed byte for byte to every retry.
 	InsertPet(ctx context.Context, tx pgx.Tx, request AddPetRequestObject, state *AddPetState) (AddPetResponseObject, error)
 }
 
 // Phases holds the phase implementations of every idempotent operation.
 type Phases struct {
-	AddPet AddPetPhases
+	AddPet AddPetPhases // POST /pets
 }
 
-// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does.
+// PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server
+// interface does.
 type PlainHandlers interface {
-	// (GET /pets/{id})
+	// GetPet serves getPet.
+	//
+	// GET /pets/{id}
 	GetPet(ctx context.Context, request GetPetRequestObject) (GetPetResponseObject, error)
 }
 
-// Specs describes each idempotent operation's policy, by operationId, as declared in the spec's x-idempotency extensions.
-var Specs = map[string]*idemecho.Spec{"addPet": idemAddPet}
-
-var idemAddPet = &idemecho.Spec{
-	Exclude: nil,
-	Headers: nil,
-	Key: idemhttp.KeyRule{
-		Format:    idemhttp.FormatAny,
-		Header:    "Idempotency-Key",
-		MaxLength: 255,
-		Required:  true,
-	},
+// addPetIdempotency is the x-idempotency of addPet (POST /pets), as the runtime takes it.
+var addPetIdempotency = &idemecho.Spec{
 	Operation: &idem.Operation{
-		ID:        "addPet",
-		Namespace: "",
+		ID: "addPet",
 		Policy: idem.Policy{
+			Retention:     24 * time.Hour,
+			Lease:         30 * time.Second,
 			Ambiguous:     idem.AmbiguousResume,
 			Complete:      idem.CompleteOnRetry,
-			Lease:         30 * time.Second,
-			MaxReplayBody: 65536,
 			ReplayHeaders: []string{"Content-Type", "Location"},
-			Retention:     24 * time.Hour,
+			MaxReplayBody: 65536,
 		},
 	},
-	Route: "/pets",
+	Key: idemhttp.KeyRule{
+		Header:    "Idempotency-Key",
+		Required:  true,
+		MaxLength: 255,
+		Format:    idemhttp.FormatAny,
+	},
 	Scope: "principal",
+	Route: "/pets",
 }
 
-// idemServer is the strict server: idempotent operations run their phases through the engine, the others go to PlainHandlers.
+// idemServer is the strict server: idempotent operations run their phases through the engine, the
+// others go to PlainHandlers.
 type idemServer struct {
 	plain  PlainHandlers
 	phases Phases
@@ -70,29 +75,29 @@ type idemServer struct {
 
 var _ StrictServerInterface = (*idemServer)(nil)
 
-func (s *idemServer) GetPet(ctx context.Context, request GetPetRequestObject) (GetPetResponseObject, error) {
-	return s.plain.GetPet(ctx, request)
-}
-
+// AddPet serves POST /pets with the engine: it runs the phases of addPet for a new key, or answers
+// with the outcome a retry's key already has.
 func (s *idemServer) AddPet(ctx context.Context, request AddPetRequestObject) (AddPetResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, addPetPhases(s.phases.AddPet, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, bindAddPetPhases(s.phases.AddPet, request))
 	if err != nil {
 		return nil, err
 	}
-	return addPetWritten(idemecho.Writer(ctx, resp)), nil
+	return addPetOutcome(idemecho.Writer(ctx, resp)), nil
 }
 
-// addPetWritten writes the engine's response (fresh, replayed or a problem) as a AddPetResponseObject.
-type addPetWritten func(http.ResponseWriter) error
+// addPetOutcome writes the engine's outcome of a request (the phases' response, its replay, or a
+// problem) as a AddPetResponseObject.
+type addPetOutcome func(http.ResponseWriter) error
 
-func (w addPetWritten) VisitAddPetResponse(rw http.ResponseWriter) error {
-	return w(rw)
+func (o addPetOutcome) VisitAddPetResponse(w http.ResponseWriter) error {
+	return o(w)
 }
 
-// addPetPhases binds the phases of addPet to one request.
-func addPetPhases(p AddPetPhases, request AddPetRequestObject) []idem.Phase[AddPetState] {
+// bindAddPetPhases binds the phases of addPet to one request.
+func bindAddPetPhases(p AddPetPhases, request AddPetRequestObject) []idem.Phase[AddPetState] {
 	return []idem.Phase[AddPetState]{
 		{
+			Name: "insert_pet",
 			Final: func(ctx context.Context, tx pgx.Tx, state *AddPetState) (*idem.Response, error) {
 				response, err := p.InsertPet(ctx, tx, request, state)
 				if err != nil {
@@ -103,36 +108,39 @@ func addPetPhases(p AddPetPhases, request AddPetRequestObject) []idem.Phase[AddP
 				}
 				return idemecho.Render(response.VisitAddPetResponse)
 			},
-			Name: "insert_pet",
 		},
 	}
 }
 
-// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions
-// passes on: those of RegisterHandlersWithOptions and NewStrictHandler.
+// GetPet serves GET /pets/{id} with PlainHandlers.
+func (s *idemServer) GetPet(ctx context.Context, request GetPetRequestObject) (GetPetResponseObject, error) {
+	return s.plain.GetPet(ctx, request)
+}
+
+// RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
+// on: those of RegisterHandlersWithOptions and NewStrictHandler.
 type RegisterOptions struct {
-	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve
-	// the API in an echo group, pass the group as the router.
+	// BaseURL is prepended to every route, as by RegisterHandlersWithBaseURL. To serve the API in
+	// an echo group, pass the group as the router.
 	BaseURL string
-	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they
-	// see the typed request and response, of idempotent operations too (there, their
-	// response is what the engine stores and replays).
+	// StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see
+	// the typed request and response, of idempotent operations too (there, their response is what
+	// the engine stores and replays).
 	StrictMiddlewares []StrictMiddlewareFunc
 	// OperationMiddlewares are echo middlewares by operationId, as in oapi-codegen's
 	// RegisterHandlersOptions. They run before the idempotency middleware of an idempotent
 	// operation (authenticate there: a key is claimed only after them).
 	OperationMiddlewares map[string][]echo.MiddlewareFunc
-	// ErrorHandler, when set, gets every error of a strict handler (a body that does not
-	// bind, an error of a plain handler or of a phase) before anything above it does; what
-	// it returns goes on up echo's chain, nil when it wrote the response itself.
+	// ErrorHandler, when set, gets every error of a strict handler (a body that does not bind, an
+	// error of a plain handler or of a phase) before anything above it does; what it returns goes
+	// on up echo's chain, nil when it wrote the response itself.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
-// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group).
-// Idempotent operations get the Idempotency-Key protocol and run their phases from
-// phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered
-// with the engine's completer.
+// Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent
+// operations get the Idempotency-Key protocol and run their phases from phases through rt's engine;
+// the others are served by plain (nil when every operation is idempotent). Operations completed in
+// the background are registered with the engine's completer.
 func Register(router EchoRouter, plain PlainHandlers, phases Phases, rt *idemecho.Runtime) error {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }
@@ -151,15 +159,24 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 	if rt.Principal == nil {
 		return errors.New("Register: addPet is scoped to the principal; set rt.Principal")
 	}
-	if err := rt.Engine.Register(idemAddPet.Operation); err != nil {
+	if err := rt.Engine.Register(
+		addPetIdempotency.Operation,
+	); err != nil {
 		return fmt.Errorf("Register: %w", err)
 	}
 	server := &idemServer{
-		phases: phases,
 		plain:  plain,
+		phases: phases,
 		rt:     rt,
 	}
-	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, map[string]echo.MiddlewareFunc{"addPet": idemecho.Middleware(rt, idemAddPet)}, options.ErrorHandler, []string{"addPet", "getPet"})
+	idempotency := map[string]echo.MiddlewareFunc{
+		"addPet": idemecho.Middleware(rt, addPetIdempotency),
+	}
+	operations := []string{
+		"addPet",
+		"getPet",
+	}
+	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
 	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,

@@ -45,10 +45,10 @@ import (
 	"github.com/idemgen/idemgen/examples/payments/api"
 	"github.com/idemgen/idemgen/examples/payments/cardnet"
 	"github.com/idemgen/idemgen/examples/payments/outbox"
+	"github.com/idemgen/idemgen/pglocal"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemotel"
 	"github.com/idemgen/idemgen/runtime/idemprom"
-	"github.com/idemgen/idemgen/runtime/pglocal"
 )
 
 func main() {
@@ -137,13 +137,12 @@ func run() error {
 		}
 		observers, tracer = append(observers, otelObs), otelObs
 	}
+	claim := idem.ClaimAuto
 	if *separateClaim {
-		for _, spec := range api.Specs {
-			spec.Operation.Policy.Claim = idem.ClaimSeparate
-		}
+		claim = idem.ClaimSeparate
 	}
 	eng, err := idem.New(pool, idem.Options{Observer: eventLog{log, idem.Observers(observers...)}, Tracer: tracer, Logger: log,
-		PolicyURL: "/openapi.idempotent.yaml", AsyncClaimCommit: *asyncClaim})
+		PolicyURL: "/openapi.idempotent.yaml", AsyncClaimCommit: *asyncClaim, Claim: claim})
 	if err != nil {
 		return err
 	}

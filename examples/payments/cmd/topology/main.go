@@ -35,7 +35,7 @@ import (
 
 	"github.com/idemgen/idemgen/examples/payments/chaos"
 	"github.com/idemgen/idemgen/internal/topology"
-	"github.com/idemgen/idemgen/runtime/pglocal"
+	"github.com/idemgen/idemgen/pglocal"
 )
 
 // ExecMode is the pgx query-exec mode the services use through PgBouncer:

@@ -5,24 +5,26 @@ package hookclient
 
 import (
 	"context"
-	"github.com/idemgen/idemgen/runtime/idemclient"
 	"io"
 	"slices"
+
+	"github.com/idemgen/idemgen/runtime/idemclient"
 )
 
-// IdempotentClient calls the API through oapi-codegen's typed client. Each method of an
-// operation with x-idempotency takes the intent's idempotency key, or mints one, and
-// sends it on every attempt; the other operations' methods pass through. Retries follow
-// the idemclient.Policy given to NewIdempotentClient.
+// IdempotentClient calls the API through oapi-codegen's typed client. Each method of an operation
+// with x-idempotency takes the intent's idempotency key, or mints one, and sends it on every
+// attempt; the other operations' methods pass through. Retries follow the idemclient.Policy given
+// to NewIdempotentClient.
 type IdempotentClient struct {
-	// Client is the typed client underneath. Its idempotent operations called directly carry no key.
+	// Client is the typed client underneath. Its idempotent operations called directly carry no
+	// key.
 	Client ClientWithResponsesInterface
 }
 
-// NewIdempotentClient returns a client of the API at server. Each attempt is sent by the
-// client's doer (an *http.Client unless opts set one with WithHTTPClient, whose Timeout
-// then bounds each attempt); policy decides which answers are retried and how long to
-// wait. The context of each call bounds all its attempts.
+// NewIdempotentClient returns a client of the API at server. Each attempt is sent by the client's
+// doer (an *http.Client unless opts set one with WithHTTPClient, whose Timeout then bounds each
+// attempt); policy decides which answers are retried and how long to wait. The context of each call
+// bounds all its attempts.
 func NewIdempotentClient(server string, policy idemclient.Policy, opts ...ClientOption) (*IdempotentClient, error) {
 	c, err := NewClient(server, opts...)
 	if err != nil {
@@ -32,48 +34,59 @@ func NewIdempotentClient(server string, policy idemclient.Policy, opts ...Client
 	return &IdempotentClient{Client: &ClientWithResponses{ClientInterface: c}}, nil
 }
 
-// ReceiveAcmeEventWithBody calls receiveAcmeEvent (POST /webhooks/acme), whose idempotency key is the
-// body's /id: every attempt sends the same body, so the policy retries it as a keyed
-// request. Send the same body (the same key) again to retry the intent later. The
-// Result counts the attempts, says whether the answer was a replay, and has the key
-// read from the body.
-// A retry resends body only if it is a *bytes.Buffer, *bytes.Reader or *strings.Reader;
-// any other reader makes the first answer final.
+// ReceiveAcmeEventWithBody calls receiveAcmeEvent, whose idempotency key is the body's /id: every
+// attempt sends the same body, so the policy retries it as a keyed request. Send the same body (the
+// same key) again to retry the intent later. The Result counts the attempts, says whether the
+// answer was a replay, and has the key read from the body. A retry resends body only if it is a
+// *bytes.Buffer, *bytes.Reader or *strings.Reader; any other reader makes the first answer final.
+//
+// Apply an event Acme sends, once per event id.
+//
+// POST /webhooks/acme
 func (c *IdempotentClient) ReceiveAcmeEventWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReceiveAcmeEventResponse, idemclient.Result, error) {
 	call := idemclient.NewBodyCall(ctx, "/id")
 	resp, err := c.Client.ReceiveAcmeEventWithBodyWithResponse(call.Context(), contentType, body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }
 
-// ReceiveAcmeEvent calls receiveAcmeEvent (POST /webhooks/acme), whose idempotency key is the
-// body's /id: every attempt sends the same body, so the policy retries it as a keyed
-// request. Send the same body (the same key) again to retry the intent later. The
-// Result counts the attempts, says whether the answer was a replay, and has the key
-// read from the body.
+// ReceiveAcmeEvent calls receiveAcmeEvent, whose idempotency key is the body's /id: every attempt
+// sends the same body, so the policy retries it as a keyed request. Send the same body (the same
+// key) again to retry the intent later. The Result counts the attempts, says whether the answer was
+// a replay, and has the key read from the body.
+//
+// Apply an event Acme sends, once per event id.
+//
+// POST /webhooks/acme
 func (c *IdempotentClient) ReceiveAcmeEvent(ctx context.Context, body ReceiveAcmeEventJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceiveAcmeEventResponse, idemclient.Result, error) {
 	call := idemclient.NewBodyCall(ctx, "/id")
 	resp, err := c.Client.ReceiveAcmeEventWithResponse(call.Context(), body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }
 
-// PostLedgerEntryWithBody calls postLedgerEntry (POST /ledger/entries), whose idempotency key is the
-// body's /entry/sequence: every attempt sends the same body, so the policy retries it as a keyed
-// request. Send the same body (the same key) again to retry the intent later. The
-// Result counts the attempts, says whether the answer was a replay, and has the key
-// read from the body.
-// A retry resends body only if it is a *bytes.Buffer, *bytes.Reader or *strings.Reader;
-// any other reader makes the first answer final.
+// PostLedgerEntryWithBody calls postLedgerEntry, whose idempotency key is the body's
+// /entry/sequence: every attempt sends the same body, so the policy retries it as a keyed request.
+// Send the same body (the same key) again to retry the intent later. The Result counts the
+// attempts, says whether the answer was a replay, and has the key read from the body. A retry
+// resends body only if it is a *bytes.Buffer, *bytes.Reader or *strings.Reader; any other reader
+// makes the first answer final.
+//
+// Post an entry whose sequence number, set by the upstream ledger, is its identity.
+//
+// POST /ledger/entries
 func (c *IdempotentClient) PostLedgerEntryWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostLedgerEntryResponse, idemclient.Result, error) {
 	call := idemclient.NewBodyCall(ctx, "/entry/sequence")
 	resp, err := c.Client.PostLedgerEntryWithBodyWithResponse(call.Context(), contentType, body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }
 
-// PostLedgerEntry calls postLedgerEntry (POST /ledger/entries), whose idempotency key is the
-// body's /entry/sequence: every attempt sends the same body, so the policy retries it as a keyed
-// request. Send the same body (the same key) again to retry the intent later. The
-// Result counts the attempts, says whether the answer was a replay, and has the key
-// read from the body.
+// PostLedgerEntry calls postLedgerEntry, whose idempotency key is the body's /entry/sequence: every
+// attempt sends the same body, so the policy retries it as a keyed request. Send the same body (the
+// same key) again to retry the intent later. The Result counts the attempts, says whether the
+// answer was a replay, and has the key read from the body.
+//
+// Post an entry whose sequence number, set by the upstream ledger, is its identity.
+//
+// POST /ledger/entries
 func (c *IdempotentClient) PostLedgerEntry(ctx context.Context, body PostLedgerEntryJSONRequestBody, reqEditors ...RequestEditorFn) (*PostLedgerEntryResponse, idemclient.Result, error) {
 	call := idemclient.NewBodyCall(ctx, "/entry/sequence")
 	resp, err := c.Client.PostLedgerEntryWithResponse(call.Context(), body, append(slices.Clip(reqEditors), call.SetKey)...)

@@ -6,25 +6,28 @@ package shopclient
 import (
 	"context"
 	"errors"
-	"github.com/idemgen/idemgen/runtime/idemclient"
-	openapi_types "github.com/oapi-codegen/runtime/types"
 	"io"
 	"slices"
+
+	openapi_types "github.com/oapi-codegen/runtime/types"
+
+	"github.com/idemgen/idemgen/runtime/idemclient"
 )
 
-// IdempotentClient calls the API through oapi-codegen's typed client. Each method of an
-// operation with x-idempotency takes the intent's idempotency key, or mints one, and
-// sends it on every attempt; the other operations' methods pass through. Retries follow
-// the idemclient.Policy given to NewIdempotentClient.
+// IdempotentClient calls the API through oapi-codegen's typed client. Each method of an operation
+// with x-idempotency takes the intent's idempotency key, or mints one, and sends it on every
+// attempt; the other operations' methods pass through. Retries follow the idemclient.Policy given
+// to NewIdempotentClient.
 type IdempotentClient struct {
-	// Client is the typed client underneath. Its idempotent operations called directly carry no key.
+	// Client is the typed client underneath. Its idempotent operations called directly carry no
+	// key.
 	Client ClientWithResponsesInterface
 }
 
-// NewIdempotentClient returns a client of the API at server. Each attempt is sent by the
-// client's doer (an *http.Client unless opts set one with WithHTTPClient, whose Timeout
-// then bounds each attempt); policy decides which answers are retried and how long to
-// wait. The context of each call bounds all its attempts.
+// NewIdempotentClient returns a client of the API at server. Each attempt is sent by the client's
+// doer (an *http.Client unless opts set one with WithHTTPClient, whose Timeout then bounds each
+// attempt); policy decides which answers are retried and how long to wait. The context of each call
+// bounds all its attempts.
 func NewIdempotentClient(server string, policy idemclient.Policy, opts ...ClientOption) (*IdempotentClient, error) {
 	c, err := NewClient(server, opts...)
 	if err != nil {
@@ -34,47 +37,53 @@ func NewIdempotentClient(server string, policy idemclient.Policy, opts ...Client
 	return &IdempotentClient{Client: &ClientWithResponses{ClientInterface: c}}, nil
 }
 
-// ListOrders calls listOrders (GET /orders), which has no x-idempotency: it sends no key,
-// and the policy retries it only if its method is idempotent (GET, HEAD, OPTIONS, PUT,
-// DELETE) or nothing reached the server.
-func (c *IdempotentClient) ListOrders(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*ListOrdersResponse, error) {
-	return c.Client.ListOrdersWithResponse(ctx, params, reqEditors...)
-}
-
-// CreateOrderWithBody calls createOrder (POST /orders) under the intent's idempotency key,
-// sent in Idempotency-Key on every attempt.
-// Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which the
-// Result returns, so store it to retry this intent after a crash or a failure.
-// The Result also counts the attempts and says whether the answer was a replay; its Key
-// is set even when the error is not nil.
-// A retry resends body only if it is a *bytes.Buffer, *bytes.Reader or *strings.Reader;
-// any other reader makes the first answer final.
+// CreateOrderWithBody calls createOrder under the intent's idempotency key, sent in Idempotency-Key
+// on every attempt. Pass the key stored with the intent; "" mints a new one (idemclient.NewKey),
+// which the Result returns, so store it to retry this intent after a crash or a failure. The Result
+// also counts the attempts and says whether the answer was a replay; its Key is set even when the
+// error is not nil. A retry resends body only if it is a *bytes.Buffer, *bytes.Reader or
+// *strings.Reader; any other reader makes the first answer final.
+//
+// Place an order.
+//
+// POST /orders
 func (c *IdempotentClient) CreateOrderWithBody(ctx context.Context, key string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateOrderResponse, idemclient.Result, error) {
 	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
 	resp, err := c.Client.CreateOrderWithBodyWithResponse(call.Context(), contentType, body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }
 
-// CreateOrder calls createOrder (POST /orders) under the intent's idempotency key,
-// sent in Idempotency-Key on every attempt.
-// Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which the
-// Result returns, so store it to retry this intent after a crash or a failure.
-// The Result also counts the attempts and says whether the answer was a replay; its Key
-// is set even when the error is not nil.
+// CreateOrder calls createOrder under the intent's idempotency key, sent in Idempotency-Key on
+// every attempt. Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which
+// the Result returns, so store it to retry this intent after a crash or a failure. The Result also
+// counts the attempts and says whether the answer was a replay; its Key is set even when the error
+// is not nil.
+//
+// Place an order.
+//
+// POST /orders
 func (c *IdempotentClient) CreateOrder(ctx context.Context, key string, body CreateOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateOrderResponse, idemclient.Result, error) {
 	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
 	resp, err := c.Client.CreateOrderWithResponse(call.Context(), body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }
 
-// RefundOrderWithBody calls refundOrder (POST /stores/{key}/refunds) under the intent's idempotency key,
-// sent in X-Request-Id on every attempt.
-// Pass the key stored with the intent: keys of this operation are at most 24 characters, so
-// none is minted.
-// The Result also counts the attempts and says whether the answer was a replay; its Key
-// is set even when the error is not nil.
-// A retry resends body only if it is a *bytes.Buffer, *bytes.Reader or *strings.Reader;
-// any other reader makes the first answer final.
+// ListOrders calls listOrders, which has no x-idempotency: it sends no key, and the policy retries
+// it only if its method is idempotent (GET, HEAD, OPTIONS, PUT, DELETE) or nothing reached the
+// server.
+//
+// GET /orders
+func (c *IdempotentClient) ListOrders(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*ListOrdersResponse, error) {
+	return c.Client.ListOrdersWithResponse(ctx, params, reqEditors...)
+}
+
+// RefundOrderWithBody calls refundOrder under the intent's idempotency key, sent in X-Request-Id on
+// every attempt. Pass the key stored with the intent: keys of this operation are at most 24
+// characters, so none is minted. The Result also counts the attempts and says whether the answer
+// was a replay; its Key is set even when the error is not nil. A retry resends body only if it is a
+// *bytes.Buffer, *bytes.Reader or *strings.Reader; any other reader makes the first answer final.
+//
+// POST /stores/{key}/refunds
 func (c *IdempotentClient) RefundOrderWithBody(ctx context.Context, idempotencyKey string, key string, params *RefundOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RefundOrderResponse, idemclient.Result, error) {
 	if idempotencyKey == "" {
 		return nil, idemclient.Result{}, errors.New("refundOrder: pass the intent's key: this operation takes keys of at most 24 characters, shorter than minted ones")
@@ -84,12 +93,12 @@ func (c *IdempotentClient) RefundOrderWithBody(ctx context.Context, idempotencyK
 	return resp, call.Result(), err
 }
 
-// RefundOrderWithFormdataBody calls refundOrder (POST /stores/{key}/refunds) under the intent's idempotency key,
-// sent in X-Request-Id on every attempt.
-// Pass the key stored with the intent: keys of this operation are at most 24 characters, so
-// none is minted.
-// The Result also counts the attempts and says whether the answer was a replay; its Key
-// is set even when the error is not nil.
+// RefundOrderWithFormdataBody calls refundOrder under the intent's idempotency key, sent in
+// X-Request-Id on every attempt. Pass the key stored with the intent: keys of this operation are at
+// most 24 characters, so none is minted. The Result also counts the attempts and says whether the
+// answer was a replay; its Key is set even when the error is not nil.
+//
+// POST /stores/{key}/refunds
 func (c *IdempotentClient) RefundOrderWithFormdataBody(ctx context.Context, idempotencyKey string, key string, params *RefundOrderParams, body RefundOrderFormdataRequestBody, reqEditors ...RequestEditorFn) (*RefundOrderResponse, idemclient.Result, error) {
 	if idempotencyKey == "" {
 		return nil, idemclient.Result{}, errors.New("refundOrder: pass the intent's key: this operation takes keys of at most 24 characters, shorter than minted ones")
@@ -99,12 +108,13 @@ func (c *IdempotentClient) RefundOrderWithFormdataBody(ctx context.Context, idem
 	return resp, call.Result(), err
 }
 
-// CancelOrder calls cancelOrder (DELETE /orders/{id}) under the intent's idempotency key,
-// sent in Idempotency-Key on every attempt.
-// Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which the
-// Result returns, so store it to retry this intent after a crash or a failure.
-// The Result also counts the attempts and says whether the answer was a replay; its Key
-// is set even when the error is not nil.
+// CancelOrder calls cancelOrder under the intent's idempotency key, sent in Idempotency-Key on
+// every attempt. Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which
+// the Result returns, so store it to retry this intent after a crash or a failure. The Result also
+// counts the attempts and says whether the answer was a replay; its Key is set even when the error
+// is not nil.
+//
+// DELETE /orders/{id}
 func (c *IdempotentClient) CancelOrder(ctx context.Context, key string, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*CancelOrderResponse, idemclient.Result, error) {
 	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
 	resp, err := c.Client.CancelOrderWithResponse(call.Context(), id, append(slices.Clip(reqEditors), call.SetKey)...)

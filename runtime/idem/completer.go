@@ -9,46 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Prune deletes records past their retention, at most batch rows per
-// transaction, until none remain or ctx ends. It returns how many it deleted.
-//
-// Each batch locks its rows with SKIP LOCKED, so many processes can prune at
-// once without waiting on each other, and a claim of the same key waits for
-// at most one batch's transaction. A claimed record is deleted only once its
-// lease has also expired and only if no phase of it committed: a running
-// execution is never pruned under its owner, and a half-done one waits for
-// its owner, a retry, the completer or an operator (see Abandoned), whatever
-// its age. After the last batch, Prune reports how many such records are
-// stuck past their retention (EventStuck).
-func (e *Engine) Prune(ctx context.Context, batch int) (int64, error) {
-	if batch <= 0 {
-		batch = 1000
-	}
-	var total int64
-	for {
-		tag, err := e.pool.Exec(ctx, e.q.pruneSQL, batch)
-		if err != nil {
-			return total, fmt.Errorf("idem: prune: %w", err)
-		}
-		n := tag.RowsAffected()
-		total += n
-		if n > 0 {
-			e.observe(ctx, Event{Kind: EventPruned, Count: n})
-		}
-		if n < int64(batch) {
-			stuck, err := e.countStuck(ctx)
-			if err != nil {
-				return total, fmt.Errorf("idem: prune: counting stuck records: %w", err)
-			}
-			e.observe(ctx, Event{Kind: EventStuck, Count: stuck})
-			return total, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return total, err
-		}
-	}
-}
-
 // resumer finishes an abandoned record of one operation from its stored
 // request payload.
 type resumer func(ctx context.Context, c *claim, payload []byte) (*Outcome, error)
@@ -92,13 +52,9 @@ func (e *Engine) CompleteAbandoned(ctx context.Context, limit int) (int, error) 
 		ids = append(ids, op.ID)
 		byID[op.ID] = op
 	}
-	// attempts counts the claim and every takeover: a record that keeps
-	// failing (a poisoned request, a phase that panics) is left to an
-	// operator instead of being tried forever.
-	rows, err := e.pool.Query(ctx, `SELECT namespace, scope, key, operation, owner_token, request, fingerprint
-FROM `+e.opts.Schema+`.records
-WHERE state = 'claimed' AND background AND lease_until <= now() AND operation = ANY($1) AND attempts < $3
-ORDER BY lease_until LIMIT $2`, ids, limit, e.opts.CompleterAttempts)
+	// abandonedBackgroundSQL leaves a record that keeps failing to an
+	// operator (Options.CompleterAttempts).
+	rows, err := e.pool.Query(ctx, e.q.abandonedBackgroundSQL, ids, limit, e.opts.CompleterAttempts)
 	if err != nil {
 		return 0, fmt.Errorf("idem: completer: %w", err)
 	}

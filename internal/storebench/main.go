@@ -1,0 +1,90 @@
+// Command storebench measures the idempotency store at scale and prints
+// four figures (issue 12): claim latency with 0, 1 million and 5 million
+// records in the table; the pruner's throughput while claims continue, and
+// what it does to their p99; bytes per record; and whether lease refreshes
+// are heap-only (HOT) updates. It also sweeps the number of clients to find
+// where one PostgreSQL saturates. Run it with `make bench-store`;
+// docs/scaling.md has the figures.
+//
+// It starts a throwaway durable cluster (fsync, synchronous_commit and
+// full_page_writes on) unless DATABASE_URL names a server, where it creates
+// and drops a database of its own.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/idemgen/idemgen/pglocal"
+)
+
+func main() {
+	cfg := defaults()
+	sizes := flag.String("sizes", joinInts(cfg.sizes), "table sizes (records) at which claim latency is measured, comma-separated, ascending")
+	flag.IntVar(&cfg.expired, "expired", cfg.expired, "expired records loaded for the pruner to delete")
+	flag.IntVar(&cfg.clients, "clients", cfg.clients, "concurrent clients claiming during the latency and refresh figures")
+	flag.IntVar(&cfg.rate, "rate", cfg.rate, "claims a second offered before and while the pruner runs")
+	flag.DurationVar(&cfg.window, "window", cfg.window, "how long each latency measurement runs")
+	flag.IntVar(&cfg.batch, "batch", cfg.batch, "the pruner's batch size (records per transaction)")
+	sweep := flag.String("sweep", joinInts(cfg.sweep), "client counts of the saturation sweep, comma-separated (empty: no sweep)")
+	flag.IntVar(&cfg.held, "held", cfg.held, "executions held open while their leases are refreshed")
+	flag.IntVar(&cfg.fillfactor, "fillfactor", 0, "the records table's fillfactor, to compare settings (0: the migrations')")
+	flag.Parse()
+	var err error
+	if cfg.sizes, err = parseInts(*sizes); err != nil {
+		fail(fmt.Errorf("-sizes: %w", err))
+	}
+	if cfg.sweep, err = parseInts(*sweep); err != nil {
+		fail(fmt.Errorf("-sweep: %w", err))
+	}
+	// Stopped early, it still stops the cluster it started and removes it.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	env, err := pglocal.Open(ctx, "storebench", pglocal.Options{Durable: true, Settings: map[string]string{
+		// Loading millions of records should not checkpoint every few
+		// seconds; checkpoint_timeout (5 min) still applies.
+		"max_wal_size": "4GB",
+	}})
+	if err != nil {
+		fail(err)
+	}
+	_, err = run(ctx, env.URL, cfg, os.Stdout)
+	env.Close()
+	if err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "storebench:", err)
+	os.Exit(1)
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not a count", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

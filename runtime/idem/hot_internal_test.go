@@ -1,0 +1,69 @@
+package idem
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TestRefreshIsHOT: a lease refresh changes no indexed column, so
+// PostgreSQL updates the row in place (a heap-only tuple) and writes no
+// index entry. Every running execution refreshes every lease/3; with an
+// index on lease_until each refresh would add an entry to every index of
+// the table.
+func TestRefreshIsHOT(t *testing.T) {
+	r := newRaceEnv(t)
+	ctx := context.Background()
+	var claims []*claim
+	// A background operation too: its claims are the ones an index for the
+	// completer covers.
+	for _, bg := range []Complete{CompleteOnRetry, CompleteBackground} {
+		op := &Operation{ID: "op-" + string(bg), Policy: Policy{Lease: 30 * time.Second, Claim: ClaimSeparate, Complete: bg}}
+		claims = append(claims, r.claimed(op, raceReq("k")))
+	}
+	const rounds = 3
+	// The transaction's own counters are exact and need no wait for the
+	// statistics collector.
+	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		for range rounds {
+			for _, c := range claims {
+				ok, err := r.eng.q.refresh(ctx, tx, c)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					t.Fatal("the refresh matched no record")
+				}
+			}
+		}
+		var updated, hot int
+		if err := tx.QueryRow(ctx, `SELECT pg_stat_get_xact_tuples_updated(c.oid), pg_stat_get_xact_tuples_hot_updated(c.oid)
+FROM pg_class c WHERE c.oid = $1::regclass`, r.schema+".records").Scan(&updated, &hot); err != nil {
+			return err
+		}
+		if want := rounds * len(claims); updated != want || hot != want {
+			t.Fatalf("%d refreshes: %d updates, %d of them HOT; want every one HOT", want, updated, hot)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// claimed claims req for op on r's engine and returns the claim, committed
+// when op's policy claims separately.
+func (r *raceEnv) claimed(op *Operation, req Request) *claim {
+	r.t.Helper()
+	p, err := r.eng.policy(op)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	c, out, err := r.eng.claim(context.Background(), op, p, ClaimSeparate, req)
+	if err != nil || out != nil {
+		r.t.Fatalf("claim: %v %v", out, err)
+	}
+	return c
+}

@@ -1,0 +1,71 @@
+package idem
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// RecordInfo is what an operator sees of one record.
+type RecordInfo struct {
+	Namespace     string          `json:"namespace"`
+	Scope         string          `json:"scope"`
+	Key           string          `json:"key"`
+	Operation     string          `json:"operation"`
+	State         string          `json:"state"`
+	RecoveryPoint string          `json:"recovery_point"`
+	PhaseState    json.RawMessage `json:"phase_state,omitempty"`
+	Owner         string          `json:"owner,omitempty"`
+	LeaseLeft     string          `json:"lease_left,omitempty"` // negative once expired
+	Attempts      int             `json:"attempts"`
+	Age           string          `json:"age"`
+	ExpiresIn     string          `json:"expires_in"` // negative once past retention
+	Status        *int            `json:"response_status,omitempty"`
+	// Stuck: claimed, no live owner, and past retention. Such a record is
+	// never pruned (a committed phase would run again); it waits for a
+	// retry, the completer, or an operator's Resolve.
+	Stuck bool `json:"stuck,omitempty"`
+}
+
+// scanRecordInfo scans a row of recordColumns (see store.go).
+func scanRecordInfo(row pgx.Row) (*RecordInfo, error) {
+	var r RecordInfo
+	var owner *string
+	var lease *float64
+	var age, expires float64
+	err := row.Scan(&r.Namespace, &r.Scope, &r.Key, &r.Operation, &r.State, &r.RecoveryPoint, &r.PhaseState,
+		&owner, &lease, &r.Attempts, &age, &expires, &r.Status, &r.Stuck)
+	if err != nil {
+		return nil, err
+	}
+	secs := func(s float64) string {
+		return (time.Duration(s * float64(time.Second))).Round(time.Millisecond).String()
+	}
+	if owner != nil {
+		r.Owner = *owner
+	}
+	if lease != nil {
+		r.LeaseLeft = secs(*lease)
+	}
+	r.Age, r.ExpiresIn = secs(age), secs(expires)
+	return &r, nil
+}
+
+// Inspect returns the record for (namespace, scope, key), or pgx.ErrNoRows.
+func (e *Engine) Inspect(ctx context.Context, namespace, scope, key string) (*RecordInfo, error) {
+	return scanRecordInfo(e.pool.QueryRow(ctx, e.q.inspectSQL, namespace, scope, key))
+}
+
+// Abandoned lists up to limit claimed records whose owner's lease has
+// expired, oldest lease first: executions that died and that no retry has
+// resumed yet. With stuckOnly, only those past their retention.
+func (e *Engine) Abandoned(ctx context.Context, stuckOnly bool, limit int) ([]*RecordInfo, error) {
+	rows, err := e.pool.Query(ctx, e.q.abandonedSQL, stuckOnly, limit)
+	if err != nil {
+		return nil, fmt.Errorf("idem: abandoned: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*RecordInfo, error) { return scanRecordInfo(r) })
+}

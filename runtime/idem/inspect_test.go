@@ -1,0 +1,26 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+func TestInspect(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), twoPhases("k")); err != nil {
+		t.Fatal(err)
+	}
+	info, err := e.eng.Inspect(ctx, "createPayment", "t", "k")
+	if err != nil || info.State != "completed" || info.RecoveryPoint != "finish" || info.Status == nil || *info.Status != 201 {
+		t.Fatalf("Inspect = %+v, %v", info, err)
+	}
+	if _, err := e.eng.Inspect(ctx, "createPayment", "t", "absent"); !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatalf("Inspect of an absent key: %v", err)
+	}
+}

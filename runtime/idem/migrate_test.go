@@ -1,0 +1,134 @@
+package idem_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+
+	"github.com/idemgen/idemgen/idemtest"
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+func TestMigrate(t *testing.T) {
+	pool, schema := idemtest.Pool(t)
+	ctx := context.Background()
+	// Four processes starting at once all migrate; exactly one applies.
+	var wg sync.WaitGroup
+	applied := make([][]int, 4)
+	errs := make([]error, 4)
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			applied[i], errs[i] = idem.Migrate(ctx, pool, schema)
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for i := range 4 {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		total += len(applied[i])
+	}
+	all, _ := idem.Migrations(schema)
+	if total != len(all) {
+		t.Fatalf("applied %d migrations in all, want %d once", total, len(all))
+	}
+	if v, err := idem.AppliedVersion(ctx, pool, schema); err != nil || v != all[len(all)-1].Version {
+		t.Fatalf("AppliedVersion = %d, %v", v, err)
+	}
+	if _, err := idem.MigrateDown(ctx, pool, schema, 0); err != nil {
+		t.Fatal(err)
+	}
+	var exists bool
+	pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, schema+".records").Scan(&exists)
+	if exists {
+		t.Fatal("records table survived MigrateDown(0)")
+	}
+	if got, err := idem.Migrate(ctx, pool, schema); err != nil || len(got) != len(all) {
+		t.Fatalf("re-Migrate = %v, %v", got, err)
+	}
+	if _, err := idem.Migrate(ctx, pool, "Bad-Name"); err == nil {
+		t.Fatal("an invalid schema name was accepted")
+	}
+	if _, err := idem.New(pool, idem.Options{Schema: "x; DROP TABLE y"}); err == nil {
+		t.Fatal("New accepted an invalid schema name")
+	}
+}
+
+// TestUpgradeKeepsRecords: a store in use when migration 003 rewrites it,
+// or reverts it, keeps every record: a completed one replays the same
+// bytes, a half-done one resumes from its recovery point with its state,
+// and one written in 002's shape (jsonb, completed_at) reads back.
+func TestUpgradeKeepsRecords(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	done, err := idem.Run(ctx, e.eng, payOp, request("t", "done", "b"), twoPhases("done"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cd, runs := &card{charges: map[string]string{}}, 0
+	crashed := make(chan struct{})
+	go func() {
+		defer close(crashed)
+		idem.Run(ctx, e.eng, payOp, request("t", "half", "b"), threePhases("half", cd, &runs, "before-charge"))
+	}()
+	<-crashed
+	// The store as the engine before migration 003 left it.
+	if _, err := idem.MigrateDown(ctx, e.pool, e.schema, 2); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`UPDATE ` + e.schema + `.records SET completed_at = now() WHERE state = 'completed'`)
+	e.exec(`INSERT INTO `+e.schema+`.records (namespace, scope, key, operation, fingerprint, state, recovery_point,
+    phase_state, response_status, response_headers, response_body, completed_at, expires_at)
+VALUES ('createPayment', 't', 'old', 'createPayment', $1, 'completed', 'finish', '{"recorded": true}', 201,
+    '{"Content-Type": ["application/json"]}', '{"old":true}', now(), now() + interval '1 hour')`, request("t", "old", "b").Fingerprint)
+
+	for round, step := range []string{"upgrade", "revert and upgrade again"} {
+		if round > 0 {
+			if _, err := idem.MigrateDown(ctx, e.pool, e.schema, 2); err != nil {
+				t.Fatalf("%s: %v", step, err)
+			}
+		}
+		if got, err := idem.Migrate(ctx, e.pool, e.schema); err != nil || len(got) != 1 || got[0] != 3 {
+			t.Fatalf("%s: Migrate = %v, %v; want migration 3 applied", step, got, err)
+		}
+		if n := e.count(`SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'records'
+    AND (column_name, data_type) IN (('phase_state', 'json'), ('response_headers', 'json'), ('response_status', 'smallint'), ('completed_at', 'timestamp with time zone'))`, e.schema); n != 3 {
+			t.Fatalf("%s: %d of the three changed columns have their new type, or completed_at remains", step, n)
+		}
+		// A new engine, without a replay cache: every answer comes from the store.
+		eng, err := idem.New(e.pool, idem.Options{Schema: e.schema, ReplayCacheBytes: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := idem.Run(ctx, eng, payOp, request("t", "done", "b"), twoPhases("done"))
+		if err != nil || !out.Replayed || !sameResponse(out.Response, done.Response) {
+			t.Fatalf("%s: replay = %+v, %v; want %+v", step, out, err, done.Response)
+		}
+		out, err = idem.Run(ctx, eng, payOp, request("t", "old", "b"), twoPhases("old"))
+		if err != nil || !out.Replayed || out.Response.Status != 201 || string(out.Response.Body) != `{"old":true}` ||
+			out.Response.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("%s: replay of the record written before 003 = %+v, %v", step, out, err)
+		}
+		info, err := eng.Inspect(ctx, "createPayment", "t", "half")
+		var st payState
+		if err != nil || info.RecoveryPoint != "record" || json.Unmarshal(info.PhaseState, &st) != nil || !st.Recorded {
+			t.Fatalf("%s: the half-done record = %+v, %v; want it at record, its state saying so", step, info, err)
+		}
+	}
+	e.expireLeases()
+	eng, err := idem.New(e.pool, idem.Options{Schema: e.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := idem.Run(ctx, eng, payOp, request("t", "half", "b"), threePhases("half", cd, &runs, ""))
+	if err != nil || !out.Resumed || runs != 1 || len(cd.keys) != 1 {
+		t.Fatalf("resuming the half-done record: %+v, %v; record ran %d times, %d charges; want it resumed after record", out, err, runs, len(cd.keys))
+	}
+	if info, err := eng.Inspect(ctx, "createPayment", "t", "half"); err != nil || info.State != "completed" || info.Attempts != 2 {
+		t.Fatalf("Inspect after the resume = %+v, %v", info, err)
+	}
+}

@@ -1,0 +1,99 @@
+package idemecho_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
+	"github.com/idemgen/idemgen/internal/exampledb"
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemecho"
+	"github.com/idemgen/idemgen/runtime/idemhttp"
+)
+
+// Example is what the generated glue does for one operation, written by
+// hand: the middleware on the route parses the key, scopes it to the
+// caller and fingerprints the body; the handler runs its phases through
+// Execute and writes the response it returns, fresh or replayed.
+func Example() {
+	ctx := context.Background()
+	pool, done := exampledb.Pool("idemgen", "shop") // your application's pool
+	defer done()
+	if _, err := idem.Migrate(ctx, pool, "idemgen"); err != nil {
+		panic(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE SCHEMA shop; CREATE TABLE shop.items (id bigserial PRIMARY KEY, name text)`); err != nil {
+		panic(err)
+	}
+	eng, err := idem.New(pool, idem.Options{Schema: "idemgen"})
+	if err != nil {
+		panic(err)
+	}
+
+	rt := &idemecho.Runtime{Engine: eng, Principal: func(c echo.Context) (string, error) {
+		return strings.TrimPrefix(c.Request().Header.Get("Authorization"), "Bearer "), nil
+	}}
+	spec := &idemecho.Spec{
+		Operation: &idem.Operation{ID: "createItem"},
+		Key:       idemhttp.KeyRule{Required: true}, // Idempotency-Key, required
+		Scope:     "principal",                      // one key space per caller
+		Route:     "/items",
+	}
+	type state struct{ ID int64 }
+	e := echo.New()
+	e.POST("/items", func(c echo.Context) error {
+		var body struct {
+			Name string `json:"name"`
+		}
+		if err := c.Bind(&body); err != nil {
+			return err
+		}
+		payload, _ := json.Marshal(body)
+		resp, err := idemecho.Execute(c.Request().Context(), rt, payload, []idem.Phase[state]{
+			{Name: "insert", Local: func(ctx context.Context, tx pgx.Tx, s *state) error {
+				return tx.QueryRow(ctx, `INSERT INTO shop.items (name) VALUES ($1) RETURNING id`, body.Name).Scan(&s.ID)
+			}},
+			{Name: "respond", Final: func(ctx context.Context, tx pgx.Tx, s *state) (*idem.Response, error) {
+				return idemecho.Render(func(w http.ResponseWriter) error {
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusCreated)
+					return json.NewEncoder(w).Encode(map[string]any{"id": s.ID, "name": body.Name})
+				})
+			}},
+		})
+		if err != nil {
+			return err
+		}
+		return idemecho.Writer(c.Request().Context(), resp)(c.Response())
+	}, idemecho.Middleware(rt, spec))
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+
+	post := func(key, body string) {
+		req, _ := http.NewRequest("POST", srv.URL+"/items", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer acct_ada")
+		req.Header.Set("Idempotency-Key", key)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			panic(err)
+		}
+		defer res.Body.Close()
+		out, _ := io.ReadAll(res.Body)
+		fmt.Printf("%d replayed=%q %s\n", res.StatusCode, res.Header.Get("Idempotent-Replayed"), strings.TrimSpace(string(out)))
+	}
+	post("k-1", `{"name":"lamp"}`)
+	post("k-1", `{"name":"lamp"}`)
+	post("k-2", `{"name":"desk"}`)
+	// Output:
+	// 201 replayed="" {"id":1,"name":"lamp"}
+	// 201 replayed="true" {"id":1,"name":"lamp"}
+	// 201 replayed="" {"id":2,"name":"desk"}
+}

@@ -1,0 +1,280 @@
+package spec
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+var (
+	phaseNameRE  = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
+	groupRE      = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,62}$`) // also sender names
+	headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+)
+
+// never lists response headers that are never stored, whatever replay.headers says.
+var never = map[string]bool{"set-cookie": true, "authorization": true, "proxy-authorization": true,
+	"www-authenticate": true, "proxy-authenticate": true, "cookie": true}
+
+// framing lists the headers that frame a body on the wire; the server sets
+// them for each response, so a stored copy would contradict the body sent.
+var framing = map[string]bool{"content-length": true, "transfer-encoding": true, "content-encoding": true}
+
+// neverStored says why a response header is never stored, or "".
+func neverStored(h string) string {
+	switch {
+	case never[strings.ToLower(h)]:
+		return h + " is never stored: it carries credentials or per-client state"
+	case framing[strings.ToLower(h)]:
+		return h + " is never stored: it frames the body on the wire, and the server sets it for each response"
+	}
+	return ""
+}
+
+// FieldError is one problem with one field of an extension.
+type FieldError struct {
+	Field   string // e.g. "x-idempotency.phases[2].foreign"
+	Message string // what is wrong and what is allowed
+}
+
+// Parse decodes the value of an x-idempotency extension (true, false, or
+// an object, as decoded from JSON or YAML). It returns nil for false. Every
+// problem is reported, not only the first.
+func Parse(v any) (*Extension, []FieldError) {
+	p := &parser{}
+	switch t := v.(type) {
+	case bool:
+		if !t {
+			return nil, nil
+		}
+		return Default(), nil
+	case map[string]any:
+	default:
+		p.errorf(ExtensionName, "got %s; want true, false or an object", typeName(v))
+		return nil, p.errs
+	}
+	x := Default()
+	m, _ := p.object(ExtensionName, v, "key", "scope", "group", "retention", "lease", "fingerprint", "replay", "ambiguous", "complete", "phases")
+	p.key(&x.Key, m)
+	p.scope(&x.Scope, m)
+	p.group(&x.Group, m)
+	p.lifetimes(x, m)
+	p.fingerprint(&x.Fingerprint, m)
+	p.replay(&x.Replay, m)
+	p.modes(x, m)
+	if v, ok := m["phases"]; ok {
+		x.Phases = p.phases(ExtensionName+".phases", v)
+	}
+	return x, p.errs
+}
+
+// key reads key: the header or body member the key comes from, whether it
+// is required, and what it may look like.
+func (p *parser) key(k *Key, m map[string]any) {
+	const field = ExtensionName + ".key"
+	km, ok := p.section(m, "key", "header", "pointer", "required", "maxLength", "format")
+	if !ok {
+		return
+	}
+	p.keySource(k, km)
+	if v, ok := km["required"]; ok {
+		if b, ok := p.boolean(field+".required", v); ok {
+			if !b && k.Pointer != "" {
+				p.errorf(field+".required", "a key in the body is always required: key.pointer must name a member the body schema requires; remove required: false")
+			} else {
+				k.Required = b
+			}
+		}
+	}
+	if v, ok := km["maxLength"]; ok {
+		if n, ok := p.integer(field+".maxLength", v, 1, 8192); ok {
+			k.MaxLength = n
+		}
+	}
+	k.Format = p.choice(km, field, "format", k.Format, "any", "uuid")
+}
+
+// keySource reads key.header and key.pointer, which exclude each other.
+func (p *parser) keySource(k *Key, km map[string]any) {
+	const field = ExtensionName + ".key"
+	if v, ok := km["header"]; ok {
+		if s, ok := p.str(field+".header", v); ok {
+			if !headerNameRE.MatchString(s) {
+				p.errorf(field+".header", "%q is not a valid header name", s)
+			} else {
+				k.Header = s
+			}
+		}
+	}
+	if v, ok := km["pointer"]; ok {
+		if s, ok := p.str(field+".pointer", v); ok {
+			_, both := km["header"]
+			switch {
+			case !strings.HasPrefix(s, "/"):
+				p.errorf(field+".pointer", "%q is not a JSON Pointer; it must start with / (e.g. /id)", s)
+			case both:
+				p.errorf(field+".pointer", "key.header and key.pointer exclude each other: a key comes from a header or from the body, not both")
+			default:
+				k.Pointer, k.Header = s, ""
+			}
+		}
+	}
+}
+
+// scope reads scope: principal, global, header:<Name> or sender:<name>.
+func (p *parser) scope(sc *Scope, m map[string]any) {
+	const field = ExtensionName + ".scope"
+	v, ok := m["scope"]
+	if !ok {
+		return
+	}
+	s, ok := p.str(field, v)
+	if !ok {
+		return
+	}
+	switch {
+	case s == "principal" || s == "global":
+		*sc = Scope{Kind: s}
+	case strings.HasPrefix(s, "header:") && headerNameRE.MatchString(strings.TrimPrefix(s, "header:")):
+		*sc = Scope{Kind: "header", Header: strings.TrimPrefix(s, "header:")}
+	case strings.HasPrefix(s, "sender:") && groupRE.MatchString(strings.TrimPrefix(s, "sender:")):
+		*sc = Scope{Kind: "sender", Sender: strings.TrimPrefix(s, "sender:")}
+	default:
+		p.errorf(field, "%q is not a scope; use principal, global, header:<Header-Name> or sender:<name>", s)
+	}
+}
+
+// group reads group, the key namespace operations may share.
+func (p *parser) group(g *string, m map[string]any) {
+	const field = ExtensionName + ".group"
+	v, ok := m["group"]
+	if !ok {
+		return
+	}
+	if s, ok := p.str(field, v); ok {
+		if groupRE.MatchString(s) {
+			*g = s
+		} else {
+			p.errorf(field, "%q is not a group name; use letters, digits, _ . - (starting with a letter, at most 63)", s)
+		}
+	}
+}
+
+// lifetimes reads retention and lease: a key must outlive every claim on
+// it, and a lease is renewed every third of its length.
+func (p *parser) lifetimes(x *Extension, m map[string]any) {
+	const retention, lease = ExtensionName + ".retention", ExtensionName + ".lease"
+	retentionSet, leaseSet := true, true
+	if v, ok := m["retention"]; ok {
+		x.Retention, retentionSet = p.duration(retention, v)
+	}
+	if v, ok := m["lease"]; ok {
+		x.Lease, leaseSet = p.duration(lease, v)
+		if leaseSet && x.Lease < time.Second {
+			p.errorf(lease, "%v is shorter than 1s; leases are renewed every third of their length", x.Lease)
+		}
+	}
+	if retentionSet && leaseSet && x.Retention <= x.Lease {
+		p.errorf(retention, "%v must be longer than lease %v: a key must outlive every claim on it", x.Retention, x.Lease)
+	}
+}
+
+// fingerprint reads fingerprint: the body's JSON Pointers left out of a
+// request's identity, and the headers added to it.
+func (p *parser) fingerprint(f *Fingerprint, m map[string]any) {
+	const field = ExtensionName + ".fingerprint"
+	fm, ok := p.section(m, "fingerprint", "exclude", "headers")
+	if !ok {
+		return
+	}
+	if v, ok := fm["exclude"]; ok {
+		if l, ok := p.strings(field+".exclude", v); ok {
+			for i, ptr := range l {
+				if !strings.HasPrefix(ptr, "/") {
+					p.errorf(fmt.Sprintf("%s.exclude[%d]", field, i), "%q is not a JSON Pointer; it must start with / (e.g. /client_ts)", ptr)
+				}
+			}
+			f.Exclude = l
+		}
+	}
+	if v, ok := fm["headers"]; ok {
+		if l, ok := p.headerNames(field+".headers", v, nil); ok {
+			f.Headers = l
+		}
+	}
+}
+
+// replay reads replay: the response headers stored, and the largest body.
+func (p *parser) replay(r *Replay, m map[string]any) {
+	const field = ExtensionName + ".replay"
+	rm, ok := p.section(m, "replay", "headers", "maxBodyBytes")
+	if !ok {
+		return
+	}
+	if v, ok := rm["headers"]; ok {
+		if l, ok := p.headerNames(field+".headers", v, neverStored); ok {
+			r.Headers = l
+		}
+	}
+	if v, ok := rm["maxBodyBytes"]; ok {
+		if n, ok := p.integer(field+".maxBodyBytes", v, 1, 64<<20); ok {
+			r.MaxBodyBytes = n
+		}
+	}
+}
+
+// modes reads ambiguous and complete: what a failure after possible
+// effects does, and who finishes an abandoned execution.
+func (p *parser) modes(x *Extension, m map[string]any) {
+	x.Ambiguous = p.choice(m, ExtensionName, "ambiguous", x.Ambiguous, "resume", "store")
+	x.Complete = p.choice(m, ExtensionName, "complete", x.Complete, "on-retry", "background")
+}
+
+// phases reads phases: names unique, the last one local.
+func (p *parser) phases(field string, v any) []Phase {
+	l, ok := v.([]any)
+	if !ok || len(l) == 0 {
+		p.errorf(field, "got %s; want a non-empty list of phases", typeName(v))
+		return []Phase{{Name: DefaultPhase}}
+	}
+	var out []Phase
+	seen := map[string]int{}
+	for i, el := range l {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		var ph Phase
+		switch t := el.(type) {
+		case string:
+			ph.Name = t
+		default:
+			pm, ok := p.object(f, el, "name", "foreign")
+			if !ok {
+				continue
+			}
+			if nv, ok := pm["name"]; ok {
+				ph.Name, _ = p.str(f+".name", nv)
+			} else {
+				p.errorf(f+".name", "missing; every phase needs a name")
+				continue
+			}
+			if fv, ok := pm["foreign"]; ok {
+				ph.Foreign, _ = p.boolean(f+".foreign", fv)
+			}
+		}
+		switch {
+		case !phaseNameRE.MatchString(ph.Name):
+			p.errorf(f+".name", "%q is not a phase name; use snake_case: a lowercase letter, then lowercase letters, digits or _", ph.Name)
+		case seen[ph.Name] > 0:
+			p.errorf(f+".name", "%q repeats the name of phases[%d]; phase names must be unique", ph.Name, seen[ph.Name]-1)
+		}
+		seen[ph.Name] = i + 1
+		out = append(out, ph)
+	}
+	if n := len(out); n > 0 && out[n-1].Foreign {
+		p.errorf(fmt.Sprintf("%s[%d].foreign", field, len(l)-1), "the last phase cannot be foreign: it must commit the response in a transaction; add a local phase after %q", out[n-1].Name)
+	}
+	if len(out) == 0 {
+		out = []Phase{{Name: DefaultPhase}}
+	}
+	return out
+}

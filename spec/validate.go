@@ -1,0 +1,92 @@
+package spec
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+)
+
+// Validate checks the extensions of a loaded document. data is the
+// document's text, used to point errors at lines; nil leaves lines out.
+func Validate(file string, data []byte, doc *openapi3.T) (*Document, error) {
+	d := &Document{File: file, OpenAPI: doc}
+	files := newSources(file, data, doc)
+	var errs Errors
+	for _, path := range files.pathsInOrder(doc) {
+		item := doc.Paths.Value(path)
+		for _, m := range methodsInOrder(item) {
+			o := item.GetOperation(m)
+			op := &Operation{Method: strings.ToUpper(m), Path: path, OperationID: o.OperationID, Op: o}
+			if o.Origin != nil {
+				op.at = o.Origin.Key
+			}
+			op.file, op.src = files.of(op.at)
+			d.Operations = append(d.Operations, op)
+			raw, ok := o.Extensions[ExtensionName]
+			if !ok {
+				continue
+			}
+			at := func(field, format string, args ...any) {
+				errs = append(errs, &Error{File: op.file, Line: op.src.line(op.at, field), Method: op.Method, Path: path,
+					OperationID: o.OperationID, Field: field, Message: fmt.Sprintf(format, args...)})
+			}
+			x, ferrs := Parse(raw)
+			for _, fe := range ferrs {
+				at(fe.Field, "%s", fe.Message)
+			}
+			if x == nil {
+				continue
+			}
+			op.Idempotency = x
+			switch op.Method {
+			case "GET", "HEAD", "OPTIONS", "TRACE":
+				at(ExtensionName, "not allowed on %s: %s is safe by definition and never needs an idempotency key; put it on POST, PATCH, PUT or DELETE", op.Method, op.Method)
+			}
+			if o.OperationID == "" {
+				at(ExtensionName, "the operation needs an operationId: it names the key namespace and the generated phases")
+			}
+			checkBody(op, at)
+			checkReplayFits(op, at)
+		}
+	}
+	errs = append(errs, checkGroups(d)...)
+	// By file, the root's first, then by line.
+	sort.SliceStable(errs, func(i, j int) bool {
+		a, b := errs[i], errs[j]
+		if a.File != b.File {
+			return a.File == file || (b.File != file && a.File < b.File)
+		}
+		return a.Line < b.Line
+	})
+	if len(errs) > 0 {
+		return d, errs
+	}
+	return d, nil
+}
+
+// checkGroups: operations sharing a group share one key namespace, so they
+// must agree on what scopes a key.
+func checkGroups(d *Document) Errors {
+	var errs Errors
+	first := map[string]*Operation{}
+	for _, op := range d.Idempotent() {
+		g := op.Idempotency.Group
+		if g == "" {
+			continue
+		}
+		f, ok := first[g]
+		if !ok {
+			first[g] = op
+			continue
+		}
+		if f.Idempotency.Scope != op.Idempotency.Scope || f.Idempotency.Key.Source() != op.Idempotency.Key.Source() {
+			errs = append(errs, &Error{File: op.file, Line: op.src.line(op.at, ExtensionName+".group"), Method: op.Method, Path: op.Path,
+				OperationID: op.OperationID, Field: ExtensionName + ".group",
+				Message: fmt.Sprintf("group %q: scope %s and key %s differ from %s %s (scope %s, %s); operations of a group must agree on both",
+					g, op.Idempotency.Scope, op.Idempotency.Key.Source(), f.Method, f.Path, f.Idempotency.Scope, f.Idempotency.Key.Source())})
+		}
+	}
+	return errs
+}
