@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -295,5 +296,37 @@ func TestLogsCarryTheTrace(t *testing.T) {
 	want := ended[len(ended)-1].SpanContext().TraceID().String()
 	if line.TraceID != want {
 		t.Errorf("log line %q has trace_id %q, want the request's %s", line.Msg, line.TraceID, want)
+	}
+}
+
+// TestSpansClaimLast: an all-local operation (the record written last, in
+// the phases' transaction) has the same spans: a request with its claim and
+// a span per phase, and a duplicate replays with outcome replayed.
+func TestSpansClaimLast(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	local := phases("k", nil)
+	local = []idem.Phase[state]{local[0], local[2]}
+	last := &idem.Operation{ID: "recordOnly", Policy: idem.Policy{Lease: 5 * time.Second, Claim: idem.ClaimLast}}
+	for i, want := range []string{idemotel.OutcomeCompleted, idemotel.OutcomeReplayed} {
+		e.spans.Reset()
+		if _, err := idem.Run(ctx, e.eng, last, request("k"), local); err != nil {
+			t.Fatal(err)
+		}
+		ended := e.spans.Ended()
+		root := ended[len(ended)-1]
+		if root.Name() != "idem.request" || attrs(root)[idemotel.AttrOutcome].AsString() != want {
+			t.Fatalf("run %d: last span %s, attributes %v; want idem.request with outcome %s", i, root.Name(), attrs(root), want)
+		}
+		var names []string
+		for _, s := range ended[:len(ended)-1] {
+			names = append(names, s.Name())
+			if s.Parent().SpanID() != root.SpanContext().SpanID() {
+				t.Errorf("run %d: %s is not a child of the request span", i, s.Name())
+			}
+		}
+		if wantNames := map[int]string{0: "idem.claim idem.phase idem.phase", 1: "idem.claim"}[i]; strings.Join(names, " ") != wantNames {
+			t.Errorf("run %d: child spans %v, want %s", i, names, wantNames)
+		}
 	}
 }
