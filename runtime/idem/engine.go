@@ -42,7 +42,7 @@ type Options struct {
 	// Logger receives warnings (refresh failures, refused releases).
 	// Default: slog.Default().
 	Logger *slog.Logger
-	// AsyncClaimCommit commits a separate claim (Policy.SeparateClaim) with
+	// AsyncClaimCommit commits a separate claim (ClaimSeparate) with
 	// synchronous_commit=off. A claim lost in a crash had no effects, and the
 	// first phase's durable commit flushes the WAL that holds it; see
 	// docs/runtime.md. An inline claim commits with its first phases anyway.
