@@ -88,7 +88,7 @@ func request(scope, key, body string) idem.Request {
 	return idem.Request{Scope: scope, Key: key, Fingerprint: sum[:], Payload: []byte(body)}
 }
 
-// payOp commits its claim on its own (SeparateClaim), so that the tests of
+// payOp commits its claim on its own (ClaimSeparate), so that the tests of
 // leases, fencing and recovery points see a claimed record while its first
 // phase runs; TestInline* cover the default, inline claim.
 var payOp = &idem.Operation{ID: "createPayment", Policy: idem.Policy{Lease: 30 * time.Second, Claim: idem.ClaimSeparate}}
