@@ -125,7 +125,10 @@ func New(pool *pgxpool.Pool, opts Options) (*Engine, error) {
 		q: newQueries(opts.Schema), resume: map[string]resumer{}, cache: newReplayCache(opts.ReplayCacheBytes)}
 	e.q.claimWait = strconv.FormatInt(opts.ClaimWait.Milliseconds(), 10)
 	if pool != nil {
-		e.q.named = pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
+		cfg := pool.Config().ConnConfig
+		e.q.named = cfg.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
+		e.q.queryTracer, _ = cfg.Tracer.(pgx.QueryTracer)
+		e.q.batchTracer, _ = cfg.Tracer.(pgx.BatchTracer)
 	}
 	if e.obs == nil {
 		e.obs = nopObserver{}
@@ -561,7 +564,7 @@ func (e *Engine) beginLast(ctx context.Context, c *claim) (bool, *record, error)
 	if err != nil {
 		return false, nil, unavailable("claim", err)
 	}
-	rec, err := e.q.read(ctx, pc, c.ns, c.scope, c.key)
+	rec, err := e.q.readConn(ctx, pc.Conn(), c.ns, c.scope, c.key)
 	if errors.Is(err, pgx.ErrNoRows) {
 		c.sess, c.last = newSession(pc), true
 		c.sess.tx.pending = true

@@ -48,6 +48,10 @@ type queries struct {
 	named bool
 	// claimWait is Options.ClaimWait for lock_timeout, in milliseconds.
 	claimWait string
+	// The pool's tracers, which the engine calls for what it sends through
+	// pgconn (wire.go).
+	queryTracer pgx.QueryTracer
+	batchTracer pgx.BatchTracer
 }
 
 // micros passes a duration to SQL as microseconds (bigint), which PostgreSQL
@@ -292,12 +296,18 @@ func scanRecord(row pgx.Row) (*record, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.setTimes(secs, expires)
+	return &r, nil
+}
+
+// setTimes sets what readSQL gives in seconds: until the lease ends (the
+// Retry-After of a 409, at least a second) and until expires_at.
+func (r *record) setTimes(lease, expires float64) {
 	r.expiresIn = time.Duration(expires * float64(time.Second))
-	r.retryAfter = time.Duration(secs * float64(time.Second))
+	r.retryAfter = time.Duration(lease * float64(time.Second))
 	if r.retryAfter < time.Second {
 		r.retryAfter = time.Second
 	}
-	return &r, nil
 }
 
 // takeover installs c's token on a claimed record whose lease expired, if
@@ -426,7 +436,10 @@ func (q queries) commitWith(ctx context.Context, conn *pgx.Conn, c *claim, phase
 	return err
 }
 
-const commit = `COMMIT`
+const (
+	beginSQL = `BEGIN`
+	commit   = `COMMIT`
+)
 
 // SQLSTATE codes the engine acts on.
 const (
@@ -466,21 +479,22 @@ func storedResponse(resp *Response, omitted bool) (headers, body []byte, err err
 // committed first is errLostRace: the transaction aborted, nothing of this
 // execution remains, and the duplicate's answer is the one to give.
 func (q queries) commitLast(ctx context.Context, conn *pgx.Conn, begin bool, c *claim, phase string, resp *Response, omitted bool) error {
-	if err := q.prepare(ctx, conn, q.insertCompletedSQL, commit); err != nil {
-		return err
-	}
 	headers, body, err := storedResponse(resp, omitted)
 	if err != nil {
 		return err
 	}
-	b := &pgx.Batch{}
-	if begin {
-		b.Queue(`BEGIN`) // the phases sent no statement
+	if q.named {
+		err = q.commitLastWire(ctx, conn, begin, c, phase, resp, headers, body, omitted)
+	} else {
+		b := &pgx.Batch{}
+		if begin {
+			b.Queue(beginSQL) // the phases sent no statement
+		}
+		b.Queue(q.insertCompletedSQL, c.ns, c.scope, c.key, c.op.ID, c.fingerprint, phase, resp.Status, headers, body,
+			omitted, micros(c.policy.Retention), int16(c.derivation), q.claimWait)
+		b.Queue(commit)
+		err = conn.SendBatch(ctx, b).Close()
 	}
-	b.Queue(q.insertCompletedSQL, c.ns, c.scope, c.key, c.op.ID, c.fingerprint, phase, resp.Status, headers, body,
-		omitted, micros(c.policy.Retention), int16(c.derivation), q.claimWait)
-	b.Queue(commit)
-	err = conn.SendBatch(ctx, b).Close()
 	if sqlState(err) == uniqueViolation { // the key was completed meanwhile
 		return errLostRace
 	}
