@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -165,22 +166,23 @@ func enrichOperation(op *spec.Operation) *openapi3.Operation {
 	} else if x.Key.Header != idemtype.DefaultKeyHeader {
 		missing = fmt.Sprintf("The idempotency key, the %s header, is missing or malformed, or the body cannot be fingerprinted.", x.Key.Header)
 	}
+	// Each response documents kinds of one status, which idemtype gives.
 	type response struct {
-		code string
 		kind []idemtype.ErrorKind
 		desc string
 	}
 	responses := []response{
-		{"400", []idemtype.ErrorKind{idemtype.KindMissingKey, idemtype.KindInvalidKey, idemtype.KindInvalidRequest}, missing},
-		{"409", []idemtype.ErrorKind{idemtype.KindInFlight}, "A request with this key is still in progress; retry after Retry-After seconds."},
-		{"422", []idemtype.ErrorKind{idemtype.KindMismatch}, "This key was already used with a different request."},
+		{[]idemtype.ErrorKind{idemtype.KindMissingKey, idemtype.KindInvalidKey, idemtype.KindInvalidRequest}, missing},
+		{[]idemtype.ErrorKind{idemtype.KindInFlight}, "A request with this key is still in progress; retry after Retry-After seconds."},
+		{[]idemtype.ErrorKind{idemtype.KindMismatch}, "This key was already used with a different request."},
 	}
 	if x.Scope.Kind == idemtype.ScopeSender {
-		responses = append(responses, response{"401", []idemtype.ErrorKind{idemtype.KindInvalidSignature},
+		responses = append(responses, response{[]idemtype.ErrorKind{idemtype.KindInvalidSignature},
 			"The request's signature is missing, malformed, too old or does not match its body; nothing was recorded."})
 	}
 	for _, r := range responses {
-		if o.Responses.Value(r.code) != nil {
+		code := strconv.Itoa(r.kind[0].Status())
+		if o.Responses.Value(code) != nil {
 			continue
 		}
 		kinds := make([]string, len(r.kind))
@@ -188,7 +190,7 @@ func enrichOperation(op *spec.Operation) *openapi3.Operation {
 			kinds[i] = k.ProblemType()
 		}
 		desc := r.desc + " Problem types: " + strings.Join(kinds, ", ") + "."
-		o.Responses.Set(r.code, &openapi3.ResponseRef{Value: openapi3.NewResponse().WithDescription(desc).
+		o.Responses.Set(code, &openapi3.ResponseRef{Value: openapi3.NewResponse().WithDescription(desc).
 			WithContent(openapi3.Content{idemtype.ProblemContentType: openapi3.NewMediaType().WithSchemaRef(
 				openapi3.NewSchemaRef("#/components/schemas/"+problemSchema, nil))})})
 	}
