@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 	"github.com/idemgen/idemgen/spec"
 )
 
@@ -140,7 +140,7 @@ func enrichOperation(op *spec.Operation) *openapi3.Operation {
 	}
 	if !declared {
 		schema := openapi3.NewStringSchema().WithMaxLength(int64(x.Key.MaxLength))
-		if x.Key.Format == "uuid" {
+		if x.Key.Format == idemtype.KeyFormatUUID {
 			schema.Format = "uuid"
 		}
 		o.Parameters = append(slices.Clip(o.Parameters), &openapi3.ParameterRef{Value: &openapi3.Parameter{
@@ -163,41 +163,42 @@ func enrichOperation(op *spec.Operation) *openapi3.Operation {
 	missing := "The Idempotency-Key header is missing or malformed, or the body cannot be fingerprinted."
 	if x.Key.Pointer != "" {
 		missing = fmt.Sprintf("The idempotency key, the body's %s, is missing or malformed, or the body cannot be fingerprinted.", x.Key.Pointer)
-	} else if x.Key.Header != idemhttp.HeaderName {
+	} else if x.Key.Header != idemtype.DefaultKeyHeader {
 		missing = fmt.Sprintf("The idempotency key, the %s header, is missing or malformed, or the body cannot be fingerprinted.", x.Key.Header)
 	}
+	// Each response documents kinds of one status, which idemtype gives.
 	type response struct {
-		code string
-		kind []idem.Kind
+		kind []idemtype.ErrorKind
 		desc string
 	}
 	responses := []response{
-		{"400", []idem.Kind{idem.KindMissingKey, idem.KindInvalidKey, idem.KindInvalidRequest}, missing},
-		{"409", []idem.Kind{idem.KindInFlight}, "A request with this key is still in progress; retry after Retry-After seconds."},
-		{"422", []idem.Kind{idem.KindMismatch}, "This key was already used with a different request."},
+		{[]idemtype.ErrorKind{idemtype.KindMissingKey, idemtype.KindInvalidKey, idemtype.KindInvalidRequest}, missing},
+		{[]idemtype.ErrorKind{idemtype.KindInFlight}, "A request with this key is still in progress; retry after Retry-After seconds."},
+		{[]idemtype.ErrorKind{idemtype.KindMismatch}, "This key was already used with a different request."},
 	}
-	if x.Scope.Kind == "sender" {
-		responses = append(responses, response{"401", []idem.Kind{idem.KindInvalidSignature},
+	if x.Scope.Kind == idemtype.ScopeSender {
+		responses = append(responses, response{[]idemtype.ErrorKind{idemtype.KindInvalidSignature},
 			"The request's signature is missing, malformed, too old or does not match its body; nothing was recorded."})
 	}
 	for _, r := range responses {
-		if o.Responses.Value(r.code) != nil {
+		code := strconv.Itoa(r.kind[0].Status())
+		if o.Responses.Value(code) != nil {
 			continue
 		}
 		kinds := make([]string, len(r.kind))
 		for i, k := range r.kind {
-			kinds[i] = idem.ProblemTypeBase + string(k)
+			kinds[i] = k.ProblemType()
 		}
 		desc := r.desc + " Problem types: " + strings.Join(kinds, ", ") + "."
-		o.Responses.Set(r.code, &openapi3.ResponseRef{Value: openapi3.NewResponse().WithDescription(desc).
-			WithContent(openapi3.Content{"application/problem+json": openapi3.NewMediaType().WithSchemaRef(
+		o.Responses.Set(code, &openapi3.ResponseRef{Value: openapi3.NewResponse().WithDescription(desc).
+			WithContent(openapi3.Content{idemtype.ProblemContentType: openapi3.NewMediaType().WithSchemaRef(
 				openapi3.NewSchemaRef("#/components/schemas/"+problemSchema, nil))})})
 	}
-	scope := map[string]string{
-		"principal": "the authenticated caller",
-		"global":    "the whole service",
-		"header":    "the value of the " + x.Scope.Header + " header",
-		"sender":    "the signed sender (verifier " + x.Scope.Sender + ")",
+	scope := map[idemtype.ScopeKind]string{
+		idemtype.ScopePrincipal: "the authenticated caller",
+		idemtype.ScopeGlobal:    "the whole service",
+		idemtype.ScopeHeader:    "the value of the " + x.Scope.Name + " header",
+		idemtype.ScopeSender:    "the signed sender (verifier " + x.Scope.Name + ")",
 	}[x.Scope.Kind]
 	ns := "this operation"
 	if x.Group != "" {
@@ -211,7 +212,7 @@ func enrichOperation(op *spec.Operation) *openapi3.Operation {
 		policy = fmt.Sprintf("Idempotent: send the %s header (%s). Keys are unique per %s and %s, and remembered for %s; a retry with the same key and body gets the stored response.",
 			x.Key.Header, map[bool]string{true: "required", false: "optional"}[x.Key.Required], scope, ns, humanDuration(x.Retention.String()))
 	}
-	if x.Scope.Kind == "sender" {
+	if x.Scope.Kind == idemtype.ScopeSender {
 		policy += " Requests must be signed: a missing or bad signature is 401 and nothing is recorded."
 	}
 	if o.Description != "" {

@@ -9,6 +9,7 @@ import (
 
 	. "github.com/dave/jennifer/jen"
 
+	"github.com/idemgen/idemgen/runtime/idemtype"
 	"github.com/idemgen/idemgen/spec"
 )
 
@@ -16,6 +17,7 @@ const (
 	pkgIdem     = "github.com/idemgen/idemgen/runtime/idem"
 	pkgIdemEcho = "github.com/idemgen/idemgen/runtime/idemecho"
 	pkgIdemHTTP = "github.com/idemgen/idemgen/runtime/idemhttp"
+	pkgIdemType = "github.com/idemgen/idemgen/runtime/idemtype"
 	pkgPgx      = "github.com/jackc/pgx/v5"
 	pkgEcho     = "github.com/labstack/echo/v4"
 )
@@ -25,7 +27,7 @@ const (
 // import is named from here.
 var importNames = map[string]string{
 	"context": "context",
-	pkgIdem:   "idem", pkgIdemEcho: "idemecho", pkgIdemHTTP: "idemhttp",
+	pkgIdem:   "idem", pkgIdemEcho: "idemecho", pkgIdemHTTP: "idemhttp", pkgIdemType: "idemtype",
 	pkgPgx: "pgx", pkgEcho: "echo",
 }
 
@@ -158,8 +160,6 @@ func oneALine(open, close string) Options {
 func renderSpecs(f *File, r *ir) {
 	for _, o := range r.Idempotent {
 		x := o.X
-		ambiguous := map[string]string{"resume": "AmbiguousResume", "store": "AmbiguousStore"}[x.Ambiguous]
-		complete := map[string]string{"on-retry": "CompleteOnRetry", "background": "CompleteBackground"}[x.Complete]
 		f.Add(doc(0, fmt.Sprintf("%s is the x-idempotency of %s (%s), as the runtime takes it.", o.idempotencyVar(), o.Spec.OperationID, nobreak(route(o)))))
 		f.Var().Id(o.idempotencyVar()).Op("=").Op("&").Qual(pkgIdemEcho, "Spec").Add(elements(
 			field("Operation", Op("&").Qual(pkgIdem, "Operation").Add(elements(
@@ -168,14 +168,14 @@ func renderSpecs(f *File, r *ir) {
 				field("Policy", Qual(pkgIdem, "Policy").Add(elements(
 					field("Retention", durationCode(x.Retention)),
 					field("Lease", durationCode(x.Lease)),
-					field("Ambiguous", Qual(pkgIdem, ambiguous)),
-					field("Complete", Qual(pkgIdem, complete)),
+					field("Ambiguous", vocab(x.Ambiguous)),
+					field("Complete", vocab(x.Complete)),
 					field("ReplayHeaders", strs(x.Replay.Headers)),
 					field("MaxReplayBody", lit(x.Replay.MaxBodyBytes)),
 				))),
 			))),
 			field("Key", Qual(pkgIdemHTTP, "KeyRule").Add(keyRule(x))),
-			field("Scope", Lit(x.Scope.String())),
+			field("Scope", scopeCode(x.Scope)),
 			field("Route", Lit(o.Spec.Path)),
 			field("Exclude", strs(x.Fingerprint.Exclude)),
 			field("Headers", strs(x.Fingerprint.Headers)),
@@ -187,17 +187,45 @@ func renderSpecs(f *File, r *ir) {
 // keyRule writes the operation's idemhttp.KeyRule: a header, or a pointer
 // into the body.
 func keyRule(x *spec.Extension) Code {
-	format := "FormatAny"
-	if x.Key.Format == "uuid" {
-		format = "FormatUUID"
-	}
 	return elements(
 		field("Header", lit(x.Key.Header)),
 		field("Pointer", lit(x.Key.Pointer)),
 		field("Required", lit(x.Key.Required)),
 		field("MaxLength", lit(x.Key.MaxLength)),
-		field("Format", Qual(pkgIdemHTTP, format)),
+		field("Format", vocab(x.Key.Format)),
 	)
+}
+
+// scopeCode writes the operation's parsed scope on one line, e.g.
+// idemtype.Scope{Kind: idemtype.ScopeHeader, Name: "X-Tenant"}: the runtime
+// takes it as it is, parsing nothing per request.
+func scopeCode(sc spec.Scope) Code {
+	fields := []Code{Id("Kind").Op(":").Add(vocab(sc.Kind))}
+	if sc.Name != "" {
+		fields = append(fields, Id("Name").Op(":").Lit(sc.Name))
+	}
+	return Qual(pkgIdemType, "Scope").Values(fields...)
+}
+
+// vocabNames names the idemtype constant of each value of the vocabulary
+// that generated code spells out. Its keys are typed, so a value of one
+// type never finds the constant of another.
+var vocabNames = map[any]string{
+	idemtype.ScopePrincipal: "ScopePrincipal", idemtype.ScopeGlobal: "ScopeGlobal",
+	idemtype.ScopeHeader: "ScopeHeader", idemtype.ScopeSender: "ScopeSender",
+	idemtype.KeyFormatAny: "KeyFormatAny", idemtype.KeyFormatUUID: "KeyFormatUUID",
+	idemtype.AmbiguousResume: "AmbiguousResume", idemtype.AmbiguousStore: "AmbiguousStore",
+	idemtype.CompleteOnRetry: "CompleteOnRetry", idemtype.CompleteBackground: "CompleteBackground",
+}
+
+// vocab writes the idemtype constant whose value is v. spec.Parse lets
+// through only the values that have one.
+func vocab(v any) Code {
+	name, ok := vocabNames[v]
+	if !ok {
+		panic(fmt.Sprintf("gen: no idemtype constant for %T %v", v, v))
+	}
+	return Qual(pkgIdemType, name)
 }
 
 func renderServer(f *File, r *ir) {
@@ -219,7 +247,7 @@ func renderServer(f *File, r *ir) {
 			continue
 		}
 		o := op.idem
-		background := o.X.Complete == "background"
+		background := o.X.Complete == idemtype.CompleteBackground
 		body := []Code{}
 		payload := Nil()
 		if background {
@@ -299,7 +327,7 @@ func renderRegister(f *File, r *ir) {
 
 	paragraphs := []string{"Register serves every operation of the spec on router (an *echo.Echo or *echo.Group). Idempotent operations get the Idempotency-Key protocol and run their phases from phases through rt's engine; the others are served by plain (nil when every operation is idempotent). Operations completed in the background are registered with the engine's completer."}
 	for _, o := range r.Idempotent {
-		if o.X.Scope.Kind == "sender" {
+		if o.X.Scope.Kind == idemtype.ScopeSender {
 			paragraphs = append(paragraphs, "Operations scoped to a signed sender verify it with rt.Senders before anything else; keep them out of middleware that authenticates callers otherwise.")
 			break
 		}
@@ -321,13 +349,13 @@ func renderRegister(f *File, r *ir) {
 	for _, o := range r.Idempotent {
 		body = append(body, refuse(Id("phases").Dot(o.GoName).Op("==").Nil(), fmt.Sprintf("Register: phases.%s is nil", o.GoName)))
 		switch sc := o.X.Scope; sc.Kind {
-		case "principal":
+		case idemtype.ScopePrincipal:
 			principal = append(principal, o.Spec.OperationID)
-		case "sender":
-			if bySender[sc.Sender] == nil {
-				senders = append(senders, sc.Sender)
+		case idemtype.ScopeSender:
+			if bySender[sc.Name] == nil {
+				senders = append(senders, sc.Name)
 			}
-			bySender[sc.Sender] = append(bySender[sc.Sender], o.Spec.OperationID)
+			bySender[sc.Name] = append(bySender[sc.Name], o.Spec.OperationID)
 		}
 	}
 	if len(principal) > 0 {
@@ -345,7 +373,7 @@ func renderRegister(f *File, r *ir) {
 	body = append(body, If(Err().Op(":=").Id("rt").Dot("Engine").Dot("Register").Custom(oneALine("(", ")"), ops...), Err().Op("!=").Nil()).Block(
 		Return(Qual("fmt", "Errorf").Call(Lit("Register: %w"), Err()))))
 	for _, o := range r.Idempotent {
-		if o.X.Complete != "background" {
+		if o.X.Complete != idemtype.CompleteBackground {
 			continue
 		}
 		body = append(body, Qual(pkgIdem, "RegisterCompleter").Call(Id("rt").Dot("Engine"), Id(o.idempotencyVar()).Dot("Operation"),

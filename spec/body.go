@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // checkBody checks the extension against the request body: exclusions must
@@ -36,9 +38,9 @@ func checkBody(op *Operation, at func(field, format string, args ...any)) {
 	}
 	for i, ptr := range x.Fingerprint.Exclude {
 		field := fmt.Sprintf("%s.fingerprint.exclude[%d]", ExtensionName, i)
-		toks := splitPointer(ptr)
+		toks, err := idemtype.ParsePointer(ptr)
 		switch {
-		case !strings.HasPrefix(ptr, "/"):
+		case err != nil:
 			// reported by Parse
 		case jsonSchema == nil && formSchema == nil:
 			at(field, "%q cannot apply: the operation has no JSON or form request body", ptr)
@@ -51,7 +53,7 @@ func checkBody(op *Operation, at func(field, format string, args ...any)) {
 	if x.Key.Pointer != "" {
 		checkKeyPointer(op, at, jsonSchema, other)
 	}
-	if x.Complete == "background" && len(other) > 0 {
+	if x.Complete == idemtype.CompleteBackground && len(other) > 0 {
 		at(ExtensionName+".complete", "background completion stores the request to replay it, which needs a JSON or form body; this operation also accepts %s", strings.Join(other, ", "))
 	}
 }
@@ -73,7 +75,7 @@ func checkKeyPointer(op *Operation, at func(field, format string, args ...any), 
 	case rb.Value == nil || !rb.Value.Required:
 		at(field, "%q cannot be required: the request body is optional; set requestBody.required: true so that every request carries its key", ptr)
 	}
-	if reason := keyMember(jsonSchema, splitPointer(ptr), "", nil, 0); reason != "" {
+	if reason := keyMember(jsonSchema, keyTokens(ptr), "", nil, 0); reason != "" {
 		at(field, "%q %s", ptr, reason)
 	}
 }
@@ -92,7 +94,7 @@ func keyMember(s *openapi3.Schema, toks []string, at string, inherited []string,
 		return keyScalar(s, types, alts, at, depth)
 	}
 	name := toks[0]
-	here := at + "/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(name)
+	here := at + "/" + idemtype.EscapePointerToken(name)
 	if s.Items != nil || slices.Contains(types, "array") {
 		return fmt.Sprintf("goes through the array %s; a key must be a member of objects only, each one required", orRoot(at))
 	}
@@ -317,14 +319,10 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-func splitPointer(p string) []string {
-	if !strings.HasPrefix(p, "/") {
-		return nil
-	}
-	toks := strings.Split(p[1:], "/")
-	for i, t := range toks {
-		toks[i] = strings.NewReplacer("~1", "/", "~0", "~").Replace(t)
-	}
+// keyTokens returns the reference tokens of the key pointer p; nil for a
+// pointer Parse refused.
+func keyTokens(p string) []string {
+	toks, _ := idemtype.ParsePointer(p)
 	return toks
 }
 

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // parser decodes an extension value, collecting every error.
@@ -79,7 +81,7 @@ func (p *parser) headerNames(field string, v any, refuse func(string) string) ([
 	}
 	for i, h := range l {
 		f := fmt.Sprintf("%s[%d]", field, i)
-		if !headerNameRE.MatchString(h) {
+		if !idemtype.ValidHeaderName(h) {
 			p.errorf(f, "%q is not a valid header name", h)
 		} else if refuse != nil {
 			if why := refuse(h); why != "" {
@@ -169,7 +171,7 @@ func describe(v any) string {
 
 // choice returns the value of m's member name (parent.name in errors)
 // when it is one of allowed; otherwise, or when it is absent, current.
-func (p *parser) choice(m map[string]any, parent, name, current string, allowed ...string) string {
+func choice[T ~string](p *parser, m map[string]any, parent, name string, current T, allowed ...T) T {
 	v, ok := m[name]
 	if !ok {
 		return current
@@ -179,11 +181,13 @@ func (p *parser) choice(m map[string]any, parent, name, current string, allowed 
 	if !ok {
 		return current
 	}
-	for _, a := range allowed {
-		if s == a {
-			return s
+	names := make([]string, len(allowed))
+	for i, a := range allowed {
+		if s == string(a) {
+			return a
 		}
+		names[i] = string(a)
 	}
-	p.errorf(field, "%q is not allowed; use one of %s", s, strings.Join(allowed, ", "))
+	p.errorf(field, "%q is not allowed; use one of %s", s, strings.Join(names, ", "))
 	return current
 }

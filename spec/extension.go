@@ -3,7 +3,11 @@
 // operation, the field, the bad value and what is allowed.
 package spec
 
-import "time"
+import (
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
+)
 
 // ExtensionName is the OpenAPI extension this package reads.
 const ExtensionName = "x-idempotency"
@@ -17,8 +21,8 @@ type Extension struct {
 	Lease       time.Duration
 	Fingerprint Fingerprint
 	Replay      Replay
-	Ambiguous   string // resume | store
-	Complete    string // on-retry | background
+	Ambiguous   idemtype.Ambiguous
+	Complete    idemtype.Complete
 	Phases      []Phase
 }
 
@@ -29,7 +33,7 @@ type Key struct {
 	Pointer   string // a JSON Pointer into the JSON request body; "" for a header key
 	Required  bool   // always true for a body key
 	MaxLength int
-	Format    string // any | uuid
+	Format    idemtype.KeyFormat
 }
 
 // Source says where the key comes from, e.g. "header Idempotency-Key" or
@@ -41,23 +45,9 @@ func (k Key) Source() string {
 	return "header " + k.Header
 }
 
-// Scope is what keys are unique within (besides the operation or group).
-type Scope struct {
-	Kind   string // principal | header | global | sender
-	Header string // for Kind header
-	Sender string // for Kind sender: the name of the runtime's verifier
-}
-
-// String returns the scope as written in the extension.
-func (s Scope) String() string {
-	switch s.Kind {
-	case "header":
-		return "header:" + s.Header
-	case "sender":
-		return "sender:" + s.Sender
-	}
-	return s.Kind
-}
+// Scope is what keys are unique within (besides the operation or group):
+// the runtime's idemtype.Scope, parsed from the extension's string.
+type Scope = idemtype.Scope
 
 // Fingerprint says what request identity leaves out or adds.
 type Fingerprint struct {
@@ -77,29 +67,30 @@ type Phase struct {
 	Foreign bool
 }
 
-// Defaults, as documented in docs/extension.md.
-const (
-	DefaultHeader       = "Idempotency-Key"
-	DefaultMaxLength    = 255
-	DefaultRetention    = 24 * time.Hour
-	DefaultLease        = 30 * time.Second
-	DefaultMaxBodyBytes = 65536
-	DefaultPhase        = "execute"
-)
+// Kind returns where the phase runs: idemtype.PhaseForeign or
+// idemtype.PhaseLocal.
+func (p Phase) Kind() idemtype.PhaseKind {
+	if p.Foreign {
+		return idemtype.PhaseForeign
+	}
+	return idemtype.PhaseLocal
+}
 
-// DefaultReplayHeaders are stored with a response unless replay.headers is set.
-var DefaultReplayHeaders = []string{"Content-Type", "Location"}
+// DefaultPhase names the one phase of an operation that lists none. The
+// other defaults are the runtime's (idemtype.DefaultRetention and the
+// rest), as documented in docs/extension.md.
+const DefaultPhase = "execute"
 
 // Default returns the extension that `x-idempotency: true` means.
 func Default() *Extension {
 	return &Extension{
-		Key:       Key{Header: DefaultHeader, Required: true, MaxLength: DefaultMaxLength, Format: "any"},
-		Scope:     Scope{Kind: "principal"},
-		Retention: DefaultRetention,
-		Lease:     DefaultLease,
-		Replay:    Replay{Headers: append([]string(nil), DefaultReplayHeaders...), MaxBodyBytes: DefaultMaxBodyBytes},
-		Ambiguous: "resume",
-		Complete:  "on-retry",
+		Key:       Key{Header: idemtype.DefaultKeyHeader, Required: true, MaxLength: idemtype.DefaultMaxKeyLength, Format: idemtype.KeyFormatAny},
+		Scope:     Scope{Kind: idemtype.ScopePrincipal},
+		Retention: idemtype.DefaultRetention,
+		Lease:     idemtype.DefaultLease,
+		Replay:    Replay{Headers: idemtype.DefaultReplayHeaders(), MaxBodyBytes: idemtype.DefaultMaxReplayBody},
+		Ambiguous: idemtype.AmbiguousResume,
+		Complete:  idemtype.CompleteOnRetry,
 		Phases:    []Phase{{Name: DefaultPhase}},
 	}
 }

@@ -3,30 +3,19 @@ package spec
 import (
 	"fmt"
 	"regexp"
-	"strings"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
-var (
-	phaseNameRE  = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
-	groupRE      = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,62}$`) // also sender names
-	headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-)
-
-// never lists response headers that are never stored, whatever replay.headers says.
-var never = map[string]bool{"set-cookie": true, "authorization": true, "proxy-authorization": true,
-	"www-authenticate": true, "proxy-authenticate": true, "cookie": true}
-
-// framing lists the headers that frame a body on the wire; the server sets
-// them for each response, so a stored copy would contradict the body sent.
-var framing = map[string]bool{"content-length": true, "transfer-encoding": true, "content-encoding": true}
+var phaseNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 
 // neverStored says why a response header is never stored, or "".
 func neverStored(h string) string {
 	switch {
-	case never[strings.ToLower(h)]:
+	case idemtype.CredentialHeader(h):
 		return h + " is never stored: it carries credentials or per-client state"
-	case framing[strings.ToLower(h)]:
+	case idemtype.FramingHeader(h):
 		return h + " is never stored: it frames the body on the wire, and the server sets it for each response"
 	}
 	return ""
@@ -92,7 +81,7 @@ func (p *parser) key(k *Key, m map[string]any) {
 			k.MaxLength = n
 		}
 	}
-	k.Format = p.choice(km, field, "format", k.Format, "any", "uuid")
+	k.Format = choice(p, km, field, "format", k.Format, idemtype.KeyFormatAny, idemtype.KeyFormatUUID)
 }
 
 // keySource reads key.header and key.pointer, which exclude each other.
@@ -100,7 +89,7 @@ func (p *parser) keySource(k *Key, km map[string]any) {
 	const field = ExtensionName + ".key"
 	if v, ok := km["header"]; ok {
 		if s, ok := p.str(field+".header", v); ok {
-			if !headerNameRE.MatchString(s) {
+			if !idemtype.ValidHeaderName(s) {
 				p.errorf(field+".header", "%q is not a valid header name", s)
 			} else {
 				k.Header = s
@@ -111,7 +100,7 @@ func (p *parser) keySource(k *Key, km map[string]any) {
 		if s, ok := p.str(field+".pointer", v); ok {
 			_, both := km["header"]
 			switch {
-			case !strings.HasPrefix(s, "/"):
+			case idemtype.CheckPointer(s) != nil:
 				p.errorf(field+".pointer", "%q is not a JSON Pointer; it must start with / (e.g. /id)", s)
 			case both:
 				p.errorf(field+".pointer", "key.header and key.pointer exclude each other: a key comes from a header or from the body, not both")
@@ -133,16 +122,12 @@ func (p *parser) scope(sc *Scope, m map[string]any) {
 	if !ok {
 		return
 	}
-	switch {
-	case s == "principal" || s == "global":
-		*sc = Scope{Kind: s}
-	case strings.HasPrefix(s, "header:") && headerNameRE.MatchString(strings.TrimPrefix(s, "header:")):
-		*sc = Scope{Kind: "header", Header: strings.TrimPrefix(s, "header:")}
-	case strings.HasPrefix(s, "sender:") && groupRE.MatchString(strings.TrimPrefix(s, "sender:")):
-		*sc = Scope{Kind: "sender", Sender: strings.TrimPrefix(s, "sender:")}
-	default:
-		p.errorf(field, "%q is not a scope; use principal, global, header:<Header-Name> or sender:<name>", s)
+	parsed, err := idemtype.ParseScope(s)
+	if err != nil {
+		p.errorf(field, "%s", err)
+		return
 	}
+	*sc = parsed
 }
 
 // group reads group, the key namespace operations may share.
@@ -153,7 +138,7 @@ func (p *parser) group(g *string, m map[string]any) {
 		return
 	}
 	if s, ok := p.str(field, v); ok {
-		if groupRE.MatchString(s) {
+		if idemtype.ValidName(s) {
 			*g = s
 		} else {
 			p.errorf(field, "%q is not a group name; use letters, digits, _ . - (starting with a letter, at most 63)", s)
@@ -191,7 +176,7 @@ func (p *parser) fingerprint(f *Fingerprint, m map[string]any) {
 	if v, ok := fm["exclude"]; ok {
 		if l, ok := p.strings(field+".exclude", v); ok {
 			for i, ptr := range l {
-				if !strings.HasPrefix(ptr, "/") {
+				if idemtype.CheckPointer(ptr) != nil {
 					p.errorf(fmt.Sprintf("%s.exclude[%d]", field, i), "%q is not a JSON Pointer; it must start with / (e.g. /client_ts)", ptr)
 				}
 			}
@@ -227,8 +212,8 @@ func (p *parser) replay(r *Replay, m map[string]any) {
 // modes reads ambiguous and complete: what a failure after possible
 // effects does, and who finishes an abandoned execution.
 func (p *parser) modes(x *Extension, m map[string]any) {
-	x.Ambiguous = p.choice(m, ExtensionName, "ambiguous", x.Ambiguous, "resume", "store")
-	x.Complete = p.choice(m, ExtensionName, "complete", x.Complete, "on-retry", "background")
+	x.Ambiguous = choice(p, m, ExtensionName, "ambiguous", x.Ambiguous, idemtype.AmbiguousResume, idemtype.AmbiguousStore)
+	x.Complete = choice(p, m, ExtensionName, "complete", x.Complete, idemtype.CompleteOnRetry, idemtype.CompleteBackground)
 }
 
 // phases reads phases: names unique, the last one local.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 func TestParseDefaults(t *testing.T) {
@@ -27,7 +29,7 @@ func TestParseDefaults(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	if x.Lease != time.Minute || x.Retention != 7*24*time.Hour || x.Key.Header != DefaultHeader || !x.Key.Required ||
+	if x.Lease != time.Minute || x.Retention != 7*24*time.Hour || x.Key.Header != idemtype.DefaultKeyHeader || !x.Key.Required ||
 		len(x.Phases) != 3 || !x.Phases[1].Foreign || x.Scope.Kind != "principal" {
 		t.Fatalf("got %+v", x)
 	}
@@ -132,7 +134,7 @@ func TestParseBodyKeyAndSender(t *testing.T) {
 	if diff := cmp.Diff(want, x.Key); diff != "" {
 		t.Fatalf("key (-want +got):\n%s", diff)
 	}
-	if x.Scope != (Scope{Kind: "sender", Sender: "cardnet"}) || x.Scope.String() != "sender:cardnet" || x.Key.Source() != "pointer /id" {
+	if x.Scope != (Scope{Kind: idemtype.ScopeSender, Name: "cardnet"}) || x.Scope.String() != "sender:cardnet" || x.Key.Source() != "pointer /id" {
 		t.Fatalf("scope %+v (%s), key source %s", x.Scope, x.Scope, x.Key.Source())
 	}
 }

@@ -27,6 +27,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // Options configure an Engine.
@@ -292,7 +294,7 @@ func Run[S any](ctx context.Context, e *Engine, op *Operation, req Request, phas
 		// back: the claim, decided again, replays its answer.
 		if attempt == maxAttempts {
 			e.observe(ctx, Event{Kind: EventInFlight, Operation: op.ID})
-			return nil, &Error{Kind: KindInFlight, RetryAfter: time.Second, Detail: "the key is contended; retry later", Err: err}
+			return nil, &Error{Kind: idemtype.KindInFlight, RetryAfter: time.Second, Detail: "the key is contended; retry later", Err: err}
 		}
 	}
 }
@@ -320,15 +322,15 @@ const MaxScopeLength = 255
 
 // CheckScope refuses a scope value the store cannot hold or index well:
 // invalid UTF-8, a NUL character, or more than MaxScopeLength bytes. The
-// error is a KindInvalidScope *Error (400).
+// error is an *Error of kind idemtype.KindInvalidScope (400).
 func CheckScope(scope string) error {
 	switch {
 	case len(scope) > MaxScopeLength:
-		return errorf(KindInvalidScope, "the scope value is %d bytes long; at most %d are allowed", len(scope), MaxScopeLength)
+		return errorf(idemtype.KindInvalidScope, "the scope value is %d bytes long; at most %d are allowed", len(scope), MaxScopeLength)
 	case !utf8.ValidString(scope):
-		return errorf(KindInvalidScope, "the scope value is not valid UTF-8")
+		return errorf(idemtype.KindInvalidScope, "the scope value is not valid UTF-8")
 	case strings.IndexByte(scope, 0) >= 0:
-		return errorf(KindInvalidScope, "the scope value contains a NUL character")
+		return errorf(idemtype.KindInvalidScope, "the scope value contains a NUL character")
 	}
 	return nil
 }
@@ -410,7 +412,7 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 		return nil, &Outcome{Response: ent.resp, Replayed: true}, nil
 	}
 	var payload []byte
-	if p.Complete == CompleteBackground {
+	if p.Complete == idemtype.CompleteBackground {
 		payload = req.Payload
 	}
 	for attempt := 0; attempt < maxAttempts; attempt++ {
@@ -483,7 +485,7 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 			return nil, &Outcome{Response: resp, Replayed: true}, nil
 		case rec.live:
 			e.observe(ctx, Event{Kind: EventInFlight, Operation: op.ID})
-			return nil, nil, &Error{Kind: KindInFlight, RetryAfter: rec.retryAfter,
+			return nil, nil, &Error{Kind: idemtype.KindInFlight, RetryAfter: rec.retryAfter,
 				Detail: "another request with this key is being processed; retry later"}
 		}
 		ok, err := e.q.takeover(ctx, e.pool, c, rec.owner)
@@ -498,7 +500,7 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 		// first: look again.
 	}
 	e.observe(ctx, Event{Kind: EventInFlight, Operation: op.ID})
-	return nil, nil, &Error{Kind: KindInFlight, RetryAfter: time.Second, Detail: "the key is contended; retry later"}
+	return nil, nil, &Error{Kind: idemtype.KindInFlight, RetryAfter: time.Second, Detail: "the key is contended; retry later"}
 }
 
 // mismatch reports a key first used by another operation of its group, or
@@ -512,7 +514,7 @@ func (e *Engine) mismatch(ctx context.Context, op *Operation, recOp string, recF
 	if recOp != op.ID {
 		detail = fmt.Sprintf("this key was first used for operation %s", recOp)
 	}
-	return &Error{Kind: KindMismatch, Detail: detail}
+	return &Error{Kind: idemtype.KindMismatch, Detail: detail}
 }
 
 // remember caches a response this execution just stored. Its expiry is
@@ -545,7 +547,7 @@ func (e *Engine) claimInline(ctx context.Context, c *claim, op string, fp, paylo
 	switch {
 	case sqlState(err) == lockNotAvailable: // a concurrent claim is still uncommitted
 		e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})
-		return false, nil, &Error{Kind: KindInFlight, RetryAfter: time.Second,
+		return false, nil, &Error{Kind: idemtype.KindInFlight, RetryAfter: time.Second,
 			Detail: "another request with this key is being processed; retry later"}
 	case err != nil:
 		return false, nil, unavailable("claim", err)
@@ -588,7 +590,7 @@ func (e *Engine) replay(rec *record) *Response {
 	if rec.status != nil {
 		status = *rec.status
 	}
-	return ProblemResponse(&Error{Kind: KindNotStored, Detail: fmt.Sprintf(
+	return ProblemResponse(&Error{Kind: idemtype.KindNotStored, Detail: fmt.Sprintf(
 		"the request completed with status %d, but its response body exceeded the replay limit and was not stored", status)},
 		e.opts.PolicyURL)
 }
@@ -596,7 +598,7 @@ func (e *Engine) replay(rec *record) *Response {
 // unavailable reports a store failure before anything was claimed: the
 // client may retry at once.
 func unavailable(step string, err error) *Error {
-	return &Error{Kind: KindUnavailable, RetryAfter: time.Second, Detail: "the idempotency store did not answer (" + step + ")", Err: err}
+	return &Error{Kind: idemtype.KindUnavailable, RetryAfter: time.Second, Detail: "the idempotency store did not answer (" + step + ")", Err: err}
 }
 
 // execute runs the phases after c's recovery point.
@@ -612,14 +614,14 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 			// The operation's phases changed under a live record: keep it for
 			// an operator rather than guess.
 			e.yield(c)
-			return nil, &Error{Kind: KindFailed, Err: fmt.Errorf("recovery point %q is not a phase of %s", c.recovery, c.op.ID)}
+			return nil, &Error{Kind: idemtype.KindFailed, Err: fmt.Errorf("recovery point %q is not a phase of %s", c.recovery, c.op.ID)}
 		}
 		start = i + 1
 	}
 	if len(c.state) > 0 {
 		if err := json.Unmarshal(c.state, &state); err != nil {
 			e.yield(c)
-			return nil, &Error{Kind: KindFailed, Err: fmt.Errorf("decoding stored phase state: %w", err)}
+			return nil, &Error{Kind: idemtype.KindFailed, Err: fmt.Errorf("decoding stored phase state: %w", err)}
 		}
 	}
 	if c.resumed {
@@ -782,7 +784,7 @@ func runInline[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S
 		switch {
 		case sqlState(err) == lockNotAvailable: // a concurrent claim is still uncommitted
 			e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})
-			return nil, false, &Error{Kind: KindInFlight, RetryAfter: time.Second, Err: err,
+			return nil, false, &Error{Kind: idemtype.KindInFlight, RetryAfter: time.Second, Err: err,
 				Detail: "another request with this key is being processed; retry later"}
 		case errors.Is(err, errLostRace) || sqlState(err) != "":
 			// The server refused the insert or the commit: nothing committed.
@@ -899,7 +901,7 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 	switch {
 	case errors.Is(err, ErrFenced):
 		e.observe(ctx, Event{Kind: EventFenced, Operation: c.op.ID})
-		return nil, &Error{Kind: KindInFlight, RetryAfter: time.Second, Err: err,
+		return nil, &Error{Kind: idemtype.KindInFlight, RetryAfter: time.Second, Err: err,
 			Detail: "another execution took this key over; retry to get its result"}
 	case !committed && (declared || !foreignTried):
 		// Nothing of this execution was committed and, unless the phase said
@@ -922,8 +924,8 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 			"operation", c.op.ID, "recovery_point", c.recovery, "err", err)
 	}
 	e.observe(ctx, Event{Kind: EventAmbiguous, Operation: c.op.ID})
-	failure := &Error{Kind: KindFailed, Err: err}
-	if c.policy.Ambiguous == AmbiguousStore {
+	failure := &Error{Kind: idemtype.KindFailed, Err: err}
+	if c.policy.Ambiguous == idemtype.AmbiguousStore {
 		resp := ProblemResponse(failure, e.opts.PolicyURL)
 		resp.Header = c.policy.storedHeaders(resp.Header) // sent as stored
 		serr := e.storeFailure(ctx, c, resp)

@@ -19,6 +19,7 @@ import (
 	"github.com/idemgen/idemgen/internal/testshort"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 func TestMain(m *testing.M) { idemtest.Main(m) }
@@ -118,7 +119,7 @@ func twoPhases(key string) []idem.Phase[payState] {
 	}
 }
 
-func kindOf(err error) idem.Kind {
+func kindOf(err error) idemtype.ErrorKind {
 	var e *idem.Error
 	if errors.As(err, &e) {
 		return e.Kind
@@ -160,7 +161,7 @@ func sameKeyRounds(t *testing.T, e *env, op *idem.Operation, rounds int) {
 				case err == nil:
 					executed++
 					bodies = append(bodies, out.Response.Body)
-				case kindOf(err) == idem.KindInFlight:
+				case kindOf(err) == idemtype.KindInFlight:
 					inFlight++
 				default:
 					t.Errorf("round %d: unexpected error %v", round, err)
@@ -212,7 +213,7 @@ func TestFencing(t *testing.T) {
 	}
 	close(proceed)
 	<-done
-	if kindOf(errA) != idem.KindInFlight || !errors.Is(errA, idem.ErrFenced) {
+	if kindOf(errA) != idemtype.KindInFlight || !errors.Is(errA, idem.ErrFenced) {
 		t.Fatalf("A: err %v; want a fenced in-flight error", errA)
 	}
 	if n := e.count(`SELECT count(*) FROM rows`); n != 1 {
@@ -304,7 +305,7 @@ func TestCrashAtEveryRecoveryPoint(t *testing.T) {
 			}()
 			<-done
 			// The dead owner's lease still holds the key...
-			if _, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), threePhases("k", cd, &recordRuns, "")); kindOf(err) != idem.KindInFlight {
+			if _, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), threePhases("k", cd, &recordRuns, "")); kindOf(err) != idemtype.KindInFlight {
 				t.Fatalf("retry within the lease: %v; want in-flight", err)
 			}
 			// ...until it expires.
@@ -385,7 +386,7 @@ func TestReleaseAfterCommitIsAmbiguous(t *testing.T) {
 		return idem.Release(errors.New("declined early"))
 	}
 	_, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), phases)
-	if kindOf(err) != idem.KindFailed {
+	if kindOf(err) != idemtype.KindFailed {
 		t.Fatalf("err %v; want failed", err)
 	}
 	if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE state = 'claimed' AND recovery_point = 'record'`); n != 1 {
@@ -455,7 +456,7 @@ func TestMismatch(t *testing.T) {
 		}
 	}
 	_, err := idem.Run(ctx, e.eng, payOp, req(`{"amount":200,"currency":"EUR"}`), twoPhases("k"))
-	if kindOf(err) != idem.KindMismatch {
+	if kindOf(err) != idemtype.KindMismatch {
 		t.Fatalf("different body: %v; want key-reused (422)", err)
 	}
 	if e.ev.count(idem.EventMismatch) != 1 {
@@ -498,7 +499,7 @@ func TestScopeIsolation(t *testing.T) {
 	if _, err := idem.Run(ctx, e.eng, g1, request("t", "gk", "b"), respond("g1")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := idem.Run(ctx, e.eng, g2, request("t", "gk", "b"), respond("g2")); kindOf(err) != idem.KindMismatch {
+	if _, err := idem.Run(ctx, e.eng, g2, request("t", "gk", "b"), respond("g2")); kindOf(err) != idemtype.KindMismatch {
 		t.Fatalf("group: a key reused by another operation of the group: %v; want 422", err)
 	}
 }
@@ -516,7 +517,7 @@ func TestAmbiguousResume(t *testing.T) {
 		return errors.New("card network: connection reset")
 	}
 	_, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), phases)
-	if kindOf(err) != idem.KindFailed {
+	if kindOf(err) != idemtype.KindFailed {
 		t.Fatalf("err %v; want failed (500)", err)
 	}
 	out, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), threePhases("k", cd, &runs, ""))
@@ -529,7 +530,7 @@ func TestAmbiguousResume(t *testing.T) {
 func TestAmbiguousStore(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	op := &idem.Operation{ID: "storeOp", Policy: idem.Policy{Lease: 30 * time.Second, Ambiguous: idem.AmbiguousStore}}
+	op := &idem.Operation{ID: "storeOp", Policy: idem.Policy{Lease: 30 * time.Second, Ambiguous: idemtype.AmbiguousStore}}
 	phases := threePhases("k", &card{charges: map[string]string{}}, new(int), "")
 	phases[1].Foreign = func(ctx context.Context, key string, s *payState) error { return errors.New("timeout") }
 	first, err := idem.Run(ctx, e.eng, op, request("t", "k", "b"), phases)
@@ -559,7 +560,7 @@ func TestLeaseRefresh(t *testing.T) {
 		<-inPhase
 		time.Sleep(4500 * time.Millisecond) // past one lease: refreshed, still live
 		_, err := idem.Run(ctx, e.eng, op, request("t", "slow", "b"), slow)
-		if kindOf(err) != idem.KindInFlight {
+		if kindOf(err) != idemtype.KindInFlight {
 			t.Errorf("during a refreshed lease: %v; want in-flight", err)
 		}
 	}()
@@ -601,7 +602,7 @@ func TestRefreshIsFenced(t *testing.T) {
 func TestBackgroundCompleter(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	op := &idem.Operation{ID: "bg", Policy: idem.Policy{Lease: 30 * time.Second, Complete: idem.CompleteBackground}}
+	op := &idem.Operation{ID: "bg", Policy: idem.Policy{Lease: 30 * time.Second, Complete: idemtype.CompleteBackground}}
 	cd := &card{charges: map[string]string{}}
 	runs := 0
 	idem.RegisterCompleter(e.eng, op, func(payload []byte) ([]idem.Phase[payState], error) {

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // catch runs f and turns a panic that escapes it into an error.
@@ -63,7 +64,7 @@ func TestCommitNeverShortensLease(t *testing.T) {
 	if _, err := idem.Run(ctx, e.eng, op, request("t", "long", "b"), phases); err != nil {
 		t.Fatalf("owner: %v", err)
 	}
-	if kindOf(retryErr) != idem.KindInFlight {
+	if kindOf(retryErr) != idemtype.KindInFlight {
 		t.Fatalf("retry during the owner's foreign call: %+v, %v; want 409 in-flight (the commit shortened the lease)", retryOut, retryErr)
 	}
 	if n := e.ev.count(idem.EventTakeover); n != 0 {
@@ -175,7 +176,7 @@ func TestPanicInPhase(t *testing.T) {
 		if perr := catch(func() { _, err = idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), phases) }); perr != nil {
 			t.Fatal(perr)
 		}
-		if kindOf(err) != idem.KindFailed {
+		if kindOf(err) != idemtype.KindFailed {
 			t.Fatalf("err %v; want failed (ambiguous)", err)
 		}
 		out, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), threePhases("k", cd, &runs, ""))
@@ -185,7 +186,7 @@ func TestPanicInPhase(t *testing.T) {
 	})
 	t.Run("background completer", func(t *testing.T) {
 		e := newEnv(t)
-		op := &idem.Operation{ID: "bgPanic", Policy: idem.Policy{Lease: 30 * time.Second, Complete: idem.CompleteBackground}}
+		op := &idem.Operation{ID: "bgPanic", Policy: idem.Policy{Lease: 30 * time.Second, Complete: idemtype.CompleteBackground}}
 		cd, runs := &card{charges: map[string]string{}}, 0
 		idem.RegisterCompleter(e.eng, op, func(payload []byte) ([]idem.Phase[payState], error) {
 			phases := threePhases("k", cd, &runs, "")
@@ -315,7 +316,7 @@ func TestFenceWhileTakerRuns(t *testing.T) {
 		{"advance", "record", nil, func(err error) bool { return errors.Is(err, idem.ErrFenced) }},
 		{"complete", "finish", nil, func(err error) bool { return errors.Is(err, idem.ErrFenced) }},
 		{"release", "record", idem.Release(errors.New("bad input")), func(err error) bool { return err != nil }},
-		{"yield", "finish", errors.New("timeout"), func(err error) bool { return kindOf(err) == idem.KindFailed }},
+		{"yield", "finish", errors.New("timeout"), func(err error) bool { return kindOf(err) == idemtype.KindFailed }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -423,7 +424,7 @@ func TestLargeResponseReplay(t *testing.T) {
 func TestPhasesSeeTheirCall(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	op := &idem.Operation{ID: "bgCall", Policy: idem.Policy{Lease: 30 * time.Second, Complete: idem.CompleteBackground, Claim: idem.ClaimSeparate}}
+	op := &idem.Operation{ID: "bgCall", Policy: idem.Policy{Lease: 30 * time.Second, Complete: idemtype.CompleteBackground, Claim: idem.ClaimSeparate}}
 	var seen []idem.Call
 	phases := func(crash bool) []idem.Phase[payState] {
 		return []idem.Phase[payState]{

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // TestRefreshIsHOT: a lease refresh changes no indexed column, so
@@ -19,7 +21,7 @@ func TestRefreshIsHOT(t *testing.T) {
 	var claims []*claim
 	// A background operation too: its claims are the ones an index for the
 	// completer covers.
-	for _, bg := range []Complete{CompleteOnRetry, CompleteBackground} {
+	for _, bg := range []idemtype.Complete{idemtype.CompleteOnRetry, idemtype.CompleteBackground} {
 		op := &Operation{ID: "op-" + string(bg), Policy: Policy{Lease: 30 * time.Second, Claim: ClaimSeparate, Complete: bg}}
 		claims = append(claims, r.claimed(op, raceReq("k")))
 	}

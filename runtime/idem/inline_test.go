@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // inlineOp claims first, inline: the claim commits with the local
@@ -123,7 +124,7 @@ func TestInlineDuplicateWaitIsBounded(t *testing.T) {
 	release, owner := holdOwner(t, e, "k")
 	_, err := idem.Run(context.Background(), e.eng, inlineOp, request("t", "k", "b"), twoPhases("k"))
 	var perr *idem.Error
-	if kindOf(err) != idem.KindInFlight || !errors.As(err, &perr) || perr.RetryAfter <= 0 {
+	if kindOf(err) != idemtype.KindInFlight || !errors.As(err, &perr) || perr.RetryAfter <= 0 {
 		t.Fatalf("duplicate: %v; want 409 in-flight with Retry-After", err)
 	}
 	release()
@@ -191,7 +192,7 @@ func TestReplayCache(t *testing.T) {
 		if err != nil || !out.Replayed || !sameResponse(out.Response, first.Response) {
 			t.Fatalf("cached replay: %+v, %v", out, err)
 		}
-		if _, err := idem.Run(ctx, eng, inlineOp, request("t", "k", "other body"), twoPhases("k")); kindOf(err) != idem.KindMismatch {
+		if _, err := idem.Run(ctx, eng, inlineOp, request("t", "k", "other body"), twoPhases("k")); kindOf(err) != idemtype.KindMismatch {
 			t.Fatalf("cached record, other body: %v; want 422", err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // lastOp's phases are all local, so the default claim mode runs them first
@@ -63,7 +64,7 @@ func TestLastRetryDoesNotRunPhases(t *testing.T) {
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("the phase ran %d times; want once", n)
 	}
-	if _, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "other"), counted("k", &runs)); kindOf(err) != idem.KindMismatch {
+	if _, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "other"), counted("k", &runs)); kindOf(err) != idemtype.KindMismatch {
 		t.Fatalf("retry with another body: %v; want 422", err)
 	}
 }
@@ -137,7 +138,7 @@ func TestLastWaitIsBounded(t *testing.T) {
 		t.Fatal("the duplicate still waits on the uncommitted claim after 10s; want 409 after ClaimWait")
 	}
 	var perr *idem.Error
-	if kindOf(err) != idem.KindInFlight || !errors.As(err, &perr) || perr.RetryAfter <= 0 {
+	if kindOf(err) != idemtype.KindInFlight || !errors.As(err, &perr) || perr.RetryAfter <= 0 {
 		t.Fatalf("duplicate: %v; want 409 in-flight with Retry-After", err)
 	}
 	release()

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // Resolution is an operator's decision about an abandoned record.
@@ -17,7 +19,7 @@ type Resolution struct {
 	Delete bool
 	// Otherwise the record is completed with a problem response: Status
 	// (400 to 599, default 500) and Detail, replayed to every retry for
-	// Retention (default DefaultRetention) from now.
+	// Retention (default idemtype.DefaultRetention) from now.
 	Status    int
 	Detail    string
 	Retention time.Duration
@@ -43,9 +45,9 @@ func (e *Engine) Resolve(ctx context.Context, namespace, scope, key string, r Re
 			return fmt.Errorf("idem: resolve: status %d is not a 4xx or 5xx", r.Status)
 		}
 		if r.Retention <= 0 {
-			r.Retention = DefaultRetention
+			r.Retention = idemtype.DefaultRetention
 		}
-		body, merr := json.Marshal(Problem{Type: ProblemTypeBase + "resolved-by-operator",
+		body, merr := json.Marshal(idemtype.Problem{Type: idemtype.ProblemTypeBase + "resolved-by-operator",
 			Title: "An operator settled this request", Status: r.Status, Detail: r.Detail})
 		if merr != nil {
 			return merr

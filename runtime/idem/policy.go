@@ -4,40 +4,19 @@ import (
 	"fmt"
 	"net/http"
 	"time"
-)
 
-// Ambiguous says what happens when an execution fails after it may have had
-// effects (a local phase committed, or a foreign call was attempted).
-type Ambiguous string
-
-const (
-	// AmbiguousResume keeps the record claimed at its recovery point and
-	// gives up the lease, so a retry with the same key continues from there.
-	AmbiguousResume Ambiguous = "resume"
-	// AmbiguousStore stores the 500 response and replays it (Stripe v1).
-	AmbiguousStore Ambiguous = "store"
-)
-
-// Complete says who finishes an execution its owner abandoned.
-type Complete string
-
-const (
-	// CompleteOnRetry leaves abandoned executions to the client's retry.
-	CompleteOnRetry Complete = "on-retry"
-	// CompleteBackground also lets the completer finish them from the
-	// stored request, without a retry.
-	CompleteBackground Complete = "background"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // Policy is the per-operation idempotency policy, as declared in the
 // operation's x-idempotency extension.
 type Policy struct {
-	Retention     time.Duration // how long a key is remembered; must exceed Lease
-	Lease         time.Duration // how long a claim is exclusive without refresh
-	Ambiguous     Ambiguous
-	Complete      Complete
-	ReplayHeaders []string // response headers stored and replayed (besides none)
-	MaxReplayBody int      // response bodies above this many bytes are not stored
+	Retention     time.Duration      // how long a key is remembered; must exceed Lease
+	Lease         time.Duration      // how long a claim is exclusive without refresh
+	Ambiguous     idemtype.Ambiguous // default resume
+	Complete      idemtype.Complete  // default on-retry
+	ReplayHeaders []string           // response headers stored and replayed (besides none)
+	MaxReplayBody int                // response bodies above this many bytes are not stored
 	// Claim says when the execution's record is written; see ClaimMode.
 	Claim ClaimMode
 }
@@ -69,22 +48,9 @@ const (
 	ClaimSeparate ClaimMode = "separate"
 )
 
-// Default policy values, as documented for the x-idempotency extension.
-const (
-	DefaultRetention     = 24 * time.Hour
-	DefaultLease         = 30 * time.Second
-	DefaultMaxReplayBody = 64 << 10
-)
-
-// DefaultReplayHeaders are stored and replayed when a policy names none.
-var DefaultReplayHeaders = []string{"Content-Type", "Location"}
-
-// neverStored are response headers that are never stored, whatever a policy
-// lists: they carry credentials or per-client state.
-var neverStored = map[string]bool{
-	"Set-Cookie": true, "Authorization": true, "Proxy-Authorization": true,
-	"Www-Authenticate": true, "Proxy-Authenticate": true, "Cookie": true,
-}
+// defaultReplayHeaders are stored and replayed when a policy names none
+// (idemtype.DefaultReplayHeaders).
+var defaultReplayHeaders = idemtype.DefaultReplayHeaders()
 
 // Operation identifies an idempotent operation and its policy.
 type Operation struct {
@@ -103,22 +69,22 @@ func (op *Operation) namespace() string {
 // withDefaults returns the policy with zero fields set to their defaults.
 func (p Policy) withDefaults() Policy {
 	if p.Retention == 0 {
-		p.Retention = DefaultRetention
+		p.Retention = idemtype.DefaultRetention
 	}
 	if p.Lease == 0 {
-		p.Lease = DefaultLease
+		p.Lease = idemtype.DefaultLease
 	}
 	if p.Ambiguous == "" {
-		p.Ambiguous = AmbiguousResume
+		p.Ambiguous = idemtype.AmbiguousResume
 	}
 	if p.Complete == "" {
-		p.Complete = CompleteOnRetry
+		p.Complete = idemtype.CompleteOnRetry
 	}
 	if p.ReplayHeaders == nil {
-		p.ReplayHeaders = DefaultReplayHeaders
+		p.ReplayHeaders = defaultReplayHeaders
 	}
 	if p.MaxReplayBody == 0 {
-		p.MaxReplayBody = DefaultMaxReplayBody
+		p.MaxReplayBody = idemtype.DefaultMaxReplayBody
 	}
 	return p
 }
@@ -126,43 +92,36 @@ func (p Policy) withDefaults() Policy {
 // Validate reports a policy that cannot be honoured.
 func (p Policy) Validate() error {
 	p = p.withDefaults()
+	_, ambiguousErr := idemtype.ParseAmbiguous(string(p.Ambiguous))
+	_, completeErr := idemtype.ParseComplete(string(p.Complete))
 	switch {
 	case p.Lease < time.Second:
 		return fmt.Errorf("lease %v is shorter than 1s", p.Lease)
 	case p.Retention <= p.Lease:
 		return fmt.Errorf("retention %v must be longer than lease %v", p.Retention, p.Lease)
-	case p.Ambiguous != AmbiguousResume && p.Ambiguous != AmbiguousStore:
-		return fmt.Errorf("ambiguous %q is not one of resume, store", p.Ambiguous)
-	case p.Complete != CompleteOnRetry && p.Complete != CompleteBackground:
-		return fmt.Errorf("complete %q is not one of on-retry, background", p.Complete)
+	case ambiguousErr != nil:
+		return ambiguousErr
+	case completeErr != nil:
+		return completeErr
 	case p.Claim != ClaimAuto && p.Claim != ClaimLast && p.Claim != ClaimFirst && p.Claim != ClaimSeparate:
 		return fmt.Errorf("claim %q is not one of last, first, separate", p.Claim)
 	case p.MaxReplayBody < 0:
 		return fmt.Errorf("maxBodyBytes %d is negative", p.MaxReplayBody)
 	}
 	for _, h := range p.ReplayHeaders {
-		if FramingHeader(h) {
+		if idemtype.FramingHeader(h) {
 			return fmt.Errorf("replay header %s describes the body's framing, which the server sets for each response; it cannot be stored", h)
 		}
 	}
 	return nil
 }
 
-// framingHeaders describe how one response's body is framed on the wire. The
-// server computes them for each response: a stored copy would contradict
-// the body actually sent.
-var framingHeaders = map[string]bool{"Content-Length": true, "Transfer-Encoding": true, "Content-Encoding": true}
-
-// FramingHeader reports whether name is a framing header (Content-Length,
-// Transfer-Encoding, Content-Encoding), which a policy may not replay.
-func FramingHeader(name string) bool { return framingHeaders[http.CanonicalHeaderKey(name)] }
-
 // storedHeaders keeps the headers the policy allows to be stored.
 func (p Policy) storedHeaders(h http.Header) http.Header {
 	out := http.Header{}
 	for _, name := range p.ReplayHeaders {
 		name = http.CanonicalHeaderKey(name)
-		if neverStored[name] {
+		if idemtype.CredentialHeader(name) {
 			continue
 		}
 		if v, ok := h[name]; ok {

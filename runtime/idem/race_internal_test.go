@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/internal/dbtest"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 type raceEnv struct {
@@ -64,7 +65,7 @@ func raceReq(key string) Request {
 	return Request{Scope: "s", Key: key, Fingerprint: fp[:]}
 }
 
-func errKind(err error) Kind {
+func errKind(err error) idemtype.ErrorKind {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Kind
@@ -100,7 +101,7 @@ func TestKeeperStopsBeforeTheEnd(t *testing.T) {
 		hookAfterEnd = linger
 		_, err := Run(ctx, r.eng, op, raceReq("k"), []Phase[st]{local("one"),
 			{Name: "two", Foreign: func(ctx context.Context, key string, s *st) error { return errors.New("timeout") }}, final()})
-		if errKind(err) != KindFailed {
+		if errKind(err) != idemtype.KindFailed {
 			t.Fatalf("err %v; want failed", err)
 		}
 		hookAfterEnd = nil
@@ -168,7 +169,7 @@ func TestTakeoverRechecksLease(t *testing.T) {
 	r.claimedAndExpired("k", "one", false)
 	hookAfterRead = r.ownerRefreshes("k")
 	out, err := Run(context.Background(), r.eng, op, raceReq("k"), []Phase[st]{local("one"), final()})
-	if errKind(err) != KindInFlight {
+	if errKind(err) != idemtype.KindInFlight {
 		t.Fatalf("retry: %+v, %v; want 409: the owner refreshed its lease before the takeover", out, err)
 	}
 	if n := r.count(EventTakeover); n != 0 {
@@ -185,7 +186,7 @@ func TestExpiredDeleteRechecksLiveness(t *testing.T) {
 	r.claimedAndExpired("k", "", true)
 	hookAfterRead = r.ownerRefreshes("k")
 	out, err := Run(context.Background(), r.eng, op, raceReq("k"), []Phase[st]{local("one"), final()})
-	if errKind(err) != KindInFlight {
+	if errKind(err) != idemtype.KindInFlight {
 		t.Fatalf("retry: %+v, %v; want 409: the owner is live again", out, err)
 	}
 	var n int

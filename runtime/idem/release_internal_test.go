@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/internal/dbtest"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // TestReleaseAfterLostCommitAck: a phase's commit went through but its
@@ -43,7 +44,7 @@ func TestReleaseAfterLostCommitAck(t *testing.T) {
 	}
 	_, ferr := e.fail(c, false, false, errors.New("commit: connection reset by peer"))
 	var perr *Error
-	if !errors.As(ferr, &perr) || perr.Kind != KindFailed {
+	if !errors.As(ferr, &perr) || perr.Kind != idemtype.KindFailed {
 		t.Fatalf("fail = %v; want an ambiguous failure", ferr)
 	}
 	info, err := e.Inspect(ctx, "op", "s", "k")

@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 const (
@@ -245,7 +247,7 @@ func (q queries) insert(ctx context.Context, db execer, async bool, c *claim, op
 		sql = q.insertAsyncSQL
 	}
 	tag, err := db.Exec(ctx, sql, c.ns, c.scope, c.key, c.token, op, fp,
-		micros(c.policy.Lease), payload, c.policy.Complete == CompleteBackground, micros(c.policy.Retention), CurrentKeyDerivation)
+		micros(c.policy.Lease), payload, c.policy.Complete == idemtype.CompleteBackground, micros(c.policy.Retention), CurrentKeyDerivation)
 	return tag.RowsAffected() == 1, err
 }
 
@@ -366,7 +368,7 @@ func (q queries) claimInline(ctx context.Context, conn *pgx.Conn, c *claim, op s
 	b := &pgx.Batch{}
 	b.Queue(q.claimReadSQL, c.ns, c.scope, c.key, q.claimWait, strconv.FormatInt(c.policy.Lease.Milliseconds(), 10))
 	b.Queue(q.claimInsertSQL, c.ns, c.scope, c.key, c.token, op, fp, micros(c.policy.Lease), payload,
-		c.policy.Complete == CompleteBackground, micros(c.policy.Retention), int16(CurrentKeyDerivation))
+		c.policy.Complete == idemtype.CompleteBackground, micros(c.policy.Retention), int16(CurrentKeyDerivation))
 	b.Queue(endWait)
 	b.Queue(begin)
 	br := conn.SendBatch(ctx, b)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // TestStoreUnavailable: a claim that cannot reach the store is a 503
@@ -14,7 +15,7 @@ func TestStoreUnavailable(t *testing.T) {
 	e := newEnv(t)
 	e.pool.Close()
 	_, err := idem.Run(context.Background(), e.eng, payOp, request("t", "k", "b"), twoPhases("k"))
-	if kindOf(err) != idem.KindUnavailable {
+	if kindOf(err) != idemtype.KindUnavailable {
 		t.Fatalf("err %v; want unavailable", err)
 	}
 	var perr *idem.Error

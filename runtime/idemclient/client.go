@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // Doer sends one HTTP request: *http.Client, and the HttpRequestDoer of
@@ -249,15 +250,16 @@ func bodyKey(r io.Reader, pointer string) string {
 	var v any
 	dec := json.NewDecoder(r)
 	dec.UseNumber()
-	if dec.Decode(&v) != nil || !strings.HasPrefix(pointer, "/") {
+	toks, err := idemtype.ParsePointer(pointer)
+	if err != nil || dec.Decode(&v) != nil {
 		return ""
 	}
-	for _, tok := range strings.Split(pointer[1:], "/") {
+	for _, tok := range toks {
 		obj, ok := v.(map[string]any)
 		if !ok {
 			return ""
 		}
-		v = obj[strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)]
+		v = obj[tok]
 	}
 	switch t := v.(type) {
 	case string:

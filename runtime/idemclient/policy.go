@@ -47,15 +47,17 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
-// The protocol's header names.
+// The protocol's header names, as idemtype defines them.
 const (
 	// DefaultHeader carries the key unless Policy.Header says otherwise.
-	DefaultHeader = "Idempotency-Key"
+	DefaultHeader = idemtype.DefaultKeyHeader
 	// ReplayedHeader is "true" on a response the server stored earlier and
 	// sent again.
-	ReplayedHeader = "Idempotent-Replayed"
+	ReplayedHeader = idemtype.ReplayedHeader
 )
 
 // Defaults of Policy's fields.

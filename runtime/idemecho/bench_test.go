@@ -22,6 +22,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // counter is a pgx tracer that counts round trips (every query, exec and
@@ -157,7 +158,7 @@ func newBenchService(b *testing.B) *benchService {
 		}{"single": {single, idem.ClaimAuto}, "first": {single, idem.ClaimFirst}, "separate": {single, idem.ClaimSeparate}, "three": {three, idem.ClaimAuto}} {
 			phases := op.phases
 			spec := &idemecho.Spec{Operation: &idem.Operation{ID: name, Policy: idem.Policy{Lease: 30 * time.Second, Claim: op.claim}},
-				Key: idemhttp.KeyRule{Required: true}, Scope: "principal", Route: "/" + name}
+				Key: idemhttp.KeyRule{Required: true}, Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal}, Route: "/" + name}
 			e.POST(prefix+"/"+name, func(c echo.Context) error {
 				resp, err := idemecho.Execute(c.Request().Context(), rt, nil, phases)
 				if err != nil {
@@ -270,7 +271,7 @@ func BenchmarkEngine(b *testing.B) {
 func BenchmarkMiddleware(b *testing.B) {
 	rt := &idemecho.Runtime{Principal: func(echo.Context) (string, error) { return "acct", nil }}
 	spec := &idemecho.Spec{Operation: &idem.Operation{ID: "createPayment"}, Key: idemhttp.KeyRule{Required: true},
-		Scope: "principal", Route: "/payments", Exclude: []string{"/client_ts"}}
+		Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal}, Route: "/payments", Exclude: []string{"/client_ts"}}
 	e := echo.New()
 	e.POST("/payments", func(c echo.Context) error {
 		resp, err := idemecho.Render(func(w http.ResponseWriter) error {

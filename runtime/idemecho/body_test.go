@@ -12,6 +12,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // trickle reads its body a byte at a time and then fails with err, if set.
@@ -36,7 +37,7 @@ func (t *trickle) Read(p []byte) (int, error) {
 // body; a read error is 400.
 func TestBodyLimit(t *testing.T) {
 	rt := &idemecho.Runtime{MaxBodyBytes: 16}
-	spec := &idemecho.Spec{Operation: &idem.Operation{ID: "op"}, Key: idemhttp.KeyRule{Required: true}, Scope: "global", Route: "/op"}
+	spec := &idemecho.Spec{Operation: &idem.Operation{ID: "op"}, Key: idemhttp.KeyRule{Required: true}, Scope: idemtype.Scope{Kind: idemtype.ScopeGlobal}, Route: "/op"}
 	e := echo.New()
 	e.POST("/op", func(c echo.Context) error {
 		b, err := io.ReadAll(c.Request().Body)

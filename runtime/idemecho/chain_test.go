@@ -16,6 +16,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // chain serves POST /items behind an outer middleware that records what
@@ -27,7 +28,7 @@ func chain(t *testing.T, handler func(rt *idemecho.Runtime) echo.HandlerFunc) (*
 	rt := &idemecho.Runtime{Engine: eng, Principal: func(echo.Context) (string, error) { return "acct", nil }}
 	spec := &idemecho.Spec{
 		Operation: &idem.Operation{ID: "createItem", Policy: idem.Policy{Lease: 10 * time.Second}},
-		Key:       idemhttp.KeyRule{Required: true, MaxLength: 255, Header: "Idempotency-Key"}, Scope: "principal", Route: "/items",
+		Key:       idemhttp.KeyRule{Required: true, MaxLength: 255, Header: "Idempotency-Key"}, Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal}, Route: "/items",
 	}
 	if err := eng.Register(spec.Operation); err != nil {
 		t.Fatal(err)
@@ -87,7 +88,7 @@ func TestMiddlewareReturnsErrors(t *testing.T) {
 	}
 	var he *echo.HTTPError
 	var ie *idem.Error
-	if len(*seen) != 1 || !errors.As((*seen)[0], &he) || he.Code != http.StatusBadRequest || !errors.As((*seen)[0], &ie) || ie.Kind != idem.KindMissingKey {
+	if len(*seen) != 1 || !errors.As((*seen)[0], &he) || he.Code != http.StatusBadRequest || !errors.As((*seen)[0], &ie) || ie.Kind != idemtype.KindMissingKey {
 		t.Errorf("missing key: the outer middleware saw %#v; want an *echo.HTTPError 400 wrapping the missing-key error", *seen)
 	}
 }
@@ -116,7 +117,7 @@ func TestEngineRefusalReturned(t *testing.T) {
 	var he *echo.HTTPError
 	var ie *idem.Error
 	if rec.Code != http.StatusUnprocessableEntity || len(*seen) != 2 || (*seen)[0] != nil ||
-		!errors.As((*seen)[1], &he) || he.Code != http.StatusUnprocessableEntity || !errors.As((*seen)[1], &ie) || ie.Kind != idem.KindMismatch {
+		!errors.As((*seen)[1], &he) || he.Code != http.StatusUnprocessableEntity || !errors.As((*seen)[1], &ie) || ie.Kind != idemtype.KindMismatch {
 		t.Errorf("reused key: %d, the outer middleware saw %#v; want 422 and an *echo.HTTPError wrapping the mismatch", rec.Code, *seen)
 	}
 }

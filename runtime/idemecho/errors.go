@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // HTTPErrorHandler renders every error that reaches echo as an RFC 9457
@@ -29,13 +31,8 @@ func HTTPErrorHandler(err error, c echo.Context) {
 			detail = fmt.Sprint(he.Message)
 		}
 	}
-	body, _ := json.Marshal(struct {
-		Type   string `json:"type"`
-		Title  string `json:"title"`
-		Status int    `json:"status"`
-		Detail string `json:"detail,omitempty"`
-	}{"about:blank", http.StatusText(status), status, detail})
-	c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
+	body, _ := json.Marshal(idemtype.Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
+	c.Response().Header().Set(echo.HeaderContentType, idemtype.ProblemContentType)
 	c.Response().WriteHeader(status)
 	c.Response().Write(body)
 }

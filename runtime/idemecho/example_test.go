@@ -16,6 +16,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // Example is what the generated glue does for one operation, written by
@@ -42,8 +43,8 @@ func Example() {
 	}}
 	spec := &idemecho.Spec{
 		Operation: &idem.Operation{ID: "createItem"},
-		Key:       idemhttp.KeyRule{Required: true}, // Idempotency-Key, required
-		Scope:     "principal",                      // one key space per caller
+		Key:       idemhttp.KeyRule{Required: true},              // Idempotency-Key, required
+		Scope:     idemtype.Scope{Kind: idemtype.ScopePrincipal}, // one key space per caller
 		Route:     "/items",
 	}
 	type state struct{ ID int64 }

@@ -20,13 +20,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 	"github.com/idemgen/idemgen/runtime/idemsig"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // ScopeResolver returns the principal a request's key is scoped to (an
@@ -59,8 +59,9 @@ const DefaultMaxBodyBytes = 1 << 20
 type Spec struct {
 	Operation *idem.Operation
 	Key       idemhttp.KeyRule
-	// Scope is "principal", "global", "header:<Name>" or "sender:<name>".
-	Scope string
+	// Scope is what keys are unique within; the zero Scope is the
+	// principal's.
+	Scope idemtype.Scope
 	// Route is the OpenAPI path template, e.g. /payments/{id}.
 	Route string
 	// Exclude lists JSON Pointers left out of the fingerprint.
@@ -79,7 +80,7 @@ type Call struct {
 	// Resumed is set when this request continued an earlier execution.
 	Resumed bool
 	// problem is the refusal Execute answered with, if any.
-	problem *idem.Error
+	problem *idemtype.Error
 
 	// The request's context and body as the middleware hands them on,
 	// allocated with the call.
@@ -122,7 +123,7 @@ func CallFrom(ctx context.Context) *Call {
 // then returned, for an outer logger or tracer to see. A protocol refusal
 // (a missing key, a reused one, a claim in flight) is written as
 // problem+json and returned as an *echo.HTTPError of the same status whose
-// Internal error is the *idem.Error. Either way the response is committed
+// Internal error is the *idemtype.Error. Either way the response is committed
 // before the error travels up, so an HTTPErrorHandler must leave committed
 // responses alone, as echo's default one and HTTPErrorHandler do.
 func Middleware(rt *Runtime, spec *Spec) echo.MiddlewareFunc {
@@ -130,7 +131,7 @@ func Middleware(rt *Runtime, spec *Spec) echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			call, err := prepare(c, rt, spec)
 			if err != nil {
-				var perr *idem.Error
+				var perr *idemtype.Error
 				if errors.As(err, &perr) {
 					rt.Engine.ObserveContext(c.Request().Context(), idem.Event{Kind: idem.EventBadRequest, Operation: spec.Operation.ID})
 					rt.log(c, call, perr.Status(), nil)
@@ -160,7 +161,7 @@ func Middleware(rt *Runtime, spec *Spec) echo.MiddlewareFunc {
 
 // refusal is the error a protocol refusal returns up echo's chain, once its
 // problem was written.
-func refusal(perr *idem.Error) error {
+func refusal(perr *idemtype.Error) error {
 	return echo.NewHTTPError(perr.Status(), perr.Error()).SetInternal(perr)
 }
 
@@ -189,7 +190,7 @@ func (rt *Runtime) log(c echo.Context, call *Call, status int, err error) {
 func prepare(c echo.Context, rt *Runtime, spec *Spec) (*Call, error) {
 	r := c.Request()
 	call := &Call{Spec: spec}
-	sender, signed := strings.CutPrefix(spec.Scope, "sender:")
+	signed := spec.Scope.Kind == idemtype.ScopeSender
 	headerKey := func() (err error) {
 		if spec.Key.Pointer == "" {
 			call.Request.Key, err = idemhttp.ParseKey(r.Header, spec.Key)
@@ -219,7 +220,7 @@ func prepare(c echo.Context, rt *Runtime, spec *Spec) (*Call, error) {
 	call.body.Reset(body)
 	r.Body = &call.body
 	if signed {
-		if call.Request.Scope, err = rt.verify(r, body, sender, spec); err != nil {
+		if call.Request.Scope, err = rt.verify(r, body, spec.Scope.Name, spec); err != nil {
 			return call, err
 		}
 		if err := headerKey(); err != nil {
@@ -293,30 +294,30 @@ func (rt *Runtime) verify(r *http.Request, body []byte, name string, spec *Spec)
 	}
 	sender, err := v.Verify(r, body)
 	if err != nil {
-		var perr *idem.Error // only here: errors.As makes it escape to the heap
+		var perr *idemtype.Error // only here: errors.As makes it escape to the heap
 		switch {
 		case errors.Is(err, idemsig.ErrInvalid):
-			return "", &idem.Error{Kind: idem.KindInvalidSignature, Detail: err.Error()}
+			return "", &idemtype.Error{Kind: idemtype.KindInvalidSignature, Detail: err.Error()}
 		case errors.As(err, &perr):
 			return "", err
 		}
 		return "", fmt.Errorf("idemecho: verifying the sender of %s: %w", spec.Operation.ID, err)
 	}
 	if sender == "" {
-		return "", &idem.Error{Kind: idem.KindInvalidSignature, Detail: "the verifier found no sender"}
+		return "", &idemtype.Error{Kind: idemtype.KindInvalidSignature, Detail: "the verifier found no sender"}
 	}
 	return sender, idem.CheckScope(sender)
 }
 
 func (rt *Runtime) scope(c echo.Context, spec *Spec) (string, error) {
-	switch {
-	case spec.Scope == "global":
+	switch spec.Scope.Kind {
+	case idemtype.ScopeGlobal:
 		return "", nil
-	case strings.HasPrefix(spec.Scope, "header:"):
-		name := strings.TrimPrefix(spec.Scope, "header:")
+	case idemtype.ScopeHeader:
+		name := spec.Scope.Name
 		v := c.Request().Header.Get(name)
 		if v == "" {
-			return "", &idem.Error{Kind: idem.KindMissingScope, Detail: "send the " + name + " header: keys are scoped to it"}
+			return "", &idemtype.Error{Kind: idemtype.KindMissingScope, Detail: "send the " + name + " header: keys are scoped to it"}
 		}
 		return v, idem.CheckScope(v)
 	default: // principal
@@ -328,7 +329,7 @@ func (rt *Runtime) scope(c echo.Context, spec *Spec) (string, error) {
 			return "", err
 		}
 		if p == "" {
-			return "", &idem.Error{Kind: idem.KindMissingScope, Detail: "authenticate: keys are scoped to the caller"}
+			return "", &idemtype.Error{Kind: idemtype.KindMissingScope, Detail: "authenticate: keys are scoped to the caller"}
 		}
 		return p, idem.CheckScope(p)
 	}
@@ -354,7 +355,7 @@ func Execute[S any](ctx context.Context, rt *Runtime, payload []byte, phases []i
 	out, err := idem.Run(ctx, rt.Engine, op, req, phases)
 	if err != nil {
 		// Declared only here: errors.As makes them escape to the heap.
-		var perr *idem.Error
+		var perr *idemtype.Error
 		if errors.As(err, &perr) {
 			call.problem = perr
 			return idem.ProblemResponse(perr, rt.Engine.PolicyURL()), nil
@@ -431,7 +432,7 @@ func WriteResponse(w http.ResponseWriter, r *idem.Response, replayed bool) error
 	}
 	if replayed {
 		vals[0] = "true"
-		h[idemhttp.ReplayedHeader] = vals[:1:1]
+		h[idemtype.ReplayedHeader] = vals[:1:1]
 	}
 	w.WriteHeader(r.Status)
 	_, err := w.Write(r.Body)

@@ -20,6 +20,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 func TestMain(m *testing.M) { idemtest.Main(m) }
@@ -42,7 +43,7 @@ func server(t *testing.T, claim idem.ClaimMode, hold func()) (*httptest.Server, 
 	}}
 	spec := &idemecho.Spec{
 		Operation: &idem.Operation{ID: "createItem", Policy: idem.Policy{Lease: 10 * time.Second, Claim: claim}},
-		Key:       idemhttp.KeyRule{Required: true}, Scope: "principal", Route: "/items/{group}",
+		Key:       idemhttp.KeyRule{Required: true}, Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal}, Route: "/items/{group}",
 		Exclude: []string{"/client_ts"},
 	}
 	e := echo.New()
@@ -125,26 +126,26 @@ func TestHTTPProtocol(t *testing.T) {
 		t.Fatalf("replay: %+v\nfirst: %+v", again, first)
 	}
 
-	problem := func(r reply, status int, kind idem.Kind) {
+	problem := func(r reply, status int, kind idemtype.ErrorKind) {
 		t.Helper()
-		var p idem.Problem
+		var p idemtype.Problem
 		if r.status != status || r.header.Get("Content-Type") != "application/problem+json" ||
-			json.Unmarshal([]byte(r.body), &p) != nil || p.Type != idem.ProblemTypeBase+string(kind) || p.Status != status {
+			json.Unmarshal([]byte(r.body), &p) != nil || p.Type != idemtype.ProblemTypeBase+string(kind) || p.Status != status {
 			t.Fatalf("got %d %s %s; want %d problem %s", r.status, r.header.Get("Content-Type"), r.body, status, kind)
 		}
 		if r.header.Get("Link") != `<https://example.test/idempotency>; rel="describedby"` {
 			t.Fatalf("problem without policy link: %v", r.header)
 		}
 	}
-	problem(post(t, url, key("k1"), `{"name":"b"}`), 422, idem.KindMismatch)
-	problem(post(t, srv.URL+"/items/g2", key("k1"), `{"name":"a"}`), 422, idem.KindMismatch) // other path parameter
-	problem(post(t, url, nil, `{"name":"a"}`), 400, idem.KindMissingKey)
-	problem(post(t, url, key(""), `{"name":"a"}`), 400, idem.KindInvalidKey)
-	problem(post(t, url, key(`"unterminated`), `{"name":"a"}`), 400, idem.KindInvalidKey)
-	problem(post(t, url, key(strings.Repeat("x", 300)), `{"name":"a"}`), 400, idem.KindInvalidKey)
-	problem(post(t, url, map[string][]string{"Idempotency-Key": {"a", "b"}}, `{"name":"a"}`), 400, idem.KindInvalidKey)
-	problem(post(t, url, key("k2"), `{"name":"a","name":"b"}`), 400, idem.KindInvalidRequest)
-	problem(post(t, url, map[string][]string{"Idempotency-Key": {"k3"}, "Authorization": {""}}, `{"name":"a"}`), 401, idem.KindMissingScope)
+	problem(post(t, url, key("k1"), `{"name":"b"}`), 422, idemtype.KindMismatch)
+	problem(post(t, srv.URL+"/items/g2", key("k1"), `{"name":"a"}`), 422, idemtype.KindMismatch) // other path parameter
+	problem(post(t, url, nil, `{"name":"a"}`), 400, idemtype.KindMissingKey)
+	problem(post(t, url, key(""), `{"name":"a"}`), 400, idemtype.KindInvalidKey)
+	problem(post(t, url, key(`"unterminated`), `{"name":"a"}`), 400, idemtype.KindInvalidKey)
+	problem(post(t, url, key(strings.Repeat("x", 300)), `{"name":"a"}`), 400, idemtype.KindInvalidKey)
+	problem(post(t, url, map[string][]string{"Idempotency-Key": {"a", "b"}}, `{"name":"a"}`), 400, idemtype.KindInvalidKey)
+	problem(post(t, url, key("k2"), `{"name":"a","name":"b"}`), 400, idemtype.KindInvalidRequest)
+	problem(post(t, url, map[string][]string{"Idempotency-Key": {"k3"}, "Authorization": {""}}, `{"name":"a"}`), 401, idemtype.KindMissingScope)
 	if r := post(t, url, key("k4"), `{"name":"`+strings.Repeat("x", 2000)+`"}`); r.status != 413 {
 		t.Fatalf("oversized body: %d", r.status)
 	}
@@ -221,7 +222,7 @@ func TestOptionalKey(t *testing.T) {
 	eng := env.Engine
 	rt := &idemecho.Runtime{Engine: eng}
 	spec := &idemecho.Spec{Operation: &idem.Operation{ID: "hit", Policy: idem.Policy{Lease: 10 * time.Second}},
-		Key: idemhttp.KeyRule{Required: false}, Scope: "global", Route: "/hit"}
+		Key: idemhttp.KeyRule{Required: false}, Scope: idemtype.Scope{Kind: idemtype.ScopeGlobal}, Route: "/hit"}
 	e := echo.New()
 	e.POST("/hit", func(c echo.Context) error {
 		resp, err := idemecho.Execute(c.Request().Context(), rt, nil, []idem.Phase[struct{}]{

@@ -19,6 +19,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 	"github.com/idemgen/idemgen/runtime/idemsig"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 var (
@@ -46,7 +47,7 @@ func webhookServer(t *testing.T, senders map[string]idemsig.Verifier) *receiver 
 	rt := &idemecho.Runtime{Engine: eng, Senders: senders}
 	spec := &idemecho.Spec{
 		Operation: &idem.Operation{ID: "receiveEvent", Policy: idem.Policy{Lease: 10 * time.Second}},
-		Key:       idemhttp.KeyRule{Pointer: "/id", Required: true}, Scope: "sender:acme", Route: "/webhooks",
+		Key:       idemhttp.KeyRule{Pointer: "/id", Required: true}, Scope: idemtype.Scope{Kind: idemtype.ScopeSender, Name: "acme"}, Route: "/webhooks",
 	}
 	e := echo.New()
 	e.HTTPErrorHandler = idemecho.HTTPErrorHandler
@@ -109,11 +110,11 @@ func deliver(t *testing.T, url string, body string, secret []byte) reply {
 	return reply{res.StatusCode, res.Header, string(b)}
 }
 
-func wantProblem(t *testing.T, r reply, status int, kind idem.Kind) {
+func wantProblem(t *testing.T, r reply, status int, kind idemtype.ErrorKind) {
 	t.Helper()
-	var p idem.Problem
+	var p idemtype.Problem
 	if r.status != status || r.header.Get("Content-Type") != "application/problem+json" ||
-		json.Unmarshal([]byte(r.body), &p) != nil || p.Type != idem.ProblemTypeBase+string(kind) {
+		json.Unmarshal([]byte(r.body), &p) != nil || p.Type != idemtype.ProblemTypeBase+string(kind) {
 		t.Fatalf("got %d %s %s; want %d problem %s", r.status, r.header.Get("Content-Type"), r.body, status, kind)
 	}
 }
@@ -157,7 +158,7 @@ func TestWebhookSameIDOtherBody(t *testing.T) {
 		t.Fatalf("first delivery: %+v", first)
 	}
 	other := deliver(t, r.url, `{"id":"evt_1","type":"charge.refunded","amount":1000}`, acmeSecret)
-	wantProblem(t, other, 422, idem.KindMismatch)
+	wantProblem(t, other, 422, idemtype.KindMismatch)
 	if n := r.count(`SELECT count(*) FROM events`); n != 1 {
 		t.Fatalf("%d events applied; want 1", n)
 	}
@@ -188,7 +189,7 @@ func TestWebhookBadSignature(t *testing.T) {
 		"malformed":            send(event, "sha256=0123"),
 		"missing id, unsigned": deliver(t, r.url, `{"type":"charge.succeeded"}`, nil),
 	} {
-		wantProblem(t, rep, 401, idem.KindInvalidSignature)
+		wantProblem(t, rep, 401, idemtype.KindInvalidSignature)
 		t.Logf("%s: %d %s", name, rep.status, rep.body)
 	}
 	if n := r.count(`SELECT count(*) FROM records`); n != 0 {
@@ -203,12 +204,12 @@ func TestWebhookBadSignature(t *testing.T) {
 // is not a key, is 400 and claims nothing.
 func TestWebhookMissingID(t *testing.T) {
 	r := webhookServer(t, acme())
-	wantProblem(t, deliver(t, r.url, `{"type":"charge.succeeded"}`, acmeSecret), 400, idem.KindMissingKey)
-	wantProblem(t, deliver(t, r.url, `{"id":null,"type":"charge.succeeded"}`, acmeSecret), 400, idem.KindMissingKey)
-	wantProblem(t, deliver(t, r.url, `{"id":"","type":"charge.succeeded"}`, acmeSecret), 400, idem.KindInvalidKey)
-	wantProblem(t, deliver(t, r.url, `{"id":{"v":1},"type":"charge.succeeded"}`, acmeSecret), 400, idem.KindInvalidKey)
-	wantProblem(t, deliver(t, r.url, `{"id":"`+strings.Repeat("e", 300)+`"}`, acmeSecret), 400, idem.KindInvalidKey)
-	wantProblem(t, deliver(t, r.url, `{"id":"evt_1"`, acmeSecret), 400, idem.KindInvalidRequest)
+	wantProblem(t, deliver(t, r.url, `{"type":"charge.succeeded"}`, acmeSecret), 400, idemtype.KindMissingKey)
+	wantProblem(t, deliver(t, r.url, `{"id":null,"type":"charge.succeeded"}`, acmeSecret), 400, idemtype.KindMissingKey)
+	wantProblem(t, deliver(t, r.url, `{"id":"","type":"charge.succeeded"}`, acmeSecret), 400, idemtype.KindInvalidKey)
+	wantProblem(t, deliver(t, r.url, `{"id":{"v":1},"type":"charge.succeeded"}`, acmeSecret), 400, idemtype.KindInvalidKey)
+	wantProblem(t, deliver(t, r.url, `{"id":"`+strings.Repeat("e", 300)+`"}`, acmeSecret), 400, idemtype.KindInvalidKey)
+	wantProblem(t, deliver(t, r.url, `{"id":"evt_1"`, acmeSecret), 400, idemtype.KindInvalidRequest)
 	missing := deliver(t, r.url, `{"type":"charge.succeeded"}`, acmeSecret)
 	if n := r.count(`SELECT count(*) FROM records`) + r.count(`SELECT count(*) FROM events`); n != 0 {
 		t.Fatalf("%d records or events after refused deliveries", n)

@@ -3,6 +3,8 @@ package idemhttp
 import (
 	"net/http"
 	"testing"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // paymentBody is a typical request body of a payment API: a few scalar
@@ -41,7 +43,7 @@ func BenchmarkFingerprint(b *testing.B) {
 }
 
 func BenchmarkParseKey(b *testing.B) {
-	h := http.Header{HeaderName: {"5f0c3f4e-1b7a-4d52-9a36-0c2b9f1d7e21"}}
+	h := http.Header{idemtype.DefaultKeyHeader: {"5f0c3f4e-1b7a-4d52-9a36-0c2b9f1d7e21"}}
 	rule := KeyRule{Required: true}
 	b.ReportAllocs()
 	for b.Loop() {

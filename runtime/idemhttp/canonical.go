@@ -11,6 +11,8 @@ import (
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // The canonical form of a JSON body is written in one pass over its bytes,
@@ -249,7 +251,7 @@ func (p *canon) follow(cur []cursor, key []byte) (excluded bool) {
 	mark := len(p.cursors)
 	for _, c := range cur {
 		tok, next := p.refToken(c)
-		if !tokenIs(tok, key) {
+		if !idemtype.PointerTokenIs(tok, key) {
 			continue
 		}
 		if next < 0 {
@@ -275,24 +277,6 @@ func refToken(ptr string, off int) (string, int) {
 		return rest[:i], off + i + 1
 	}
 	return rest, -1
-}
-
-// tokenIs reports whether the RFC 6901 reference token tok (~1 for /, ~0
-// for ~) names key.
-func tokenIs(tok string, key []byte) bool {
-	j := 0
-	for i := 0; i < len(tok); i++ {
-		c := tok[i]
-		if c == '~' && i+1 < len(tok) && (tok[i+1] == '0' || tok[i+1] == '1') {
-			c = "~/"[tok[i+1]-'0']
-			i++
-		}
-		if j >= len(key) || key[j] != c {
-			return false
-		}
-		j++
-	}
-	return j == len(key)
 }
 
 // arrayIndex parses a reference token as an array index: digits without a
@@ -958,7 +942,7 @@ func (p *canon) memberValue(body []byte, ptr string) []byte {
 				key = p.keys
 			}
 			i = skipSpace(body, skipSpace(body, i)+1) // past the colon
-			if tokenIs(tok, key) {
+			if idemtype.PointerTokenIs(tok, key) {
 				break
 			}
 			if i = skipSpace(body, skipValue(body, i)); body[i] == ',' {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // The tests here hold the single-pass implementation of canonical JSON,
@@ -18,7 +18,7 @@ import (
 // for every input, the same bytes or the same error (message and kind).
 
 // sameOutcome fails t unless got and want are the same bytes, or errors
-// with the same message and the same idem.Error kind.
+// with the same message and the same idemtype.Error kind.
 func sameOutcome(t *testing.T, what string, got []byte, gotErr error, want []byte, wantErr error) {
 	t.Helper()
 	switch {
@@ -35,12 +35,12 @@ func sameOutcome(t *testing.T, what string, got []byte, gotErr error, want []byt
 	}
 }
 
-func errKind(err error) idem.Kind {
-	var e *idem.Error
+func errKind(err error) idemtype.ErrorKind {
+	var e *idemtype.Error
 	if errors.As(err, &e) {
 		return e.Kind
 	}
-	return "(not an idem.Error)"
+	return "(not an idemtype.Error)"
 }
 
 func checkCanonicalJSON(t *testing.T, body []byte, exclude []string) {
@@ -139,7 +139,7 @@ func TestBodyKeyMatchesReference(t *testing.T) {
 		` { "id" : "k" , "b" : [ { } ] } `, `{"b":[{"id":"x"}],"id":"y"}`, `{"id":"`+strings.Repeat("k", 256)+`"}`) {
 		for _, ptr := range []string{"/id", "/data/object/id", "/data/0", "/", "", "id", "/i~1d", "/a/b/c"} {
 			checkBodyKey(t, []byte(in), KeyRule{Pointer: ptr})
-			checkBodyKey(t, []byte(in), KeyRule{Pointer: ptr, Format: FormatUUID, MaxLength: 5})
+			checkBodyKey(t, []byte(in), KeyRule{Pointer: ptr, Format: idemtype.KeyFormatUUID, MaxLength: 5})
 		}
 	}
 }

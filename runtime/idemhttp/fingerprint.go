@@ -14,7 +14,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // MaxJSONDepth bounds the nesting of JSON bodies that are fingerprinted.
@@ -37,7 +37,7 @@ type Request struct {
 // order and insignificant whitespace in a JSON body, the order of form fields
 // and of query parameters with different names, and the excluded pointers
 // never change it; everything else does. A body that cannot be parsed as its
-// content type says is an *idem.Error of kind invalid-request.
+// content type says is an *idemtype.Error of kind invalid-request.
 //
 // The canonical form is a sequence of fields, each its length (8 bytes, big
 // endian) and its bytes: a version tag, the method in upper case, the route,
@@ -237,7 +237,7 @@ func (p *canon) appendBody(kind string, body []byte, exclude []string) error {
 }
 
 func badBody(format string, args ...any) error {
-	return &idem.Error{Kind: idem.KindInvalidRequest, Detail: fmt.Sprintf(format, args...)}
+	return &idemtype.Error{Kind: idemtype.KindInvalidRequest, Detail: fmt.Sprintf(format, args...)}
 }
 
 // CanonicalForm returns a form body with its fields sorted by name (values
@@ -254,7 +254,7 @@ func CanonicalForm(body []byte, exclude []string) ([]byte, error) {
 		}
 	}
 	for _, p := range exclude {
-		toks, err := parsePointer(p)
+		toks, err := idemtype.ParsePointer(p)
 		if err == nil && len(toks) == 1 {
 			v.Del(toks[0])
 		}
@@ -287,25 +287,14 @@ func checkNUL(s string) error {
 }
 
 // checkPointer refuses what is not an RFC 6901 JSON Pointer to a part of
-// the body.
+// the body (idemtype.CheckPointer), in idemhttp's words.
 func checkPointer(p string) error {
-	if p == "" {
-		return errors.New("idemhttp: empty JSON Pointer (it would exclude the whole body)")
+	err := idemtype.CheckPointer(p)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, idemtype.ErrEmptyPointer):
+		return fmt.Errorf("idemhttp: %w (it would exclude the whole body)", err)
 	}
-	if !strings.HasPrefix(p, "/") {
-		return fmt.Errorf("idemhttp: JSON Pointer %q must start with /", p)
-	}
-	return nil
-}
-
-// parsePointer splits an RFC 6901 JSON Pointer into its unescaped tokens.
-func parsePointer(p string) ([]string, error) {
-	if err := checkPointer(p); err != nil {
-		return nil, err
-	}
-	toks := strings.Split(p[1:], "/")
-	for i, t := range toks {
-		toks[i] = strings.NewReplacer("~1", "/", "~0", "~").Replace(t)
-	}
-	return toks, nil
+	return fmt.Errorf("idemhttp: %w", err)
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 func TestCanonicalJSON(t *testing.T) {
@@ -46,8 +46,8 @@ func TestCanonicalJSONRejects(t *testing.T) {
 		`{'a':1}`, `NaN`,
 	} {
 		_, err := CanonicalJSON([]byte(in), nil)
-		var e *idem.Error
-		if !errors.As(err, &e) || e.Kind != idem.KindInvalidRequest {
+		var e *idemtype.Error
+		if !errors.As(err, &e) || e.Kind != idemtype.KindInvalidRequest {
 			t.Errorf("CanonicalJSON(%.40q) = %v; want an invalid-request error", in, err)
 		}
 	}

@@ -1,5 +1,6 @@
 // Package idemhttp holds the HTTP side of the Idempotency-Key protocol that
-// does not depend on a web framework: parsing the key (from its header or
+// depends on neither a web framework nor the engine (its errors and
+// vocabulary are runtime/idemtype's): parsing the key (from its header or
 // from a member of the JSON body) and fingerprinting requests.
 package idemhttp
 
@@ -12,40 +13,22 @@ import (
 
 	"github.com/dunglas/httpsfv"
 
-	"github.com/idemgen/idemgen/runtime/idem"
-)
-
-// HeaderName is the default request header that carries the key.
-const HeaderName = "Idempotency-Key"
-
-// ReplayedHeader is set to "true" on every replayed response.
-const ReplayedHeader = "Idempotent-Replayed"
-
-// KeyFormat restricts key values.
-type KeyFormat string
-
-// Key formats.
-const (
-	FormatAny  KeyFormat = "any"  // any visible ASCII
-	FormatUUID KeyFormat = "uuid" // an RFC 9562 UUID in its 36-character form
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // KeyRule is the per-operation rule for the key: where it comes from and
 // what it may look like.
 type KeyRule struct {
-	Header string // header name; default Idempotency-Key
+	Header string // header name; default idemtype.DefaultKeyHeader
 	// Pointer, when set, is a JSON Pointer (RFC 6901) into the JSON request
 	// body whose member holds the key (a webhook's event id): a string, or
 	// an integer written as digits. Header is then ignored and the key is
 	// always required.
 	Pointer   string
-	Required  bool      // a missing key is an error (otherwise the request runs without idempotency)
-	MaxLength int       // default 255
-	Format    KeyFormat // default any
+	Required  bool               // a missing key is an error (otherwise the request runs without idempotency)
+	MaxLength int                // default idemtype.DefaultMaxKeyLength
+	Format    idemtype.KeyFormat // default any
 }
-
-// DefaultMaxKeyLength is the default limit on key length.
-const DefaultMaxKeyLength = 255
 
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
@@ -53,16 +36,16 @@ var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[
 // RFC 8941 sf-string ("abc", as the IETF draft specifies) or a bare value
 // (what Stripe and Adyen clients send): visible ASCII without quotes, commas
 // or spaces. It returns "" and nil when the header is absent and not required.
-// Errors are *idem.Error of kind missing-key or invalid-key.
+// Errors are *idemtype.Error of kind missing-key or invalid-key.
 func ParseKey(h http.Header, rule KeyRule) (string, error) {
 	name := rule.Header
 	if name == "" {
-		name = HeaderName
+		name = idemtype.DefaultKeyHeader
 	}
 	values := h.Values(name)
 	switch {
 	case len(values) == 0 && rule.Required:
-		return "", &idem.Error{Kind: idem.KindMissingKey, Detail: "send an " + name + " header (a unique string per logical request)"}
+		return "", &idemtype.Error{Kind: idemtype.KindMissingKey, Detail: "send an " + name + " header (a unique string per logical request)"}
 	case len(values) == 0:
 		return "", nil
 	case len(values) > 1:
@@ -82,14 +65,14 @@ func ParseKey(h http.Header, rule KeyRule) (string, error) {
 func checkKey(key string, rule KeyRule, what keySource) error {
 	max := rule.MaxLength
 	if max <= 0 {
-		max = DefaultMaxKeyLength
+		max = idemtype.DefaultMaxKeyLength
 	}
 	switch {
 	case key == "":
 		return invalid("%s is empty", what)
 	case len(key) > max:
 		return invalid("%s is %d characters long; at most %d are allowed", what, len(key), max)
-	case rule.Format == FormatUUID && !uuidRE.MatchString(key):
+	case rule.Format == idemtype.KeyFormatUUID && !uuidRE.MatchString(key):
 		return invalid("%s must be a UUID (8-4-4-4-12 hexadecimal digits)", what)
 	}
 	for i := 0; i < len(key); i++ {
@@ -115,7 +98,7 @@ func (s keySource) String() string {
 // rule.Pointer names: a string as is, or an integer written as digits
 // (-0 is 0). The key follows the same rules as a header's (length,
 // characters, format). A body without the member (or with null there) is an
-// *idem.Error of kind missing-key; another value (an object, a fraction, an
+// *idemtype.Error of kind missing-key; another value (an object, a fraction, an
 // empty string) is invalid-key; a body that is not JSON is invalid-request.
 func BodyKey(body []byte, rule KeyRule) (string, error) {
 	if err := checkPointer(rule.Pointer); err != nil {
@@ -123,7 +106,7 @@ func BodyKey(body []byte, rule KeyRule) (string, error) {
 	}
 	what := keySource{pointer: rule.Pointer}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return "", &idem.Error{Kind: idem.KindMissingKey, Detail: fmt.Sprintf("the body is empty; send a JSON body whose %s is the key", rule.Pointer)}
+		return "", &idemtype.Error{Kind: idemtype.KindMissingKey, Detail: fmt.Sprintf("the body is empty; send a JSON body whose %s is the key", rule.Pointer)}
 	}
 	p := getCanon()
 	defer p.release()
@@ -134,7 +117,7 @@ func BodyKey(body []byte, rule KeyRule) (string, error) {
 	var key string
 	switch {
 	case lit == nil || lit[0] == 'n':
-		return "", &idem.Error{Kind: idem.KindMissingKey, Detail: fmt.Sprintf("%s is missing: it is the key (a unique string per event or request)", what)}
+		return "", &idemtype.Error{Kind: idemtype.KindMissingKey, Detail: fmt.Sprintf("%s is missing: it is the key (a unique string per event or request)", what)}
 	case lit[0] == '"':
 		key = string(appendUnescaped(nil, lit[1:len(lit)-1]))
 	case lit[0] == '-' || '0' <= lit[0] && lit[0] <= '9':
@@ -164,7 +147,7 @@ func jsonKind(c byte) string {
 }
 
 func invalid(format string, args ...any) error {
-	return &idem.Error{Kind: idem.KindInvalidKey, Detail: fmt.Sprintf(format, args...)}
+	return &idemtype.Error{Kind: idemtype.KindInvalidKey, Detail: fmt.Sprintf(format, args...)}
 }
 
 func parseKeyValue(raw string) (string, error) {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 func TestParseKey(t *testing.T) {
@@ -16,29 +16,29 @@ func TestParseKey(t *testing.T) {
 		values []string
 		rule   KeyRule
 		want   string
-		kind   idem.Kind // "" for success
+		kind   idemtype.ErrorKind // "" for success
 	}{
 		{"sf-string", []string{`"abc-123"`}, KeyRule{Required: true}, "abc-123", ""},
 		{"sf-string with escapes", []string{`"a\"b\\c"`}, KeyRule{Required: true}, `a"b\c`, ""},
 		{"sf-string with space", []string{`"a b"`}, KeyRule{Required: true}, "a b", ""},
 		{"bare token", []string{"abc-123"}, KeyRule{Required: true}, "abc-123", ""},
-		{"bare uuid (not an sf-token)", []string{uuid}, KeyRule{Required: true, Format: FormatUUID}, uuid, ""},
+		{"bare uuid (not an sf-token)", []string{uuid}, KeyRule{Required: true, Format: idemtype.KeyFormatUUID}, uuid, ""},
 		{"surrounding spaces", []string{"  abc  "}, KeyRule{Required: true}, "abc", ""},
-		{"missing, required", nil, KeyRule{Required: true}, "", idem.KindMissingKey},
+		{"missing, required", nil, KeyRule{Required: true}, "", idemtype.KindMissingKey},
 		{"missing, optional", nil, KeyRule{}, "", ""},
-		{"empty", []string{""}, KeyRule{Required: true}, "", idem.KindInvalidKey},
-		{"empty sf-string", []string{`""`}, KeyRule{Required: true}, "", idem.KindInvalidKey},
-		{"repeated field", []string{"a", "b"}, KeyRule{Required: true}, "", idem.KindInvalidKey},
-		{"list in one field", []string{`"a", "b"`}, KeyRule{Required: true}, "", idem.KindInvalidKey},
-		{"control character", []string{"ab\x01c"}, KeyRule{Required: true}, "", idem.KindInvalidKey},
-		{"tab inside", []string{"a\tb"}, KeyRule{Required: true}, "", idem.KindInvalidKey},
-		{"non-ASCII", []string{"clé"}, KeyRule{Required: true}, "", idem.KindInvalidKey},
-		{"unterminated sf-string", []string{`"abc`}, KeyRule{Required: true}, "", idem.KindInvalidKey},
-		{"sf-string with parameters", []string{`"abc";a=1`}, KeyRule{Required: true}, "", idem.KindInvalidKey},
-		{"too long", []string{strings.Repeat("k", 256)}, KeyRule{Required: true}, "", idem.KindInvalidKey},
+		{"empty", []string{""}, KeyRule{Required: true}, "", idemtype.KindInvalidKey},
+		{"empty sf-string", []string{`""`}, KeyRule{Required: true}, "", idemtype.KindInvalidKey},
+		{"repeated field", []string{"a", "b"}, KeyRule{Required: true}, "", idemtype.KindInvalidKey},
+		{"list in one field", []string{`"a", "b"`}, KeyRule{Required: true}, "", idemtype.KindInvalidKey},
+		{"control character", []string{"ab\x01c"}, KeyRule{Required: true}, "", idemtype.KindInvalidKey},
+		{"tab inside", []string{"a\tb"}, KeyRule{Required: true}, "", idemtype.KindInvalidKey},
+		{"non-ASCII", []string{"clé"}, KeyRule{Required: true}, "", idemtype.KindInvalidKey},
+		{"unterminated sf-string", []string{`"abc`}, KeyRule{Required: true}, "", idemtype.KindInvalidKey},
+		{"sf-string with parameters", []string{`"abc";a=1`}, KeyRule{Required: true}, "", idemtype.KindInvalidKey},
+		{"too long", []string{strings.Repeat("k", 256)}, KeyRule{Required: true}, "", idemtype.KindInvalidKey},
 		{"at the limit", []string{strings.Repeat("k", 255)}, KeyRule{Required: true}, strings.Repeat("k", 255), ""},
-		{"custom limit", []string{"abcdef"}, KeyRule{Required: true, MaxLength: 5}, "", idem.KindInvalidKey},
-		{"not a uuid", []string{"abc"}, KeyRule{Required: true, Format: FormatUUID}, "", idem.KindInvalidKey},
+		{"custom limit", []string{"abcdef"}, KeyRule{Required: true, MaxLength: 5}, "", idemtype.KindInvalidKey},
+		{"not a uuid", []string{"abc"}, KeyRule{Required: true, Format: idemtype.KeyFormatUUID}, "", idemtype.KindInvalidKey},
 		{"custom header", []string{"x"}, KeyRule{Header: "X-Request-Key", Required: true}, "x", ""},
 	}
 	for _, tc := range cases {
@@ -46,7 +46,7 @@ func TestParseKey(t *testing.T) {
 			h := http.Header{}
 			name := tc.rule.Header
 			if name == "" {
-				name = HeaderName
+				name = idemtype.DefaultKeyHeader
 			}
 			for _, v := range tc.values {
 				h.Add(name, v)
@@ -58,7 +58,7 @@ func TestParseKey(t *testing.T) {
 				}
 				return
 			}
-			var e *idem.Error
+			var e *idemtype.Error
 			if !errors.As(err, &e) || e.Kind != tc.kind {
 				t.Fatalf("ParseKey = %q, %v; want error of kind %s", got, err, tc.kind)
 			}
@@ -74,16 +74,16 @@ func FuzzParseKey(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
-		h := http.Header{HeaderName: {v}}
+		h := http.Header{idemtype.DefaultKeyHeader: {v}}
 		key, err := ParseKey(h, KeyRule{Required: true})
 		if err != nil {
-			var e *idem.Error
-			if !errors.As(err, &e) || e.Kind != idem.KindInvalidKey {
+			var e *idemtype.Error
+			if !errors.As(err, &e) || e.Kind != idemtype.KindInvalidKey {
 				t.Fatalf("error %v is not an invalid-key error", err)
 			}
 			return
 		}
-		if key == "" || len(key) > DefaultMaxKeyLength {
+		if key == "" || len(key) > idemtype.DefaultMaxKeyLength {
 			t.Fatalf("accepted key %q of length %d", key, len(key))
 		}
 		for i := 0; i < len(key); i++ {
@@ -101,7 +101,7 @@ func TestBodyKey(t *testing.T) {
 		body string
 		rule KeyRule
 		want string
-		kind idem.Kind // "" for success
+		kind idemtype.ErrorKind // "" for success
 	}{
 		{"string", `{"id":"evt_1","type":"charge.succeeded"}`, rule, "evt_1", ""},
 		{"integer", `{"id":12345}`, rule, "12345", ""},
@@ -110,25 +110,25 @@ func TestBodyKey(t *testing.T) {
 		{"nested", `{"data":{"object":{"id":"ch_1"}}}`, KeyRule{Pointer: "/data/object/id"}, "ch_1", ""},
 		{"escaped pointer", `{"a/b":{"~c":"k"}}`, KeyRule{Pointer: "/a~1b/~0c"}, "k", ""},
 		{"spaces inside", `{"id":"a b"}`, rule, "a b", ""},
-		{"uuid", `{"id":"123e4567-e89b-12d3-a456-426614174000"}`, KeyRule{Pointer: "/id", Format: FormatUUID}, "123e4567-e89b-12d3-a456-426614174000", ""},
-		{"missing member", `{"type":"x"}`, rule, "", idem.KindMissingKey},
-		{"null", `{"id":null}`, rule, "", idem.KindMissingKey},
-		{"parent not an object", `{"data":"x"}`, KeyRule{Pointer: "/data/id"}, "", idem.KindMissingKey},
-		{"empty body", ``, rule, "", idem.KindMissingKey},
-		{"empty string", `{"id":""}`, rule, "", idem.KindInvalidKey},
-		{"fraction", `{"id":1.5}`, rule, "", idem.KindInvalidKey},
-		{"integer with a fraction part", `{"id":1.0}`, rule, "", idem.KindInvalidKey},
-		{"exponent", `{"id":1e3}`, rule, "", idem.KindInvalidKey},
-		{"object", `{"id":{"v":"x"}}`, rule, "", idem.KindInvalidKey},
-		{"boolean", `{"id":true}`, rule, "", idem.KindInvalidKey},
-		{"control character", `{"id":"a\u0001b"}`, rule, "", idem.KindInvalidKey},
-		{"non-ASCII", `{"id":"clé"}`, rule, "", idem.KindInvalidKey},
-		{"too long", `{"id":"` + strings.Repeat("k", 256) + `"}`, rule, "", idem.KindInvalidKey},
-		{"custom limit", `{"id":"abcdef"}`, KeyRule{Pointer: "/id", MaxLength: 5}, "", idem.KindInvalidKey},
-		{"not a uuid", `{"id":"abc"}`, KeyRule{Pointer: "/id", Format: FormatUUID}, "", idem.KindInvalidKey},
-		{"malformed JSON", `{"id":`, rule, "", idem.KindInvalidRequest},
-		{"duplicate member", `{"id":"a","id":"b"}`, rule, "", idem.KindInvalidRequest},
-		{"NUL in the key", `{"id":"a\u0000"}`, rule, "", idem.KindInvalidRequest},
+		{"uuid", `{"id":"123e4567-e89b-12d3-a456-426614174000"}`, KeyRule{Pointer: "/id", Format: idemtype.KeyFormatUUID}, "123e4567-e89b-12d3-a456-426614174000", ""},
+		{"missing member", `{"type":"x"}`, rule, "", idemtype.KindMissingKey},
+		{"null", `{"id":null}`, rule, "", idemtype.KindMissingKey},
+		{"parent not an object", `{"data":"x"}`, KeyRule{Pointer: "/data/id"}, "", idemtype.KindMissingKey},
+		{"empty body", ``, rule, "", idemtype.KindMissingKey},
+		{"empty string", `{"id":""}`, rule, "", idemtype.KindInvalidKey},
+		{"fraction", `{"id":1.5}`, rule, "", idemtype.KindInvalidKey},
+		{"integer with a fraction part", `{"id":1.0}`, rule, "", idemtype.KindInvalidKey},
+		{"exponent", `{"id":1e3}`, rule, "", idemtype.KindInvalidKey},
+		{"object", `{"id":{"v":"x"}}`, rule, "", idemtype.KindInvalidKey},
+		{"boolean", `{"id":true}`, rule, "", idemtype.KindInvalidKey},
+		{"control character", `{"id":"a\u0001b"}`, rule, "", idemtype.KindInvalidKey},
+		{"non-ASCII", `{"id":"clé"}`, rule, "", idemtype.KindInvalidKey},
+		{"too long", `{"id":"` + strings.Repeat("k", 256) + `"}`, rule, "", idemtype.KindInvalidKey},
+		{"custom limit", `{"id":"abcdef"}`, KeyRule{Pointer: "/id", MaxLength: 5}, "", idemtype.KindInvalidKey},
+		{"not a uuid", `{"id":"abc"}`, KeyRule{Pointer: "/id", Format: idemtype.KeyFormatUUID}, "", idemtype.KindInvalidKey},
+		{"malformed JSON", `{"id":`, rule, "", idemtype.KindInvalidRequest},
+		{"duplicate member", `{"id":"a","id":"b"}`, rule, "", idemtype.KindInvalidRequest},
+		{"NUL in the key", `{"id":"a\u0000"}`, rule, "", idemtype.KindInvalidRequest},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -139,7 +139,7 @@ func TestBodyKey(t *testing.T) {
 				}
 				return
 			}
-			var e *idem.Error
+			var e *idemtype.Error
 			if !errors.As(err, &e) || e.Kind != tc.kind {
 				t.Fatalf("BodyKey = %q, %v; want error of kind %s", got, err, tc.kind)
 			}
@@ -160,13 +160,13 @@ func FuzzBodyKey(f *testing.F) {
 		checkBodyKey(t, body, KeyRule{Pointer: "/id", Required: true}) // the same as the implementation it replaced
 		key, err := BodyKey(body, KeyRule{Pointer: "/id", Required: true})
 		if err != nil {
-			var e *idem.Error
-			if !errors.As(err, &e) || (e.Kind != idem.KindInvalidKey && e.Kind != idem.KindMissingKey && e.Kind != idem.KindInvalidRequest) {
+			var e *idemtype.Error
+			if !errors.As(err, &e) || (e.Kind != idemtype.KindInvalidKey && e.Kind != idemtype.KindMissingKey && e.Kind != idemtype.KindInvalidRequest) {
 				t.Fatalf("error %v is not a key or body error", err)
 			}
 			return
 		}
-		if key == "" || len(key) > DefaultMaxKeyLength {
+		if key == "" || len(key) > idemtype.DefaultMaxKeyLength {
 			t.Fatalf("accepted key %q of length %d", key, len(key))
 		}
 		for i := 0; i < len(key); i++ {

@@ -24,14 +24,14 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // refFingerprint returns the SHA-256 of the request's canonical form. Field
 // order and insignificant whitespace in a JSON body, the order of form fields
 // and of query parameters with different names, and the excluded pointers
 // never change it; everything else does. A body that cannot be parsed as its
-// content type says is an *idem.Error of kind invalid-request.
+// content type says is an *idemtype.Error of kind invalid-request.
 func refFingerprint(r Request) ([]byte, error) {
 	body, kind, err := refCanonicalBody(r.ContentType, r.Body, r.Exclude)
 	if err != nil {
@@ -360,7 +360,7 @@ func refCanonicalNumber(lit string) string {
 // rule.Pointer names: a string as is, or an integer written as digits
 // (-0 is 0). The key follows the same rules as a header's (length,
 // characters, format). A body without the member (or with null there) is an
-// *idem.Error of kind missing-key; another value (an object, a fraction, an
+// *idemtype.Error of kind missing-key; another value (an object, a fraction, an
 // empty string) is invalid-key; a body that is not JSON is invalid-request.
 func refBodyKey(body []byte, rule KeyRule) (string, error) {
 	toks, err := refParsePointer(rule.Pointer)
@@ -369,7 +369,7 @@ func refBodyKey(body []byte, rule KeyRule) (string, error) {
 	}
 	what := "the body's " + rule.Pointer
 	if len(bytes.TrimSpace(body)) == 0 {
-		return "", &idem.Error{Kind: idem.KindMissingKey, Detail: fmt.Sprintf("the body is empty; send a JSON body whose %s is the key", rule.Pointer)}
+		return "", &idemtype.Error{Kind: idemtype.KindMissingKey, Detail: fmt.Sprintf("the body is empty; send a JSON body whose %s is the key", rule.Pointer)}
 	}
 	v, err := refParseJSON(body)
 	if err != nil {
@@ -386,7 +386,7 @@ func refBodyKey(body []byte, rule KeyRule) (string, error) {
 	var key string
 	switch t := v.(type) {
 	case nil:
-		return "", &idem.Error{Kind: idem.KindMissingKey, Detail: fmt.Sprintf("%s is missing: it is the key (a unique string per event or request)", what)}
+		return "", &idemtype.Error{Kind: idemtype.KindMissingKey, Detail: fmt.Sprintf("%s is missing: it is the key (a unique string per event or request)", what)}
 	case string:
 		key = t
 	case json.Number:

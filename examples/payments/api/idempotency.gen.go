@@ -16,6 +16,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // CreatePaymentPhases are the phases of createPayment, in order. An execution that dies between
@@ -91,8 +92,8 @@ var createPaymentIdempotency = &idemecho.Spec{
 		Policy: idem.Policy{
 			Retention:     24 * time.Hour,
 			Lease:         10 * time.Second,
-			Ambiguous:     idem.AmbiguousResume,
-			Complete:      idem.CompleteOnRetry,
+			Ambiguous:     idemtype.AmbiguousResume,
+			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
 		},
@@ -101,9 +102,9 @@ var createPaymentIdempotency = &idemecho.Spec{
 		Header:    "Idempotency-Key",
 		Required:  true,
 		MaxLength: 255,
-		Format:    idemhttp.FormatAny,
+		Format:    idemtype.KeyFormatAny,
 	},
-	Scope:   "principal",
+	Scope:   idemtype.Scope{Kind: idemtype.ScopePrincipal},
 	Route:   "/payments",
 	Exclude: []string{"/client_ts"},
 }
@@ -116,8 +117,8 @@ var createRefundIdempotency = &idemecho.Spec{
 		Policy: idem.Policy{
 			Retention:     24 * time.Hour,
 			Lease:         10 * time.Second,
-			Ambiguous:     idem.AmbiguousResume,
-			Complete:      idem.CompleteOnRetry,
+			Ambiguous:     idemtype.AmbiguousResume,
+			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
 		},
@@ -126,9 +127,9 @@ var createRefundIdempotency = &idemecho.Spec{
 		Header:    "Idempotency-Key",
 		Required:  true,
 		MaxLength: 255,
-		Format:    idemhttp.FormatAny,
+		Format:    idemtype.KeyFormatAny,
 	},
-	Scope: "principal",
+	Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal},
 	Route: "/refunds",
 }
 
@@ -140,8 +141,8 @@ var receiveCardnetEventIdempotency = &idemecho.Spec{
 		Policy: idem.Policy{
 			Retention:     72 * time.Hour,
 			Lease:         10 * time.Second,
-			Ambiguous:     idem.AmbiguousResume,
-			Complete:      idem.CompleteOnRetry,
+			Ambiguous:     idemtype.AmbiguousResume,
+			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
 		},
@@ -150,9 +151,9 @@ var receiveCardnetEventIdempotency = &idemecho.Spec{
 		Pointer:   "/id",
 		Required:  true,
 		MaxLength: 255,
-		Format:    idemhttp.FormatAny,
+		Format:    idemtype.KeyFormatAny,
 	},
-	Scope: "sender:cardnet",
+	Scope: idemtype.Scope{Kind: idemtype.ScopeSender, Name: "cardnet"},
 	Route: "/webhooks/cardnet",
 }
 

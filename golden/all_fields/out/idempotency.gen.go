@@ -17,6 +17,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // CreateTransferPhases are the phases of createTransfer, in order. An execution that dies between
@@ -54,8 +55,8 @@ var createTransferIdempotency = &idemecho.Spec{
 		Policy: idem.Policy{
 			Retention:     168 * time.Hour,
 			Lease:         45 * time.Second,
-			Ambiguous:     idem.AmbiguousStore,
-			Complete:      idem.CompleteBackground,
+			Ambiguous:     idemtype.AmbiguousStore,
+			Complete:      idemtype.CompleteBackground,
 			ReplayHeaders: []string{"Content-Type", "Location", "ETag"},
 			MaxReplayBody: 4096,
 		},
@@ -63,9 +64,9 @@ var createTransferIdempotency = &idemecho.Spec{
 	Key: idemhttp.KeyRule{
 		Header:    "X-Idempotency-Key",
 		MaxLength: 64,
-		Format:    idemhttp.FormatUUID,
+		Format:    idemtype.KeyFormatUUID,
 	},
-	Scope:   "principal",
+	Scope:   idemtype.Scope{Kind: idemtype.ScopePrincipal},
 	Route:   "/transfers",
 	Exclude: []string{"/client_ts", "/metadata/trace_id"},
 	Headers: []string{"X-Account"},

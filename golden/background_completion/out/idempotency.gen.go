@@ -17,6 +17,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // StartExportPhases are the phases of startExport, in order. An execution that dies between phases
@@ -53,8 +54,8 @@ var startExportIdempotency = &idemecho.Spec{
 		Policy: idem.Policy{
 			Retention:     48 * time.Hour,
 			Lease:         2 * time.Minute,
-			Ambiguous:     idem.AmbiguousResume,
-			Complete:      idem.CompleteBackground,
+			Ambiguous:     idemtype.AmbiguousResume,
+			Complete:      idemtype.CompleteBackground,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
 		},
@@ -63,9 +64,9 @@ var startExportIdempotency = &idemecho.Spec{
 		Header:    "Idempotency-Key",
 		Required:  true,
 		MaxLength: 255,
-		Format:    idemhttp.FormatAny,
+		Format:    idemtype.KeyFormatAny,
 	},
-	Scope: "principal",
+	Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal},
 	Route: "/exports",
 }
 

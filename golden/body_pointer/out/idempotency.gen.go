@@ -16,6 +16,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // ReceiveAcmeEventPhases are the phases of receiveAcmeEvent, in order. An execution that dies
@@ -60,8 +61,8 @@ var receiveAcmeEventIdempotency = &idemecho.Spec{
 		Policy: idem.Policy{
 			Retention:     72 * time.Hour,
 			Lease:         30 * time.Second,
-			Ambiguous:     idem.AmbiguousResume,
-			Complete:      idem.CompleteOnRetry,
+			Ambiguous:     idemtype.AmbiguousResume,
+			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
 		},
@@ -70,9 +71,9 @@ var receiveAcmeEventIdempotency = &idemecho.Spec{
 		Pointer:   "/id",
 		Required:  true,
 		MaxLength: 64,
-		Format:    idemhttp.FormatAny,
+		Format:    idemtype.KeyFormatAny,
 	},
-	Scope: "sender:acme",
+	Scope: idemtype.Scope{Kind: idemtype.ScopeSender, Name: "acme"},
 	Route: "/webhooks/acme",
 }
 
@@ -84,8 +85,8 @@ var postLedgerEntryIdempotency = &idemecho.Spec{
 		Policy: idem.Policy{
 			Retention:     24 * time.Hour,
 			Lease:         30 * time.Second,
-			Ambiguous:     idem.AmbiguousResume,
-			Complete:      idem.CompleteOnRetry,
+			Ambiguous:     idemtype.AmbiguousResume,
+			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
 		},
@@ -94,9 +95,9 @@ var postLedgerEntryIdempotency = &idemecho.Spec{
 		Pointer:   "/entry/sequence",
 		Required:  true,
 		MaxLength: 255,
-		Format:    idemhttp.FormatAny,
+		Format:    idemtype.KeyFormatAny,
 	},
-	Scope: "global",
+	Scope: idemtype.Scope{Kind: idemtype.ScopeGlobal},
 	Route: "/ledger/entries",
 }
 

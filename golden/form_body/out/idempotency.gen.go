@@ -16,6 +16,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // SubscribePhases are the phases of subscribe, in order. An execution that dies between phases
@@ -45,8 +46,8 @@ var subscribeIdempotency = &idemecho.Spec{
 		Policy: idem.Policy{
 			Retention:     24 * time.Hour,
 			Lease:         30 * time.Second,
-			Ambiguous:     idem.AmbiguousResume,
-			Complete:      idem.CompleteOnRetry,
+			Ambiguous:     idemtype.AmbiguousResume,
+			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
 		},
@@ -55,9 +56,9 @@ var subscribeIdempotency = &idemecho.Spec{
 		Header:    "Idempotency-Key",
 		Required:  true,
 		MaxLength: 255,
-		Format:    idemhttp.FormatAny,
+		Format:    idemtype.KeyFormatAny,
 	},
-	Scope:   "global",
+	Scope:   idemtype.Scope{Kind: idemtype.ScopeGlobal},
 	Route:   "/subscriptions",
 	Exclude: []string{"/csrf_token"},
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // PlaceOrderPhases are the phases of placeOrder, in order. An execution that dies between phases
@@ -56,8 +57,8 @@ var placeOrderIdempotency = &idemecho.Spec{
 		Policy: idem.Policy{
 			Retention:     24 * time.Hour,
 			Lease:         30 * time.Second,
-			Ambiguous:     idem.AmbiguousResume,
-			Complete:      idem.CompleteOnRetry,
+			Ambiguous:     idemtype.AmbiguousResume,
+			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
 		},
@@ -66,9 +67,9 @@ var placeOrderIdempotency = &idemecho.Spec{
 		Header:    "Idempotency-Key",
 		Required:  true,
 		MaxLength: 255,
-		Format:    idemhttp.FormatAny,
+		Format:    idemtype.KeyFormatAny,
 	},
-	Scope: "principal",
+	Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal},
 	Route: "/orders",
 }
 
@@ -81,8 +82,8 @@ var cancelOrderIdempotency = &idemecho.Spec{
 		Policy: idem.Policy{
 			Retention:     24 * time.Hour,
 			Lease:         30 * time.Second,
-			Ambiguous:     idem.AmbiguousResume,
-			Complete:      idem.CompleteOnRetry,
+			Ambiguous:     idemtype.AmbiguousResume,
+			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
 		},
@@ -91,9 +92,9 @@ var cancelOrderIdempotency = &idemecho.Spec{
 		Header:    "Idempotency-Key",
 		Required:  true,
 		MaxLength: 255,
-		Format:    idemhttp.FormatAny,
+		Format:    idemtype.KeyFormatAny,
 	},
-	Scope: "principal",
+	Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal},
 	Route: "/orders/{id}/cancel",
 }
 

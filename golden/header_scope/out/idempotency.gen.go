@@ -16,6 +16,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // CreateInvoicePhases are the phases of createInvoice, in order. An execution that dies between
@@ -45,8 +46,8 @@ var createInvoiceIdempotency = &idemecho.Spec{
 		Policy: idem.Policy{
 			Retention:     24 * time.Hour,
 			Lease:         30 * time.Second,
-			Ambiguous:     idem.AmbiguousResume,
-			Complete:      idem.CompleteOnRetry,
+			Ambiguous:     idemtype.AmbiguousResume,
+			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
 		},
@@ -55,9 +56,9 @@ var createInvoiceIdempotency = &idemecho.Spec{
 		Header:    "Idempotency-Key",
 		Required:  true,
 		MaxLength: 255,
-		Format:    idemhttp.FormatAny,
+		Format:    idemtype.KeyFormatAny,
 	},
-	Scope:   "header:X-Tenant-ID",
+	Scope:   idemtype.Scope{Kind: idemtype.ScopeHeader, Name: "X-Tenant-ID"},
 	Route:   "/invoices",
 	Headers: []string{"X-Tenant-ID"},
 }

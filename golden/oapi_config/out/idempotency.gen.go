@@ -16,6 +16,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // CreateOrderPhases are the phases of createOrder, in order. An execution that dies between phases
@@ -68,8 +69,8 @@ var createOrderIdempotency = &idemecho.Spec{
 		Policy: idem.Policy{
 			Retention:     24 * time.Hour,
 			Lease:         30 * time.Second,
-			Ambiguous:     idem.AmbiguousResume,
-			Complete:      idem.CompleteOnRetry,
+			Ambiguous:     idemtype.AmbiguousResume,
+			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
 		},
@@ -78,9 +79,9 @@ var createOrderIdempotency = &idemecho.Spec{
 		Header:    "Idempotency-Key",
 		Required:  true,
 		MaxLength: 255,
-		Format:    idemhttp.FormatAny,
+		Format:    idemtype.KeyFormatAny,
 	},
-	Scope: "principal",
+	Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal},
 	Route: "/orders",
 }
 
@@ -92,8 +93,8 @@ var refundOrderIdempotency = &idemecho.Spec{
 		Policy: idem.Policy{
 			Retention:     24 * time.Hour,
 			Lease:         30 * time.Second,
-			Ambiguous:     idem.AmbiguousResume,
-			Complete:      idem.CompleteOnRetry,
+			Ambiguous:     idemtype.AmbiguousResume,
+			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
 		},
@@ -102,9 +103,9 @@ var refundOrderIdempotency = &idemecho.Spec{
 		Header:    "Idempotency-Key",
 		Required:  true,
 		MaxLength: 255,
-		Format:    idemhttp.FormatAny,
+		Format:    idemtype.KeyFormatAny,
 	},
-	Scope: "global",
+	Scope: idemtype.Scope{Kind: idemtype.ScopeGlobal},
 	Route: "/orders/{orderID}/refunds",
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // AddPetPhases are the phases of addPet, in order. An execution that dies between phases resumes
@@ -49,8 +50,8 @@ var addPetIdempotency = &idemecho.Spec{
 		Policy: idem.Policy{
 			Retention:     24 * time.Hour,
 			Lease:         30 * time.Second,
-			Ambiguous:     idem.AmbiguousResume,
-			Complete:      idem.CompleteOnRetry,
+			Ambiguous:     idemtype.AmbiguousResume,
+			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
 		},
@@ -59,9 +60,9 @@ var addPetIdempotency = &idemecho.Spec{
 		Header:    "Idempotency-Key",
 		Required:  true,
 		MaxLength: 255,
-		Format:    idemhttp.FormatAny,
+		Format:    idemtype.KeyFormatAny,
 	},
-	Scope: "principal",
+	Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal},
 	Route: "/pets",
 }
 

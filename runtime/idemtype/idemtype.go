@@ -1,0 +1,43 @@
+// Package idemtype is the vocabulary of the Idempotency-Key protocol as
+// idemgen speaks it: the values of the x-idempotency extension (scopes, key
+// formats, what an ambiguous failure does, who completes an abandoned
+// execution, phase kinds), the protocol's errors with their HTTP statuses
+// and problem+json types, the defaults, the response headers that are
+// never stored, and JSON Pointers.
+//
+// It is a leaf: it imports only the standard library, so that the spec
+// parser, the generator, the HTTP layer and the engine share one language
+// without depending on each other, and generated code can name these values
+// without pulling in PostgreSQL or a web framework.
+//
+// Each string-valued type's values are part of the public contract: they
+// are what a spec writes, what problem type URIs carry, and they never
+// change. Parse functions accept exactly those values; String returns them.
+package idemtype
+
+import "time"
+
+// Defaults, as documented for the x-idempotency extension
+// (docs/extension.md). The spec parser fills them in, and the runtime
+// applies them to zero fields.
+const (
+	// DefaultKeyHeader is the request header that carries the key.
+	DefaultKeyHeader = "Idempotency-Key"
+	// DefaultMaxKeyLength is the longest key accepted, in bytes.
+	DefaultMaxKeyLength = 255
+	// DefaultRetention is how long a key is remembered.
+	DefaultRetention = 24 * time.Hour
+	// DefaultLease is how long a claim is exclusive without renewal.
+	DefaultLease = 30 * time.Second
+	// DefaultMaxReplayBody is the largest response body stored for replay,
+	// in bytes.
+	DefaultMaxReplayBody = 64 << 10
+)
+
+// DefaultReplayHeaders returns the response headers stored and replayed
+// when a policy names none: Content-Type and Location. The slice is new on
+// every call.
+func DefaultReplayHeaders() []string { return []string{"Content-Type", "Location"} }
+
+// ReplayedHeader is set to "true" on every replayed response.
+const ReplayedHeader = "Idempotent-Replayed"
