@@ -35,12 +35,19 @@ type params struct {
 	ends []int // where each value ends in buf; -1 for NULL
 	vals [][]byte
 	fmts []int16
-	args []any // the values as given, only for a tracer
+	// traced: keep the values as given in args, for a tracer. Only then
+	// are they boxed.
+	traced bool
+	args   []any
 }
 
 var paramsPool = sync.Pool{New: func() any { return &params{buf: make([]byte, 0, 512)} }}
 
-func getParams() *params { return paramsPool.Get().(*params) }
+func getParams(traced bool) *params {
+	p := paramsPool.Get().(*params)
+	p.traced = traced
+	return p
+}
 
 func putParams(p *params) {
 	if cap(p.buf) > 64<<10 { // a large response body: let it go
@@ -53,50 +60,60 @@ func putParams(p *params) {
 	paramsPool.Put(p)
 }
 
-// add records the value just appended to buf.
-func (p *params) add(format int16, arg any, traced bool) {
-	p.ends = append(p.ends, len(p.buf))
+// add records the value just appended to buf; -1 for NULL.
+func (p *params) add(format int16, null bool) {
+	end := len(p.buf)
+	if null {
+		end = -1
+	}
+	p.ends = append(p.ends, end)
 	p.fmts = append(p.fmts, format)
-	if traced {
-		p.args = append(p.args, arg)
+}
+
+func (p *params) text(s string) {
+	p.buf = append(p.buf, s...)
+	p.add(0, false)
+	if p.traced {
+		p.args = append(p.args, s)
 	}
 }
 
-func (p *params) text(s string, traced bool) {
-	p.buf = append(p.buf, s...)
-	p.add(0, s, traced)
-}
-
 // textBytes is a text parameter given as bytes (JSON); nil is NULL.
-func (p *params) textBytes(b []byte, traced bool) {
+func (p *params) textBytes(b []byte) {
 	p.buf = append(p.buf, b...)
-	p.add(0, b, traced)
-	if b == nil {
-		p.ends[len(p.ends)-1] = -1
+	p.add(0, b == nil)
+	if p.traced {
+		p.args = append(p.args, b)
 	}
 }
 
 // bytea is a bytea parameter, in binary; nil is NULL.
-func (p *params) bytea(b []byte, traced bool) {
+func (p *params) bytea(b []byte) {
 	p.buf = append(p.buf, b...)
-	p.add(1, b, traced)
-	if b == nil {
-		p.ends[len(p.ends)-1] = -1
+	p.add(1, b == nil)
+	if p.traced {
+		p.args = append(p.args, b)
 	}
 }
 
-func (p *params) int(n int64, traced bool) {
+func (p *params) int(n int64) {
 	p.buf = strconv.AppendInt(p.buf, n, 10)
-	p.add(0, n, traced)
+	p.add(0, false)
+	if p.traced {
+		p.args = append(p.args, n)
+	}
 }
 
-func (p *params) bool(v bool, traced bool) {
+func (p *params) bool(v bool) {
 	if v {
 		p.buf = append(p.buf, 't')
 	} else {
 		p.buf = append(p.buf, 'f')
 	}
-	p.add(0, v, traced)
+	p.add(0, false)
+	if p.traced {
+		p.args = append(p.args, v)
+	}
 }
 
 // values returns the encoded values, valid until p is put back.
@@ -128,11 +145,11 @@ func (q queries) readConn(ctx context.Context, conn *pgx.Conn, ns, scope, key st
 		return nil, err
 	}
 	traced := q.queryTracer != nil
-	p := getParams()
+	p := getParams(traced)
 	defer putParams(p)
-	p.text(ns, traced)
-	p.text(scope, traced)
-	p.text(key, traced)
+	p.text(ns)
+	p.text(scope)
+	p.text(key)
 	if traced {
 		ctx = q.queryTracer.TraceQueryStart(ctx, conn, pgx.TraceQueryStartData{SQL: q.readSQL, Args: p.args})
 	}
@@ -279,22 +296,21 @@ func (q queries) sendBatch(ctx context.Context, conn *pgx.Conn, sqls []string, a
 // commitLastWire is commitLast's batch through pgconn.
 func (q queries) commitLastWire(ctx context.Context, conn *pgx.Conn, begin bool, c *claim, phase string, resp *Response,
 	headers, body []byte, omitted bool) error {
-	t := q.batchTracer != nil
-	p := getParams()
+	p := getParams(q.batchTracer != nil)
 	defer putParams(p)
-	p.text(c.ns, t)
-	p.text(c.scope, t)
-	p.text(c.key, t)
-	p.text(c.op.ID, t)
-	p.bytea(c.fingerprint, t)
-	p.text(phase, t)
-	p.int(int64(resp.Status), t)
-	p.textBytes(headers, t)
-	p.bytea(body, t)
-	p.bool(omitted, t)
-	p.int(micros(c.policy.Retention), t)
-	p.int(int64(c.derivation), t)
-	p.text(q.claimWait, t)
+	p.text(c.ns)
+	p.text(c.scope)
+	p.text(c.key)
+	p.text(c.op.ID)
+	p.bytea(c.fingerprint)
+	p.text(phase)
+	p.int(int64(resp.Status))
+	p.textBytes(headers)
+	p.bytea(body)
+	p.bool(omitted)
+	p.int(micros(c.policy.Retention))
+	p.int(int64(c.derivation))
+	p.text(q.claimWait)
 	if begin { // the phases sent no statement
 		return q.sendBatch(ctx, conn, []string{beginSQL, q.insertCompletedSQL, commit}, []*params{nil, p, nil})
 	}

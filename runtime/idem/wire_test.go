@@ -1,0 +1,137 @@
+package idem_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/internal/dbtest"
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// sqlLog is a pgx tracer that records what it is told: each query, each
+// batch's statements, and their arguments and command tags.
+type sqlLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *sqlLog) add(s string) {
+	l.mu.Lock()
+	l.lines = append(l.lines, s)
+	l.mu.Unlock()
+}
+
+func (l *sqlLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	l.add("query " + firstWord(d.SQL) + " " + argsOf(d.Args))
+	return ctx
+}
+func (l *sqlLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (l *sqlLog) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	l.add("batch of " + strings.Repeat("*", d.Batch.Len()))
+	return ctx
+}
+func (l *sqlLog) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	s := "  " + firstWord(d.SQL) + " " + d.CommandTag.String()
+	if d.Err != nil {
+		s += " error"
+	}
+	l.add(s + " " + argsOf(d.Args))
+}
+func (l *sqlLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+func firstWord(sql string) string { return strings.Fields(sql)[0] }
+
+func argsOf(args []any) string {
+	var b strings.Builder
+	for _, a := range args {
+		switch v := a.(type) {
+		case string:
+			b.WriteString(v + ",")
+		case []byte:
+			b.WriteString("bytes,")
+		default:
+			b.WriteString("v,")
+		}
+	}
+	return b.String()
+}
+
+func (l *sqlLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// tracedPool is a pool on schema (already migrated) whose tracer is log, in
+// the given query mode.
+func tracedPool(t *testing.T, schema string, log *sqlLog, mode pgx.QueryExecMode) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dbtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.ConnConfig.Tracer = log
+	cfg.ConnConfig.DefaultQueryExecMode = mode
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// TestTracerSeesTheEngine: the statements the engine sends through pgconn
+// (the record-last read, and the record's insert with COMMIT) reach the
+// pool's tracer as pgx's own would, with their arguments; and a pool in
+// the mode for poolers (cache_describe), which keeps pgx's path, writes the same record.
+func TestTracerSeesTheEngine(t *testing.T) {
+	e := newEnv(t)
+	records := map[pgx.QueryExecMode]string{}
+	for i, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe} {
+		log := &sqlLog{}
+		eng, err := idem.New(tracedPool(t, e.schema, log, mode), idem.Options{Schema: e.schema, ReplayCacheBytes: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := fmt.Sprintf("k-%d", i)
+		out, err := idem.Run(context.Background(), eng, lastOp, request("t", key, "b"), twoPhases(key))
+		if err != nil || out.Replayed {
+			t.Fatalf("%v: %+v, %v", mode, out, err)
+		}
+		if mode == pgx.QueryExecModeCacheStatement {
+			want := "query SELECT last,t," + key + ",\n" + // the read: no record
+				"batch of **\n  BEGIN BEGIN \n  INSERT INSERT 0 1 " + key + ",\n" + // the phase's statement carries BEGIN
+				"batch of **\n  INSERT INSERT 0 1 last,t," + key + ",last,bytes,finish,v,bytes,bytes,v,v,v,"
+			if got := log.String(); !strings.HasPrefix(got, want) || !strings.HasSuffix(got, "\n  COMMIT COMMIT ") {
+				t.Errorf("the tracer saw\n%s\nwant it to begin\n%s\nand end with the COMMIT", got, want)
+			}
+		}
+		// A replay from the store, through the same read.
+		again, err := idem.Run(context.Background(), eng, lastOp, request("t", key, "b"), twoPhases(key))
+		if err != nil || !again.Replayed || string(again.Response.Body) != string(out.Response.Body) ||
+			again.Response.Header.Get("Location") != "/p/1" || again.Response.Status != 201 {
+			t.Fatalf("%v: replay %+v, %v; want the stored 201", mode, again, err)
+		}
+		var row string
+		if err := e.pool.QueryRow(context.Background(), `SELECT row(operation, fingerprint, state, owner_token, lease_until,
+    recovery_point, phase_state::text, request, background, response_status, response_headers::text, response_body,
+    body_omitted, attempts, expires_at - created_at > interval '1 hour', key_derivation)::text
+FROM records WHERE key = $1`, key).Scan(&row); err != nil {
+			t.Fatal(err)
+		}
+		records[mode] = row
+	}
+	a, b := records[pgx.QueryExecModeCacheStatement], records[pgx.QueryExecModeCacheDescribe]
+	if a = strings.Replace(a, hexOf("k-0"), "KEY", 1); a != strings.Replace(b, hexOf("k-1"), "KEY", 1) {
+		t.Errorf("the two paths stored different records:\n%s\n%s", a, b)
+	}
+}
+
+func hexOf(s string) string { return fmt.Sprintf("%x", s) }
