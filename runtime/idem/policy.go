@@ -117,15 +117,24 @@ func (p Policy) Validate() error {
 }
 
 // storedHeaders keeps the headers the policy allows to be stored.
+// The values are copied, all into one array, so that the stored response
+// shares nothing with the phase's.
 func (p Policy) storedHeaders(h http.Header) http.Header {
 	out := http.Header{}
+	n := 0
+	for _, name := range p.ReplayHeaders {
+		n += len(h[http.CanonicalHeaderKey(name)])
+	}
+	values := make([]string, 0, n)
 	for _, name := range p.ReplayHeaders {
 		name = http.CanonicalHeaderKey(name)
 		if idemtype.CredentialHeader(name) {
 			continue
 		}
 		if v, ok := h[name]; ok {
-			out[name] = append([]string(nil), v...)
+			start := len(values)
+			values = append(values, v...)
+			out[name] = values[start:len(values):len(values)]
 		}
 	}
 	return out

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"strconv"
 	"sync"
 
@@ -78,12 +79,13 @@ func (p *params) text(s string) {
 	}
 }
 
-// textBytes is a text parameter given as bytes (JSON); nil is NULL.
-func (p *params) textBytes(b []byte) {
-	p.buf = append(p.buf, b...)
-	p.add(0, b == nil)
+// headers is a JSON parameter: h, as appendHeaderJSON writes it.
+func (p *params) headers(h http.Header) {
+	start := len(p.buf)
+	p.buf = appendHeaderJSON(p.buf, h)
+	p.add(0, false)
 	if p.traced {
-		p.args = append(p.args, b)
+		p.args = append(p.args, p.buf[start:len(p.buf):len(p.buf)])
 	}
 }
 
@@ -134,45 +136,61 @@ func (p *params) values() [][]byte {
 // allBinary asks for every result column in binary.
 var allBinary = []int16{1}
 
-// readConn is read on an acquired connection, through pgconn when the
-// engine may prepare statements.
-func (q queries) readConn(ctx context.Context, conn *pgx.Conn, ns, scope, key string) (*record, error) {
-	if !q.named {
-		return q.read(ctx, conn, ns, scope, key)
-	}
-	sd, err := conn.Prepare(ctx, q.readSQL, q.readSQL)
+// readBeginWire is readBegin through pgconn: readHeldSQL's row, decoded
+// from binary, and BEGIN, which the server skips when the read found one.
+func (q queries) readBeginWire(ctx context.Context, conn *pgx.Conn, ns, scope, key string) (*record, error) {
+	read, err := conn.Prepare(ctx, q.readHeldSQL, q.readHeldSQL)
 	if err != nil {
 		return nil, err
 	}
-	traced := q.queryTracer != nil
+	begin, err := conn.Prepare(ctx, beginSQL, beginSQL)
+	if err != nil {
+		return nil, err
+	}
+	traced := q.batchTracer != nil
 	p := getParams(traced)
 	defer putParams(p)
 	p.text(ns)
 	p.text(scope)
 	p.text(key)
+	b := &pgconn.Batch{}
+	b.ExecStatement(read, p.values(), p.fmts, allBinary)
+	b.ExecStatement(begin, nil, nil, nil)
 	if traced {
-		ctx = q.queryTracer.TraceQueryStart(ctx, conn, pgx.TraceQueryStartData{SQL: q.readSQL, Args: p.args})
+		tb := &pgx.Batch{}
+		tb.Queue(q.readHeldSQL, p.args...)
+		tb.Queue(beginSQL)
+		ctx = q.batchTracer.TraceBatchStart(ctx, conn, pgx.TraceBatchStartData{Batch: tb})
 	}
-	rr := conn.PgConn().ExecStatement(ctx, sd, p.values(), p.fmts, allBinary)
+	mrr := conn.PgConn().ExecBatch(ctx, b)
 	var rec *record
-	var derr error
-	if rr.NextRow() {
-		rec, derr = decodeRecord(rr.Values())
+	var derr, first error
+	for i := 0; mrr.NextResult(); i++ {
+		rr := mrr.ResultReader()
+		if i == 0 && rr.NextRow() {
+			rec, derr = decodeRecord(rr.Values())
+		}
+		for rr.NextRow() {
+		}
+		tag, err := rr.Close()
+		if first == nil {
+			first = err
+		}
+		if traced {
+			sql, args := beginSQL, []any(nil)
+			if i == 0 {
+				sql, args = q.readHeldSQL, p.args
+			}
+			q.batchTracer.TraceBatchQuery(ctx, conn, pgx.TraceBatchQueryData{SQL: sql, Args: args, CommandTag: tag, Err: err})
+		}
 	}
-	tag, err := rr.Close()
-	if err == nil {
-		err = derr
+	if err := mrr.Close(); first == nil {
+		first = err
 	}
 	if traced {
-		q.queryTracer.TraceQueryEnd(ctx, conn, pgx.TraceQueryEndData{CommandTag: tag, Err: err})
+		q.batchTracer.TraceBatchEnd(ctx, conn, pgx.TraceBatchEndData{Err: first})
 	}
-	if err != nil {
-		return nil, err
-	}
-	if rec == nil {
-		return nil, pgx.ErrNoRows
-	}
-	return rec, nil
+	return held(rec, derr, first)
 }
 
 // errColumn is a result that is not what readSQL returns.
@@ -294,8 +312,8 @@ func (q queries) sendBatch(ctx context.Context, conn *pgx.Conn, sqls []string, a
 }
 
 // commitLastWire is commitLast's batch through pgconn.
-func (q queries) commitLastWire(ctx context.Context, conn *pgx.Conn, begin bool, c *claim, phase string, resp *Response,
-	headers, body []byte, omitted bool) error {
+func (q queries) commitLastWire(ctx context.Context, conn *pgx.Conn, c *claim, phase string, resp *Response,
+	body []byte, omitted bool) error {
 	p := getParams(q.batchTracer != nil)
 	defer putParams(p)
 	p.text(c.ns)
@@ -305,14 +323,11 @@ func (q queries) commitLastWire(ctx context.Context, conn *pgx.Conn, begin bool,
 	p.bytea(c.fingerprint)
 	p.text(phase)
 	p.int(int64(resp.Status))
-	p.textBytes(headers)
+	p.headers(resp.Header)
 	p.bytea(body)
 	p.bool(omitted)
 	p.int(micros(c.policy.Retention))
 	p.int(int64(c.derivation))
 	p.text(q.claimWait)
-	if begin { // the phases sent no statement
-		return q.sendBatch(ctx, conn, []string{beginSQL, q.insertCompletedSQL, commit}, []*params{nil, p, nil})
-	}
 	return q.sendBatch(ctx, conn, []string{q.insertCompletedSQL, commit}, []*params{p, nil})
 }
