@@ -97,8 +97,9 @@ SELECT $1, $2, $3, $4, $5, $6, 'claimed',
 	q := queries{
 		insertSQL: insert + ` ON CONFLICT DO NOTHING`,
 		// set_config(..., true) is local to the statement's own transaction and
-		// read at its commit.
-		insertAsyncSQL: insert + ` FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async ON CONFLICT DO NOTHING`,
+		// read at its commit. As a one-time filter it runs once, before the
+		// row is formed, and costs no plan node of its own.
+		insertAsyncSQL: insert + ` WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL ON CONFLICT DO NOTHING`,
 		readSQL: `SELECT operation, fingerprint, state, owner_token, coalesce(lease_until > now(), false),
     coalesce(extract(epoch FROM lease_until - now()), 0)::float8, expires_at <= now(),
     extract(epoch FROM expires_at - now())::float8, recovery_point, phase_state, response_status, response_headers, response_body, body_omitted
@@ -170,7 +171,8 @@ ORDER BY lease_until LIMIT $2`,
 	// The completed record of a ClaimLast execution, inserted just before
 	// its COMMIT. A record already there (a concurrent duplicate that
 	// committed first) is a unique violation; an uncommitted one is waited
-	// on for at most the claim wait, set for this transaction before the
+	// on for at most the claim wait, set for this transaction (by a
+	// one-time filter, evaluated before the row is formed) before the
 	// insert looks at the index.
 	// The read a ClaimLast execution sends with its BEGIN, in one batch:
 	// readSQL's row if a record holds the key, and then a division by
@@ -184,7 +186,7 @@ SELECT * FROM r UNION ALL SELECT * FROM r WHERE 1 / (length(r.state) * 0) = 0`
     recovery_point, phase_state, response_status, response_headers, response_body, body_omitted,
     expires_at, key_derivation)
 SELECT $1, $2, $3, $4, $5, 'completed', $6, NULL, $7, $8, $9, $10, ` + fmt.Sprintf(leaseFrom, 11) + `, $12
-FROM (SELECT set_config('lock_timeout', $13, true)) AS wait`
+WHERE set_config('lock_timeout', $13, true) IS NOT NULL`
 	if sqlMutant != nil {
 		sqlMutant(&q)
 	}
