@@ -567,6 +567,9 @@ func (e *Engine) beginLast(ctx context.Context, c *claim) (bool, *record, error)
 		return false, nil, unavailable("claim", err)
 	}
 	rec, err := e.q.readBegin(ctx, pc.Conn(), c.ns, c.scope, c.key)
+	if err == nil && rec == nil && pc.Conn().PgConn().TxStatus() != 'T' {
+		err = errors.New("idem: BEGIN did not open a transaction")
+	}
 	if err == nil && rec == nil {
 		c.sess, c.last = newSession(pc), true
 		return true, nil, nil

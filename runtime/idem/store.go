@@ -309,27 +309,32 @@ func (q queries) readBegin(ctx context.Context, conn *pgx.Conn, ns, scope, key s
 	b.Queue(q.readHeldSQL, ns, scope, key)
 	b.Queue(beginSQL)
 	br := conn.SendBatch(ctx, b)
-	defer br.Close()
 	rows, err := br.Query()
-	if err != nil {
-		return nil, err
-	}
 	var rec *record
 	var serr error
-	if rows.Next() {
-		rec, serr = scanRecord(rows)
+	if err == nil {
+		if rows.Next() {
+			rec, serr = scanRecord(rows)
+		}
+		rows.Close()
+		err = rows.Err()
 	}
-	rows.Close()
-	return held(rec, serr, rows.Err())
+	if cerr := br.Close(); err == nil {
+		err = cerr // BEGIN's
+	}
+	return held(rec, serr, err)
 }
 
 // held is readBegin's answer from the record its read decoded (if any), the
 // error decoding it, and the read's error.
 func held(rec *record, decodeErr, err error) (*record, error) {
+	aborted := sqlState(err) == divisionByZero // on the record
 	switch {
+	case err != nil && !aborted:
+		return nil, err
 	case decodeErr != nil:
 		return nil, decodeErr
-	case rec != nil && sqlState(err) == divisionByZero: // the batch aborted on the record
+	case rec != nil && aborted:
 		return rec, nil
 	case err != nil:
 		return nil, err

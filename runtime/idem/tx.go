@@ -15,10 +15,11 @@ import (
 var errEngineOwnsTx = errors.New("idem: the engine commits or rolls back a phase's transaction; a phase must not")
 
 // phaseTx is the pgx.Tx a local phase runs in. The engine opens and ends the
-// transaction itself, so that BEGIN and COMMIT travel with statements of
-// the engine, never in round trips of their own; a pgx.Tx from
-// pgx.Conn.Begin could not be ended without its own round trip. Nested
-// Begin calls are savepoints, as with pgx.
+// transaction itself, so that COMMIT travels with the engine's statement of
+// the recovery point or the record (and, in first and last mode, BEGIN with
+// the claim or the read of the key); a pgx.Tx from pgx.Conn.Begin could not
+// be ended without a round trip of its own. Nested Begin calls are
+// savepoints, as with pgx.
 type phaseTx struct {
 	conn *pgx.Conn
 	sp   int

@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // The statements the engine sends on every keyed request of the record-last
@@ -51,7 +53,9 @@ func getParams(traced bool) *params {
 }
 
 func putParams(p *params) {
-	if cap(p.buf) > 64<<10 { // a large response body: let it go
+	if p.traced || cap(p.buf) > 64<<10 {
+		// A tracer may keep the arguments, which alias buf; a large
+		// response body is let go.
 		return
 	}
 	clear(p.args)
@@ -139,75 +143,47 @@ var allBinary = []int16{1}
 // readBeginWire is readBegin through pgconn: readHeldSQL's row, decoded
 // from binary, and BEGIN, which the server skips when the read found one.
 func (q queries) readBeginWire(ctx context.Context, conn *pgx.Conn, ns, scope, key string) (*record, error) {
-	read, err := conn.Prepare(ctx, q.readHeldSQL, q.readHeldSQL)
-	if err != nil {
-		return nil, err
-	}
-	begin, err := conn.Prepare(ctx, beginSQL, beginSQL)
-	if err != nil {
-		return nil, err
-	}
-	traced := q.batchTracer != nil
-	p := getParams(traced)
+	p := getParams(q.batchTracer != nil)
 	defer putParams(p)
 	p.text(ns)
 	p.text(scope)
 	p.text(key)
-	b := &pgconn.Batch{}
-	b.ExecStatement(read, p.values(), p.fmts, allBinary)
-	b.ExecStatement(begin, nil, nil, nil)
-	if traced {
-		tb := &pgx.Batch{}
-		tb.Queue(q.readHeldSQL, p.args...)
-		tb.Queue(beginSQL)
-		ctx = q.batchTracer.TraceBatchStart(ctx, conn, pgx.TraceBatchStartData{Batch: tb})
-	}
-	mrr := conn.PgConn().ExecBatch(ctx, b)
-	var rec *record
-	var derr, first error
-	for i := 0; mrr.NextResult(); i++ {
-		rr := mrr.ResultReader()
-		if i == 0 && rr.NextRow() {
-			rec, derr = decodeRecord(rr.Values())
-		}
-		for rr.NextRow() {
-		}
-		tag, err := rr.Close()
-		if first == nil {
-			first = err
-		}
-		if traced {
-			sql, args := beginSQL, []any(nil)
-			if i == 0 {
-				sql, args = q.readHeldSQL, p.args
-			}
-			q.batchTracer.TraceBatchQuery(ctx, conn, pgx.TraceBatchQueryData{SQL: sql, Args: args, CommandTag: tag, Err: err})
-		}
-	}
-	if err := mrr.Close(); first == nil {
-		first = err
-	}
-	if traced {
-		q.batchTracer.TraceBatchEnd(ctx, conn, pgx.TraceBatchEndData{Err: first})
-	}
-	return held(rec, derr, first)
+	var row decoded
+	err := q.sendBatch(ctx, conn, []string{q.readHeldSQL, beginSQL}, []*params{p, nil}, &row)
+	return held(row.rec, row.err, err)
+}
+
+// decoded is the record a batch's first statement returned, if any.
+type decoded struct {
+	rec *record
+	err error
 }
 
 // errColumn is a result that is not what readSQL returns.
 var errColumn = errors.New("idem: unexpected column in the record's row")
 
 // decodeRecord decodes a row of readSQL in binary format, copying what it
-// keeps.
-func decodeRecord(v [][]byte) (*record, error) {
-	if len(v) != 14 {
+// keeps. fields tell the types of the columns that changed in migration
+// 003 (a smallint status, json instead of jsonb), so that a schema not yet
+// migrated reads the same.
+func decodeRecord(v [][]byte, fields []pgconn.FieldDescription) (*record, error) {
+	if len(v) != 14 || len(fields) != 14 {
 		return nil, fmt.Errorf("%w: %d columns, want 14", errColumn, len(v))
+	}
+	phaseState, err := jsonColumn(v[9], fields[9])
+	if err != nil {
+		return nil, err
+	}
+	headers, err := jsonColumn(v[11], fields[11])
+	if err != nil {
+		return nil, err
 	}
 	r := &record{
 		operation:     string(v[0]),
 		fingerprint:   clone(v[1]),
 		state:         string(v[2]),
 		recovery:      string(v[8]),
-		phaseState:    clone(v[9]),
+		phaseState:    clone(phaseState),
 		body:          clone(v[12]),
 		live:          len(v[4]) == 1 && v[4][0] == 1,
 		pastRetention: len(v[6]) == 1 && v[6][0] == 1,
@@ -227,20 +203,37 @@ func decodeRecord(v [][]byte) (*record, error) {
 	if err != nil {
 		return nil, err
 	}
-	if v[10] != nil {
-		if len(v[10]) != 2 {
-			return nil, fmt.Errorf("%w: status of %d bytes", errColumn, len(v[10]))
+	if b := v[10]; b != nil {
+		var status int
+		switch len(b) {
+		case 2: // smallint
+			status = int(int16(binary.BigEndian.Uint16(b)))
+		case 4: // integer, before migration 003
+			status = int(int32(binary.BigEndian.Uint32(b)))
+		default:
+			return nil, fmt.Errorf("%w: status of %d bytes", errColumn, len(b))
 		}
-		status := int(int16(binary.BigEndian.Uint16(v[10])))
 		r.status = &status
 	}
-	if v[11] != nil {
-		if err := json.Unmarshal(v[11], &r.headers); err != nil {
+	if headers != nil {
+		if err := json.Unmarshal(headers, &r.headers); err != nil {
 			return nil, fmt.Errorf("idem: decoding stored headers: %w", err)
 		}
 	}
 	r.setTimes(secs, expires)
 	return r, nil
+}
+
+// jsonColumn is the JSON text of a json or jsonb column in binary format:
+// jsonb's starts with a version byte.
+func jsonColumn(b []byte, f pgconn.FieldDescription) ([]byte, error) {
+	if b == nil || f.DataTypeOID != pgtype.JSONBOID {
+		return b, nil
+	}
+	if len(b) == 0 || b[0] != 1 {
+		return nil, fmt.Errorf("%w: jsonb of an unknown version", errColumn)
+	}
+	return b[1:], nil
 }
 
 func float8(b []byte) (float64, error) {
@@ -258,57 +251,116 @@ func clone(b []byte) []byte {
 	return append(make([]byte, 0, len(b)), b...)
 }
 
-// sendBatch sends stmts (each prepared on conn) in one round trip and ends
-// at the first error, which it returns: the later statements were skipped
-// by the server. args[i] are stmts[i]'s encoded parameters (nil for none).
-func (q queries) sendBatch(ctx context.Context, conn *pgx.Conn, sqls []string, args []*params) error {
+// sendBatch sends sqls (each prepared on conn by name) in one round trip;
+// args[i] are sqls[i]'s encoded parameters (nil for none). With row, the
+// first statement's results come in binary and its first row is decoded
+// into row as readSQL's. It returns the first error, after which the server
+// skipped the rest of the batch.
+func (q queries) sendBatch(ctx context.Context, conn *pgx.Conn, sqls []string, args []*params, row *decoded) error {
 	b := &pgconn.Batch{}
 	for i, sql := range sqls {
 		sd, err := conn.Prepare(ctx, sql, sql)
 		if err != nil {
 			return err
 		}
+		var vals [][]byte
+		var fmts, results []int16
 		if p := args[i]; p != nil {
-			b.ExecStatement(sd, p.values(), p.fmts, nil)
-		} else {
-			b.ExecStatement(sd, nil, nil, nil)
+			vals, fmts = p.values(), p.fmts
 		}
+		if i == 0 && row != nil {
+			results = allBinary
+		}
+		b.ExecStatement(sd, vals, fmts, results)
 	}
-	traced := q.batchTracer != nil
-	if traced {
-		tb := &pgx.Batch{}
-		for i, sql := range sqls {
-			if p := args[i]; p != nil {
-				tb.Queue(sql, p.args...)
-			} else {
-				tb.Queue(sql)
-			}
-		}
-		ctx = q.batchTracer.TraceBatchStart(ctx, conn, pgx.TraceBatchStartData{Batch: tb})
+	tr := q.traceBatch(ctx, conn, sqls, args)
+	if tr != nil {
+		ctx = tr.ctx
 	}
 	mrr := conn.PgConn().ExecBatch(ctx, b)
 	var first error
-	for i := 0; mrr.NextResult(); i++ {
-		tag, err := mrr.ResultReader().Close()
+	for i := 0; ; i++ {
+		tr.reading()
+		if !mrr.NextResult() {
+			break
+		}
+		rr := mrr.ResultReader()
+		if i == 0 && row != nil && rr.NextRow() {
+			row.rec, row.err = decodeRecord(rr.Values(), rr.FieldDescriptions())
+		}
+		tag, err := rr.Close()
 		if first == nil {
 			first = err
 		}
-		if traced && i < len(sqls) {
-			var targs []any
-			if args[i] != nil {
-				targs = args[i].args
-			}
-			q.batchTracer.TraceBatchQuery(ctx, conn, pgx.TraceBatchQueryData{SQL: sqls[i], Args: targs, CommandTag: tag, Err: err})
-		}
+		tr.query(tag, err)
 	}
-	err := mrr.Close()
-	if first == nil {
+	if err := mrr.Close(); first == nil {
 		first = err
 	}
-	if traced {
-		q.batchTracer.TraceBatchEnd(ctx, conn, pgx.TraceBatchEndData{Err: first})
-	}
+	tr.end(first)
 	return first
+}
+
+// batchTrace reports a batch the engine sends through pgconn to the pool's
+// tracer, as pgx reports the batches it sends. Its methods do nothing on a
+// nil batchTrace (no tracer).
+type batchTrace struct {
+	tracer pgx.BatchTracer
+	ctx    context.Context
+	conn   *pgx.Conn
+	sqls   []string
+	args   []*params
+	next   int       // the statement whose result comes next
+	start  time.Time // when reading its result began
+	failed bool      // a statement was reported with an error
+}
+
+func (q queries) traceBatch(ctx context.Context, conn *pgx.Conn, sqls []string, args []*params) *batchTrace {
+	if q.batchTracer == nil {
+		return nil
+	}
+	tb := &pgx.Batch{}
+	for i, sql := range sqls {
+		tb.Queue(sql, argsOf(args[i])...)
+	}
+	ctx = q.batchTracer.TraceBatchStart(ctx, conn, pgx.TraceBatchStartData{Batch: tb})
+	return &batchTrace{tracer: q.batchTracer, ctx: ctx, conn: conn, sqls: sqls, args: args}
+}
+
+func argsOf(p *params) []any {
+	if p == nil {
+		return nil
+	}
+	return p.args
+}
+
+func (t *batchTrace) reading() {
+	if t != nil {
+		t.start = time.Now()
+	}
+}
+
+func (t *batchTrace) query(tag pgconn.CommandTag, err error) {
+	if t == nil || t.next >= len(t.sqls) {
+		return
+	}
+	t.tracer.TraceBatchQuery(t.ctx, t.conn, pgx.TraceBatchQueryData{SQL: t.sqls[t.next], Args: argsOf(t.args[t.next]),
+		CommandTag: tag, Err: err, ReadStartTime: t.start})
+	t.next++
+	t.failed = t.failed || err != nil
+}
+
+// end reports a statement that failed before it sent a result (a unique
+// violation on an insert), then the batch's end. The statements the server
+// skipped after the failure are not reported, as pgx does not.
+func (t *batchTrace) end(err error) {
+	if t == nil {
+		return
+	}
+	if err != nil && !t.failed {
+		t.query(pgconn.CommandTag{}, err)
+	}
+	t.tracer.TraceBatchEnd(t.ctx, t.conn, pgx.TraceBatchEndData{Err: err})
 }
 
 // commitLastWire is commitLast's batch through pgconn.
@@ -329,5 +381,5 @@ func (q queries) commitLastWire(ctx context.Context, conn *pgx.Conn, c *claim, p
 	p.int(micros(c.policy.Retention))
 	p.int(int64(c.derivation))
 	p.text(q.claimWait)
-	return q.sendBatch(ctx, conn, []string{q.insertCompletedSQL, commit}, []*params{p, nil})
+	return q.sendBatch(ctx, conn, []string{q.insertCompletedSQL, commit}, []*params{p, nil}, nil)
 }

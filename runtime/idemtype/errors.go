@@ -87,7 +87,7 @@ func (k ErrorKind) ProblemType() string { return ProblemTypeBase + string(k) }
 type Error struct {
 	Kind       ErrorKind
 	Detail     string
-	RetryAfter time.Duration // for KindInFlight and KindFailed: when a retry may succeed
+	RetryAfter time.Duration // when a retry may succeed (KindInFlight, KindUnavailable, KindFailed); sent as Retry-After
 	Err        error         // the cause, if any; never shown to clients
 }
 
