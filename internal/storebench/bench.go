@@ -233,7 +233,7 @@ func (b *bench) server(ctx context.Context) (string, error) {
 		return "", err
 	}
 	parts := []string{"PostgreSQL " + strings.Fields(version)[0]}
-	for _, name := range []string{"fsync", "synchronous_commit", "full_page_writes", "shared_buffers", "max_wal_size"} {
+	for _, name := range []string{"fsync", "synchronous_commit", "full_page_writes", "shared_buffers", "max_wal_size", "wal_compression"} {
 		var v string
 		if err := b.admin.QueryRow(ctx, `SELECT current_setting($1)`, name).Scan(&v); err != nil {
 			return "", err

@@ -35,6 +35,19 @@ func main() {
 	sweep := flag.String("sweep", joinInts(cfg.sweep), "client counts of the saturation sweep, comma-separated (empty: no sweep)")
 	flag.IntVar(&cfg.held, "held", cfg.held, "executions held open while their leases are refreshed")
 	flag.IntVar(&cfg.fillfactor, "fillfactor", 0, "the records table's fillfactor, to compare settings (0: the migrations')")
+	settings := map[string]string{
+		// Loading millions of records should not checkpoint every few
+		// seconds; checkpoint_timeout (5 min) still applies.
+		"max_wal_size": "4GB",
+	}
+	flag.Func("set", "a server setting `name=value` of the throwaway cluster (repeatable), e.g. wal_compression=lz4", func(v string) error {
+		name, value, ok := strings.Cut(v, "=")
+		if !ok || name == "" {
+			return fmt.Errorf("%q is not name=value", v)
+		}
+		settings[name] = value
+		return nil
+	})
 	flag.Parse()
 	var err error
 	if cfg.sizes, err = parseInts(*sizes); err != nil {
@@ -46,11 +59,7 @@ func main() {
 	// Stopped early, it still stops the cluster it started and removes it.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	env, err := pglocal.Open(ctx, "storebench", pglocal.Options{Durable: true, Settings: map[string]string{
-		// Loading millions of records should not checkpoint every few
-		// seconds; checkpoint_timeout (5 min) still applies.
-		"max_wal_size": "4GB",
-	}})
+	env, err := pglocal.Open(ctx, "storebench", pglocal.Options{Durable: true, Settings: settings})
 	if err != nil {
 		fail(err)
 	}

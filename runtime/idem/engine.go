@@ -555,26 +555,24 @@ func (e *Engine) claimInline(ctx context.Context, c *claim, op string, fp, paylo
 	return false, rec, nil
 }
 
-// beginLast starts a ClaimLast execution on a connection of its own: one
-// round trip reads the record and, when none holds the key, begins the
-// transaction (see queries.readBegin); c.sess then holds it open for the
-// phases. Otherwise it returns the record, and the connection is back in
-// the pool with no transaction open: a replay costs that one round trip,
-// and no phase runs.
+// beginLast starts a ClaimLast execution: one round trip reads the record
+// on a connection of its own. When none holds the key, c.sess holds that
+// connection with the transaction's BEGIN pending: it travels with the
+// phases' first statement (see phaseTx), so it costs no round trip of its
+// own. Otherwise it returns the record, and the connection is back in the
+// pool: a replay costs that one read, and no error.
 func (e *Engine) beginLast(ctx context.Context, c *claim) (bool, *record, error) {
 	pc, err := e.pool.Acquire(ctx)
 	if err != nil {
 		return false, nil, unavailable("claim", err)
 	}
-	rec, err := e.q.readBegin(ctx, pc.Conn(), c.ns, c.scope, c.key)
-	if err == nil && rec == nil && pc.Conn().PgConn().TxStatus() != 'T' {
-		err = errors.New("idem: BEGIN did not open a transaction")
-	}
-	if err == nil && rec == nil {
+	rec, err := e.q.readConn(ctx, pc.Conn(), c.ns, c.scope, c.key)
+	if errors.Is(err, pgx.ErrNoRows) {
 		c.sess, c.last = newSession(pc), true
+		c.sess.tx.pending = true
 		return true, nil, nil
 	}
-	(&session{pc: pc}).end() // rolls back what a failure may have left open
+	pc.Release()
 	if err != nil {
 		return false, nil, unavailable("claim", err)
 	}
@@ -782,7 +780,7 @@ func runInline[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S
 	}
 	since := time.Now()
 	if c.last {
-		err = e.q.commitLast(ctx, c.sess.tx.conn, c, phases[len(phases)-1].Name, resp, omitted)
+		err = e.q.commitLast(ctx, c.sess.tx.conn, c.sess.tx.pending, c, phases[len(phases)-1].Name, resp, omitted)
 		switch {
 		case sqlState(err) == lockNotAvailable: // a concurrent claim is still uncommitted
 			e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})

@@ -164,13 +164,12 @@ func TestClaimLastNeedsLocalPhases(t *testing.T) {
 	}
 }
 
-// TestLastStatementsRunInTheTransaction: whichever way a last-mode
-// execution's phase sends its statements, they run in the transaction that
-// the read of the key began. Each path inserts a row and then fails: the row
-// must roll back, which it would not had it run outside the transaction.
-// And each path works: the same statement, then success, commits one row
-// and the record.
-func TestLastStatementsRunInTheTransaction(t *testing.T) {
+// TestLastBeginTravelsWithTheFirstStatement: a last-mode execution's BEGIN
+// is sent with the phase's first statement, whichever way the phase sends
+// it. Each path inserts a row and then fails: the row must roll back,
+// which it would not had it run outside the transaction. And each path
+// works: the same statement, then success, commits one row and the record.
+func TestLastBeginTravelsWithTheFirstStatement(t *testing.T) {
 	const insert = `INSERT INTO rows (key) VALUES ($1)`
 	paths := map[string]func(ctx context.Context, tx pgx.Tx, key string) error{
 		"Exec": func(ctx context.Context, tx pgx.Tx, key string) error {

@@ -42,8 +42,8 @@ type queries struct {
 	// Statements that travel with BEGIN or COMMIT in one round trip (see
 	// claimInline and commitWith), derived from the ones above.
 	claimReadSQL, claimInsertSQL, advanceFencedSQL, completeFencedSQL string
-	// The record-last path (ClaimLast): see readBegin and commitLast.
-	readHeldSQL, insertCompletedSQL string
+	// The record-last path (ClaimLast): see commitLast.
+	insertCompletedSQL string
 	// named: prepare the statements of batches as named statements (see
 	// prepare).
 	named bool
@@ -174,14 +174,6 @@ ORDER BY lease_until LIMIT $2`,
 	// on for at most the claim wait, set for this transaction (by a
 	// one-time filter, evaluated before the row is formed) before the
 	// insert looks at the index.
-	// The read a ClaimLast execution sends with its BEGIN, in one batch:
-	// readSQL's row if a record holds the key, and then a division by
-	// zero, which aborts the batch, so that the server skips the BEGIN and
-	// the connection is left with no transaction open. The error comes from
-	// the second branch, which runs after the first sent its row, and only
-	// on a row: its divisor is no constant that the planner could fold.
-	q.readHeldSQL = `WITH r AS MATERIALIZED (` + q.readSQL + `)
-SELECT * FROM r UNION ALL SELECT * FROM r WHERE 1 / (length(r.state) * 0) = 0`
 	q.insertCompletedSQL = `INSERT INTO ` + t + ` (namespace, scope, key, operation, fingerprint, state,
     recovery_point, phase_state, response_status, response_headers, response_body, body_omitted,
     expires_at, key_derivation)
@@ -296,52 +288,6 @@ func (r *record) response() *Response {
 
 func (q queries) read(ctx context.Context, db execer, ns, scope, key string) (*record, error) {
 	return scanRecord(db.QueryRow(ctx, q.readSQL, ns, scope, key))
-}
-
-// readBegin reads the record that holds the key, if one does, and begins a
-// transaction if none does, in one round trip on conn (see readHeldSQL). It
-// returns nil with the transaction open, or the record with none open.
-func (q queries) readBegin(ctx context.Context, conn *pgx.Conn, ns, scope, key string) (*record, error) {
-	if q.named {
-		return q.readBeginWire(ctx, conn, ns, scope, key)
-	}
-	b := &pgx.Batch{}
-	b.Queue(q.readHeldSQL, ns, scope, key)
-	b.Queue(beginSQL)
-	br := conn.SendBatch(ctx, b)
-	rows, err := br.Query()
-	var rec *record
-	var serr error
-	if err == nil {
-		if rows.Next() {
-			rec, serr = scanRecord(rows)
-		}
-		rows.Close()
-		err = rows.Err()
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr // BEGIN's
-	}
-	return held(rec, serr, err)
-}
-
-// held is readBegin's answer from the record its read decoded (if any), the
-// error decoding it, and the read's error.
-func held(rec *record, decodeErr, err error) (*record, error) {
-	aborted := sqlState(err) == divisionByZero // on the record
-	switch {
-	case err != nil && !aborted:
-		return nil, err
-	case decodeErr != nil:
-		return nil, decodeErr
-	case rec != nil && aborted:
-		return rec, nil
-	case err != nil:
-		return nil, err
-	case rec != nil:
-		return nil, errors.New("idem: the read of a held key did not abort its batch")
-	}
-	return nil, nil
 }
 
 // scanRecord scans a row of readSQL.
@@ -530,14 +476,17 @@ func storedBody(resp *Response, omitted bool) []byte {
 // commits, in one round trip on conn. A record that a concurrent duplicate
 // committed first is errLostRace: the transaction aborted, nothing of this
 // execution remains, and the duplicate's answer is the one to give.
-func (q queries) commitLast(ctx context.Context, conn *pgx.Conn, c *claim, phase string, resp *Response, omitted bool) error {
+func (q queries) commitLast(ctx context.Context, conn *pgx.Conn, begin bool, c *claim, phase string, resp *Response, omitted bool) error {
 	body := storedBody(resp, omitted)
 	var err error
 	if q.named {
-		err = q.commitLastWire(ctx, conn, c, phase, resp, body, omitted)
+		err = q.commitLastWire(ctx, conn, begin, c, phase, resp, body, omitted)
 	} else {
 		headers := appendHeaderJSON(nil, resp.Header)
 		b := &pgx.Batch{}
+		if begin {
+			b.Queue(beginSQL) // the phases sent no statement
+		}
 		b.Queue(q.insertCompletedSQL, c.ns, c.scope, c.key, c.op.ID, c.fingerprint, phase, resp.Status, headers, body,
 			omitted, micros(c.policy.Retention), int16(c.derivation), q.claimWait)
 		b.Queue(commit)

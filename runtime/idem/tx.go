@@ -16,17 +16,69 @@ var errEngineOwnsTx = errors.New("idem: the engine commits or rolls back a phase
 
 // phaseTx is the pgx.Tx a local phase runs in. The engine opens and ends the
 // transaction itself, so that COMMIT travels with the engine's statement of
-// the recovery point or the record (and, in first and last mode, BEGIN with
-// the claim or the read of the key); a pgx.Tx from pgx.Conn.Begin could not
-// be ended without a round trip of its own. Nested Begin calls are
-// savepoints, as with pgx.
+// the recovery point or the record, and BEGIN with the claim (first mode) or
+// the phase's first statement (last mode); a pgx.Tx from pgx.Conn.Begin
+// could not be ended without its own round trip.
+// Nested Begin calls are savepoints, as with pgx.
+//
+// While pending is set, the transaction's BEGIN has not been sent: the
+// phase's first statement carries it, in one batch (a ClaimLast execution
+// reads its key before it has anything to begin). Every way to reach the
+// connection sends it first, so no statement of a phase runs outside the
+// transaction.
 type phaseTx struct {
-	conn *pgx.Conn
-	sp   int
-	lo   pgx.Tx // a pgx transaction object for LargeObjects, made on demand
+	conn    *pgx.Conn
+	pending bool
+	sp      int
+	lo      pgx.Tx // a pgx transaction object for LargeObjects, made on demand
+}
+
+// begin sends the pending BEGIN on its own.
+func (t *phaseTx) begin(ctx context.Context) error {
+	if !t.pending {
+		return nil
+	}
+	t.pending = false
+	_, err := t.conn.Exec(ctx, "BEGIN")
+	return err
+}
+
+// withBegin reports whether a statement with these arguments can carry the
+// pending BEGIN in a batch, and clears it if so. Query options that pgx
+// honours only outside batches (an exec mode, result formats) get BEGIN on
+// its own first.
+func (t *phaseTx) withBegin(ctx context.Context, args []any) (bool, error) {
+	if !t.pending {
+		return false, nil
+	}
+	if len(args) > 0 {
+		switch args[0].(type) {
+		case pgx.QueryExecMode, pgx.QueryResultFormats, pgx.QueryResultFormatsByOID:
+			return false, t.begin(ctx)
+		}
+	}
+	t.pending = false
+	return true, nil
+}
+
+// sendWithBegin sends BEGIN and sql in one batch and returns the batch's
+// results after BEGIN's.
+func (t *phaseTx) sendWithBegin(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(sql, args...)
+	br := t.conn.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, err
+	}
+	return br, nil
 }
 
 func (t *phaseTx) Begin(ctx context.Context) (pgx.Tx, error) {
+	if err := t.begin(ctx); err != nil {
+		return nil, err
+	}
 	t.sp++
 	name := fmt.Sprintf("idemgen_sp_%d", t.sp)
 	if _, err := t.conn.Exec(ctx, "SAVEPOINT "+name); err != nil {
@@ -39,18 +91,29 @@ func (t *phaseTx) Commit(context.Context) error   { return errEngineOwnsTx }
 func (t *phaseTx) Rollback(context.Context) error { return errEngineOwnsTx }
 
 func (t *phaseTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
+	if err := t.begin(ctx); err != nil {
+		return 0, err
+	}
 	return t.conn.CopyFrom(ctx, table, cols, src)
 }
 
 func (t *phaseTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	return t.conn.SendBatch(ctx, b)
+	if !t.pending {
+		return t.conn.SendBatch(ctx, b)
+	}
+	t.pending = false
+	// The phase's queued queries (and their callbacks), after BEGIN.
+	withBegin := &pgx.Batch{QueuedQueries: append([]*pgx.QueuedQuery{{SQL: "BEGIN"}}, b.QueuedQueries...)}
+	br := t.conn.SendBatch(ctx, withBegin)
+	br.Exec() // BEGIN's result; a failure is also every later result's
+	return br
 }
 
 // LargeObjects needs a transaction object of pgx's own. Beginning one inside
 // the open transaction only earns a warning from PostgreSQL ("there is
 // already a transaction in progress"), and the engine never ends it.
 func (t *phaseTx) LargeObjects() pgx.LargeObjects {
-	if t.lo == nil {
+	if t.lo == nil && t.begin(context.Background()) == nil {
 		t.lo, _ = t.conn.Begin(context.Background())
 	}
 	if t.lo == nil {
@@ -64,20 +127,116 @@ func (t *phaseTx) Prepare(ctx context.Context, name, sql string) (*pgconn.Statem
 }
 
 func (t *phaseTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	return t.conn.Exec(ctx, sql, args...)
+	if batch, err := t.withBegin(ctx, args); err != nil || !batch {
+		if err != nil {
+			return pgconn.CommandTag{}, err
+		}
+		return t.conn.Exec(ctx, sql, args...)
+	}
+	br, err := t.sendWithBegin(ctx, sql, args)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
 }
 
 func (t *phaseTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	return t.conn.Query(ctx, sql, args...)
+	if batch, err := t.withBegin(ctx, args); err != nil || !batch {
+		if err != nil {
+			return nil, err
+		}
+		return t.conn.Query(ctx, sql, args...)
+	}
+	br, err := t.sendWithBegin(ctx, sql, args)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		br.Close()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, br: br}, nil
 }
 
 func (t *phaseTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return t.conn.QueryRow(ctx, sql, args...)
+	if !t.pending {
+		return t.conn.QueryRow(ctx, sql, args...)
+	}
+	rows, err := t.Query(ctx, sql, args...)
+	if err != nil {
+		return errRow{err}
+	}
+	return rowOf{rows}
 }
 
-// Conn returns the transaction's connection: what a phase sends on it runs
-// inside the transaction.
-func (t *phaseTx) Conn() *pgx.Conn { return t.conn }
+// Conn returns the transaction's connection, with the transaction begun:
+// what a phase sends on it runs inside. Should BEGIN fail, the connection is
+// closed rather than left to run the phase's statements outside.
+func (t *phaseTx) Conn() *pgx.Conn {
+	if err := t.begin(context.Background()); err != nil {
+		t.conn.Close(context.Background())
+	}
+	return t.conn
+}
+
+// batchRows are the rows of a statement sent with BEGIN: closing them closes
+// the batch.
+type batchRows struct {
+	pgx.Rows
+	br  pgx.BatchResults
+	err error
+}
+
+func (r *batchRows) Close() {
+	r.Rows.Close()
+	if r.br != nil {
+		r.err = r.br.Close()
+		r.br = nil
+	}
+}
+
+func (r *batchRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
+}
+
+func (r *batchRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+// rowOf is pgx.Row over rows, as pgx's own QueryRow is: the first row, or
+// pgx.ErrNoRows.
+type rowOf struct{ rows pgx.Rows }
+
+func (r rowOf) Scan(dest ...any) error {
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
 
 // savepointTx is a nested transaction of a phase: a savepoint.
 type savepointTx struct {

@@ -140,23 +140,45 @@ func (p *params) values() [][]byte {
 // allBinary asks for every result column in binary.
 var allBinary = []int16{1}
 
-// readBeginWire is readBegin through pgconn: readHeldSQL's row, decoded
-// from binary, and BEGIN, which the server skips when the read found one.
-func (q queries) readBeginWire(ctx context.Context, conn *pgx.Conn, ns, scope, key string) (*record, error) {
-	p := getParams(q.batchTracer != nil)
+// readConn is read on an acquired connection, through pgconn when the
+// engine may prepare statements.
+func (q queries) readConn(ctx context.Context, conn *pgx.Conn, ns, scope, key string) (*record, error) {
+	if !q.named {
+		return q.read(ctx, conn, ns, scope, key)
+	}
+	sd, err := conn.Prepare(ctx, q.readSQL, q.readSQL)
+	if err != nil {
+		return nil, err
+	}
+	traced := q.queryTracer != nil
+	p := getParams(traced)
 	defer putParams(p)
 	p.text(ns)
 	p.text(scope)
 	p.text(key)
-	var row decoded
-	err := q.sendBatch(ctx, conn, []string{q.readHeldSQL, beginSQL}, []*params{p, nil}, &row)
-	return held(row.rec, row.err, err)
-}
-
-// decoded is the record a batch's first statement returned, if any.
-type decoded struct {
-	rec *record
-	err error
+	if traced {
+		ctx = q.queryTracer.TraceQueryStart(ctx, conn, pgx.TraceQueryStartData{SQL: q.readSQL, Args: p.args})
+	}
+	rr := conn.PgConn().ExecStatement(ctx, sd, p.values(), p.fmts, allBinary)
+	var rec *record
+	var derr error
+	if rr.NextRow() {
+		rec, derr = decodeRecord(rr.Values(), rr.FieldDescriptions())
+	}
+	tag, err := rr.Close()
+	if err == nil {
+		err = derr
+	}
+	if traced {
+		q.queryTracer.TraceQueryEnd(ctx, conn, pgx.TraceQueryEndData{CommandTag: tag, Err: err})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil {
+		return nil, pgx.ErrNoRows
+	}
+	return rec, nil
 }
 
 // errColumn is a result that is not what readSQL returns.
@@ -252,11 +274,9 @@ func clone(b []byte) []byte {
 }
 
 // sendBatch sends sqls (each prepared on conn by name) in one round trip;
-// args[i] are sqls[i]'s encoded parameters (nil for none). With row, the
-// first statement's results come in binary and its first row is decoded
-// into row as readSQL's. It returns the first error, after which the server
-// skipped the rest of the batch.
-func (q queries) sendBatch(ctx context.Context, conn *pgx.Conn, sqls []string, args []*params, row *decoded) error {
+// args[i] are sqls[i]'s encoded parameters (nil for none). It returns the
+// first error, after which the server skipped the rest of the batch.
+func (q queries) sendBatch(ctx context.Context, conn *pgx.Conn, sqls []string, args []*params) error {
 	b := &pgconn.Batch{}
 	for i, sql := range sqls {
 		sd, err := conn.Prepare(ctx, sql, sql)
@@ -264,14 +284,11 @@ func (q queries) sendBatch(ctx context.Context, conn *pgx.Conn, sqls []string, a
 			return err
 		}
 		var vals [][]byte
-		var fmts, results []int16
+		var fmts []int16
 		if p := args[i]; p != nil {
 			vals, fmts = p.values(), p.fmts
 		}
-		if i == 0 && row != nil {
-			results = allBinary
-		}
-		b.ExecStatement(sd, vals, fmts, results)
+		b.ExecStatement(sd, vals, fmts, nil)
 	}
 	tr := q.traceBatch(ctx, conn, sqls, args)
 	if tr != nil {
@@ -279,16 +296,12 @@ func (q queries) sendBatch(ctx context.Context, conn *pgx.Conn, sqls []string, a
 	}
 	mrr := conn.PgConn().ExecBatch(ctx, b)
 	var first error
-	for i := 0; ; i++ {
+	for {
 		tr.reading()
 		if !mrr.NextResult() {
 			break
 		}
-		rr := mrr.ResultReader()
-		if i == 0 && row != nil && rr.NextRow() {
-			row.rec, row.err = decodeRecord(rr.Values(), rr.FieldDescriptions())
-		}
-		tag, err := rr.Close()
+		tag, err := mrr.ResultReader().Close()
 		if first == nil {
 			first = err
 		}
@@ -364,7 +377,7 @@ func (t *batchTrace) end(err error) {
 }
 
 // commitLastWire is commitLast's batch through pgconn.
-func (q queries) commitLastWire(ctx context.Context, conn *pgx.Conn, c *claim, phase string, resp *Response,
+func (q queries) commitLastWire(ctx context.Context, conn *pgx.Conn, begin bool, c *claim, phase string, resp *Response,
 	body []byte, omitted bool) error {
 	p := getParams(q.batchTracer != nil)
 	defer putParams(p)
@@ -381,5 +394,8 @@ func (q queries) commitLastWire(ctx context.Context, conn *pgx.Conn, c *claim, p
 	p.int(micros(c.policy.Retention))
 	p.int(int64(c.derivation))
 	p.text(q.claimWait)
-	return q.sendBatch(ctx, conn, []string{q.insertCompletedSQL, commit}, []*params{p, nil}, nil)
+	if begin { // the phases sent no statement
+		return q.sendBatch(ctx, conn, []string{beginSQL, q.insertCompletedSQL, commit}, []*params{nil, p, nil})
+	}
+	return q.sendBatch(ctx, conn, []string{q.insertCompletedSQL, commit}, []*params{p, nil})
 }

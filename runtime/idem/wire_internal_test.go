@@ -73,7 +73,7 @@ func TestSendBatchTraces(t *testing.T) {
 		log.lines = nil
 		p := getParams(true)
 		p.int(k)
-		err := e.q.sendBatch(ctx, pc.Conn(), []string{beginSQL, `INSERT INTO u VALUES ($1)`, commit}, []*params{nil, p, nil}, nil)
+		err := e.q.sendBatch(ctx, pc.Conn(), []string{beginSQL, `INSERT INTO u VALUES ($1)`, commit}, []*params{nil, p, nil})
 		want := "start|BEGIN BEGIN|INSERT INSERT 0 1|COMMIT COMMIT|end "
 		if k == 1 {
 			want = "start|BEGIN BEGIN|INSERT  23505|end 23505"
