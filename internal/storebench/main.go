@@ -39,6 +39,11 @@ func main() {
 		// Loading millions of records should not checkpoint every few
 		// seconds; checkpoint_timeout (5 min) still applies.
 		"max_wal_size": "4GB",
+		// The pruner's deletes write a full-page image of every page they
+		// touch first after a checkpoint; compressed, they weigh a fraction
+		// of the WAL that claims' commits wait to flush (docs/scaling.md,
+		// docs/operations.md). -set wal_compression=off compares.
+		"wal_compression": "lz4",
 	}
 	flag.Func("set", "a server setting `name=value` of the throwaway cluster (repeatable), e.g. wal_compression=lz4", func(v string) error {
 		name, value, ok := strings.Cut(v, "=")
