@@ -1,6 +1,9 @@
 package idemtype
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // KeyFormat restricts key values.
 type KeyFormat string
@@ -13,11 +16,7 @@ const (
 
 // ParseKeyFormat parses a key.format value: any or uuid.
 func ParseKeyFormat(s string) (KeyFormat, error) {
-	switch f := KeyFormat(s); f {
-	case KeyFormatAny, KeyFormatUUID:
-		return f, nil
-	}
-	return "", fmt.Errorf("format %q is not one of any, uuid", s)
+	return parseOne("format", s, KeyFormatAny, KeyFormatUUID)
 }
 
 func (f KeyFormat) String() string { return string(f) }
@@ -37,11 +36,7 @@ const (
 
 // ParseAmbiguous parses an ambiguous value: resume or store.
 func ParseAmbiguous(s string) (Ambiguous, error) {
-	switch a := Ambiguous(s); a {
-	case AmbiguousResume, AmbiguousStore:
-		return a, nil
-	}
-	return "", fmt.Errorf("ambiguous %q is not one of resume, store", s)
+	return parseOne("ambiguous", s, AmbiguousResume, AmbiguousStore)
 }
 
 func (a Ambiguous) String() string { return string(a) }
@@ -60,11 +55,7 @@ const (
 
 // ParseComplete parses a complete value: on-retry or background.
 func ParseComplete(s string) (Complete, error) {
-	switch c := Complete(s); c {
-	case CompleteOnRetry, CompleteBackground:
-		return c, nil
-	}
-	return "", fmt.Errorf("complete %q is not one of on-retry, background", s)
+	return parseOne("complete", s, CompleteOnRetry, CompleteBackground)
 }
 
 func (c Complete) String() string { return string(c) }
@@ -84,11 +75,20 @@ const (
 
 // ParsePhaseKind parses a phase kind: local or foreign.
 func ParsePhaseKind(s string) (PhaseKind, error) {
-	switch k := PhaseKind(s); k {
-	case PhaseLocal, PhaseForeign:
-		return k, nil
-	}
-	return "", fmt.Errorf("phase kind %q is not one of local, foreign", s)
+	return parseOne("phase kind", s, PhaseLocal, PhaseForeign)
 }
 
 func (k PhaseKind) String() string { return string(k) }
+
+// parseOne returns s as the one of values it spells, or an error naming
+// what was parsed and the values allowed.
+func parseOne[T ~string](what, s string, values ...T) (T, error) {
+	names := make([]string, len(values))
+	for i, v := range values {
+		if string(v) == s {
+			return v, nil
+		}
+		names[i] = string(v) // for the error, should none match
+	}
+	return "", fmt.Errorf("%s %q is not one of %s", what, s, strings.Join(names, ", "))
+}
