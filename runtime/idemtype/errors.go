@@ -17,7 +17,7 @@ const (
 	KindInFlight       ErrorKind = "in-flight"           // 409: another execution holds the key
 	KindNotImplemented ErrorKind = "not-implemented"     // 501: a phase is still the generated stub
 	KindFailed         ErrorKind = "failed"              // 500: an execution failed after it may have had effects
-	KindUnavailable    ErrorKind = "unavailable"         // 503: the idempotency store could not be reached; nothing was claimed
+	KindUnavailable    ErrorKind = "unavailable"         // 503: the store could not be reached (nothing was claimed), or a commit's outcome is unknown
 	KindNotStored      ErrorKind = "response-not-stored" // 410: the request completed, but its body was too large to store for replay
 	// KindInvalidSignature (401): a signed sender's signature is missing,
 	// malformed, outside its time tolerance or wrong (see runtime/idemsig).
