@@ -485,8 +485,7 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 			return nil, &Outcome{Response: resp, Replayed: true}, nil
 		case rec.live:
 			e.observe(ctx, Event{Kind: EventInFlight, Operation: op.ID})
-			return nil, nil, &Error{Kind: idemtype.KindInFlight, RetryAfter: rec.retryAfter,
-				Detail: "another request with this key is being processed; retry later"}
+			return nil, nil, inFlight(rec.retryAfter, nil)
 		}
 		ok, err := e.q.takeover(ctx, e.pool, c, rec.owner)
 		if err != nil {
@@ -547,8 +546,7 @@ func (e *Engine) claimInline(ctx context.Context, c *claim, op string, fp, paylo
 	switch {
 	case sqlState(err) == lockNotAvailable: // a concurrent claim is still uncommitted
 		e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})
-		return false, nil, &Error{Kind: idemtype.KindInFlight, RetryAfter: time.Second,
-			Detail: "another request with this key is being processed; retry later"}
+		return false, nil, inFlight(time.Second, nil)
 	case err != nil:
 		return false, nil, unavailable("claim", err)
 	}
@@ -595,8 +593,16 @@ func (e *Engine) replay(rec *record) *Response {
 		e.opts.PolicyURL)
 }
 
-// unavailable reports a store failure before anything was claimed: the
-// client may retry at once.
+// inFlight is the 409 for a key that another execution holds, uncommitted
+// or live: the client retries after retryAfter.
+func inFlight(retryAfter time.Duration, err error) *Error {
+	return &Error{Kind: idemtype.KindInFlight, RetryAfter: retryAfter, Err: err,
+		Detail: "another request with this key is being processed; retry later"}
+}
+
+// unavailable reports a store failure: before anything was claimed, or on
+// a last-mode commit whose outcome is unknown. Either way the client may
+// retry at once; the retry finds out.
 func unavailable(step string, err error) *Error {
 	return &Error{Kind: idemtype.KindUnavailable, RetryAfter: time.Second, Detail: "the idempotency store did not answer (" + step + ")", Err: err}
 }
@@ -784,8 +790,7 @@ func runInline[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S
 		switch {
 		case sqlState(err) == lockNotAvailable: // a concurrent claim is still uncommitted
 			e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})
-			return nil, false, &Error{Kind: idemtype.KindInFlight, RetryAfter: time.Second, Err: err,
-				Detail: "another request with this key is being processed; retry later"}
+			return nil, false, inFlight(time.Second, err)
 		case errors.Is(err, errLostRace) || sqlState(err) != "":
 			// The server refused the insert or the commit: nothing committed.
 			return nil, false, err
