@@ -7,8 +7,10 @@
 // local PostgreSQL server binaries (initdb, postgres; see package pglocal).
 // Each call of New or Pool gets a schema of its own, so tests running in
 // parallel never see each other's rows; everything New and Pool open is
-// closed by tb.Cleanup. When no database can be had, Main fails the run,
-// saying how to fix it: it never skips.
+// closed by tb.Cleanup. The database is opened when a test first asks for
+// it, so a run that needs none (a fuzz run, say) starts no cluster. When no
+// database can be had, each test that asks for one fails saying how to fix
+// it: none skips.
 //
 //	func TestMain(m *testing.M) { idemtest.Main(m) }
 //
@@ -36,17 +38,20 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
-// Main runs the package's tests against a fresh database, removes it, and
-// exits with the tests' status. Call it from TestMain.
+// Main runs the package's tests, removes the database they used (if any
+// asked for one), and exits with the tests' status. Call it from TestMain.
 func Main(m *testing.M) { dbtest.Main(m) }
 
 // URL returns the connection string of the package's database, for a child
-// process or a command under test. Main must have run.
-func URL() string { return dbtest.URL() }
+// process or a command under test, failing tb when there is no database.
+func URL(tb testing.TB) string {
+	tb.Helper()
+	return dbtest.URL(tb)
+}
 
 // Pool returns a pool on the package's database whose search_path is a new,
 // empty schema, and the schema's name. The pool is closed when the test
-// ends. Main must have run.
+// ends.
 func Pool(tb testing.TB) (*pgxpool.Pool, string) {
 	tb.Helper()
 	return dbtest.Pool(tb)
@@ -63,7 +68,7 @@ type Env struct {
 
 // New migrates the engine's tables into a new schema and returns an engine
 // on it, built with opts (whose Schema New sets). It fails the test when
-// either step fails. Main must have run.
+// either step fails.
 func New(tb testing.TB, opts idem.Options) *Env {
 	tb.Helper()
 	pool, schema := dbtest.Pool(tb)

@@ -176,7 +176,7 @@ func TestEndToEnd(t *testing.T) {
 func startServer(t *testing.T, bin string) string {
 	t.Helper()
 	p := &childproc.Process{Name: "e2e server", Bin: bin, Log: filepath.Join(t.TempDir(), "server.log"),
-		Env: []string{"DATABASE_URL=" + idemtest.URL()}}
+		Env: []string{"DATABASE_URL=" + idemtest.URL(t)}}
 	if err := p.Start(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}

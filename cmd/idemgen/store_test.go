@@ -18,7 +18,7 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestStoreCommands(t *testing.T) {
-	db := []string{"-database", idemtest.URL(), "-schema", "cli"}
+	db := []string{"-database", idemtest.URL(t), "-schema", "cli"}
 	steps := []struct {
 		args []string
 		code int

@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -30,48 +31,69 @@ import (
 )
 
 var (
+	once    sync.Once
 	env     *pglocal.Env
+	envErr  error
 	schemas atomic.Int64
 )
 
-// Main runs the package's tests against a fresh database and exits. Call it
-// from TestMain. It fails the run, saying how to fix it, when no database can
-// be had; it never skips.
+// Main runs the package's tests and exits. Call it from TestMain. The
+// database is opened when a test first asks for it, not before: a run that
+// needs none (a fuzz run with -run '^$', and each of its workers, which
+// execute TestMain too) starts no cluster. When no database can be had,
+// every test that asks for one fails saying how to fix it; none skips.
 func Main(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	var err error
-	// Benchmarks of commit paths set IDEMGEN_PG_DURABLE=1 so that fsync and
-	// synchronous commit are on, as in production.
-	opts := pglocal.Options{Durable: os.Getenv("IDEMGEN_PG_DURABLE") == "1"}
-	env, err = pglocal.Open(context.Background(), "idemtest", opts)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "idemtest: no PostgreSQL for the tests: %v\n"+
-			"Fix: install the PostgreSQL server binaries (initdb, postgres), or set DATABASE_URL to a server where this user may CREATE DATABASE.\n", err)
-		return 1
+	code := m.Run()
+	if env != nil {
+		env.Close()
 	}
-	defer env.Close()
-	return m.Run()
+	os.Exit(code)
 }
 
-// Env returns the package's database environment. Main must have run.
+// opened opens the package's database once.
+func opened() (*pglocal.Env, error) {
+	once.Do(func() {
+		// Benchmarks of commit paths set IDEMGEN_PG_DURABLE=1 so that fsync
+		// and synchronous commit are on, as in production.
+		opts := pglocal.Options{Durable: os.Getenv("IDEMGEN_PG_DURABLE") == "1"}
+		env, envErr = pglocal.Open(context.Background(), "idemtest", opts)
+		if envErr != nil {
+			envErr = fmt.Errorf("idemtest: no PostgreSQL for the tests: %w\n"+
+				"Fix: install the PostgreSQL server binaries (initdb, postgres), "+
+				"or set DATABASE_URL to a server where this user may CREATE DATABASE", envErr)
+		}
+	})
+	return env, envErr
+}
+
+// Env returns the package's database environment, opening it on first use.
+// It panics when none can be had (the panic says how to fix it); tests
+// should prefer Pool and URL, which fail the test instead.
 func Env() *pglocal.Env {
-	if env == nil {
-		panic("idemtest: call idemtest.Main (or dbtest.Main) from TestMain")
+	e, err := opened()
+	if err != nil {
+		panic(err.Error())
 	}
-	return env
+	return e
 }
 
-// URL returns the package database's connection string.
-func URL() string { return Env().URL }
+// URL returns the package database's connection string, failing tb when
+// there is no database.
+func URL(tb testing.TB) string {
+	tb.Helper()
+	e, err := opened()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return e.URL
+}
 
 // Schema creates a new, empty schema and returns its name.
 func Schema(tb testing.TB) string {
 	tb.Helper()
+	url := URL(tb)
 	name := fmt.Sprintf("t%d", schemas.Add(1))
-	conn, err := pgx.Connect(context.Background(), URL())
+	conn, err := pgx.Connect(context.Background(), url)
 	if err != nil {
 		tb.Fatalf("idemtest: connect: %v", err)
 	}
@@ -97,7 +119,7 @@ func Pool(tb testing.TB) (*pgxpool.Pool, string) {
 		return pooledPool(tb)
 	}
 	schema := Schema(tb)
-	cfg, err := pgxpool.ParseConfig(URL())
+	cfg, err := pgxpool.ParseConfig(URL(tb))
 	if err != nil {
 		tb.Fatalf("idemtest: %v", err)
 	}
@@ -116,17 +138,18 @@ func Pool(tb testing.TB) (*pgxpool.Pool, string) {
 func pooledPool(tb testing.TB) (*pgxpool.Pool, string) {
 	tb.Helper()
 	ctx := context.Background()
+	url := URL(tb)
 	schema := fmt.Sprintf("t%d", schemas.Add(1))
-	cfg, err := pgxpool.ParseConfig(URL())
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		tb.Fatalf("idemtest: %v", err)
 	}
 	db := cfg.ConnConfig.Database + "_" + schema
-	if err := pglocal.CreateDatabase(ctx, URL(), db); err != nil {
+	if err := pglocal.CreateDatabase(ctx, url, db); err != nil {
 		tb.Fatalf("idemtest: create database: %v", err)
 	}
-	tb.Cleanup(func() { pglocal.DropDatabase(context.Background(), URL(), db) })
-	conn, err := pgx.Connect(ctx, URL())
+	tb.Cleanup(func() { pglocal.DropDatabase(context.Background(), url, db) })
+	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		tb.Fatalf("idemtest: connect: %v", err)
 	}

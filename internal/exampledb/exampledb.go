@@ -20,10 +20,10 @@ import (
 
 // Pool returns a pool on the package's database without the given schemas,
 // and a function that drops them and closes the pool. It panics when the
-// database cannot be had: dbtest.Main already made sure it can.
+// database cannot be had (its message says how to fix that).
 func Pool(schemas ...string) (*pgxpool.Pool, func()) {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dbtest.URL())
+	pool, err := pgxpool.New(ctx, dbtest.Env().URL)
 	if err != nil {
 		panic(fmt.Sprintf("exampledb: %v", err))
 	}

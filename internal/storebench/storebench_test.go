@@ -29,7 +29,7 @@ func TestSmallRun(t *testing.T) {
 		hold:    900 * time.Millisecond,
 	}
 	var out bytes.Buffer
-	rep, err := run(context.Background(), dbtest.URL(), cfg, &out)
+	rep, err := run(context.Background(), dbtest.URL(t), cfg, &out)
 	t.Log("\n" + out.String())
 	if err != nil {
 		t.Fatal(err)

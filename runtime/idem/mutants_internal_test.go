@@ -73,7 +73,7 @@ func TestSQLPredicates(t *testing.T) {
 			defer cancel()
 			run := "^" + strings.ReplaceAll(p.test, "/", "$/^") + "$"
 			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run", run, "-test.count", "1")
-			cmd.Env = append(os.Environ(), mutantEnv+"="+p.name, "DATABASE_URL="+dbtest.URL())
+			cmd.Env = append(os.Environ(), mutantEnv+"="+p.name, "DATABASE_URL="+dbtest.URL(t))
 			out, err := cmd.CombinedOutput()
 			if err == nil {
 				t.Fatalf("with %q removed, %s still passes:\n%s", p.predicate, p.test, out)

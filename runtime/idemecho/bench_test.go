@@ -69,7 +69,7 @@ type benchService struct {
 
 func newBenchService(b *testing.B, count *counter) *benchService {
 	schema := dbtest.Schema(b)
-	cfg, err := pgxpool.ParseConfig(dbtest.URL())
+	cfg, err := pgxpool.ParseConfig(dbtest.URL(b))
 	if err != nil {
 		b.Fatal(err)
 	}
