@@ -1,7 +1,6 @@
 package idem
 
 import (
-	"container/list"
 	"sync"
 	"time"
 )
@@ -19,54 +18,58 @@ type replayCache struct {
 	mu    sync.Mutex
 	max   int64
 	size  int64
-	lru   *list.List // of *cacheEntry, most recently used first
-	index map[string]*list.Element
+	lru   cacheEntry // the list's sentinel: lru.next is the most recently used
+	index map[cacheKey]*cacheEntry
 }
 
+// cacheKey is a record's key: (namespace, scope, key).
+type cacheKey struct{ ns, scope, key string }
+
 type cacheEntry struct {
-	id          string
+	id          cacheKey
 	operation   string
 	fingerprint []byte
 	resp        *Response
 	expires     time.Time
 	size        int64
+	prev, next  *cacheEntry // in the LRU list
 }
 
 func newReplayCache(max int64) *replayCache {
 	if max <= 0 {
 		return nil
 	}
-	return &replayCache{max: max, lru: list.New(), index: map[string]*list.Element{}}
+	rc := &replayCache{max: max, index: map[cacheKey]*cacheEntry{}}
+	rc.lru.prev, rc.lru.next = &rc.lru, &rc.lru
+	return rc
 }
 
-func cacheID(ns, scope, key string) string { return ns + "\x00" + scope + "\x00" + key }
-
 // get returns the entry for id, or nil; expired entries are dropped.
-func (rc *replayCache) get(id string) *cacheEntry {
+func (rc *replayCache) get(id cacheKey) *cacheEntry {
 	if rc == nil {
 		return nil
 	}
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	el, ok := rc.index[id]
+	ent, ok := rc.index[id]
 	if !ok {
 		return nil
 	}
-	ent := el.Value.(*cacheEntry)
 	if !time.Now().Before(ent.expires) {
-		rc.remove(el)
+		rc.remove(ent)
 		return nil
 	}
-	rc.lru.MoveToFront(el)
+	rc.unlink(ent)
+	rc.pushFront(ent)
 	return ent
 }
 
 // put remembers a completed response until expires.
-func (rc *replayCache) put(id, operation string, fingerprint []byte, resp *Response, expires time.Time) {
+func (rc *replayCache) put(id cacheKey, operation string, fingerprint []byte, resp *Response, expires time.Time) {
 	if rc == nil {
 		return
 	}
-	size := int64(len(id)+len(operation)+len(fingerprint)+len(resp.Body)) + 256
+	size := int64(len(id.ns)+len(id.scope)+len(id.key)+len(operation)+len(fingerprint)+len(resp.Body)) + 256
 	for k, vs := range resp.Header {
 		size += int64(len(k))
 		for _, v := range vs {
@@ -78,19 +81,30 @@ func (rc *replayCache) put(id, operation string, fingerprint []byte, resp *Respo
 	}
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	if el, ok := rc.index[id]; ok {
-		rc.remove(el)
+	if ent, ok := rc.index[id]; ok {
+		rc.remove(ent)
 	}
-	rc.index[id] = rc.lru.PushFront(&cacheEntry{id: id, operation: operation, fingerprint: fingerprint, resp: resp,
-		expires: expires, size: size})
+	ent := &cacheEntry{id: id, operation: operation, fingerprint: fingerprint, resp: resp, expires: expires, size: size}
+	rc.index[id] = ent
+	rc.pushFront(ent)
 	rc.size += size
 	for rc.size > rc.max {
-		rc.remove(rc.lru.Back())
+		rc.remove(rc.lru.prev)
 	}
 }
 
-func (rc *replayCache) remove(el *list.Element) {
-	ent := rc.lru.Remove(el).(*cacheEntry)
+func (rc *replayCache) pushFront(ent *cacheEntry) {
+	ent.prev, ent.next = &rc.lru, rc.lru.next
+	ent.prev.next, ent.next.prev = ent, ent
+}
+
+func (rc *replayCache) unlink(ent *cacheEntry) {
+	ent.prev.next, ent.next.prev = ent.next, ent.prev
+	ent.prev, ent.next = nil, nil
+}
+
+func (rc *replayCache) remove(ent *cacheEntry) {
+	rc.unlink(ent)
 	delete(rc.index, ent.id)
 	rc.size -= ent.size
 }

@@ -388,6 +388,9 @@ type claim struct {
 	// ctx is the request's context, detached from its cancellation: the
 	// execution's events and logs carry it (its trace) to the end.
 	ctx context.Context
+	// call is what CallFrom returns to the phases (here, not allocated on
+	// its own).
+	call Call
 }
 
 func newToken() [16]byte {
@@ -403,7 +406,7 @@ func newToken() [16]byte {
 func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimMode, req Request) (*claim, *Outcome, error) {
 	c := &claim{op: op, policy: p, ns: op.namespace(), scope: req.Scope, key: req.Key, token: newToken(), ctx: ctx,
 		fingerprint: req.Fingerprint, derivation: CurrentKeyDerivation}
-	if ent := e.cache.get(cacheID(c.ns, c.scope, c.key)); ent != nil {
+	if ent := e.cache.get(cacheKey{c.ns, c.scope, c.key}); ent != nil {
 		// A completed record, answered from memory: it cannot have changed.
 		if err := e.mismatch(ctx, op, ent.operation, ent.fingerprint, req.Fingerprint); err != nil {
 			return nil, nil, err
@@ -481,7 +484,7 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 		case rec.state == stateCompleted:
 			e.observe(ctx, Event{Kind: EventReplay, Operation: op.ID})
 			resp := e.replay(rec)
-			e.cache.put(cacheID(c.ns, c.scope, c.key), rec.operation, rec.fingerprint, resp, time.Now().Add(rec.expiresIn))
+			e.cache.put(cacheKey{c.ns, c.scope, c.key}, rec.operation, rec.fingerprint, resp, time.Now().Add(rec.expiresIn))
 			return nil, &Outcome{Response: resp, Replayed: true}, nil
 		case rec.live:
 			e.observe(ctx, Event{Kind: EventInFlight, Operation: op.ID})
@@ -525,7 +528,7 @@ func (e *Engine) remember(c *claim, resp *Response, omitted bool, since time.Tim
 		return
 	}
 	skew := min(c.policy.Retention/10, time.Minute)
-	e.cache.put(cacheID(c.ns, c.scope, c.key), c.op.ID, c.fingerprint, resp, since.Add(c.policy.Retention-skew))
+	e.cache.put(cacheKey{c.ns, c.scope, c.key}, c.op.ID, c.fingerprint, resp, since.Add(c.policy.Retention-skew))
 }
 
 // claimInline claims c's key in a transaction left open on a connection of
@@ -634,8 +637,8 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 		e.observe(ctx, Event{Kind: EventResume, Operation: c.op.ID})
 	}
 
-	ctx = context.WithValue(ctx, callKey{}, &Call{Operation: c.op.ID, Namespace: c.ns, Scope: c.scope, Key: c.key,
-		Resumed: c.resumed, Background: c.background})
+	c.call = Call{Operation: c.op.ID, Namespace: c.ns, Scope: c.scope, Key: c.key, Resumed: c.resumed, Background: c.background}
+	ctx = context.WithValue(ctx, callKey{}, &c.call)
 
 	committed := c.recovery != "" // a local phase of this record has committed
 	foreignTried := false         // a foreign call may have had an effect
