@@ -131,6 +131,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Engine, error) {
 		e.q.named = cfg.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
 		e.q.queryTracer, _ = cfg.Tracer.(pgx.QueryTracer)
 		e.q.batchTracer, _ = cfg.Tracer.(pgx.BatchTracer)
+		e.q.prepareTracer, _ = cfg.Tracer.(pgx.PrepareTracer)
 	}
 	if e.obs == nil {
 		e.obs = nopObserver{}
@@ -570,7 +571,7 @@ func (e *Engine) beginLast(ctx context.Context, c *claim) (bool, *record, error)
 	rec, err := e.q.readConn(ctx, pc.Conn(), c.ns, c.scope, c.key)
 	if errors.Is(err, pgx.ErrNoRows) {
 		c.sess, c.last = newSession(pc), true
-		c.sess.tx.pending = true
+		c.sess.tx.pending, c.sess.tx.q = true, &e.q
 		return true, nil, nil
 	}
 	pc.Release()

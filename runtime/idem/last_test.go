@@ -295,3 +295,46 @@ func TestEngineClaimMode(t *testing.T) {
 		t.Fatal("an unknown Options.Claim was accepted")
 	}
 }
+
+// TestLastFirstStatementFailsBeforeBegin: a ClaimLast phase's first
+// statement carries the transaction's BEGIN. When that statement fails
+// before BEGIN reaches the server (it does not even prepare), a phase that
+// goes on regardless must still be inside the transaction: its later
+// writes roll back with it, and none of them autocommits.
+func TestLastFirstStatementFailsBeforeBegin(t *testing.T) {
+	for _, how := range []string{"exec", "query", "batch"} {
+		t.Run(how, func(t *testing.T) {
+			e := newEnv(t)
+			phases := []idem.Phase[payState]{{Name: "only", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
+				var err error
+				switch how {
+				case "exec":
+					_, err = tx.Exec(ctx, `INSERT INTO no_such_table VALUES ($1)`, 1)
+				case "query":
+					var n int
+					err = tx.QueryRow(ctx, `SELECT n FROM no_such_table WHERE n = $1`, 1).Scan(&n)
+				case "batch":
+					b := &pgx.Batch{}
+					b.Queue(`INSERT INTO no_such_table VALUES ($1)`, 1)
+					err = tx.SendBatch(ctx, b).Close()
+				}
+				if err == nil {
+					t.Error("a statement on a missing table succeeded")
+				}
+				if _, err := tx.Exec(ctx, `INSERT INTO rows (key) VALUES ('ignored the error')`); err != nil {
+					return nil, err
+				}
+				return nil, errors.New("the phase fails after all")
+			}}}
+			if _, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "b"), phases); err == nil {
+				t.Fatal("the run succeeded")
+			}
+			if n := e.count(`SELECT count(*) FROM rows`); n != 0 {
+				t.Fatalf("%d rows committed by a phase that failed: its statements ran outside the transaction", n)
+			}
+			if n := e.count(`SELECT count(*) FROM records`); n != 0 {
+				t.Fatalf("%d records left", n)
+			}
+		})
+	}
+}

@@ -51,8 +51,9 @@ type queries struct {
 	claimWait string
 	// The pool's tracers, which the engine calls for what it sends through
 	// pgconn (wire.go).
-	queryTracer pgx.QueryTracer
-	batchTracer pgx.BatchTracer
+	queryTracer   pgx.QueryTracer
+	batchTracer   pgx.BatchTracer
+	prepareTracer pgx.PrepareTracer
 }
 
 // micros passes a duration to SQL as microseconds (bigint), which PostgreSQL

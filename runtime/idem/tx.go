@@ -28,6 +28,7 @@ var errEngineOwnsTx = errors.New("idem: the engine commits or rolls back a phase
 // transaction.
 type phaseTx struct {
 	conn    *pgx.Conn
+	q       *queries // the engine's, for sendFirst
 	pending bool
 	sp      int
 	lo      pgx.Tx // a pgx transaction object for LargeObjects, made on demand
@@ -44,9 +45,8 @@ func (t *phaseTx) begin(ctx context.Context) error {
 }
 
 // withBegin reports whether a statement with these arguments can carry the
-// pending BEGIN in a batch, and clears it if so. Query options that pgx
-// honours only outside batches (an exec mode, result formats) get BEGIN on
-// its own first.
+// pending BEGIN in one round trip. Query options that pgx honours only
+// outside batches (an exec mode, result formats) get BEGIN on its own first.
 func (t *phaseTx) withBegin(ctx context.Context, args []any) (bool, error) {
 	if !t.pending {
 		return false, nil
@@ -57,13 +57,26 @@ func (t *phaseTx) withBegin(ctx context.Context, args []any) (bool, error) {
 			return false, t.begin(ctx)
 		}
 	}
-	t.pending = false
 	return true, nil
 }
 
-// sendWithBegin sends BEGIN and sql in one batch and returns the batch's
-// results after BEGIN's.
-func (t *phaseTx) sendWithBegin(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+// sendWithBegin sends the pending BEGIN and sql in one round trip and
+// returns sql's rows, whose closing ends the round trip. BEGIN stays
+// pending unless it ran: a statement that fails before BEGIN reaches the
+// server (it does not prepare) must not leave the phase's next statements
+// outside the transaction.
+func (t *phaseTx) sendWithBegin(ctx context.Context, sql string, args []any) (*batchRows, error) {
+	if t.q != nil && t.q.named && !rewrites(args) {
+		sd, err := t.q.firstStatement(ctx, t.conn, sql)
+		if err != nil {
+			return nil, err
+		}
+		if sd != nil {
+			rows, begun, err := t.q.sendFirst(ctx, t.conn, sd, sql, args)
+			t.pending = !begun
+			return rows, err
+		}
+	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(sql, args...)
@@ -72,7 +85,23 @@ func (t *phaseTx) sendWithBegin(ctx context.Context, sql string, args []any) (pg
 		br.Close()
 		return nil, err
 	}
-	return br, nil
+	t.pending = false
+	rows, err := br.Query()
+	if err != nil {
+		br.Close()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, end: pgxBatch{br}, conn: t.conn}, nil
+}
+
+// rewrites reports whether args start with a pgx.QueryRewriter (as
+// pgx.NamedArgs), which pgx's batch applies.
+func rewrites(args []any) bool {
+	if len(args) == 0 {
+		return false
+	}
+	_, ok := args[0].(pgx.QueryRewriter)
+	return ok
 }
 
 func (t *phaseTx) Begin(ctx context.Context) (pgx.Tx, error) {
@@ -101,11 +130,13 @@ func (t *phaseTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults 
 	if !t.pending {
 		return t.conn.SendBatch(ctx, b)
 	}
-	t.pending = false
 	// The phase's queued queries (and their callbacks), after BEGIN.
 	withBegin := &pgx.Batch{QueuedQueries: append([]*pgx.QueuedQuery{{SQL: "BEGIN"}}, b.QueuedQueries...)}
 	br := t.conn.SendBatch(ctx, withBegin)
-	br.Exec() // BEGIN's result; a failure is also every later result's
+	// BEGIN's result; a failure is also every later result's, and leaves
+	// BEGIN pending (see sendWithBegin).
+	_, err := br.Exec()
+	t.pending = err != nil
 	return br
 }
 
@@ -133,15 +164,12 @@ func (t *phaseTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 		}
 		return t.conn.Exec(ctx, sql, args...)
 	}
-	br, err := t.sendWithBegin(ctx, sql, args)
+	rows, err := t.sendWithBegin(ctx, sql, args)
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
-	tag, err := br.Exec()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	return tag, err
+	rows.Close()
+	return rows.CommandTag(), rows.Err()
 }
 
 func (t *phaseTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
@@ -151,27 +179,28 @@ func (t *phaseTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows,
 		}
 		return t.conn.Query(ctx, sql, args...)
 	}
-	br, err := t.sendWithBegin(ctx, sql, args)
+	rows, err := t.sendWithBegin(ctx, sql, args)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := br.Query()
-	if err != nil {
-		br.Close()
-		return nil, err
-	}
-	return &batchRows{Rows: rows, br: br}, nil
+	return rows, nil
 }
 
 func (t *phaseTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if !t.pending {
 		return t.conn.QueryRow(ctx, sql, args...)
 	}
-	rows, err := t.Query(ctx, sql, args...)
+	if batch, err := t.withBegin(ctx, args); err != nil || !batch {
+		if err != nil {
+			return errRow{err}
+		}
+		return t.conn.QueryRow(ctx, sql, args...)
+	}
+	rows, err := t.sendWithBegin(ctx, sql, args)
 	if err != nil {
 		return errRow{err}
 	}
-	return rowOf{rows}
+	return (*firstRow)(rows)
 }
 
 // Conn returns the transaction's connection, with the transaction begun:
@@ -184,19 +213,31 @@ func (t *phaseTx) Conn() *pgx.Conn {
 	return t.conn
 }
 
-// batchRows are the rows of a statement sent with BEGIN: closing them closes
-// the batch.
+// batchRows are the rows of a statement sent with BEGIN: closing them ends
+// the round trip.
 type batchRows struct {
 	pgx.Rows
-	br  pgx.BatchResults
-	err error
+	end  rowsEnd
+	conn *pgx.Conn
+	err  error
 }
+
+// rowsEnd ends a round trip after its last statement's rows closed with
+// tag and err, and returns the round trip's first error.
+type rowsEnd interface {
+	end(tag pgconn.CommandTag, err error) error
+}
+
+// pgxBatch ends a pgx batch.
+type pgxBatch struct{ br pgx.BatchResults }
+
+func (b pgxBatch) end(pgconn.CommandTag, error) error { return b.br.Close() }
 
 func (r *batchRows) Close() {
 	r.Rows.Close()
-	if r.br != nil {
-		r.err = r.br.Close()
-		r.br = nil
+	if r.end != nil {
+		r.err = r.end.end(r.Rows.CommandTag(), r.Rows.Err())
+		r.end = nil
 	}
 }
 
@@ -215,23 +256,26 @@ func (r *batchRows) Next() bool {
 	return false
 }
 
-// rowOf is pgx.Row over rows, as pgx's own QueryRow is: the first row, or
-// pgx.ErrNoRows.
-type rowOf struct{ rows pgx.Rows }
+func (r *batchRows) Conn() *pgx.Conn { return r.conn }
 
-func (r rowOf) Scan(dest ...any) error {
-	defer r.rows.Close()
-	if !r.rows.Next() {
-		if err := r.rows.Err(); err != nil {
+// firstRow is pgx.Row over the rows of a statement sent with BEGIN, as
+// pgx's own QueryRow is: the first row, or pgx.ErrNoRows.
+type firstRow batchRows
+
+func (r *firstRow) Scan(dest ...any) error {
+	rows := (*batchRows)(r)
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
 			return err
 		}
 		return pgx.ErrNoRows
 	}
-	if err := r.rows.Scan(dest...); err != nil {
+	if err := rows.Scan(dest...); err != nil {
 		return err
 	}
-	r.rows.Close()
-	return r.rows.Err()
+	rows.Close()
+	return rows.Err()
 }
 
 type errRow struct{ err error }

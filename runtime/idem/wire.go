@@ -289,8 +289,15 @@ func (q queries) sendBatch(ctx context.Context, conn *pgx.Conn, sqls []string, a
 		}
 		b.ExecStatement(sd, vals, fmts, nil)
 	}
-	tr := q.traceBatch(ctx, conn, sqls, args)
-	if tr != nil {
+	var tr *batchTrace
+	if q.batchTracer != nil {
+		traced := make([][]any, len(args))
+		for i, p := range args {
+			if p != nil {
+				traced[i] = p.args
+			}
+		}
+		tr = q.traceBatch(ctx, conn, sqls, traced)
 		ctx = tr.ctx
 	}
 	mrr := conn.PgConn().ExecBatch(ctx, b)
@@ -321,29 +328,21 @@ type batchTrace struct {
 	ctx    context.Context
 	conn   *pgx.Conn
 	sqls   []string
-	args   []*params
+	args   [][]any
 	next   int       // the statement whose result comes next
 	start  time.Time // when reading its result began
 	failed bool      // a statement was reported with an error
 }
 
-func (q queries) traceBatch(ctx context.Context, conn *pgx.Conn, sqls []string, args []*params) *batchTrace {
-	if q.batchTracer == nil {
-		return nil
-	}
+// traceBatch starts reporting a batch of sqls with args to the pool's batch
+// tracer, which must be set.
+func (q queries) traceBatch(ctx context.Context, conn *pgx.Conn, sqls []string, args [][]any) *batchTrace {
 	tb := &pgx.Batch{}
 	for i, sql := range sqls {
-		tb.Queue(sql, argsOf(args[i])...)
+		tb.Queue(sql, args[i]...)
 	}
 	ctx = q.batchTracer.TraceBatchStart(ctx, conn, pgx.TraceBatchStartData{Batch: tb})
 	return &batchTrace{tracer: q.batchTracer, ctx: ctx, conn: conn, sqls: sqls, args: args}
-}
-
-func argsOf(p *params) []any {
-	if p == nil {
-		return nil
-	}
-	return p.args
 }
 
 func (t *batchTrace) reading() {
@@ -356,7 +355,7 @@ func (t *batchTrace) query(tag pgconn.CommandTag, err error) {
 	if t == nil || t.next >= len(t.sqls) {
 		return
 	}
-	t.tracer.TraceBatchQuery(t.ctx, t.conn, pgx.TraceBatchQueryData{SQL: t.sqls[t.next], Args: argsOf(t.args[t.next]),
+	t.tracer.TraceBatchQuery(t.ctx, t.conn, pgx.TraceBatchQueryData{SQL: t.sqls[t.next], Args: t.args[t.next],
 		CommandTag: tag, Err: err, ReadStartTime: t.start})
 	t.next++
 	t.failed = t.failed || err != nil

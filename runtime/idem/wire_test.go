@@ -147,3 +147,105 @@ FROM records WHERE key = $1`, key).Scan(&row); err != nil {
 }
 
 func hexOf(s string) string { return fmt.Sprintf("%x", s) }
+
+// TestFirstStatements: a ClaimLast phase's first statement, which the
+// engine prepares on the connection itself and sends with BEGIN through
+// pgconn (first.go), behaves as pgx's own Query, Exec and QueryRow: rows
+// iterate and scan, command tags are pgx's, a table changed under the
+// prepared statement fails once (as pgx's statement cache does) and then
+// works again, and a phase that builds its SQL prepares at most 64
+// statements on a connection (maxFirstStatements) and still runs. One
+// connection, so that every execution meets what the others prepared.
+func TestFirstStatements(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.pool.Config()
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	eng, err := idem.New(pool, idem.Options{Schema: e.schema, ReplayCacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`CREATE TABLE things (id int PRIMARY KEY, n int NOT NULL, note text NOT NULL)`)
+	e.exec(`INSERT INTO things VALUES (1, 7, 'seven')`)
+	run := func(key string, final func(context.Context, pgx.Tx) (string, error)) (string, error) {
+		t.Helper()
+		out, err := idem.Run(context.Background(), eng, lastOp, request("t", key, "b"), []idem.Phase[payState]{{Name: "only",
+			Final: func(ctx context.Context, tx pgx.Tx, _ *payState) (*idem.Response, error) {
+				body, err := final(ctx, tx)
+				if err != nil {
+					return nil, err
+				}
+				return &idem.Response{Status: 200, Body: []byte(body)}, nil
+			}}})
+		if err != nil {
+			return "", err
+		}
+		return string(out.Response.Body), nil
+	}
+	row := func(ctx context.Context, tx pgx.Tx) (string, error) {
+		var n int64
+		var note string
+		err := tx.QueryRow(ctx, `SELECT n, note FROM things WHERE id = $1`, 1).Scan(&n, &note)
+		return fmt.Sprintf("%d %s", n, note), err
+	}
+	if got, err := run("row", row); err != nil || got != "7 seven" {
+		t.Fatalf("QueryRow: %q, %v", got, err)
+	}
+	got, err := run("rows", func(ctx context.Context, tx pgx.Tx) (string, error) {
+		rows, err := tx.Query(ctx, `SELECT i FROM generate_series(1, $1::int) AS i`, 3)
+		if err != nil {
+			return "", err
+		}
+		sum := 0
+		for rows.Next() {
+			var i int
+			if err := rows.Scan(&i); err != nil {
+				return "", err
+			}
+			sum += i
+		}
+		return fmt.Sprintf("%d %s", sum, rows.CommandTag()), rows.Err()
+	})
+	if err != nil || got != "6 SELECT 3" {
+		t.Fatalf("Query: %q, %v", got, err)
+	}
+	got, err = run("exec", func(ctx context.Context, tx pgx.Tx) (string, error) {
+		tag, err := tx.Exec(ctx, `UPDATE things SET note = note WHERE id = $1`, 1)
+		return tag.String(), err
+	})
+	if err != nil || got != "UPDATE 1" {
+		t.Fatalf("Exec: %q, %v", got, err)
+	}
+
+	e.exec(`ALTER TABLE things ALTER COLUMN n TYPE bigint`)
+	if _, err := run("altered", row); err == nil {
+		t.Log("the statement prepared before ALTER TABLE did not fail") // PostgreSQL may replan silently
+	}
+	if got, err := run("altered-again", row); err != nil || got != "7 seven" {
+		t.Fatalf("QueryRow after ALTER TABLE: %q, %v; want it prepared afresh", got, err)
+	}
+
+	for i := range 70 {
+		sql := fmt.Sprintf("SELECT %d + $1::int", i)
+		got, err := run(fmt.Sprintf("built-%d", i), func(ctx context.Context, tx pgx.Tx) (string, error) {
+			var n int
+			if err := tx.QueryRow(ctx, sql, 1).Scan(&n); err != nil {
+				return "", err
+			}
+			var prepared int
+			err := tx.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'idemgen_first_%'`).Scan(&prepared)
+			return fmt.Sprintf("%d %d", n, prepared), err
+		})
+		var n, prepared int
+		if err == nil {
+			_, err = fmt.Sscan(got, &n, &prepared)
+		}
+		if err != nil || n != i+1 || prepared > 64 {
+			t.Fatalf("built statement %d: %q, %v; want %d and at most 64 prepared", i, got, err, i+1)
+		}
+	}
+}
