@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -275,19 +276,25 @@ func clone(b []byte) []byte {
 // sendBatch sends sqls (each prepared on conn by name) in one round trip;
 // args[i] are sqls[i]'s encoded parameters (nil for none). It returns the
 // first error, after which the server skipped the rest of the batch.
+//
+// Its statements return no rows, so it writes their messages through the
+// connection's own protocol buffer (pgconn's Frontend) and reads the
+// answers one by one (PgConn.ReceiveMessage), which pgconn offers for
+// exactly this: no batch, result reader or command tag is allocated. pgconn
+// still sees every message (the transaction status, notices, OnPgError).
+// Should the round trip break off (a network error, ctx done) with answers
+// unread, the connection is closed, so that the pool drops it.
 func (q queries) sendBatch(ctx context.Context, conn *pgx.Conn, sqls []string, args []*params) error {
-	b := &pgconn.Batch{}
-	for i, sql := range sqls {
+	var sds [4]*pgconn.StatementDescription
+	if len(sqls) > len(sds) {
+		return fmt.Errorf("idem: a batch of %d statements", len(sqls))
+	}
+	for i, sql := range sqls { // before any message of the batch is buffered
 		sd, err := conn.Prepare(ctx, sql, sql)
 		if err != nil {
 			return err
 		}
-		var vals [][]byte
-		var fmts []int16
-		if p := args[i]; p != nil {
-			vals, fmts = p.values(), p.fmts
-		}
-		b.ExecStatement(sd, vals, fmts, nil)
+		sds[i] = sd
 	}
 	var tr *batchTrace
 	if q.batchTracer != nil {
@@ -300,24 +307,63 @@ func (q queries) sendBatch(ctx context.Context, conn *pgx.Conn, sqls []string, a
 		tr = q.traceBatch(ctx, conn, sqls, traced)
 		ctx = tr.ctx
 	}
-	mrr := conn.PgConn().ExecBatch(ctx, b)
+	pc := conn.PgConn()
+	if pc.IsBusy() || pc.IsClosed() {
+		err := errors.New("idem: connection busy or closed")
+		tr.end(err)
+		return err
+	}
+	fe := pc.Frontend()
+	for i := range sqls {
+		bind := pgproto3.Bind{PreparedStatement: sds[i].Name}
+		if p := args[i]; p != nil {
+			bind.Parameters, bind.ParameterFormatCodes = p.values(), p.fmts
+		}
+		fe.SendBind(&bind)
+		fe.SendExecute(&pgproto3.Execute{})
+	}
+	fe.SendSync(&pgproto3.Sync{})
+	if err := fe.Flush(); err != nil {
+		abandon(pc)
+		tr.end(err)
+		return err
+	}
 	var first error
+	tr.reading()
 	for {
-		tr.reading()
-		if !mrr.NextResult() {
-			break
+		msg, err := pc.ReceiveMessage(ctx)
+		if err != nil {
+			abandon(pc)
+			if first == nil {
+				first = err
+			}
+			tr.end(first)
+			return first
 		}
-		tag, err := mrr.ResultReader().Close()
-		if first == nil {
-			first = err
+		switch msg := msg.(type) {
+		case *pgproto3.CommandComplete:
+			if tr != nil {
+				tr.query(pgconn.NewCommandTag(string(msg.CommandTag)), nil)
+				tr.reading()
+			}
+		case *pgproto3.ErrorResponse:
+			if first == nil {
+				first = pgconn.ErrorResponseToPgError(msg)
+				tr.query(pgconn.CommandTag{}, first)
+			}
+		case *pgproto3.ReadyForQuery:
+			tr.end(first)
+			return first
 		}
-		tr.query(tag, err)
 	}
-	if err := mrr.Close(); first == nil {
-		first = err
-	}
-	tr.end(first)
-	return first
+}
+
+// abandon closes a connection whose round trip broke off with answers
+// unread: it cannot be used again.
+func abandon(pc *pgconn.PgConn) {
+	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+	defer cancel()
+	pc.Close(ctx)
 }
 
 // batchTrace reports a batch the engine sends through pgconn to the pool's
