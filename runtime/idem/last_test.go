@@ -302,7 +302,7 @@ func TestEngineClaimMode(t *testing.T) {
 // goes on regardless must still be inside the transaction: its later
 // writes roll back with it, and none of them autocommits.
 func TestLastFirstStatementFailsBeforeBegin(t *testing.T) {
-	for _, how := range []string{"exec", "query", "batch"} {
+	for _, how := range []string{"exec", "query", "batch", "savepoint", "copy"} {
 		t.Run(how, func(t *testing.T) {
 			e := newEnv(t)
 			phases := []idem.Phase[payState]{{Name: "only", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
@@ -317,9 +317,17 @@ func TestLastFirstStatementFailsBeforeBegin(t *testing.T) {
 					b := &pgx.Batch{}
 					b.Queue(`INSERT INTO no_such_table VALUES ($1)`, 1)
 					err = tx.SendBatch(ctx, b).Close()
+				case "savepoint", "copy": // BEGIN on its own, on a context already done
+					done, cancel := context.WithCancel(ctx)
+					cancel()
+					if how == "savepoint" {
+						_, err = tx.Begin(done)
+					} else {
+						_, err = tx.CopyFrom(done, pgx.Identifier{"rows"}, []string{"key"}, pgx.CopyFromRows([][]any{{"x"}}))
+					}
 				}
 				if err == nil {
-					t.Error("a statement on a missing table succeeded")
+					t.Error("the first statement succeeded")
 				}
 				if _, err := tx.Exec(ctx, `INSERT INTO rows (key) VALUES ('ignored the error')`); err != nil {
 					return nil, err
@@ -336,5 +344,53 @@ func TestLastFirstStatementFailsBeforeBegin(t *testing.T) {
 				t.Fatalf("%d records left", n)
 			}
 		})
+	}
+}
+
+// TestLastFirstStatementScanFails: when scanning the first statement's
+// rows fails (as pgx's rows, they close on it), the round trip that
+// carried BEGIN ends with them, and the phase's next statement runs in its
+// transaction. A first statement that cannot be sent still returns rows
+// (closed, with the error), as pgx's Query does, for pgx.CollectRows.
+func TestLastFirstStatementScanFails(t *testing.T) {
+	e := newEnv(t)
+	phases := []idem.Phase[payState]{{Name: "only", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
+		rows, err := tx.Query(ctx, `SELECT 'not a number' FROM generate_series(1, $1::int)`, 2)
+		if err != nil {
+			return nil, err
+		}
+		var n int
+		if !rows.Next() || rows.Scan(&n) == nil {
+			t.Error("text scanned into an int")
+		}
+		// No rows.Next or rows.Close after the failed scan: pgx's rows
+		// are closed by it.
+		if rows.Err() == nil {
+			t.Error("the rows report no error after a failed scan")
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO rows (key) VALUES ('after the scan')`); err != nil {
+			return nil, err
+		}
+		return &idem.Response{Status: 200}, nil
+	}}}
+	if _, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "b"), phases); err != nil {
+		t.Fatalf("the run failed: %v", err)
+	}
+	if n := e.count(`SELECT count(*) FROM rows`); n != 1 {
+		t.Fatalf("%d rows; want the one inserted after the failed scan", n)
+	}
+
+	phases = []idem.Phase[payState]{{Name: "only", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
+		rows, err := tx.Query(ctx, `SELECT n FROM no_such_table WHERE n = $1`, 1)
+		if err == nil {
+			t.Error("a query on a missing table succeeded")
+		}
+		if _, cerr := pgx.CollectRows(rows, pgx.RowTo[int]); cerr == nil {
+			t.Error("CollectRows on the failed query's rows succeeded")
+		}
+		return nil, err
+	}}}
+	if _, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k2", "b"), phases); err == nil {
+		t.Fatal("the run succeeded")
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -39,8 +40,8 @@ func (t *phaseTx) begin(ctx context.Context) error {
 	if !t.pending {
 		return nil
 	}
-	t.pending = false
 	_, err := t.conn.Exec(ctx, "BEGIN")
+	t.pending = err != nil // it did not run (see sendWithBegin)
 	return err
 }
 
@@ -181,7 +182,9 @@ func (t *phaseTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows,
 	}
 	rows, err := t.sendWithBegin(ctx, sql, args)
 	if err != nil {
-		return nil, err
+		// Rows all the same, as pgx's Query returns, closed with the error
+		// (pgx.CollectRows(tx.Query(...)) relies on them).
+		return errRows{err: err, conn: t.conn}, err
 	}
 	return rows, nil
 }
@@ -257,6 +260,42 @@ func (r *batchRows) Next() bool {
 }
 
 func (r *batchRows) Conn() *pgx.Conn { return r.conn }
+
+// Scan and Values close the rows on an error, as pgx's do; here that must
+// also end the round trip, or the connection stays busy.
+func (r *batchRows) Scan(dest ...any) error {
+	err := r.Rows.Scan(dest...)
+	if err != nil {
+		r.Close()
+	}
+	return err
+}
+
+func (r *batchRows) Values() ([]any, error) {
+	v, err := r.Rows.Values()
+	if err != nil {
+		r.Close()
+	}
+	return v, err
+}
+
+// errRows are the rows of a query that could not be sent: closed, with its
+// error.
+type errRows struct {
+	err  error
+	conn *pgx.Conn
+}
+
+func (r errRows) Close()                                       {}
+func (r errRows) Err() error                                   { return r.err }
+func (r errRows) CommandTag() pgconn.CommandTag                { return pgconn.CommandTag{} }
+func (r errRows) FieldDescriptions() []pgconn.FieldDescription { return nil }
+func (r errRows) Next() bool                                   { return false }
+func (r errRows) Scan(...any) error                            { return r.err }
+func (r errRows) Values() ([]any, error)                       { return nil, r.err }
+func (r errRows) RawValues() [][]byte                          { return nil }
+func (r errRows) Conn() *pgx.Conn                              { return r.conn }
+func (r errRows) TypeMap() *pgtype.Map                         { return r.conn.TypeMap() }
 
 // firstRow is pgx.Row over the rows of a statement sent with BEGIN, as
 // pgx's own QueryRow is: the first row, or pgx.ErrNoRows.
