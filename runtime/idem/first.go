@@ -11,7 +11,7 @@ import (
 )
 
 // A ClaimLast execution's BEGIN travels with its phases' first statement
-// (see phaseTx). Sent as a pgx batch, that round trip cost about 25
+// (see phaseTx). Sent as a pgx batch, that round trip cost about 20
 // allocations in pgx's pipeline bookkeeping, more than the statement
 // itself. Where the engine prepares its own statements (queries.named),
 // it sends the two through pgconn instead: the statement prepared on the
