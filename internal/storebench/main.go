@@ -6,6 +6,11 @@
 // where one PostgreSQL saturates. Run it with `make bench-store`;
 // docs/scaling.md has the figures.
 //
+// With -layouts it measures instead the bytes per record of the engine's
+// table and of the candidate layouts in layouts/*.sql, on -layout-records
+// completed records each (`make bench-layouts`; docs/scaling.md, "Bytes per
+// record").
+//
 // It starts a throwaway durable cluster (fsync, synchronous_commit and
 // full_page_writes on) unless DATABASE_URL names a server, where it creates
 // and drops a database of its own.
@@ -35,6 +40,8 @@ func main() {
 	sweep := flag.String("sweep", joinInts(cfg.sweep), "client counts of the saturation sweep, comma-separated (empty: no sweep)")
 	flag.IntVar(&cfg.held, "held", cfg.held, "executions held open while their leases are refreshed")
 	flag.IntVar(&cfg.fillfactor, "fillfactor", 0, "the records table's fillfactor, to compare settings (0: the migrations')")
+	layoutsMode := flag.Bool("layouts", false, "measure bytes per record of today's layout and the candidates in layouts/*.sql instead of the four figures")
+	layoutRecords := flag.Int("layout-records", 1_000_000, "completed records loaded into each layout with -layouts")
 	settings := map[string]string{
 		// Loading millions of records should not checkpoint every few
 		// seconds; checkpoint_timeout (5 min) still applies.
@@ -68,7 +75,11 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	_, err = run(ctx, env.URL, cfg, os.Stdout)
+	if *layoutsMode {
+		_, err = runLayouts(ctx, env.URL, *layoutRecords, os.Stdout)
+	} else {
+		_, err = run(ctx, env.URL, cfg, os.Stdout)
+	}
 	env.Close()
 	if err != nil {
 		fail(err)
