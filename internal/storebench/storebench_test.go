@@ -3,11 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/idemgen/idemgen/internal/dbtest"
+	"github.com/idemgen/idemgen/runtime/idem"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -58,5 +63,86 @@ func TestSmallRun(t *testing.T) {
 	}
 	if h := rep.HOT; h.Refreshes < int64(cfg.held) || h.HOT != h.Refreshes || h.Updates <= h.HOT {
 		t.Errorf("refreshes: %+v; want at least one per held execution, each a HOT update, and the completions besides", h)
+	}
+}
+
+// TestLayouts runs the layout study on a few thousand records, so that its
+// SQL cannot rot: every layout loads and is printed, the baseline is the
+// migrations' table, and the smallest layout without BRIN is smaller than
+// today's. It asserts no timing.
+func TestLayouts(t *testing.T) {
+	const records = 3000
+	ctx := context.Background()
+	url := dbtest.URL(t)
+	var out bytes.Buffer
+	figs, err := runLayouts(ctx, url, records, &out)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(figs) != len(layouts) {
+		t.Fatalf("%d layouts measured; want %d", len(figs), len(layouts))
+	}
+	byName := map[string]layoutFigure{}
+	for i, f := range figs {
+		byName[f.Name] = f
+		if f.Name != layouts[i] {
+			t.Errorf("layout %d is %s; want %s", i, f.Name, layouts[i])
+		}
+		if !strings.Contains(out.String(), "\n"+f.String()+"\n") {
+			t.Errorf("layout %s is not printed", f.Name)
+		}
+		if f.Records != records {
+			t.Errorf("layout %s has %d records; want %d", f.Name, f.Records, records)
+		}
+		if f.Heap <= 0 || f.Toast < 0 || f.Maps < 0 || f.Total <= f.Heap || f.Row <= 0 || f.Body <= 0 || f.Headers <= 0 ||
+			f.BeyondBody <= 0 || f.BeyondAll <= 0 || f.BeyondBody != f.Total-f.Body || len(f.Indexes) == 0 {
+			t.Errorf("layout %s: %+v", f.Name, f)
+		}
+		sum := f.Heap + f.Toast + f.Maps
+		for _, ix := range f.Indexes {
+			if ix.PerRecord <= 0 {
+				t.Errorf("layout %s: index %s has %.1f bytes per record", f.Name, ix.Name, ix.PerRecord)
+			}
+			sum += ix.PerRecord
+		}
+		if d := sum - f.Total; d > 0.01 || d < -0.01 {
+			t.Errorf("layout %s: heap, TOAST, maps and indexes make %.2f; the relation %.2f", f.Name, sum, f.Total)
+		}
+	}
+	a, e := byName["A"], byName["E10b"]
+	if a.BeyondBody <= e.BeyondBody {
+		t.Errorf("beyond the body, A %.1f and E10b %.1f; want A larger", a.BeyondBody, e.BeyondBody)
+	}
+	if a.State <= 0 {
+		t.Errorf("A stores no phase state: %+v", a)
+	}
+
+	// The baseline's indexes are those the migrations make.
+	schema := dbtest.Schema(t)
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := idem.Migrate(ctx, pool, schema); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pool.Query(ctx, `SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE i.indrelid = $1::regclass ORDER BY c.relname`, schema+".records")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ix := range a.Indexes {
+		got = append(got, ix.Name)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) || !slices.Contains(got, "records_pkey") || !slices.Contains(got, "records_expires_at") {
+		t.Errorf("A's indexes are %v; the migrations make %v", got, want)
 	}
 }
