@@ -8,7 +8,7 @@ FUZZTIME ?= 50000x
 BENCHCOUNT ?= 5
 BENCHTIME ?= 2s
 
-.PHONY: test test-short lint generate bench bench-model bench-store fuzz golden realspec demo chaos topology docs-check
+.PHONY: test test-short lint generate bench bench-model bench-store bench-layouts fuzz golden realspec demo chaos topology docs-check
 
 # The modules whose packages make test runs: the toolkit, and examples/, a
 # module of its own so that the examples' dependencies (toxiproxy,
@@ -65,6 +65,10 @@ bench-model:
 ## bench-store: the store at scale on a durable PostgreSQL: claim latency at 0, 1M and 5M records, pruning, bytes per record, HOT refreshes
 bench-store:
 	$(GO) run ./internal/storebench $(STOREBENCHFLAGS)
+
+## bench-layouts: bytes per record of today's records table and of the candidate layouts of issue 12, on 1M completed records each
+bench-layouts:
+	$(GO) run ./internal/storebench -layouts
 
 ## golden: rewrite the golden cases from the generator's output (review the diff)
 golden:
