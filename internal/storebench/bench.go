@@ -96,6 +96,24 @@ type indexSize struct {
 	PerRecord float64
 }
 
+// indexSizes returns the sizes of table's indexes per record of its n,
+// largest first, each with all its forks (a BRIN index has a free space
+// map, which pg_total_relation_size counts).
+func indexSizes(ctx context.Context, conn *pgx.Conn, table string, n int64) ([]indexSize, error) {
+	rows, err := conn.Query(ctx, `SELECT c.relname, pg_table_size(c.oid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE i.indrelid = $1::regclass ORDER BY pg_table_size(c.oid) DESC, c.relname`, table)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (indexSize, error) {
+		var ix indexSize
+		var size int64
+		err := row.Scan(&ix.Name, &size)
+		ix.PerRecord = float64(size) / float64(n)
+		return ix, err
+	})
+}
+
 // hotFigure is figure 4.
 type hotFigure struct {
 	Refreshes  int64 // refresh statements that matched their record, counted by the client
@@ -555,15 +573,7 @@ FROM `+schema+`.records r`, schema+".records").Scan(&f.Records, &table, &row, &b
 	if f.Records == 0 {
 		return f, errors.New("no records to measure")
 	}
-	rows, err := b.admin.Query(ctx, `SELECT c.relname, pg_relation_size(c.oid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-WHERE i.indrelid = $1::regclass ORDER BY pg_relation_size(c.oid) DESC, c.relname`, schema+".records")
-	if err != nil {
-		return f, err
-	}
-	indexes, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
-		Name string
-		Size int64
-	}])
+	indexes, err := indexSizes(ctx, b.admin, schema+".records", f.Records)
 	if err != nil {
 		return f, err
 	}
@@ -571,8 +581,8 @@ WHERE i.indrelid = $1::regclass ORDER BY pg_relation_size(c.oid) DESC, c.relname
 	f.Table = table / n
 	f.Total = f.Table
 	for _, ix := range indexes {
-		f.Indexes = append(f.Indexes, indexSize{ix.Name, float64(ix.Size) / n})
-		f.Total += float64(ix.Size) / n
+		f.Indexes = append(f.Indexes, ix)
+		f.Total += ix.PerRecord
 	}
 	f.Row, f.Body, f.Headers, f.State, f.Key = row, body, headers, state, key
 	f.BeyondBody = f.Total - f.Body

@@ -174,25 +174,13 @@ FROM records r`).Scan(&f.Records, &f.Row, &f.Body, &f.Headers, &f.State, &heap, 
 	if f.Records == 0 {
 		return f, fmt.Errorf("no records loaded")
 	}
-	// An index's every fork: a BRIN index has a free space map, which
-	// pg_total_relation_size counts.
-	rows, err := conn.Query(ctx, `SELECT c.relname, pg_table_size(c.oid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-WHERE i.indrelid = 'records'::regclass ORDER BY pg_table_size(c.oid) DESC, c.relname`)
-	if err != nil {
-		return f, err
-	}
-	indexes, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
-		Name string
-		Size int64
-	}])
+	indexes, err := indexSizes(ctx, conn, "records", f.Records)
 	if err != nil {
 		return f, err
 	}
 	n := float64(f.Records)
 	f.Heap, f.Maps, f.Toast = float64(heap)/n, float64(maps)/n, float64(table-heap-maps)/n
-	for _, ix := range indexes {
-		f.Indexes = append(f.Indexes, indexSize{ix.Name, float64(ix.Size) / n})
-	}
+	f.Indexes = indexes
 	f.Total = float64(total) / n
 	f.BeyondBody = f.Total - f.Body
 	f.BeyondAll = f.BeyondBody - f.Headers - f.State
