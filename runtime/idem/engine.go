@@ -748,11 +748,11 @@ func runInline[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S
 	if len(phases) == 0 {
 		// The first phase is foreign: the claim commits alone, before
 		// anything outside the database happens.
-		commit := "COMMIT"
+		sql := commit
 		if e.opts.AsyncClaimCommit {
-			commit = "SET LOCAL synchronous_commit = off; COMMIT"
+			sql = commitAsync
 		}
-		_, err := c.sess.tx.conn.Exec(ctx, commit)
+		_, err := c.sess.tx.conn.Exec(ctx, sql)
 		return nil, true, err
 	}
 	for _, p := range phases {

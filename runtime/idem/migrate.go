@@ -94,7 +94,7 @@ func AppliedVersion(ctx context.Context, pool *pgxpool.Pool, schema string) (int
 		return 0, err
 	}
 	var v int
-	err := pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+schema+`.migrations`).Scan(&v)
+	err := pool.QueryRow(ctx, newMigrationQueries(schema).appliedVersion).Scan(&v)
 	return v, err
 }
 
@@ -103,20 +103,16 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, down int) (
 	if err != nil {
 		return nil, err
 	}
+	q := newMigrationQueries(schema)
 	var applied []int
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('idemgen.migrate.' || $1))`, schema); err != nil {
+		if _, err := tx.Exec(ctx, q.lock, schema); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+schema+`;
-CREATE TABLE IF NOT EXISTS `+schema+`.migrations (
-    version    integer     PRIMARY KEY,
-    name       text        NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
-)`); err != nil {
+		if _, err := tx.Exec(ctx, q.create); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT version FROM `+schema+`.migrations`)
+		rows, err := tx.Query(ctx, q.versions)
 		if err != nil {
 			return err
 		}
@@ -136,7 +132,7 @@ CREATE TABLE IF NOT EXISTS `+schema+`.migrations (
 				if _, err := tx.Exec(ctx, m.Up); err != nil {
 					return fmt.Errorf("idem: migration %d (%s): %w", m.Version, m.Name, err)
 				}
-				if _, err := tx.Exec(ctx, `INSERT INTO `+schema+`.migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+				if _, err := tx.Exec(ctx, q.record, m.Version, m.Name); err != nil {
 					return err
 				}
 				applied = append(applied, m.Version)
@@ -151,7 +147,7 @@ CREATE TABLE IF NOT EXISTS `+schema+`.migrations (
 			if _, err := tx.Exec(ctx, m.Down); err != nil {
 				return fmt.Errorf("idem: reverting migration %d (%s): %w", m.Version, m.Name, err)
 			}
-			if _, err := tx.Exec(ctx, `DELETE FROM `+schema+`.migrations WHERE version = $1`, m.Version); err != nil {
+			if _, err := tx.Exec(ctx, q.forget, m.Version); err != nil {
 				return err
 			}
 			applied = append(applied, m.Version)

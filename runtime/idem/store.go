@@ -363,8 +363,7 @@ func (q queries) refresh(ctx context.Context, db execer, c *claim) (bool, error)
 // or err is why it failed: a *pgconn.PgError with code lock_not_available
 // when a concurrent owner's uncommitted claim held it past wait.
 func (q queries) claimInline(ctx context.Context, conn *pgx.Conn, c *claim, op string, fp, payload []byte) (claimed bool, rec *record, err error) {
-	const endWait, begin = `SET LOCAL lock_timeout TO DEFAULT`, `BEGIN`
-	if err := q.prepare(ctx, conn, q.claimReadSQL, q.claimInsertSQL, endWait, begin); err != nil {
+	if err := q.prepare(ctx, conn, q.claimReadSQL, q.claimInsertSQL, endWait, beginSQL); err != nil {
 		return false, nil, err
 	}
 	b := &pgx.Batch{}
@@ -372,7 +371,7 @@ func (q queries) claimInline(ctx context.Context, conn *pgx.Conn, c *claim, op s
 	b.Queue(q.claimInsertSQL, c.ns, c.scope, c.key, c.token, op, fp, micros(c.policy.Lease), payload,
 		c.policy.Complete == idemtype.CompleteBackground, micros(c.policy.Retention), int16(CurrentKeyDerivation))
 	b.Queue(endWait)
-	b.Queue(begin)
+	b.Queue(beginSQL)
 	br := conn.SendBatch(ctx, b)
 	var r record
 	var operation, state, recovery *string
@@ -437,10 +436,48 @@ func (q queries) commitWith(ctx context.Context, conn *pgx.Conn, c *claim, phase
 	return err
 }
 
+// migrationQueries are Migrate's statements on the schema's migrations
+// table (migrate.go).
+type migrationQueries struct {
+	lock, create, versions, appliedVersion, record, forget string
+}
+
+func newMigrationQueries(schema string) migrationQueries {
+	t := schema + `.migrations`
+	return migrationQueries{
+		// One Migrate at a time per schema, whatever the process.
+		lock: `SELECT pg_advisory_xact_lock(hashtext('idemgen.migrate.' || $1))`,
+		create: `CREATE SCHEMA IF NOT EXISTS ` + schema + `;
+CREATE TABLE IF NOT EXISTS ` + t + ` (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`,
+		versions:       `SELECT version FROM ` + t,
+		appliedVersion: `SELECT coalesce(max(version), 0) FROM ` + t,
+		record:         `INSERT INTO ` + t + ` (version, name) VALUES ($1, $2)`,
+		forget:         `DELETE FROM ` + t + ` WHERE version = $1`,
+	}
+}
+
+// The transaction control the engine and its phase transactions send
+// (engine.go, tx.go).
 const (
-	beginSQL = `BEGIN`
-	commit   = `COMMIT`
+	beginSQL    = `BEGIN`
+	commit      = `COMMIT`
+	rollbackSQL = `ROLLBACK`
+	// commitAsync commits without waiting for the WAL flush
+	// (Options.AsyncClaimCommit).
+	commitAsync = `SET LOCAL synchronous_commit = off; COMMIT`
+	// endWait restores lock_timeout after the inline claim's bounded wait.
+	endWait = `SET LOCAL lock_timeout TO DEFAULT`
 )
+
+// savepointSQL, releaseSavepointSQL and rollbackToSQL name a phase transaction's
+// savepoint; name is one the engine made (tx.go), never a user's text.
+func savepointSQL(name string) string        { return `SAVEPOINT ` + name }
+func releaseSavepointSQL(name string) string { return `RELEASE SAVEPOINT ` + name }
+func rollbackToSQL(name string) string       { return `ROLLBACK TO SAVEPOINT ` + name }
 
 // SQLSTATE codes the engine acts on.
 const (

@@ -40,7 +40,7 @@ func (t *phaseTx) begin(ctx context.Context) error {
 	if !t.pending {
 		return nil
 	}
-	_, err := t.conn.Exec(ctx, "BEGIN")
+	_, err := t.conn.Exec(ctx, beginSQL)
 	t.pending = err != nil // it did not run (see sendWithBegin)
 	return err
 }
@@ -79,7 +79,7 @@ func (t *phaseTx) sendWithBegin(ctx context.Context, sql string, args []any) (*b
 		}
 	}
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
+	b.Queue(beginSQL)
 	b.Queue(sql, args...)
 	br := t.conn.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
@@ -111,7 +111,7 @@ func (t *phaseTx) Begin(ctx context.Context) (pgx.Tx, error) {
 	}
 	t.sp++
 	name := fmt.Sprintf("idemgen_sp_%d", t.sp)
-	if _, err := t.conn.Exec(ctx, "SAVEPOINT "+name); err != nil {
+	if _, err := t.conn.Exec(ctx, savepointSQL(name)); err != nil {
 		return nil, err
 	}
 	return &savepointTx{phaseTx: t, name: name}, nil
@@ -132,7 +132,7 @@ func (t *phaseTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults 
 		return t.conn.SendBatch(ctx, b)
 	}
 	// The phase's queued queries (and their callbacks), after BEGIN.
-	withBegin := &pgx.Batch{QueuedQueries: append([]*pgx.QueuedQuery{{SQL: "BEGIN"}}, b.QueuedQueries...)}
+	withBegin := &pgx.Batch{QueuedQueries: append([]*pgx.QueuedQuery{{SQL: beginSQL}}, b.QueuedQueries...)}
 	br := t.conn.SendBatch(ctx, withBegin)
 	// BEGIN's result; a failure is also every later result's, and leaves
 	// BEGIN pending (see sendWithBegin).
@@ -333,7 +333,7 @@ func (s *savepointTx) Commit(ctx context.Context) error {
 		return pgx.ErrTxClosed
 	}
 	s.done = true
-	_, err := s.conn.Exec(ctx, "RELEASE SAVEPOINT "+s.name)
+	_, err := s.conn.Exec(ctx, releaseSavepointSQL(s.name))
 	return err
 }
 
@@ -342,7 +342,7 @@ func (s *savepointTx) Rollback(ctx context.Context) error {
 		return pgx.ErrTxClosed
 	}
 	s.done = true
-	_, err := s.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT "+s.name)
+	_, err := s.conn.Exec(ctx, rollbackToSQL(s.name))
 	return err
 }
 
@@ -366,7 +366,7 @@ func (e *Engine) begin(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := pc.Exec(ctx, "BEGIN"); err != nil {
+	if _, err := pc.Exec(ctx, beginSQL); err != nil {
 		pc.Release()
 		return nil, err
 	}
@@ -381,7 +381,7 @@ func (s *session) end() {
 	}
 	if s.pc.Conn().PgConn().TxStatus() != 'I' {
 		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
-		_, err := s.pc.Exec(ctx, "ROLLBACK")
+		_, err := s.pc.Exec(ctx, rollbackSQL)
 		cancel()
 		if err != nil {
 			s.pc.Conn().Close(context.Background()) // the pool drops a closed connection
