@@ -285,3 +285,46 @@ func TestLoadNeverPanics(t *testing.T) {
 		_, _ = LoadData("x.yaml", []byte(doc))
 	}
 }
+
+// TestSchemaDefaultsMatchParser: an extension that spells out every default
+// the JSON Schema documents is the policy `true` gives, so the schema's
+// defaults cannot drift from idemtype's.
+func TestSchemaDefaultsMatchParser(t *testing.T) {
+	var s struct {
+		OneOf []map[string]any `json:"oneOf"`
+	}
+	if err := json.Unmarshal(JSONSchema, &s); err != nil {
+		t.Fatal(err)
+	}
+	var defaults func(schema map[string]any) map[string]any
+	defaults = func(schema map[string]any) map[string]any {
+		out := map[string]any{}
+		props, _ := schema["properties"].(map[string]any)
+		for name, p := range props {
+			p := p.(map[string]any)
+			if d, ok := p["default"]; ok {
+				out[name] = d
+			} else if _, ok := p["properties"]; ok {
+				if sub := defaults(p); len(sub) > 0 {
+					out[name] = sub
+				}
+			}
+		}
+		return out
+	}
+	spelled := defaults(s.OneOf[1])
+	// Every default the parser fills in is documented.
+	for _, f := range []string{"key", "scope", "retention", "lease", "replay", "ambiguous", "complete", "phases"} {
+		if _, ok := spelled[f]; !ok {
+			t.Errorf("the schema documents no default for %q", f)
+		}
+	}
+	got, errs := Parse(spelled)
+	if len(errs) > 0 {
+		t.Fatalf("the schema's defaults %v do not parse: %v", spelled, errs)
+	}
+	want, _ := Parse(true)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("the schema's defaults %v are not the parser's (-parser +schema):\n%s", spelled, diff)
+	}
+}
