@@ -124,11 +124,15 @@ func runPrune(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("prune", stderr)
 	db := addDBFlags(fs)
 	batch := fs.Int("batch", 1000, "records deleted per transaction")
+	rest := fs.Float64("rest", 0, "pause after each batch, as a multiple of the time the batch took (1: about half the pace, leaving the database to claims half of the time)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *rest < 0 {
+		return fmt.Errorf("-rest %v: want 0 or more", *rest)
+	}
 	return db.withEngine(func(ctx context.Context, eng *idem.Engine) error {
-		n, err := eng.Prune(ctx, *batch)
+		n, err := eng.PruneWith(ctx, idem.PruneOptions{Batch: *batch, Rest: *rest})
 		fmt.Fprintf(stdout, "pruned %d records\n", n)
 		return err
 	})

@@ -30,10 +30,15 @@ var predicates = []struct {
 	{"liveness in the expired-record delete", func(q *queries) *string { return &q.deleteExpiredSQL }, "lease_until <= now() AND ", "", "TestExpiredDeleteRechecksLiveness"},
 	{"recovery point in the expired-record delete", func(q *queries) *string { return &q.deleteExpiredSQL }, " AND recovery_point = ''", "", "TestHalfDoneRecordOutlivesRetention/claim_path"},
 	{"recovery point in release", func(q *queries) *string { return &q.releaseSQL }, " AND recovery_point = $5", " AND $5::text IS NOT NULL", "TestReleaseAfterLostCommitAck"},
-	{"retention in the pruner", func(q *queries) *string { return &q.pruneSQL }, "expires_at <= now() AND ", "", "TestPrune"},
+	{"retention in the pruner's bound", func(q *queries) *string { return &q.pruneBoundSQL }, " AND expires_at <= now()", "", "TestPrune"},
 	{"lease in the pruner", func(q *queries) *string { return &q.pruneSQL }, "lease_until <= now() AND ", "", "TestPrune"},
-	{"recovery point in the pruner", func(q *queries) *string { return &q.pruneSQL }, " AND recovery_point = ''", "", "TestHalfDoneRecordOutlivesRetention/pruner"},
-	{"skipping locked rows in the pruner", func(q *queries) *string { return &q.pruneSQL }, " SKIP LOCKED", "", "TestPruneSkipsLockedBatch"},
+	{"recovery point in the pruner", func(q *queries) *string { return &q.pruneSQL }, " AND recovery_point = ''", "", "TestPrune"},
+	{"the pruner's batch bound", func(q *queries) *string { return &q.pruneSQL }, " AND expires_at < $2", " AND $2::timestamptz IS NOT NULL", "TestPruneBatches"},
+	{"the pruner's bounded wait for held rows", func(q *queries) *string { return &q.pruneSQL }, "set_config('lock_timeout', $3, true)", "$3::text", "TestPruneSkipsLockedBatch/spread"},
+	{"retention in the pruner's skipping batch", func(q *queries) *string { return &q.pruneSkippingSQL }, "expires_at <= now() AND ", "", "TestPruneSkipsLockedBatch"},
+	{"lease in the pruner's skipping batch", func(q *queries) *string { return &q.pruneSkippingSQL }, "lease_until <= now() AND ", "", "TestPruneSkipsLockedBatch"},
+	{"recovery point in the pruner's skipping batch", func(q *queries) *string { return &q.pruneSkippingSQL }, " AND recovery_point = ''", "", "TestHalfDoneRecordOutlivesRetention/pruner"},
+	{"skipping locked rows in the pruner", func(q *queries) *string { return &q.pruneSkippingSQL }, " SKIP LOCKED", "", "TestPruneSkipsLockedBatch/spread"},
 }
 
 const mutantEnv = "IDEMGEN_SQL_MUTANT"

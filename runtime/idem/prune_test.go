@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgen/idemgen/idemtest"
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
-// seed inserts n completed records; old ones are past retention.
+// seed inserts n completed records; old ones are past retention. They all
+// expire at the same instant, as records completed in one microsecond do.
 func (e *env) seed(prefix string, n int, old bool) {
 	e.t.Helper()
 	expires := "now() + interval '1 hour'"
@@ -23,16 +25,40 @@ SELECT 'ns', 't', $1 || g, 'op', '\x00', 'completed', `+expires+`, 200, '{}', ''
 FROM generate_series(1, $2) g`, prefix, n)
 }
 
+// seedSpread inserts n completed records, each expiring a millisecond
+// before the previous one: prefix1 is the youngest. Old ones are past
+// retention (the youngest by a second), the others expire within the hour.
+func (e *env) seedSpread(prefix string, n int, old bool) {
+	e.t.Helper()
+	youngest := "now() + interval '1 hour'"
+	if old {
+		youngest = "now() - interval '1 second'"
+	}
+	e.exec(`INSERT INTO `+e.schema+`.records (namespace, scope, key, operation, fingerprint, state, expires_at,
+    response_status, response_headers, response_body)
+SELECT 'ns', 't', $1 || g, 'op', '\x00', 'completed', `+youngest+` - g * interval '1 millisecond', 200, '{}', ''
+FROM generate_series(1, $2) g`, prefix, n)
+}
+
+// unfreeable inserts two records past retention (expiring ago) that no
+// pruner may delete: "live", whose owner's lease runs, and "half", whose
+// lease ran out with a phase committed.
+func (e *env) unfreeable(ago string) {
+	e.t.Helper()
+	e.exec(`INSERT INTO `+e.schema+`.records (namespace, scope, key, operation, fingerprint, state, owner_token, lease_until, expires_at, recovery_point)
+VALUES ('ns', 't', 'live', 'op', '\x00', 'claimed', gen_random_uuid(), now() + interval '1 minute', now() - $1::interval, ''),
+       ('ns', 't', 'half', 'op', '\x00', 'claimed', gen_random_uuid(), now() - interval '1 minute', now() - $1::interval - interval '1 microsecond', 'charge')`, ago)
+}
+
 // TestPrune: records past retention go, younger ones stay, claimed records
 // with a live lease stay, and claims proceed while the pruner runs.
 func TestPrune(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	e.seed("old-", 5000, true)
-	e.seed("young-", 300, false)
-	// An old record whose owner is still live must not be pruned.
-	e.exec(`INSERT INTO ` + e.schema + `.records (namespace, scope, key, operation, fingerprint, state, owner_token, lease_until, expires_at)
-VALUES ('ns', 't', 'live', 'op', '\x00', 'claimed', gen_random_uuid(), now() + interval '1 minute', now() - interval '1 second')`)
+	e.seedSpread("old-", 5000, true)
+	e.seedSpread("young-", 300, false)
+	// Amid the old records, two the pruner must keep.
+	e.unfreeable("3 seconds")
 
 	var wg sync.WaitGroup
 	var pruned int64
@@ -55,40 +81,106 @@ VALUES ('ns', 't', 'live', 'op', '\x00', 'claimed', gen_random_uuid(), now() + i
 	if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE key LIKE 'old-%'`); n != 0 {
 		t.Fatalf("%d old records remain", n)
 	}
-	if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE key LIKE 'young-%' OR key = 'live'`); n != 301 {
-		t.Fatalf("%d young or live records remain, want 301", n)
+	if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE key LIKE 'young-%' OR key IN ('live', 'half')`); n != 302 {
+		t.Fatalf("%d young or unfreeable records remain, want 302", n)
 	}
 }
 
-// TestPruneSkipsLockedBatch: a batch held by another pruner (or a claim
-// waiting on one of its keys) does not stop this pruner, and a claim of a
-// key outside the held batch is not blocked by it.
+// TestPruneSkipsLockedBatch: rows held by another pruner's batch (or by a
+// claim deleting an expired record) do not stop this pruner, whether they
+// lie in the middle of the backlog or fill a batch that expires in one
+// instant; what is not freeable stays; and a claim of a key outside the
+// held rows is not blocked by them.
 func TestPruneSkipsLockedBatch(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		seed func(e *env)
+	}{
+		{"spread", func(e *env) { e.seedSpread("old-", 200, true) }},
+		{"one instant", func(e *env) { e.seed("old-", 200, true) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := context.Background()
+			tc.seed(e)
+			e.seed("young-", 20, false)
+			// Among the held rows, two that are not freeable.
+			e.unfreeable("1100 milliseconds")
+			held, err := e.pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer held.Rollback(ctx)
+			// Another pruner's batch: 50 rows in the middle of the backlog,
+			// locked and not yet deleted.
+			if _, err := held.Exec(ctx, `SELECT 1 FROM `+e.schema+`.records WHERE key IN (SELECT 'old-' || g FROM generate_series(76, 125) g) FOR UPDATE`); err != nil {
+				t.Fatal(err)
+			}
+			// A pruner that waited for the held rows would wait for this test.
+			waiting, cancel := context.WithTimeout(ctx, 10*time.Second)
+			n, err := e.eng.Prune(waiting, 30)
+			cancel()
+			if err != nil || n != 150 {
+				t.Fatalf("Prune beside a held batch = %d, %v; want the 150 unlocked rows", n, err)
+			}
+			if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE key LIKE 'young-%' OR key IN ('live', 'half')`); n != 22 {
+				t.Fatalf("%d young or unfreeable records remain, want 22", n)
+			}
+			// A fresh claim while the batch is still held goes through.
+			if _, err := idem.Run(ctx, e.eng, payOp, request("t", "fresh", "b"), twoPhases("x")); err != nil {
+				t.Fatal(err)
+			}
+			held.Rollback(ctx)
+			if n, err := e.eng.Prune(ctx, 30); err != nil || n != 50 {
+				t.Fatalf("second Prune = %d, %v; want 50", n, err)
+			}
+		})
+	}
+}
+
+// TestPruneBatches: a batch deletes at most its size, whether the records
+// expire one by one or many in one instant.
+func TestPruneBatches(t *testing.T) {
+	var mu sync.Mutex
+	var batches []int64
+	te := idemtest.New(t, idem.Options{Observer: idem.ObserverFunc(func(ev idem.Event) {
+		if ev.Kind == idem.EventPruned {
+			mu.Lock()
+			batches = append(batches, ev.Count)
+			mu.Unlock()
+		}
+	})})
+	e := &env{t: t, pool: te.Pool, schema: te.Schema, eng: te.Engine}
+	e.seedSpread("spread-", 1000, true)
+	e.seed("instant-", 500, true)
+	e.seed("young-", 10, false)
+	n, err := e.eng.Prune(context.Background(), 100)
+	if err != nil || n != 1500 {
+		t.Fatalf("Prune = %d, %v; want 1500", n, err)
+	}
+	var sum int64
+	for _, b := range batches {
+		if b > 100 {
+			t.Errorf("a batch deleted %d records; the batch size is 100", b)
+		}
+		sum += b
+	}
+	if sum != 1500 || len(batches) < 15 {
+		t.Fatalf("batches %v: want 1500 records in at least 15 batches", batches)
+	}
+}
+
+// TestPruneWithRest: a pruner that rests between batches still deletes
+// every freeable record, and a negative rest is refused before anything
+// is deleted.
+func TestPruneWithRest(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	e.seed("old-", 200, true)
-	held, err := e.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
+	e.seedSpread("old-", 300, true)
+	if n, err := e.eng.PruneWith(ctx, idem.PruneOptions{Batch: 50, Rest: -1}); err == nil || n != 0 {
+		t.Fatalf("PruneWith(Rest: -1) = %d, %v; want an error and nothing deleted", n, err)
 	}
-	defer held.Rollback(ctx)
-	// Another pruner's batch: the first 50 rows, locked and not yet deleted.
-	if _, err := held.Exec(ctx, `SELECT 1 FROM `+e.schema+`.records WHERE key IN (SELECT 'old-' || g FROM generate_series(1, 50) g) FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
-	// A pruner that waited for the held rows would wait for this test.
-	waiting, cancel := context.WithTimeout(ctx, 10*time.Second)
-	n, err := e.eng.Prune(waiting, 30)
-	cancel()
-	if err != nil || n != 150 {
-		t.Fatalf("Prune beside a held batch = %d, %v; want the 150 unlocked rows", n, err)
-	}
-	// A fresh claim while the batch is still held goes through.
-	if _, err := idem.Run(ctx, e.eng, payOp, request("t", "fresh", "b"), twoPhases("x")); err != nil {
-		t.Fatal(err)
-	}
-	held.Rollback(ctx)
-	if n, err := e.eng.Prune(ctx, 30); err != nil || n != 50 {
-		t.Fatalf("second Prune = %d, %v; want 50", n, err)
+	if n, err := e.eng.PruneWith(ctx, idem.PruneOptions{Batch: 50, Rest: 0.5}); err != nil || n != 300 {
+		t.Fatalf("PruneWith(Rest: 0.5) = %d, %v; want 300", n, err)
 	}
 }
