@@ -37,6 +37,8 @@ func main() {
 	flag.IntVar(&cfg.rate, "rate", cfg.rate, "claims a second offered before and while the pruner runs")
 	flag.DurationVar(&cfg.window, "window", cfg.window, "how long each latency measurement runs")
 	flag.IntVar(&cfg.batch, "batch", cfg.batch, "the pruner's batch size (records per transaction)")
+	flag.IntVar(&cfg.rounds, "rounds", cfg.rounds, "prune rounds, each loading -expired records; their claims are pooled for the p99s")
+	flag.Float64Var(&cfg.rest, "rest", cfg.rest, "the pruner's rest after each batch, as a multiple of the batch's time (idem.PruneOptions.Rest)")
 	sweep := flag.String("sweep", joinInts(cfg.sweep), "client counts of the saturation sweep, comma-separated (empty: no sweep)")
 	flag.IntVar(&cfg.held, "held", cfg.held, "executions held open while their leases are refreshed")
 	flag.IntVar(&cfg.fillfactor, "fillfactor", 0, "the records table's fillfactor, to compare settings (0: the migrations')")
@@ -67,6 +69,12 @@ func main() {
 	}
 	if cfg.sweep, err = parseInts(*sweep); err != nil {
 		fail(fmt.Errorf("-sweep: %w", err))
+	}
+	if cfg.rounds < 1 {
+		fail(fmt.Errorf("-rounds %d: want at least 1", cfg.rounds))
+	}
+	if cfg.rest < 0 {
+		fail(fmt.Errorf("-rest %v: want 0 or more", cfg.rest))
 	}
 	// Stopped early, it still stops the cluster it started and removes it.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -28,6 +28,8 @@ func TestSmallRun(t *testing.T) {
 		rate:    500,
 		window:  300 * time.Millisecond,
 		batch:   500,
+		rounds:  2,
+		rest:    0.5,
 		sweep:   []int{1, 3},
 		held:    6,
 		lease:   time.Second,
@@ -55,8 +57,11 @@ func TestSmallRun(t *testing.T) {
 	if rep.Claims[2].Records < 5000 {
 		t.Errorf("the last latency figure ran on %d records; want at least 5000", rep.Claims[2].Records)
 	}
-	if rep.Prune.Deleted != int64(cfg.expired) || rep.Prune.During.Claims == 0 || rep.Prune.Before.Claims == 0 {
-		t.Errorf("prune: %+v; want all %d expired records deleted, with claims before and during", rep.Prune, cfg.expired)
+	if rep.Prune.Deleted != int64(cfg.rounds*cfg.expired) || rep.Prune.During.Claims == 0 || rep.Prune.Before.Claims == 0 {
+		t.Errorf("prune: %+v; want all %d expired records of %d rounds deleted, with claims before and during", rep.Prune, cfg.rounds*cfg.expired, cfg.rounds)
+	}
+	if n := strings.Count(out.String(), "\n   round "); n != cfg.rounds {
+		t.Errorf("%d prune rounds printed; want %d", n, cfg.rounds)
 	}
 	if s := rep.Size; s.Records < 5000 || s.Total <= s.Row || s.Body <= 0 || s.BeyondBody != s.Total-s.Body || len(s.Indexes) != 3 {
 		t.Errorf("bytes per record: %+v", s)
