@@ -19,10 +19,7 @@ func (e *env) seed(prefix string, n int, old bool) {
 	if old {
 		expires = "now() - interval '1 second'"
 	}
-	e.exec(`INSERT INTO `+e.schema+`.records (namespace, scope, key, operation, fingerprint, state, expires_at,
-    response_status, response_headers, response_body)
-SELECT 'ns', 't', $1 || g, 'op', '\x00', 'completed', `+expires+`, 200, '{}', ''
-FROM generate_series(1, $2) g`, prefix, n)
+	e.insertCompleted(prefix, n, expires)
 }
 
 // seedSpread inserts n completed records, each expiring a millisecond
@@ -34,9 +31,16 @@ func (e *env) seedSpread(prefix string, n int, old bool) {
 	if old {
 		youngest = "now() - interval '1 second'"
 	}
+	e.insertCompleted(prefix, n, youngest+" - g * interval '1 millisecond'")
+}
+
+// insertCompleted inserts completed records prefix1 to prefixn, the g-th
+// expiring at the SQL expression expires.
+func (e *env) insertCompleted(prefix string, n int, expires string) {
+	e.t.Helper()
 	e.exec(`INSERT INTO `+e.schema+`.records (namespace, scope, key, operation, fingerprint, state, expires_at,
     response_status, response_headers, response_body)
-SELECT 'ns', 't', $1 || g, 'op', '\x00', 'completed', `+youngest+` - g * interval '1 millisecond', 200, '{}', ''
+SELECT 'ns', 't', $1 || g, 'op', '\x00', 'completed', `+expires+`, 200, '{}', ''
 FROM generate_series(1, $2) g`, prefix, n)
 }
 

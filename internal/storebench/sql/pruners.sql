@@ -10,7 +10,7 @@
 -- the primary key and the index on expires_at of the migrations), 200,000
 -- records expired a millisecond apart, vacuums, checkpoints, and deletes
 -- them all with one statement, committing each batch as Prune does. The
--- three run twice, alternating.
+-- three run twice, alternating (pruners_round.sql is one of each).
 \set ON_ERROR_STOP 1
 SET synchronous_commit = off;
 
@@ -54,23 +54,7 @@ END $$;
 -- Locked, deleted by ctid (PostgreSQL only).
 \set byctid 'WITH b AS (SELECT ctid FROM pruners_r WHERE expires_at >= $1 AND expires_at <= now() ORDER BY expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED), g AS (DELETE FROM pruners_r d WHERE d.ctid = ANY (ARRAY(SELECT ctid FROM b)) RETURNING d.expires_at) SELECT count(*), max(expires_at) FROM g'
 
-:setup
-VACUUM ANALYZE pruners_r; CHECKPOINT;
-CALL pruners_run('range', :'range', :'bound');
-:setup
-VACUUM ANALYZE pruners_r; CHECKPOINT;
-CALL pruners_run('SKIP LOCKED, primary key', :'bykey');
-:setup
-VACUUM ANALYZE pruners_r; CHECKPOINT;
-CALL pruners_run('SKIP LOCKED, ctid', :'byctid');
-:setup
-VACUUM ANALYZE pruners_r; CHECKPOINT;
-CALL pruners_run('range', :'range', :'bound');
-:setup
-VACUUM ANALYZE pruners_r; CHECKPOINT;
-CALL pruners_run('SKIP LOCKED, primary key', :'bykey');
-:setup
-VACUUM ANALYZE pruners_r; CHECKPOINT;
-CALL pruners_run('SKIP LOCKED, ctid', :'byctid');
+\ir pruners_round.sql
+\ir pruners_round.sql
 DROP TABLE pruners_r;
 DROP PROCEDURE pruners_run;
