@@ -28,6 +28,8 @@ func TestStoreCommands(t *testing.T) {
 		{append([]string{"migrate"}, append(db, "up")...), 0, "applied []; now at version 3"},
 		{append([]string{"inspect"}, append(db, "-operation", "op", "-key", "k")...), 1, `no record for operation "op"`},
 		{append([]string{"prune"}, db...), 0, "pruned 0 records"},
+		{append([]string{"prune"}, append(db, "-rest", "1")...), 0, "pruned 0 records"},
+		{append([]string{"prune"}, append(db, "-rest", "-1")...), 1, "-rest -1: want 0 or more"},
 		{append([]string{"abandoned"}, append(db, "-stuck")...), 0, "0 abandoned claim(s)"},
 		{append([]string{"resolve"}, append(db, "-operation", "op", "-key", "k")...), 2, "Nothing happens without -delete or -complete"},
 		{append([]string{"resolve"}, append(db, "-operation", "op", "-key", "k", "-delete", "-complete")...), 2, "usage: idemgen resolve"},
