@@ -30,7 +30,7 @@ var predicates = []struct {
 	{"liveness in the expired-record delete", func(q *queries) *string { return &q.deleteExpiredSQL }, "lease_until <= now() AND ", "", "TestExpiredDeleteRechecksLiveness"},
 	{"recovery point in the expired-record delete", func(q *queries) *string { return &q.deleteExpiredSQL }, " AND recovery_point = ''", "", "TestHalfDoneRecordOutlivesRetention/claim_path"},
 	{"recovery point in release", func(q *queries) *string { return &q.releaseSQL }, " AND recovery_point = $5", " AND $5::text IS NOT NULL", "TestReleaseAfterLostCommitAck"},
-	{"retention in the pruner's bound", func(q *queries) *string { return &q.pruneBoundSQL }, " AND expires_at <= now()", "", "TestPrune"},
+	{"retention in the pruner", func(q *queries) *string { return &q.pruneSQL }, "expires_at <= now()", "true", "TestPrune"},
 	{"lease in the pruner", func(q *queries) *string { return &q.pruneSQL }, "lease_until <= now() AND ", "", "TestPrune"},
 	{"recovery point in the pruner", func(q *queries) *string { return &q.pruneSQL }, " AND recovery_point = ''", "", "TestPrune"},
 	{"the pruner's batch bound", func(q *queries) *string { return &q.pruneSQL }, " AND expires_at < $2", " AND $2::timestamptz IS NOT NULL", "TestPruneBatches"},
@@ -39,6 +39,13 @@ var predicates = []struct {
 	{"lease in the pruner's skipping batch", func(q *queries) *string { return &q.pruneSkippingSQL }, "lease_until <= now() AND ", "", "TestPruneSkipsLockedBatch"},
 	{"recovery point in the pruner's skipping batch", func(q *queries) *string { return &q.pruneSkippingSQL }, " AND recovery_point = ''", "", "TestHalfDoneRecordOutlivesRetention/pruner"},
 	{"skipping locked rows in the pruner", func(q *queries) *string { return &q.pruneSkippingSQL }, " SKIP LOCKED", "", "TestPruneSkipsLockedBatch/spread"},
+}
+
+// alsoIn names, for a predicate that two statements hold so that either
+// alone keeps records safe, the other statement, where the mutant removes
+// every occurrence too.
+var alsoIn = map[string]func(q *queries) *string{
+	"retention in the pruner": func(q *queries) *string { return &q.pruneBoundSQL },
 }
 
 const mutantEnv = "IDEMGEN_SQL_MUTANT"
@@ -53,6 +60,10 @@ func init() {
 			sqlMutant = func(q *queries) {
 				s := p.statement(q)
 				*s = strings.Replace(*s, p.predicate, p.stand, 1)
+				if other, ok := alsoIn[p.name]; ok {
+					s := other(q)
+					*s = strings.ReplaceAll(*s, p.predicate, p.stand)
+				}
 			}
 		}
 	}

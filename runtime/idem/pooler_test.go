@@ -85,4 +85,13 @@ func TestNoSessionStateLeft(t *testing.T) {
 			t.Fatalf("run %d left session state behind:\nbefore %s\nafter  %s", i, before, after)
 		}
 	}
+	// The pruner's range batches set synchronous_commit and lock_timeout
+	// for their own transaction only.
+	e.seedSpread("old-", 120, true)
+	if n, err := eng.Prune(ctx, 50); err != nil || n != 120 {
+		t.Fatalf("Prune = %d, %v; want 120", n, err)
+	}
+	if after := settings(t, pool); after != before {
+		t.Fatalf("Prune left session state behind:\nbefore %s\nafter  %s", before, after)
+	}
 }

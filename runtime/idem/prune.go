@@ -2,11 +2,9 @@ package idem
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"math"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Prune deletes records past their retention, oldest first, at most batch
@@ -21,9 +19,10 @@ type PruneOptions struct {
 	// Batch is the most records one transaction deletes (default 1000).
 	Batch int
 	// Rest is how long the pruner pauses after each batch, as a multiple of
-	// the time the batch took: 1 prunes at about half its full pace and
-	// leaves the database's WAL and CPU to claims half of the time. 0
-	// prunes at full pace. docs/operations.md has measured figures.
+	// the time the batch took: with 1 the pruner runs at most half of the
+	// time and leaves the database's WAL and CPU to claims in between
+	// (measured beside claims, it pruned at a third of its full pace:
+	// docs/operations.md). 0 prunes at full pace.
 	Rest float64
 }
 
@@ -34,7 +33,7 @@ type PruneOptions struct {
 // A batch is one range of expires_at, deleted by one scan of its index.
 // Where a row of the range is held by another transaction (another
 // pruner's batch, a claim of the same key), the batch waits at most
-// pruneLockWait, then locks its rows with SKIP LOCKED instead, so many
+// pruneLockWait for it, then locks its rows with SKIP LOCKED instead, so many
 // processes can prune at once, and a claim of the same key waits for at
 // most one batch's transaction. A claimed record is deleted only once its
 // lease has also expired and only if no phase of it committed: a running
@@ -47,8 +46,8 @@ func (e *Engine) PruneWith(ctx context.Context, o PruneOptions) (int64, error) {
 	if batch <= 0 {
 		batch = 1000
 	}
-	if o.Rest < 0 {
-		return 0, fmt.Errorf("idem: prune: Rest %v is negative", o.Rest)
+	if !(o.Rest >= 0) || math.IsInf(o.Rest, 1) {
+		return 0, fmt.Errorf("idem: prune: Rest %v: want a finite number, 0 or more", o.Rest)
 	}
 	var total int64
 	// Each batch starts at the expires_at where the previous one ended.
@@ -88,36 +87,40 @@ func (e *Engine) PruneWith(ctx context.Context, o PruneOptions) (int64, error) {
 	}
 }
 
-// pruneLockWait is how long a batch waits for a row another transaction
-// holds before it skips the held rows instead (pruneSQL's lock_timeout).
+// pruneLockWait is how long a batch waits for any one row another
+// transaction holds before it skips the held rows instead (pruneSQL's
+// lock_timeout).
 const pruneLockWait = "20ms"
 
 // pruneBatch deletes one batch from the expires_at from on. It returns how
 // many records it deleted, where the next batch starts (nil: where it
 // was), and whether this was the last batch.
 func (e *Engine) pruneBatch(ctx context.Context, batch int, from time.Time) (n int64, next *time.Time, last bool, err error) {
-	var upto time.Time
-	err = e.pool.QueryRow(ctx, e.q.pruneBoundSQL, batch, from).Scan(&upto)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		// The last batch: at most batch records are left.
-		return e.pruneSkipping(ctx, batch, from)
-	case err != nil:
+	var first, upto *time.Time
+	if err := e.pool.QueryRow(ctx, e.q.pruneBoundSQL, batch, from).Scan(&first, &upto); err != nil {
 		return 0, nil, false, err
-	case upto.Equal(from):
-		// More than a batch expires at from itself: a range cannot split
-		// them.
-		return e.pruneSkipping(ctx, batch, from)
 	}
-	err = e.pool.QueryRow(ctx, e.q.pruneSQL, from, upto, pruneLockWait).Scan(&n)
+	switch {
+	case first == nil:
+		// Nothing past its retention is left.
+		return 0, nil, true, nil
+	case upto == nil:
+		// The last batch: at most batch records are left.
+		return e.pruneSkipping(ctx, batch, *first)
+	case upto.Equal(*first):
+		// More than a batch expires in one instant: a range cannot split
+		// them.
+		return e.pruneSkipping(ctx, batch, *first)
+	}
+	err = e.pool.QueryRow(ctx, e.q.pruneSQL, *first, *upto, pruneLockWait).Scan(&n)
 	if sqlState(err) == lockNotAvailable {
 		// A row of the range is held: this batch skips what is held.
-		return e.pruneSkipping(ctx, batch, from)
+		return e.pruneSkipping(ctx, batch, *first)
 	}
 	if err != nil {
 		return 0, nil, false, err
 	}
-	return n, &upto, false, nil
+	return n, upto, false, nil
 }
 
 // pruneSkipping deletes the oldest batch freeable records from from on

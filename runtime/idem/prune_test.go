@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -175,14 +176,17 @@ func TestPruneBatches(t *testing.T) {
 }
 
 // TestPruneWithRest: a pruner that rests between batches still deletes
-// every freeable record, and a negative rest is refused before anything
+// every freeable record, and a rest that is negative or not a finite
+// number is refused before anything
 // is deleted.
 func TestPruneWithRest(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	e.seedSpread("old-", 300, true)
-	if n, err := e.eng.PruneWith(ctx, idem.PruneOptions{Batch: 50, Rest: -1}); err == nil || n != 0 {
-		t.Fatalf("PruneWith(Rest: -1) = %d, %v; want an error and nothing deleted", n, err)
+	for _, rest := range []float64{-1, math.NaN(), math.Inf(1)} {
+		if n, err := e.eng.PruneWith(ctx, idem.PruneOptions{Batch: 50, Rest: rest}); err == nil || n != 0 {
+			t.Fatalf("PruneWith(Rest: %v) = %d, %v; want an error and nothing deleted", rest, n, err)
+		}
 	}
 	if n, err := e.eng.PruneWith(ctx, idem.PruneOptions{Batch: 50, Rest: 0.5}); err != nil || n != 300 {
 		t.Fatalf("PruneWith(Rest: 0.5) = %d, %v; want 300", n, err)

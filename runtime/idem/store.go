@@ -69,12 +69,7 @@ const fence = ` WHERE namespace = $1 AND scope = $2 AND key = $3 AND owner_token
 // or claimed by nobody live with no committed phase. A record with a
 // recovery point is never freed, whatever its age: its committed phases
 // would run again.
-const freeable = `expires_at <= now() AND ` + released
-
-// released is freeable without the retention: completed, or claimed by
-// nobody live with no committed phase. The pruner's range implies the
-// retention (pruneBoundSQL).
-const released = `(state = 'completed' OR (lease_until <= now() AND recovery_point = ''))`
+const freeable = `expires_at <= now() AND (state = 'completed' OR (lease_until <= now() AND recovery_point = ''))`
 
 // Lease and retention arithmetic uses clock_timestamp(), not the
 // transaction's start, and never moves lease_until backwards: a commit at
@@ -131,40 +126,46 @@ RETURNING recovery_point, phase_state, key_derivation`,
 		yieldSQL:   `UPDATE ` + t + ` SET lease_until = now()` + fence,
 		refreshSQL: `UPDATE ` + t + ` SET ` + fmt.Sprintf(extendLease, 5) + fence,
 		// The pruner's batches (prune.go). A batch is the records whose
-		// expires_at lies in [$1, $2): $1 where the previous batch ended, $2
-		// the expires_at of the record $1 places further among those past
-		// their retention (pruneBoundSQL, an index-only walk). pruneSQL then
-		// deletes the released records of the range by one scan of the index
-		// on expires_at: no lookup by primary key, no row lock before the
-		// delete (each would write its own WAL record), no ctid, so it runs
-		// unchanged on the distributed engines of docs/scaling.md. The bounds
-		// are parameters, not a subquery, so that the planner knows the
-		// range is small: with a bound it cannot see, it estimated the whole
-		// backlog and scanned the table. Starting where the previous batch
-		// ended, a batch never walks the index entries of the rows deleted
-		// before it, which stay until vacuum.
+		// expires_at lies in [$1, $2). pruneBoundSQL finds both ends by an
+		// index-only walk from where the previous batch ended: the first
+		// record past its retention, and the one $1 places after it.
+		// pruneSQL then deletes the freeable records of the range by one
+		// scan of the index on expires_at: no lookup by primary key, no
+		// separate row lock (each would write its own WAL record), no ctid,
+		// so it runs unchanged on the distributed engines of
+		// docs/scaling.md. The bounds are parameters, not a subquery, so
+		// that the planner knows the range is small: with a bound it could
+		// not see, it estimated the whole backlog and scanned the table; and
+		// the range starts at a live record, not where statistics gathered
+		// before the last prune still count deleted ones. Starting where the
+		// previous batch ended, a batch never walks the index entries of
+		// the rows deleted before it, which stay until vacuum. The retention
+		// is in both statements: the bound's ends the walk, the delete's
+		// does not trust a bound from another statement.
 		//
 		// A row another transaction holds (another pruner, a claim deleting
 		// the expired record of its key, an operator) would make the delete
-		// wait; after lock_timeout ($3) it fails with lock_not_available and
-		// Prune runs pruneSkippingSQL for the batch instead, which skips held
-		// rows. So does the last batch (no bound: fewer than $1+1 records
-		// left) and a batch whose records all expire in one instant ($2 =
-		// $1, an empty range).
+		// wait; a wait past lock_timeout ($3) fails the statement with
+		// lock_not_available, and Prune runs pruneSkippingSQL for the batch
+		// instead, which skips held rows. So does the last batch (no upper
+		// bound: at most $1 records left) and a batch whose records all
+		// expire in one instant ($2 = $1, an empty range).
 		//
 		// A batch commits without waiting for its WAL to reach the disk: a
 		// batch lost in a crash leaves expired records that the next prune
 		// deletes, and any later durable commit (a new claim of a deleted
 		// key among them) flushes the WAL that holds the batch, which comes
 		// before it.
-		pruneBoundSQL: `SELECT expires_at FROM ` + t + `
-WHERE expires_at >= $2 AND expires_at <= now()
-ORDER BY expires_at OFFSET $1 LIMIT 1`,
+		pruneBoundSQL: `SELECT
+    (SELECT expires_at FROM ` + t + ` WHERE expires_at >= $2 AND expires_at <= now()
+     ORDER BY expires_at LIMIT 1),
+    (SELECT expires_at FROM ` + t + ` WHERE expires_at >= $2 AND expires_at <= now()
+     ORDER BY expires_at OFFSET $1 LIMIT 1)`,
 		pruneSQL: `WITH settings AS (
     SELECT set_config('synchronous_commit', 'off', true) AS async, set_config('lock_timeout', $3, true) AS wait),
 gone AS (
     DELETE FROM ` + t + `
-    WHERE expires_at >= $1 AND expires_at < $2 AND ` + released + `
+    WHERE expires_at >= $1 AND expires_at < $2 AND ` + freeable + `
         AND (SELECT wait FROM settings) IS NOT NULL
     RETURNING 1)
 SELECT count(*) FROM gone`,
