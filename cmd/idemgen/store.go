@@ -124,7 +124,7 @@ func runPrune(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("prune", stderr)
 	db := addDBFlags(fs)
 	batch := fs.Int("batch", 1000, "records deleted per transaction")
-	rest := fs.Float64("rest", 0, "pause after each batch, as a multiple of the time the batch took (1: about half the pace, leaving the database to claims half of the time)")
+	rest := fs.Float64("rest", 0, "pause after each batch, as a multiple of the time the batch took (1: the pruner runs at most half of the time, leaving the database to claims in between)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

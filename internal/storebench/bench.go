@@ -619,7 +619,7 @@ func (b *bench) prune(ctx context.Context, w io.Writer) (pruneFigure, error) {
 	var before, during []sample
 	var beforeTime time.Duration
 	for r := range b.cfg.rounds {
-		rf, bs, ds, err := b.pruneRound(ctx, r)
+		rf, bs, ds, bt, err := b.pruneRound(ctx, r)
 		if err != nil {
 			return f, err
 		}
@@ -627,20 +627,26 @@ func (b *bench) prune(ctx context.Context, w io.Writer) (pruneFigure, error) {
 		f.Deleted += rf.Deleted
 		f.Elapsed += rf.Elapsed
 		before, during = append(before, bs...), append(during, ds...)
-		beforeTime += b.cfg.window
+		beforeTime += bt
 	}
+	f.summarise(before, beforeTime, during)
+	return f, nil
+}
+
+// summarise fills in the rates and latencies of f from its Deleted and
+// Elapsed and the claims before (over beforeTime) and during the prune.
+func (f *pruneFigure) summarise(before []sample, beforeTime time.Duration, during []sample) {
 	f.PerSec = float64(f.Deleted) / f.Elapsed.Seconds()
 	f.Before, f.During = summarise(before, beforeTime), summarise(during, f.Elapsed)
 	if f.Before.P99 > 0 {
 		f.P99Ratio = float64(f.During.P99) / float64(f.Before.P99)
 	}
-	return f, nil
 }
 
 // pruneRound loads expired records, runs claims for a window, then prunes
-// while the claims continue. It returns the round's figure and its claims
-// before and during the prune.
-func (b *bench) pruneRound(ctx context.Context, round int) (f pruneFigure, before, during []sample, err error) {
+// while the claims continue. It returns the round's figure, its claims
+// before and during the prune, and how long the claims ran before it.
+func (b *bench) pruneRound(ctx context.Context, round int) (f pruneFigure, before, during []sample, beforeTime time.Duration, err error) {
 	f = pruneFigure{Batch: b.cfg.batch, Rest: b.cfg.rest, Rate: b.cfg.rate, Rounds: 1}
 	// Expired a day after they completed, within the hour before the run.
 	// Their keys and expires_at are older than any live record's, so they
@@ -650,11 +656,11 @@ func (b *bench) pruneRound(ctx context.Context, round int) (f pruneFigure, befor
 	first := loadedBase + b.loaded + int64(round*b.cfg.expired) + 1
 	if _, err := b.load(ctx, "expired records", first, first+int64(b.cfg.expired)-1,
 		&start, time.Hour/time.Duration(max(b.cfg.expired, 1))); err != nil {
-		return f, nil, nil, err
+		return f, nil, nil, 0, err
 	}
 	var live int64
 	if err := b.admin.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.records WHERE expires_at > now()`).Scan(&live); err != nil {
-		return f, nil, nil, err
+		return f, nil, nil, 0, err
 	}
 	stop := make(chan struct{})
 	type result struct {
@@ -677,10 +683,10 @@ func (b *bench) pruneRound(ctx context.Context, round int) (f pruneFigure, befor
 	close(stop)
 	res := <-done
 	if perr != nil {
-		return f, nil, nil, perr
+		return f, nil, nil, 0, perr
 	}
 	if res.err != nil {
-		return f, nil, nil, res.err
+		return f, nil, nil, 0, res.err
 	}
 	for _, s := range res.samples {
 		switch {
@@ -691,21 +697,18 @@ func (b *bench) pruneRound(ctx context.Context, round int) (f pruneFigure, befor
 		}
 	}
 	f.Deleted, f.Elapsed = n, pruneEnd.Sub(pruneStart)
-	f.PerSec = float64(n) / f.Elapsed.Seconds()
-	f.Before, f.During = summarise(before, pruneStart.Sub(began)), summarise(during, f.Elapsed)
-	if f.Before.P99 > 0 {
-		f.P99Ratio = float64(f.During.P99) / float64(f.Before.P99)
-	}
+	beforeTime = pruneStart.Sub(began)
+	f.summarise(before, beforeTime, during)
 	// Nothing live may have gone: the live records and every claim made
 	// since remain.
 	var remaining int64
 	if err := b.admin.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.records`).Scan(&remaining); err != nil {
-		return f, nil, nil, err
+		return f, nil, nil, 0, err
 	}
 	if want := live + int64(len(res.samples)); remaining < want {
-		return f, nil, nil, fmt.Errorf("the pruner deleted live records: %d remain, want at least %d", remaining, want)
+		return f, nil, nil, 0, fmt.Errorf("the pruner deleted live records: %d remain, want at least %d", remaining, want)
 	}
-	return f, before, during, nil
+	return f, before, during, beforeTime, nil
 }
 
 func (f pruneFigure) String() string {
