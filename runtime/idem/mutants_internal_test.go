@@ -45,7 +45,7 @@ var predicates = []struct {
 // alone keeps records safe, the other statement, where the mutant removes
 // every occurrence too.
 var alsoIn = map[string]func(q *queries) *string{
-	"retention in the pruner": func(q *queries) *string { return &q.pruneBoundSQL },
+	"retention in the pruner": func(q *queries) *string { return &q.pruneBoundsSQL },
 }
 
 const mutantEnv = "IDEMGEN_SQL_MUTANT"

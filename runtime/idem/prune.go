@@ -2,14 +2,17 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Prune deletes records past their retention, oldest first, at most batch
-// rows per transaction, until none remain or ctx ends: PruneWith with no
-// rest between batches.
+// rows per transaction, until none remain or ctx ends: PruneWith at full
+// pace, with no rest between round trips.
 func (e *Engine) Prune(ctx context.Context, batch int) (int64, error) {
 	return e.PruneWith(ctx, PruneOptions{Batch: batch})
 }
@@ -17,12 +20,15 @@ func (e *Engine) Prune(ctx context.Context, batch int) (int64, error) {
 // PruneOptions tune PruneWith.
 type PruneOptions struct {
 	// Batch is the most records one transaction deletes (default 1000).
+	// Beside live claims, smaller batches (100) keep each commit's flush
+	// short: a claim's commit writes out whatever WAL a batch wrote ahead
+	// of it.
 	Batch int
-	// Rest is how long the pruner pauses after each batch, as a multiple of
-	// the time the batch took: with 1 the pruner runs at most half of the
-	// time and leaves the database's WAL and CPU to claims in between
-	// (measured beside claims, it pruned at a third of its full pace:
-	// docs/operations.md). 0 prunes at full pace.
+	// Rest is how long the pruner pauses after each round trip (up to
+	// five batches), as a multiple of the time the round trip took: with 1
+	// the pruner runs at most half of the time and leaves the database's
+	// WAL and CPU to claims in between. 0 prunes at full pace. Batch 100
+	// with Rest 1 is what docs/scaling.md measured beside claims.
 	Rest float64
 }
 
@@ -31,7 +37,8 @@ type PruneOptions struct {
 // it skipped (locked, or not yet freeable) is left for the next prune.
 //
 // A batch is one range of expires_at, deleted by one scan of its index.
-// Where a row of the range is held by another transaction (another
+// One statement finds the ranges of the next five batches, and one round
+// trip deletes them, each in a transaction of its own. Where a row of the range is held by another transaction (another
 // pruner's batch, a claim of the same key), the batch waits at most
 // pruneLockWait for it, then locks its rows with SKIP LOCKED instead, so many
 // processes can prune at once, and a claim of the same key waits for at
@@ -50,20 +57,23 @@ func (e *Engine) PruneWith(ctx context.Context, o PruneOptions) (int64, error) {
 		return 0, fmt.Errorf("idem: prune: Rest %v: want a finite number, 0 or more", o.Rest)
 	}
 	var total int64
-	// Each batch starts at the expires_at where the previous one ended.
+	// Each round trip starts at the expires_at where the previous one
+	// ended.
 	var from time.Time
 	for {
 		began := time.Now()
-		n, next, last, err := e.pruneBatch(ctx, batch, from)
+		counts, next, last, err := e.pruneTrip(ctx, batch, from)
+		for _, n := range counts {
+			total += n
+			if n > 0 {
+				e.observe(ctx, Event{Kind: EventPruned, Count: n})
+			}
+		}
 		if err != nil {
 			return total, fmt.Errorf("idem: prune: %w", err)
 		}
 		if next != nil {
 			from = *next
-		}
-		total += n
-		if n > 0 {
-			e.observe(ctx, Event{Kind: EventPruned, Count: n})
 		}
 		if last {
 			stuck, err := e.countStuck(ctx)
@@ -92,35 +102,97 @@ func (e *Engine) PruneWith(ctx context.Context, o PruneOptions) (int64, error) {
 // lock_timeout).
 const pruneLockWait = "20ms"
 
-// pruneBatch deletes one batch from the expires_at from on. It returns how
-// many records it deleted, where the next batch starts (nil: where it
-// was), and whether this was the last batch.
-func (e *Engine) pruneBatch(ctx context.Context, batch int, from time.Time) (n int64, next *time.Time, last bool, err error) {
-	var first, upto *time.Time
-	if err := e.pool.QueryRow(ctx, e.q.pruneBoundSQL, batch, from).Scan(&first, &upto); err != nil {
-		return 0, nil, false, err
+// pruneTripBatches is how many range batches one round trip carries.
+// A round trip per batch cost the pruner more than the deletes did
+// (docs/scaling.md): with five, small batches (a claim's commit flushes
+// at most one batch's WAL ahead of its own) keep the pruner's pace.
+const pruneTripBatches = 5
+
+// pruneTrip deletes up to pruneTripBatches batches from the expires_at
+// from on: one statement finds their ranges, one round trip deletes
+// them, each batch in a transaction of its own. It returns how many
+// records each committed batch deleted, where the next trip starts (nil:
+// where it was), and whether this was the last trip.
+func (e *Engine) pruneTrip(ctx context.Context, batch int, from time.Time) (counts []int64, next *time.Time, last bool, err error) {
+	rows, err := e.pool.Query(ctx, e.q.pruneBoundsSQL, batch, from, pruneTripBatches)
+	if err != nil {
+		return nil, nil, false, err
 	}
-	switch {
-	case first == nil:
+	bounds, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if len(bounds) == 0 {
 		// Nothing past its retention is left.
-		return 0, nil, true, nil
-	case upto == nil:
-		// The last batch: at most batch records are left.
-		return e.pruneSkipping(ctx, batch, *first)
-	case upto.Equal(*first):
-		// More than a batch expires in one instant: a range cannot split
-		// them.
-		return e.pruneSkipping(ctx, batch, *first)
+		return nil, nil, true, nil
 	}
-	err = e.pool.QueryRow(ctx, e.q.pruneSQL, *first, *upto, pruneLockWait).Scan(&n)
+	// The ranges [bounds[i], bounds[i+1]), up to the first that is empty:
+	// more than a batch expires in one instant there, and a range cannot
+	// split them.
+	ranges := 0
+	for ranges+1 < len(bounds) && bounds[ranges+1].After(bounds[ranges]) {
+		ranges++
+	}
+	if ranges == 0 {
+		// The last batch (at most batch records left), or a batch that
+		// expires in one instant.
+		n, next, last, err := e.pruneSkipping(ctx, batch, bounds[0])
+		return []int64{n}, next, last, err
+	}
+	counts, err = e.pruneRanges(ctx, bounds[:ranges+1])
 	if sqlState(err) == lockNotAvailable {
-		// A row of the range is held: this batch skips what is held.
-		return e.pruneSkipping(ctx, batch, *first)
+		// A row of the next range is held: that batch skips what is held.
+		n, next, last, err := e.pruneSkipping(ctx, batch, bounds[len(counts)])
+		return append(counts, n), next, last, err
 	}
 	if err != nil {
-		return 0, nil, false, err
+		return counts, nil, false, err
 	}
-	return n, upto, false, nil
+	return counts, &bounds[ranges], false, nil
+}
+
+// pruneRanges deletes the freeable records of each range [bounds[i],
+// bounds[i+1]), in a transaction each, sent in one round trip. It returns
+// how many records each committed batch deleted: when a batch fails, the
+// batches before it stand and the rest were not run.
+func (e *Engine) pruneRanges(ctx context.Context, bounds []time.Time) ([]int64, error) {
+	conn, err := e.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	for i := 0; i+1 < len(bounds); i++ {
+		b.Queue(beginSQL)
+		b.Queue(e.q.pruneSQL, bounds[i], bounds[i+1], pruneLockWait)
+		b.Queue(commit)
+	}
+	res := conn.SendBatch(ctx, b)
+	var counts []int64
+	for i := 0; i+1 < len(bounds); i++ {
+		var n int64
+		if _, err = res.Exec(); err != nil {
+			break
+		}
+		if err = res.QueryRow().Scan(&n); err != nil {
+			break
+		}
+		if _, err = res.Exec(); err != nil {
+			break
+		}
+		counts = append(counts, n)
+	}
+	if cerr := res.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
+		// The failed batch's transaction is still open: end it here, or
+		// the pool would throw the connection away.
+		if _, rerr := conn.Exec(ctx, rollbackSQL); rerr != nil {
+			return counts, errors.Join(err, rerr)
+		}
+	}
+	return counts, err
 }
 
 // pruneSkipping deletes the oldest batch freeable records from from on

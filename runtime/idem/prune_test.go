@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -190,5 +191,34 @@ func TestPruneWithRest(t *testing.T) {
 	}
 	if n, err := e.eng.PruneWith(ctx, idem.PruneOptions{Batch: 50, Rest: 0.5}); err != nil || n != 300 {
 		t.Fatalf("PruneWith(Rest: 0.5) = %d, %v; want 300", n, err)
+	}
+}
+
+// TestPruneRoundTrips: one round trip finds the ranges of up to five
+// batches and one deletes them, each batch in a transaction of its own,
+// so small batches do not slow the pruner by a round trip each.
+func TestPruneRoundTrips(t *testing.T) {
+	e := newEnv(t)
+	e.seedSpread("old-", 1000, true)
+	log := &sqlLog{}
+	eng, err := idem.New(tracedPool(t, e.pool, log, e.pool.Config().ConnConfig.DefaultQueryExecMode), idem.Options{Schema: e.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := eng.Prune(context.Background(), 100); err != nil || n != 1000 {
+		t.Fatalf("Prune = %d, %v; want 1000", n, err)
+	}
+	var trips []string
+	for _, l := range strings.Split(log.String(), "\n") {
+		if !strings.HasPrefix(l, "  ") {
+			trips = append(trips, l)
+		}
+	}
+	// Ten batches: the ranges of five and their deletes, the ranges of
+	// four and their deletes, the last batch's start and the batch (no
+	// upper bound), the walk that finds nothing left, and the count of
+	// stuck records.
+	if len(trips) > 8 {
+		t.Errorf("Prune of ten batches took %d round trips, want at most 8:\n%s", len(trips), log)
 	}
 }

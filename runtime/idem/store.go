@@ -32,7 +32,7 @@ type execer interface {
 type queries struct {
 	insertSQL, insertAsyncSQL, readSQL, takeoverSQL, deleteExpiredSQL string
 	advanceSQL, completeSQL, releaseSQL, yieldSQL, refreshSQL         string
-	pruneBoundSQL, pruneSQL, pruneSkippingSQL                         string
+	pruneBoundsSQL, pruneSQL, pruneSkippingSQL                        string
 	// Maintenance: the completer's search (completer.go), the stuck count
 	// (prune.go), an operator's inspection (inspect.go) and resolution
 	// (operator.go).
@@ -126,11 +126,11 @@ RETURNING recovery_point, phase_state, key_derivation`,
 		yieldSQL:   `UPDATE ` + t + ` SET lease_until = now()` + fence,
 		refreshSQL: `UPDATE ` + t + ` SET ` + fmt.Sprintf(extendLease, 5) + fence,
 		// The pruner's batches (prune.go). A batch is the records whose
-		// expires_at lies in [$1, $2). pruneBoundSQL finds both ends by an
-		// index-only walk from where the previous batch ended: the first
-		// record past its retention, and the one $1 places after it.
-		// pruneSQL then deletes the freeable records of the range by one
-		// scan of the index on expires_at: no lookup by primary key, no
+		// expires_at lies in [$1, $2). pruneBoundsSQL finds the ends of the
+		// next $3 batches by one index-only walk from where the previous
+		// ones ended: the first record past its retention, and every $1-th
+		// after it. pruneSQL then deletes the freeable records of a range by
+		// one scan of the index on expires_at: no lookup by primary key, no
 		// separate row lock (each would write its own WAL record), no ctid,
 		// so it runs unchanged on the distributed engines of
 		// docs/scaling.md. The bounds are parameters, not a subquery, so
@@ -140,27 +140,30 @@ RETURNING recovery_point, phase_state, key_derivation`,
 		// before the last prune still count deleted ones. Starting where the
 		// previous batch ended, a batch never walks the index entries of
 		// the rows deleted before it, which stay until vacuum. The retention
-		// is in both statements: the bound's ends the walk, the delete's
-		// does not trust a bound from another statement.
+		// is in both statements: the walk's ends the batches, the delete's
+		// does not trust a bound from another statement. Prune sends the
+		// deletes of the ranges one walk found in one round trip, each in
+		// a transaction of its own.
 		//
 		// A row another transaction holds (another pruner, a claim deleting
 		// the expired record of its key, an operator) would make the delete
 		// wait; a wait past lock_timeout ($3) fails the statement with
 		// lock_not_available, and Prune runs pruneSkippingSQL for the batch
-		// instead, which skips held rows. So does the last batch (no upper
-		// bound: at most $1 records left) and a batch whose records all
-		// expire in one instant ($2 = $1, an empty range).
+		// instead, which skips held rows. So does the last batch (fewer than
+		// $1 records after its start) and a batch whose records all expire
+		// in one instant (an empty range).
 		//
 		// A batch commits without waiting for its WAL to reach the disk: a
 		// batch lost in a crash leaves expired records that the next prune
 		// deletes, and any later durable commit (a new claim of a deleted
 		// key among them) flushes the WAL that holds the batch, which comes
 		// before it.
-		pruneBoundSQL: `SELECT
-    (SELECT expires_at FROM ` + t + ` WHERE expires_at >= $2 AND expires_at <= now()
-     ORDER BY expires_at LIMIT 1),
-    (SELECT expires_at FROM ` + t + ` WHERE expires_at >= $2 AND expires_at <= now()
-     ORDER BY expires_at OFFSET $1 LIMIT 1)`,
+		pruneBoundsSQL: `SELECT expires_at FROM (
+    SELECT expires_at, row_number() OVER (ORDER BY expires_at) AS n FROM (
+        SELECT expires_at FROM ` + t + ` WHERE expires_at >= $2 AND expires_at <= now()
+        ORDER BY expires_at LIMIT $1::integer * $3::integer + 1) AS walk) AS numbered
+WHERE (n - 1) % $1::integer = 0
+ORDER BY expires_at`,
 		pruneSQL: `WITH settings AS (
     SELECT set_config('synchronous_commit', 'off', true) AS async, set_config('lock_timeout', $3, true) AS wait),
 gone AS (
