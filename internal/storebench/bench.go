@@ -49,12 +49,15 @@ func defaults() config {
 		clients: 4,
 		rate:    1000,
 		window:  10 * time.Second,
-		batch:   1000,
-		rounds:  3,
-		sweep:   []int{1, 2, 4, 8, 16, 32, 64},
-		held:    200,
-		lease:   1500 * time.Millisecond,
-		hold:    2200 * time.Millisecond,
+		// The pruner as docs/operations.md has it run beside claims:
+		// small batches, resting as long as each trip took.
+		batch:  100,
+		rest:   1,
+		rounds: 3,
+		sweep:  []int{1, 2, 4, 8, 16, 32, 64},
+		held:   200,
+		lease:  1500 * time.Millisecond,
+		hold:   2200 * time.Millisecond,
 	}
 }
 

@@ -160,11 +160,11 @@ func run() error {
 	bg, stopBG := context.WithCancel(context.Background())
 	defer stopBG()
 	go relay.Run(bg, 200*time.Millisecond)
-	go func() { // prune records past retention
+	go func() { // prune records past retention, at the pace measured beside claims
 		t := time.NewTicker(time.Minute)
 		defer t.Stop()
 		for {
-			if _, err := eng.Prune(bg, 1000); err != nil && bg.Err() == nil {
+			if _, err := eng.PruneWith(bg, idem.PruneOptions{Batch: 100, Rest: 1}); err != nil && bg.Err() == nil {
 				log.Warn("prune", "err", err)
 			}
 			select {
