@@ -34,6 +34,7 @@ var predicates = []struct {
 	{"lease in the pruner", func(q *queries) *string { return &q.pruneSQL }, "lease_until <= now() AND ", "", "TestPrune"},
 	{"recovery point in the pruner", func(q *queries) *string { return &q.pruneSQL }, " AND recovery_point = ''", "", "TestPrune"},
 	{"the pruner's batch bound", func(q *queries) *string { return &q.pruneSQL }, " AND expires_at < $2", " AND $2::timestamptz IS NOT NULL", "TestPruneBatches"},
+	{"the pruner's bound within an instant", func(q *queries) *string { return &q.pruneBoundsSQL }, "lag(expires_at) OVER w = expires_at", "false", "TestPruneBatches/an_instant_across_a_bound"},
 	{"the pruner's bounded wait for held rows", func(q *queries) *string { return &q.pruneSQL }, "set_config('lock_timeout', $3, true)", "$3::text", "TestPruneSkipsLockedBatch/spread"},
 	{"retention in the pruner's skipping batch", func(q *queries) *string { return &q.pruneSkippingSQL }, "expires_at <= now() AND ", "", "TestPruneSkipsLockedBatch"},
 	{"lease in the pruner's skipping batch", func(q *queries) *string { return &q.pruneSkippingSQL }, "lease_until <= now() AND ", "", "TestPruneSkipsLockedBatch"},

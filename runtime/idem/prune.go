@@ -38,15 +38,15 @@ type PruneOptions struct {
 //
 // A batch is one range of expires_at, deleted by one scan of its index.
 // One statement finds the ranges of the next ten batches, and one round
-// trip deletes them, each in a transaction of its own. Where a row of the range is held by another transaction (another
-// pruner's batch, a claim of the same key), the batch waits at most
-// pruneLockWait for it, then locks its rows with SKIP LOCKED instead, so many
-// processes can prune at once, and a claim of the same key waits for at
-// most one batch's transaction. A claimed record is deleted only once its
-// lease has also expired and only if no phase of it committed: a running
-// execution is never pruned under its owner, and a half-done one waits for
-// its owner, a retry, the completer or an operator (see Abandoned), whatever
-// its age. After the last batch, PruneWith reports how many such records
+// trip deletes them, each in a transaction of its own. Where a row of a
+// range is held by another transaction (another pruner's batch, a claim
+// of the same key), the batch waits at most pruneLockWait for it, then
+// locks its rows with SKIP LOCKED instead, so many processes can prune at
+// once, and a claim of the same key waits for at most one batch's
+// transaction. A claimed record is deleted only once its lease has also
+// expired and only if no phase of it committed: a running execution is
+// never pruned under its owner, and a half-done one waits for its owner, a
+// retry, the completer or an operator (see Abandoned), whatever its age. After the last batch, PruneWith reports how many such records
 // are stuck past their retention (EventStuck).
 func (e *Engine) PruneWith(ctx context.Context, o PruneOptions) (int64, error) {
 	batch := o.Batch
@@ -110,6 +110,14 @@ const pruneLockWait = "20ms"
 // batches' WAL ahead of its own) without costing the pruner its pace.
 const pruneTripBatches = 10
 
+// pruneBound is a row of pruneBoundsSQL: where a batch's range starts
+// (and the previous one's ends), and whether the record before it expires
+// in the same instant.
+type pruneBound struct {
+	at   time.Time
+	tied bool
+}
+
 // pruneTrip deletes up to pruneTripBatches batches from the expires_at
 // from on: one statement finds their ranges, one round trip deletes
 // them, each batch in a transaction of its own. It returns how many
@@ -120,7 +128,10 @@ func (e *Engine) pruneTrip(ctx context.Context, batch int, from time.Time) (coun
 	if err != nil {
 		return nil, nil, false, err
 	}
-	bounds, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+	bounds, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (b pruneBound, err error) {
+		err = row.Scan(&b.at, &b.tied)
+		return b, err
+	})
 	if err != nil {
 		return nil, nil, false, err
 	}
@@ -128,29 +139,36 @@ func (e *Engine) pruneTrip(ctx context.Context, batch int, from time.Time) (coun
 		// Nothing past its retention is left.
 		return nil, nil, true, nil
 	}
-	// The ranges [bounds[i], bounds[i+1]), up to the first that is empty:
-	// more than a batch expires in one instant there, and a range cannot
-	// split them.
+	// The ranges [bounds[i], bounds[i+1]), up to the first that is empty
+	// (more than a batch expires in one instant there, and a range cannot
+	// split them) or that starts within an instant (it would also take the
+	// records of that instant before its bound, more than a batch): the
+	// next trip starts there.
 	ranges := 0
-	for ranges+1 < len(bounds) && bounds[ranges+1].After(bounds[ranges]) {
+	for ranges+1 < len(bounds) && bounds[ranges+1].at.After(bounds[ranges].at) &&
+		(ranges == 0 || !bounds[ranges].tied) {
 		ranges++
 	}
 	if ranges == 0 {
 		// The last batch (at most batch records left), or a batch that
 		// expires in one instant.
-		n, next, last, err := e.pruneSkipping(ctx, batch, bounds[0])
+		n, next, last, err := e.pruneSkipping(ctx, batch, bounds[0].at)
 		return []int64{n}, next, last, err
 	}
-	counts, err = e.pruneRanges(ctx, bounds[:ranges+1])
+	ends := make([]time.Time, ranges+1)
+	for i := range ends {
+		ends[i] = bounds[i].at
+	}
+	counts, err = e.pruneRanges(ctx, ends)
 	if sqlState(err) == lockNotAvailable {
 		// A row of the next range is held: that batch skips what is held.
-		n, next, last, err := e.pruneSkipping(ctx, batch, bounds[len(counts)])
+		n, next, last, err := e.pruneSkipping(ctx, batch, ends[len(counts)])
 		return append(counts, n), next, last, err
 	}
 	if err != nil {
 		return counts, nil, false, err
 	}
-	return counts, &bounds[ranges], false, nil
+	return counts, &ends[ranges], false, nil
 }
 
 // pruneRanges deletes the freeable records of each range [bounds[i],

@@ -145,34 +145,54 @@ func TestPruneSkipsLockedBatch(t *testing.T) {
 }
 
 // TestPruneBatches: a batch deletes at most its size, whether the records
-// expire one by one or many in one instant.
+// expire one by one, many in one instant, or a few in one instant across
+// where one batch's range would end and the next begin.
 func TestPruneBatches(t *testing.T) {
-	var mu sync.Mutex
-	var batches []int64
-	te := idemtest.New(t, idem.Options{Observer: idem.ObserverFunc(func(ev idem.Event) {
-		if ev.Kind == idem.EventPruned {
-			mu.Lock()
-			batches = append(batches, ev.Count)
-			mu.Unlock()
-		}
-	})})
-	e := &env{t: t, pool: te.Pool, schema: te.Schema, eng: te.Engine}
-	e.seedSpread("spread-", 1000, true)
-	e.seed("instant-", 500, true)
-	e.seed("young-", 10, false)
-	n, err := e.eng.Prune(context.Background(), 100)
-	if err != nil || n != 1500 {
-		t.Fatalf("Prune = %d, %v; want 1500", n, err)
-	}
-	var sum int64
-	for _, b := range batches {
-		if b > 100 {
-			t.Errorf("a batch deleted %d records; the batch size is 100", b)
-		}
-		sum += b
-	}
-	if sum != 1500 || len(batches) < 15 {
-		t.Fatalf("batches %v: want 1500 records in at least 15 batches", batches)
+	for _, tc := range []struct {
+		name string
+		seed func(e *env)
+		want int64
+	}{
+		{"spread and one instant", func(e *env) {
+			e.seedSpread("spread-", 1000, true)
+			e.seed("instant-", 500, true)
+		}, 1500},
+		// 150 records, then 60 in one instant (the 151st to the 210th,
+		// across the 201st where the second batch would end), then 200.
+		{"an instant across a bound", func(e *env) {
+			e.insertCompleted("a-", 150, "now() - interval '10 seconds' - g * interval '1 millisecond'")
+			e.insertCompleted("tie-", 60, "now() - interval '9 seconds'")
+			e.insertCompleted("c-", 200, "now() - interval '1 second' - g * interval '1 millisecond'")
+		}, 410},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var batches []int64
+			te := idemtest.New(t, idem.Options{Observer: idem.ObserverFunc(func(ev idem.Event) {
+				if ev.Kind == idem.EventPruned {
+					mu.Lock()
+					batches = append(batches, ev.Count)
+					mu.Unlock()
+				}
+			})})
+			e := &env{t: t, pool: te.Pool, schema: te.Schema, eng: te.Engine}
+			tc.seed(e)
+			e.seed("young-", 10, false)
+			n, err := e.eng.Prune(context.Background(), 100)
+			if err != nil || n != tc.want {
+				t.Fatalf("Prune = %d, %v; want %d", n, err, tc.want)
+			}
+			var sum int64
+			for _, b := range batches {
+				if b > 100 {
+					t.Errorf("a batch deleted %d records; the batch size is 100 (batches %v)", b, batches)
+				}
+				sum += b
+			}
+			if least := (tc.want + 99) / 100; sum != tc.want || int64(len(batches)) < least {
+				t.Fatalf("batches %v: want %d records in at least %d batches", batches, tc.want, least)
+			}
+		})
 	}
 }
 

@@ -129,7 +129,9 @@ RETURNING recovery_point, phase_state, key_derivation`,
 		// expires_at lies in [$1, $2). pruneBoundsSQL finds the ends of the
 		// next $3 batches by one index-only walk from where the previous
 		// ones ended: the first record past its retention, and every $1-th
-		// after it. pruneSQL then deletes the freeable records of a range by
+		// after it, each marked when the record before it expires in the
+		// same instant (a range starting there would also take those
+		// before it, more than $1). pruneSQL then deletes the freeable records of a range by
 		// one scan of the index on expires_at: no lookup by primary key, no
 		// separate row lock (each would write its own WAL record), no ctid,
 		// so it runs unchanged on the distributed engines of
@@ -158,11 +160,12 @@ RETURNING recovery_point, phase_state, key_derivation`,
 		// deletes, and any later durable commit (a new claim of a deleted
 		// key among them) flushes the WAL that holds the batch, which comes
 		// before it.
-		pruneBoundsSQL: `SELECT expires_at FROM (
-    SELECT expires_at, row_number() OVER (ORDER BY expires_at) AS n FROM (
+		pruneBoundsSQL: `SELECT expires_at, coalesce(tied, false) FROM (
+    SELECT expires_at, row_number() OVER w AS n, lag(expires_at) OVER w = expires_at AS tied FROM (
         SELECT expires_at FROM ` + t + ` WHERE expires_at >= $2 AND expires_at <= now()
-        ORDER BY expires_at LIMIT $1::integer * $3::integer + 1) AS walk) AS numbered
-WHERE (n - 1) % $1::integer = 0
+        ORDER BY expires_at LIMIT $1::bigint * $3 + 1) AS walk
+    WINDOW w AS (ORDER BY expires_at)) AS numbered
+WHERE (n - 1) % $1::bigint = 0
 ORDER BY expires_at`,
 		pruneSQL: `WITH settings AS (
     SELECT set_config('synchronous_commit', 'off', true) AS async, set_config('lock_timeout', $3, true) AS wait),
