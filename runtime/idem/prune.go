@@ -2,7 +2,6 @@ package idem
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -46,8 +45,9 @@ type PruneOptions struct {
 // transaction. A claimed record is deleted only once its lease has also
 // expired and only if no phase of it committed: a running execution is
 // never pruned under its owner, and a half-done one waits for its owner, a
-// retry, the completer or an operator (see Abandoned), whatever its age. After the last batch, PruneWith reports how many such records
-// are stuck past their retention (EventStuck).
+// retry, the completer or an operator (see Abandoned), whatever its age.
+// After the last batch, PruneWith reports how many such records are stuck
+// past their retention (EventStuck).
 func (e *Engine) PruneWith(ctx context.Context, o PruneOptions) (int64, error) {
 	batch := o.Batch
 	if batch <= 0 {
@@ -155,39 +155,36 @@ func (e *Engine) pruneTrip(ctx context.Context, batch int, from time.Time) (coun
 		n, next, last, err := e.pruneSkipping(ctx, batch, bounds[0].at)
 		return []int64{n}, next, last, err
 	}
-	ends := make([]time.Time, ranges+1)
-	for i := range ends {
-		ends[i] = bounds[i].at
-	}
-	counts, err = e.pruneRanges(ctx, ends)
+	counts, err = e.pruneRanges(ctx, bounds[:ranges+1])
 	if sqlState(err) == lockNotAvailable {
 		// A row of the next range is held: that batch skips what is held.
-		n, next, last, err := e.pruneSkipping(ctx, batch, ends[len(counts)])
+		n, next, last, err := e.pruneSkipping(ctx, batch, bounds[len(counts)].at)
 		return append(counts, n), next, last, err
 	}
 	if err != nil {
 		return counts, nil, false, err
 	}
-	return counts, &ends[ranges], false, nil
+	return counts, &bounds[ranges].at, false, nil
 }
 
 // pruneRanges deletes the freeable records of each range [bounds[i],
 // bounds[i+1]), in a transaction each, sent in one round trip. It returns
 // how many records each committed batch deleted: when a batch fails, the
-// batches before it stand and the rest were not run.
-func (e *Engine) pruneRanges(ctx context.Context, bounds []time.Time) ([]int64, error) {
-	conn, err := e.pool.Acquire(ctx)
+// batches before it stand, its own transaction is rolled back (session.end)
+// and the rest were not run.
+func (e *Engine) pruneRanges(ctx context.Context, bounds []pruneBound) ([]int64, error) {
+	pc, err := e.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Release()
+	defer newSession(pc).end()
 	b := &pgx.Batch{}
 	for i := 0; i+1 < len(bounds); i++ {
 		b.Queue(beginSQL)
-		b.Queue(e.q.pruneSQL, bounds[i], bounds[i+1], pruneLockWait)
+		b.Queue(e.q.pruneSQL, bounds[i].at, bounds[i+1].at, pruneLockWait)
 		b.Queue(commit)
 	}
-	res := conn.SendBatch(ctx, b)
+	res := pc.SendBatch(ctx, b)
 	var counts []int64
 	for i := 0; i+1 < len(bounds); i++ {
 		var n int64
@@ -204,13 +201,6 @@ func (e *Engine) pruneRanges(ctx context.Context, bounds []time.Time) ([]int64, 
 	}
 	if cerr := res.Close(); err == nil {
 		err = cerr
-	}
-	if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
-		// The failed batch's transaction is still open: end it here, or
-		// the pool would throw the connection away.
-		if _, rerr := conn.Exec(ctx, rollbackSQL); rerr != nil {
-			return counts, errors.Join(err, rerr)
-		}
 	}
 	return counts, err
 }
