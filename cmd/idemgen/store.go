@@ -123,10 +123,10 @@ func runMigrate(args []string, stdout, stderr io.Writer) error {
 func runPrune(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("prune", stderr)
 	db := addDBFlags(fs)
-	// The defaults are the pace measured beside live claims (docs/scaling.md);
+	// The defaults are the pace measured beside live claims;
 	// -batch 1000 -rest 0 catches up on a backlog at full pace.
-	batch := fs.Int("batch", 100, "records deleted per transaction")
-	rest := fs.Float64("rest", 1, "pause after each round trip (up to ten batches), as a multiple of the time it took (1: the pruner runs at most half of the time, leaving the database to claims in between; 0: full pace)")
+	batch := fs.Int("batch", idem.PruneBesideClaims.Batch, "records deleted per transaction")
+	rest := fs.Float64("rest", idem.PruneBesideClaims.Rest, "pause after each round trip (up to ten batches), as a multiple of the time it took (1: the pruner runs at most half of the time, leaving the database to claims in between; 0: full pace)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -26,10 +26,15 @@ type PruneOptions struct {
 	// Rest is how long the pruner pauses after each round trip (up to
 	// ten batches), as a multiple of the time the round trip took: with 1
 	// the pruner runs at most half of the time and leaves the database's
-	// WAL and CPU to claims in between. 0 prunes at full pace. Batch 100
-	// with Rest 1 is what docs/scaling.md measured beside claims.
+	// WAL and CPU to claims in between. 0 prunes at full pace.
 	Rest float64
 }
+
+// PruneBesideClaims is the pace measured beside live claims
+// (docs/scaling.md, "The prune and the claims"): batches of 100, resting
+// as long as each round trip took. idemgen prune and the payments example
+// prune at it; Prune prunes at full pace.
+var PruneBesideClaims = PruneOptions{Batch: 100, Rest: 1}
 
 // PruneWith deletes records past their retention, oldest first, in batches,
 // until none remain or ctx ends. It returns how many it deleted. A record

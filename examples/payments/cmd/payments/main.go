@@ -164,7 +164,7 @@ func run() error {
 		t := time.NewTicker(time.Minute)
 		defer t.Stop()
 		for {
-			if _, err := eng.PruneWith(bg, idem.PruneOptions{Batch: 100, Rest: 1}); err != nil && bg.Err() == nil {
+			if _, err := eng.PruneWith(bg, idem.PruneBesideClaims); err != nil && bg.Err() == nil {
 				log.Warn("prune", "err", err)
 			}
 			select {
