@@ -1,0 +1,18 @@
+-- The claimed records, found without reading the completed ones (issue 12).
+--
+-- The stuck count that ends every prune and an operator's Abandoned look
+-- for claimed records whose lease ran out. Without an index of their own
+-- they read every record past its retention (through records_expires_at,
+-- whose entries for the records a prune has just deleted stay until
+-- vacuum) or the whole table. This index holds only claimed records, a
+-- table's few in-flight executions, so it costs completed records nothing.
+-- It names expires_at, which a lease refresh does not change, so refreshes
+-- stay heap-only updates; and a claimed record's state changes on
+-- completion anyway, which an index whose predicate names state already
+-- made a non-HOT update (records_abandoned).
+--
+-- Building it locks out writes to the table for one scan of it. On a large
+-- table, build it first without that lock, and this migration keeps it:
+--   CREATE INDEX CONCURRENTLY IF NOT EXISTS records_claimed
+--       ON {{schema}}.records (expires_at) WHERE state = 'claimed';
+CREATE INDEX IF NOT EXISTS records_claimed ON {{schema}}.records (expires_at) WHERE state = 'claimed';
