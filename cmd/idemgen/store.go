@@ -126,7 +126,7 @@ func runPrune(args []string, stdout, stderr io.Writer) error {
 	// The defaults are the pace measured beside live claims;
 	// -batch 1000 -rest 0 catches up on a backlog at full pace.
 	batch := fs.Int("batch", idem.PruneBesideClaims.Batch, "records deleted per transaction")
-	rest := fs.Float64("rest", idem.PruneBesideClaims.Rest, "pause after each round trip (up to ten batches), as a multiple of the time it took (1: the pruner runs at most half of the time, leaving the database to claims in between; 0: full pace)")
+	rest := fs.Float64("rest", idem.PruneBesideClaims.Rest, "pause after each batch, as a multiple of the time it took (1: the pruner runs at most half of the time, leaving the database to claims in between; 0: full pace)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

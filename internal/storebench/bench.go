@@ -32,7 +32,7 @@ type config struct {
 	window  time.Duration // each latency measurement
 	batch   int           // the pruner's batch size
 	rounds  int           // prune rounds, their claims pooled
-	rest    float64       // the pruner's rest after each round trip, a multiple of its time (idem.PruneOptions.Rest)
+	rest    float64       // the pruner's rest after each batch, a multiple of its time (idem.PruneOptions.Rest)
 	sweep   []int         // client counts of the saturation sweep
 	held    int           // executions held open while their leases are refreshed
 	lease   time.Duration // their lease (refreshed every third of it)
@@ -77,7 +77,7 @@ type pruneFigure struct {
 	Before, During latency // claims before the prune started, and while it ran
 	P99Ratio       float64
 	Batch          int
-	Rest           float64 // the pruner's rest after each round trip (idem.PruneOptions.Rest)
+	Rest           float64 // the pruner's rest after each batch (idem.PruneOptions.Rest)
 	Rounds         int     // prune rounds pooled (each loads cfg.expired records)
 	Rate           int     // claims a second offered before and during the prune
 }

@@ -23,16 +23,20 @@ type PruneOptions struct {
 	// short: a claim's commit writes out whatever WAL a batch wrote ahead
 	// of it.
 	Batch int
-	// Rest is how long the pruner pauses after each round trip (up to
-	// ten batches), as a multiple of the time the round trip took: with 1
-	// the pruner runs at most half of the time and leaves the database's
-	// WAL and CPU to claims in between. 0 prunes at full pace.
+	// Rest is how long the pruner pauses after each batch, as a multiple
+	// of the time the batch took: with 1 it runs at most half of the time
+	// and leaves the database's WAL and CPU to claims in between. The
+	// pauses between the batches of a round trip are taken in the server
+	// (pg_sleep, in whole milliseconds, which holds the trip's connection
+	// for them), so that the database's work comes in bursts of a batch or
+	// two, not of a whole round trip; what is left is taken after the trip.
+	// 0 prunes at full pace.
 	Rest float64
 }
 
 // PruneBesideClaims is the pace measured beside live claims
 // (docs/scaling.md, "The prune and the claims"): batches of 100, resting
-// as long as each round trip took. idemgen prune and the payments example
+// as long as each batch took. idemgen prune and the payments example
 // prune at it; Prune prunes at full pace.
 var PruneBesideClaims = PruneOptions{Batch: 100, Rest: 1}
 
@@ -65,9 +69,10 @@ func (e *Engine) PruneWith(ctx context.Context, o PruneOptions) (int64, error) {
 	// Each round trip starts at the expires_at where the previous one
 	// ended.
 	var from time.Time
+	pace := prunePace{rest: o.Rest}
 	for {
 		began := time.Now()
-		counts, next, last, err := e.pruneTrip(ctx, batch, from)
+		counts, next, last, err := e.pruneTrip(ctx, batch, from, &pace)
 		for _, n := range counts {
 			total += n
 			if n > 0 {
@@ -88,8 +93,8 @@ func (e *Engine) PruneWith(ctx context.Context, o PruneOptions) (int64, error) {
 			e.observe(ctx, Event{Kind: EventStuck, Count: stuck})
 			return total, nil
 		}
-		if o.Rest > 0 {
-			rest := time.NewTimer(time.Duration(o.Rest * float64(time.Since(began))))
+		if d := pace.trip(time.Since(began), len(counts)); d > 0 {
+			rest := time.NewTimer(d)
 			select {
 			case <-rest.C:
 			case <-ctx.Done():
@@ -101,6 +106,59 @@ func (e *Engine) PruneWith(ctx context.Context, o PruneOptions) (int64, error) {
 		}
 	}
 }
+
+// prunePace spreads a pruner's rest (PruneOptions.Rest) over its batches.
+// It estimates a batch's work from the round trip before, owes rest times
+// that after each batch, and has the server pause in whole milliseconds
+// where the owed rest reaches one; what is left at the end of a trip is
+// taken then. A pause the server overslept counts as rest taken, and is
+// not counted as work.
+type prunePace struct {
+	rest     float64
+	perBatch time.Duration // a batch's work, as the last trip measured it
+	owed     time.Duration // rest owed and not yet taken
+	// In the current trip: the rest owed on perBatch's estimate, the
+	// pauses asked of the server, and how long they took.
+	estimated, asked, slept time.Duration
+}
+
+// pause returns the pause to ask of the server after one more batch: the
+// owed rest in whole milliseconds (pg_sleep sleeps no shorter than one).
+func (p *prunePace) pause() time.Duration {
+	r := time.Duration(p.rest * float64(p.perBatch))
+	p.estimated += r
+	p.owed += r
+	d := max(p.owed.Truncate(time.Millisecond), 0)
+	p.owed -= d
+	p.asked += d
+	return d
+}
+
+// trip ends a round trip that took elapsed, pauses included, for batches
+// batches. It corrects the rest owed by what the trip's work really was
+// and by how long its pauses took, learns a batch's work from it, and
+// returns the rest still owed, to be taken now.
+func (p *prunePace) trip(elapsed time.Duration, batches int) time.Duration {
+	work := max(elapsed-p.slept, 0)
+	p.owed += time.Duration(p.rest*float64(work)) - p.estimated - (p.slept - p.asked)
+	if batches > 0 {
+		p.perBatch = work / time.Duration(batches)
+	}
+	p.estimated, p.asked, p.slept = 0, 0, 0
+	d := max(p.owed, 0)
+	p.owed -= d
+	return d
+}
+
+// pruneRestEarly is how much sooner than a pause's end the server is asked
+// to wake: pg_sleep waits in whole milliseconds and waits another for what
+// is left after an early wake-up, so that asked for exactly 1 ms it sleeps
+// about 2 (measured here).
+const pruneRestEarly = 200 * time.Microsecond
+
+// pruneRestSQL pauses the pruner's connection between two batches and
+// returns how long the pause took, in seconds.
+const pruneRestSQL = `SELECT extract(epoch FROM clock_timestamp() - statement_timestamp())::float8 FROM pg_sleep($1::float8)`
 
 // pruneLockWait is how long a batch waits for any one row another
 // transaction holds before it skips the held rows instead (pruneSQL's
@@ -128,7 +186,7 @@ type pruneBound struct {
 // them, each batch in a transaction of its own. It returns how many
 // records each committed batch deleted, where the next trip starts (nil:
 // where it was), and whether this was the last trip.
-func (e *Engine) pruneTrip(ctx context.Context, batch int, from time.Time) (counts []int64, next *time.Time, last bool, err error) {
+func (e *Engine) pruneTrip(ctx context.Context, batch int, from time.Time, pace *prunePace) (counts []int64, next *time.Time, last bool, err error) {
 	rows, err := e.pool.Query(ctx, e.q.pruneBoundsSQL, batch, from, pruneTripBatches)
 	if err != nil {
 		return nil, nil, false, err
@@ -160,7 +218,7 @@ func (e *Engine) pruneTrip(ctx context.Context, batch int, from time.Time) (coun
 		n, next, last, err := e.pruneSkipping(ctx, batch, bounds[0].at)
 		return []int64{n}, next, last, err
 	}
-	counts, err = e.pruneRanges(ctx, bounds[:ranges+1])
+	counts, err = e.pruneRanges(ctx, bounds[:ranges+1], pace)
 	if sqlState(err) == lockNotAvailable {
 		// A row of the next range is held: that batch skips what is held.
 		n, next, last, err := e.pruneSkipping(ctx, batch, bounds[len(counts)].at)
@@ -173,25 +231,30 @@ func (e *Engine) pruneTrip(ctx context.Context, batch int, from time.Time) (coun
 }
 
 // pruneRanges deletes the freeable records of each range [bounds[i],
-// bounds[i+1]), in a transaction each, sent in one round trip. It returns
+// bounds[i+1]), in a transaction each, sent in one round trip with pace's
+// pauses between them. It returns
 // how many records each committed batch deleted: when a batch fails, the
 // batches before it stand, its own transaction is rolled back (session.end)
 // and the rest were not run.
-func (e *Engine) pruneRanges(ctx context.Context, bounds []pruneBound) ([]int64, error) {
+func (e *Engine) pruneRanges(ctx context.Context, bounds []pruneBound, pace *prunePace) ([]int64, error) {
 	pc, err := e.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer newSession(pc).end()
+	var counts []int64
 	b := &pgx.Batch{}
-	for i := 0; i+1 < len(bounds); i++ {
+	rests := make([]time.Duration, len(bounds)-1)
+	for i := range rests {
 		b.Queue(beginSQL)
 		b.Queue(e.q.pruneSQL, bounds[i].at, bounds[i+1].at, pruneLockWait)
 		b.Queue(commit)
+		if rests[i] = pace.pause(); rests[i] > 0 {
+			b.Queue(pruneRestSQL, (rests[i] - pruneRestEarly).Seconds())
+		}
 	}
 	res := pc.SendBatch(ctx, b)
-	var counts []int64
-	for i := 0; i+1 < len(bounds); i++ {
+	for _, rest := range rests {
 		var n int64
 		if _, err = res.Exec(); err != nil {
 			break
@@ -203,9 +266,20 @@ func (e *Engine) pruneRanges(ctx context.Context, bounds []pruneBound) ([]int64,
 			break
 		}
 		counts = append(counts, n)
+		if rest > 0 {
+			var slept float64
+			if err = res.QueryRow().Scan(&slept); err != nil {
+				break
+			}
+			pace.slept += time.Duration(slept * float64(time.Second))
+		}
 	}
 	if cerr := res.Close(); err == nil {
 		err = cerr
+	}
+	// A failed batch ends the trip: the pauses after it were not taken.
+	for _, d := range rests[len(counts):] {
+		pace.asked -= d
 	}
 	return counts, err
 }

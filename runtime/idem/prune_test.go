@@ -242,3 +242,36 @@ func TestPruneRoundTrips(t *testing.T) {
 		t.Errorf("Prune of ten batches took %d round trips, want at most 6:\n%s", len(trips), log)
 	}
 }
+
+// TestPruneRestsInTheServer: a pruner that rests pauses between the
+// batches of a round trip in the server (the pipeline's SELECT pg_sleep
+// after a batch's COMMIT), so that the database's work comes in bursts of
+// a batch or two, and its pauses add no round trip.
+func TestPruneRestsInTheServer(t *testing.T) {
+	e := newEnv(t)
+	e.seedSpread("old-", 3000, true)
+	log := &sqlLog{}
+	eng, err := idem.New(tracedPool(t, e.pool, log, e.pool.Config().ConnConfig.DefaultQueryExecMode), idem.Options{Schema: e.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := eng.PruneWith(context.Background(), idem.PruneOptions{Batch: 100, Rest: 1}); err != nil || n != 3000 {
+		t.Fatalf("PruneWith = %d, %v; want 3000", n, err)
+	}
+	trips, pauses := 0, 0
+	for _, l := range strings.Split(log.String(), "\n") {
+		switch {
+		case !strings.HasPrefix(l, "  "):
+			trips++
+		case strings.HasPrefix(l, "  SELECT "):
+			pauses++
+		}
+	}
+	// Thirty batches: three walks and their deletes (the third a batch
+	// short of ten ranges), the last batch's walk and its batch, the walk
+	// that finds nothing left, the stuck count. The first trip has no
+	// batch's time to rest by; the later ones do.
+	if pauses == 0 || trips > 10 {
+		t.Errorf("Prune of thirty batches resting 1 took %d round trips and paused %d times in them; want at most 10 and some pauses:\n%s", trips, pauses, log)
+	}
+}
