@@ -133,3 +133,37 @@ VALUES ('createPayment', 't', 'old', 'createPayment', $1, 'completed', 'finish',
 		t.Fatalf("Inspect after the resume = %+v, %v", info, err)
 	}
 }
+
+// TestClaimedIndexBuiltAhead: migration 004 keeps a records_claimed an
+// operator built ahead (CREATE INDEX CONCURRENTLY, docs/operations.md),
+// and rebuilds one that such a build left invalid (cancelled or failed),
+// which the planner would never use.
+func TestClaimedIndexBuiltAhead(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	valid := func() (bool, error) {
+		var ok bool
+		err := e.pool.QueryRow(ctx, `SELECT indisvalid FROM pg_index WHERE indexrelid = $1::regclass`, e.schema+".records_claimed").Scan(&ok)
+		return ok, err
+	}
+	for _, ahead := range []struct {
+		name, after string
+	}{
+		{"built ahead", ""},
+		{"left invalid", `UPDATE pg_index SET indisvalid = false WHERE indexrelid = '` + e.schema + `.records_claimed'::regclass`},
+	} {
+		if _, err := idem.MigrateDown(ctx, e.pool, e.schema, 3); err != nil {
+			t.Fatal(err)
+		}
+		e.exec(`CREATE INDEX CONCURRENTLY records_claimed ON ` + e.schema + `.records (expires_at) WHERE state = 'claimed'`)
+		if ahead.after != "" {
+			e.exec(ahead.after)
+		}
+		if got, err := idem.Migrate(ctx, e.pool, e.schema); err != nil || !slices.Equal(got, []int{4}) {
+			t.Fatalf("%s: Migrate = %v, %v; want migration 4 applied", ahead.name, got, err)
+		}
+		if ok, err := valid(); err != nil || !ok {
+			t.Fatalf("%s: records_claimed valid = %v, %v; want a valid index", ahead.name, ok, err)
+		}
+	}
+}

@@ -4,8 +4,9 @@
 -- for claimed records whose lease ran out. Without an index of their own
 -- they read every record past its retention (through records_expires_at,
 -- whose entries for the records a prune has just deleted stay until
--- vacuum) or the whole table. This index holds only claimed records, a
--- table's few in-flight executions, so it costs completed records nothing.
+-- vacuum) or the whole table. This index holds only claimed records: its
+-- live entries are a table's few in-flight executions, and a completed
+-- record's version has none (its claimed version's stays until vacuum).
 -- It names expires_at, which a lease refresh does not change, so refreshes
 -- stay heap-only updates; and a claimed record's state changes on
 -- completion anyway, which an index whose predicate names state already
@@ -15,4 +16,14 @@
 -- table, build it first without that lock, and this migration keeps it:
 --   CREATE INDEX CONCURRENTLY IF NOT EXISTS records_claimed
 --       ON {{schema}}.records (expires_at) WHERE state = 'claimed';
+-- A concurrent build that failed or was cancelled leaves the index invalid
+-- (never used by the planner, yet kept up by every write): this migration
+-- drops such an index and builds it again.
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_index WHERE indexrelid = to_regclass('{{schema}}.records_claimed') AND NOT indisvalid) THEN
+        DROP INDEX {{schema}}.records_claimed;
+    END IF;
+END
+$$;
 CREATE INDEX IF NOT EXISTS records_claimed ON {{schema}}.records (expires_at) WHERE state = 'claimed';
