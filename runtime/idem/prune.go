@@ -110,43 +110,45 @@ func (e *Engine) PruneWith(ctx context.Context, o PruneOptions) (int64, error) {
 // prunePace spreads a pruner's rest (PruneOptions.Rest) over its batches.
 // It estimates a batch's work from the round trip before, owes rest times
 // that after each batch, and has the server pause in whole milliseconds
-// where the owed rest reaches one; what is left at the end of a trip is
-// taken then. A pause the server overslept counts as rest taken, and is
-// not counted as work.
+// where the owed rest reaches one, up to pruneRestMax a pause. At the end
+// of a trip it owes rest times the trip's work, less the pauses the server
+// took (an overslept one counts as rest), and takes what is left then. A
+// pause not taken (its batch failed) is owed again; rest taken beyond what
+// a trip owed is not carried over, so one stalled trip, which makes the
+// next trip's estimate long, never buys the trips after it a rest-free run.
 type prunePace struct {
 	rest     float64
 	perBatch time.Duration // a batch's work, as the last trip measured it
-	owed     time.Duration // rest owed and not yet taken
-	// In the current trip: the rest owed on perBatch's estimate, the
-	// pauses asked of the server, and how long they took.
-	estimated, asked, slept time.Duration
+	owed     time.Duration // in this trip: rest owed on perBatch's estimate and not yet asked of the server
+	slept    time.Duration // in this trip: how long the server's pauses took
 }
 
+// pruneRestMax bounds one pause in the server: after a trip that stalled
+// (a wait for a connection, a slow disk) the estimate of a batch's work is
+// long, and a pause holds the trip's connection. The rest beyond it is
+// taken after the trip, without a connection.
+const pruneRestMax = 50 * time.Millisecond
+
 // pause returns the pause to ask of the server after one more batch: the
-// owed rest in whole milliseconds (pg_sleep sleeps no shorter than one).
+// owed rest in whole milliseconds (pg_sleep sleeps no shorter than one),
+// at most pruneRestMax.
 func (p *prunePace) pause() time.Duration {
-	r := time.Duration(p.rest * float64(p.perBatch))
-	p.estimated += r
-	p.owed += r
-	d := max(p.owed.Truncate(time.Millisecond), 0)
+	p.owed += time.Duration(p.rest * float64(p.perBatch))
+	d := min(max(p.owed.Truncate(time.Millisecond), 0), pruneRestMax)
 	p.owed -= d
-	p.asked += d
 	return d
 }
 
 // trip ends a round trip that took elapsed, pauses included, for batches
-// batches. It corrects the rest owed by what the trip's work really was
-// and by how long its pauses took, learns a batch's work from it, and
-// returns the rest still owed, to be taken now.
+// batches: it learns a batch's work from it and returns the rest still
+// owed for its work, to be taken now.
 func (p *prunePace) trip(elapsed time.Duration, batches int) time.Duration {
 	work := max(elapsed-p.slept, 0)
-	p.owed += time.Duration(p.rest*float64(work)) - p.estimated - (p.slept - p.asked)
 	if batches > 0 {
 		p.perBatch = work / time.Duration(batches)
 	}
-	p.estimated, p.asked, p.slept = 0, 0, 0
-	d := max(p.owed, 0)
-	p.owed -= d
+	d := max(time.Duration(p.rest*float64(work))-p.slept, 0)
+	p.owed, p.slept = 0, 0
 	return d
 }
 
@@ -157,7 +159,10 @@ func (p *prunePace) trip(elapsed time.Duration, batches int) time.Duration {
 const pruneRestEarly = 200 * time.Microsecond
 
 // pruneRestSQL pauses the pruner's connection between two batches and
-// returns how long the pause took, in seconds.
+// returns how long the pause took, in seconds. statement_timestamp() is
+// the pause's own start in the extended protocol, which the query exec
+// modes the engine works in use (docs/operations.md): a pipeline sends
+// each statement as a message of its own.
 const pruneRestSQL = `SELECT extract(epoch FROM clock_timestamp() - statement_timestamp())::float8 FROM pg_sleep($1::float8)`
 
 // pruneLockWait is how long a batch waits for any one row another
@@ -276,10 +281,6 @@ func (e *Engine) pruneRanges(ctx context.Context, bounds []pruneBound, pace *pru
 	}
 	if cerr := res.Close(); err == nil {
 		err = cerr
-	}
-	// A failed batch ends the trip: the pauses after it were not taken.
-	for _, d := range rests[len(counts):] {
-		pace.asked -= d
 	}
 	return counts, err
 }
