@@ -214,51 +214,21 @@ func TestPruneWithRest(t *testing.T) {
 	}
 }
 
-// TestPruneRoundTrips: one round trip finds the ranges of up to ten
-// batches and one deletes them, each batch in a transaction of its own,
-// so small batches do not slow the pruner by a round trip each.
-func TestPruneRoundTrips(t *testing.T) {
-	e := newEnv(t)
-	e.seedSpread("old-", 1000, true)
-	log := &sqlLog{}
-	eng, err := idem.New(tracedPool(t, e.pool, log, e.pool.Config().ConnConfig.DefaultQueryExecMode), idem.Options{Schema: e.schema})
+// tracedPrune seeds n expired records, prunes them with o on an engine
+// whose pool logs its SQL, and returns the log and how many round trips
+// it holds and how many pauses its pipelines asked the server for (a
+// SELECT among a pipeline's statements: BEGIN, WITH … DELETE, COMMIT).
+func (e *env) tracedPrune(n int64, o idem.PruneOptions) (log *sqlLog, trips, pauses int) {
+	e.t.Helper()
+	e.seedSpread("old-", int(n), true)
+	log = &sqlLog{}
+	eng, err := idem.New(tracedPool(e.t, e.pool, log, e.pool.Config().ConnConfig.DefaultQueryExecMode), idem.Options{Schema: e.schema})
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	if n, err := eng.Prune(context.Background(), 100); err != nil || n != 1000 {
-		t.Fatalf("Prune = %d, %v; want 1000", n, err)
+	if got, err := eng.PruneWith(context.Background(), o); err != nil || got != n {
+		e.t.Fatalf("PruneWith(%+v) = %d, %v; want %d", o, got, err, n)
 	}
-	var trips []string
-	for _, l := range strings.Split(log.String(), "\n") {
-		if !strings.HasPrefix(l, "  ") {
-			trips = append(trips, l)
-		}
-	}
-	// Ten batches: the ranges of nine and their deletes (the walk stops
-	// at the last record, a batch short of a tenth range), the last
-	// batch's start and the batch (no upper bound), the walk that finds
-	// nothing left, and the count of stuck records.
-	if len(trips) > 6 {
-		t.Errorf("Prune of ten batches took %d round trips, want at most 6:\n%s", len(trips), log)
-	}
-}
-
-// TestPruneRestsInTheServer: a pruner that rests pauses between the
-// batches of a round trip in the server (the pipeline's SELECT pg_sleep
-// after a batch's COMMIT), so that the database's work comes in bursts of
-// a batch or two, and its pauses add no round trip.
-func TestPruneRestsInTheServer(t *testing.T) {
-	e := newEnv(t)
-	e.seedSpread("old-", 3000, true)
-	log := &sqlLog{}
-	eng, err := idem.New(tracedPool(t, e.pool, log, e.pool.Config().ConnConfig.DefaultQueryExecMode), idem.Options{Schema: e.schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, err := eng.PruneWith(context.Background(), idem.PruneOptions{Batch: 100, Rest: 1}); err != nil || n != 3000 {
-		t.Fatalf("PruneWith = %d, %v; want 3000", n, err)
-	}
-	trips, pauses := 0, 0
 	for _, l := range strings.Split(log.String(), "\n") {
 		switch {
 		case !strings.HasPrefix(l, "  "):
@@ -267,6 +237,29 @@ func TestPruneRestsInTheServer(t *testing.T) {
 			pauses++
 		}
 	}
+	return log, trips, pauses
+}
+
+// TestPruneRoundTrips: one round trip finds the ranges of up to ten
+// batches and one deletes them, each batch in a transaction of its own,
+// so small batches do not slow the pruner by a round trip each.
+func TestPruneRoundTrips(t *testing.T) {
+	log, trips, _ := newEnv(t).tracedPrune(1000, idem.PruneOptions{Batch: 100})
+	// Ten batches: the ranges of nine and their deletes (the walk stops
+	// at the last record, a batch short of a tenth range), the last
+	// batch's start and the batch (no upper bound), the walk that finds
+	// nothing left, and the count of stuck records.
+	if trips > 6 {
+		t.Errorf("Prune of ten batches took %d round trips, want at most 6:\n%s", trips, log)
+	}
+}
+
+// TestPruneRestsInTheServer: a pruner that rests pauses between the
+// batches of a round trip in the server (the pipeline's SELECT pg_sleep
+// after a batch's COMMIT), so that the database's work comes in bursts of
+// a batch or two, and its pauses add no round trip.
+func TestPruneRestsInTheServer(t *testing.T) {
+	log, trips, pauses := newEnv(t).tracedPrune(3000, idem.PruneOptions{Batch: 100, Rest: 1})
 	// Thirty batches: three walks and their deletes (the third a batch
 	// short of ten ranges), the last batch's walk and its batch, the walk
 	// that finds nothing left, the stuck count. The first trip has no
