@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -136,34 +137,57 @@ VALUES ('createPayment', 't', 'old', 'createPayment', $1, 'completed', 'finish',
 
 // TestClaimedIndexBuiltAhead: migration 004 keeps a records_claimed an
 // operator built ahead (CREATE INDEX CONCURRENTLY, docs/operations.md),
-// and rebuilds one that such a build left invalid (cancelled or failed),
-// which the planner would never use.
+// and refuses one that such a build left invalid (it failed, was
+// cancelled, or still runs): the planner never uses an invalid index, and
+// the migration must not drop one a build is still working on. Once the
+// operator drops it, the migration builds it.
 func TestClaimedIndexBuiltAhead(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	valid := func() (bool, error) {
-		var ok bool
-		err := e.pool.QueryRow(ctx, `SELECT indisvalid FROM pg_index WHERE indexrelid = $1::regclass`, e.schema+".records_claimed").Scan(&ok)
-		return ok, err
+	claimed := func() (oid uint32, valid bool) {
+		t.Helper()
+		err := e.pool.QueryRow(ctx, `SELECT indexrelid::oid, indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)`,
+			e.schema+".records_claimed").Scan(&oid, &valid)
+		if err != nil {
+			t.Fatalf("reading records_claimed: %v", err)
+		}
+		return oid, valid
 	}
-	for _, ahead := range []struct {
-		name, after string
-	}{
-		{"built ahead", ""},
-		{"left invalid", `UPDATE pg_index SET indisvalid = false WHERE indexrelid = '` + e.schema + `.records_claimed'::regclass`},
-	} {
-		if _, err := idem.MigrateDown(ctx, e.pool, e.schema, 3); err != nil {
-			t.Fatal(err)
-		}
-		e.exec(`CREATE INDEX CONCURRENTLY records_claimed ON ` + e.schema + `.records (expires_at) WHERE state = 'claimed'`)
-		if ahead.after != "" {
-			e.exec(ahead.after)
-		}
-		if got, err := idem.Migrate(ctx, e.pool, e.schema); err != nil || !slices.Equal(got, []int{4}) {
-			t.Fatalf("%s: Migrate = %v, %v; want migration 4 applied", ahead.name, got, err)
-		}
-		if ok, err := valid(); err != nil || !ok {
-			t.Fatalf("%s: records_claimed valid = %v, %v; want a valid index", ahead.name, ok, err)
-		}
+	if _, err := idem.MigrateDown(ctx, e.pool, e.schema, 3); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`CREATE INDEX CONCURRENTLY records_claimed ON ` + e.schema + `.records (expires_at) WHERE state = 'claimed'`)
+	ahead, _ := claimed()
+	if got, err := idem.Migrate(ctx, e.pool, e.schema); err != nil || !slices.Equal(got, []int{4}) {
+		t.Fatalf("built ahead: Migrate = %v, %v; want migration 4 applied", got, err)
+	}
+	if oid, valid := claimed(); oid != ahead || !valid {
+		t.Fatalf("built ahead: records_claimed is %d (valid %v) after the migration; want the one built ahead, %d", oid, valid, ahead)
+	}
+
+	// A concurrent build that fails leaves its index invalid: here a
+	// unique one, over two claimed records.
+	if _, err := idem.MigrateDown(ctx, e.pool, e.schema, 3); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`INSERT INTO ` + e.schema + `.records (namespace, scope, key, operation, fingerprint, state, owner_token, lease_until, expires_at)
+SELECT 'ns', 't', 'k' || g, 'op', '\x00', 'claimed', gen_random_uuid(), now() + interval '1 minute', now() + interval '1 hour'
+FROM generate_series(1, 2) g`)
+	if _, err := e.pool.Exec(ctx, `CREATE UNIQUE INDEX CONCURRENTLY records_claimed ON `+e.schema+`.records (state) WHERE state = 'claimed'`); err == nil {
+		t.Fatal("the failing concurrent build succeeded")
+	}
+	if _, valid := claimed(); valid {
+		t.Fatal("a failed concurrent build left a valid index")
+	}
+	got, err := idem.Migrate(ctx, e.pool, e.schema)
+	if err == nil || !strings.Contains(err.Error(), "records_claimed") || !strings.Contains(err.Error(), "DROP INDEX CONCURRENTLY") {
+		t.Fatalf("left invalid: Migrate = %v, %v; want an error that says to drop records_claimed", got, err)
+	}
+	e.exec(`DROP INDEX CONCURRENTLY ` + e.schema + `.records_claimed`)
+	if got, err := idem.Migrate(ctx, e.pool, e.schema); err != nil || !slices.Equal(got, []int{4}) {
+		t.Fatalf("dropped: Migrate = %v, %v; want migration 4 applied", got, err)
+	}
+	if _, valid := claimed(); !valid {
+		t.Fatal("records_claimed is invalid after the migration")
 	}
 }

@@ -16,14 +16,15 @@
 -- table, build it first without that lock, and this migration keeps it:
 --   CREATE INDEX CONCURRENTLY IF NOT EXISTS records_claimed
 --       ON {{schema}}.records (expires_at) WHERE state = 'claimed';
--- A concurrent build that failed or was cancelled leaves the index invalid
--- (never used by the planner, yet kept up by every write): this migration
--- drops such an index and builds it again.
-DO $$
-BEGIN
-    IF EXISTS (SELECT FROM pg_index WHERE indexrelid = to_regclass('{{schema}}.records_claimed') AND NOT indisvalid) THEN
-        DROP INDEX {{schema}}.records_claimed;
-    END IF;
-END
-$$;
+-- A concurrent build that failed, was cancelled or still runs leaves the
+-- index invalid: never used by the planner, yet kept up by every write.
+-- This migration does not drop it (it may be a build still at work): it
+-- stops, and says so. The statement is plain SQL, with no DO block, so
+-- that tools which split a file on semicolons apply it too; it fails by
+-- casting its message to an integer for each such index (the message
+-- names the index from the row, so the planner cannot fold the cast into
+-- a constant and fail where there is none).
+SELECT (indexrelid::regclass::text || ' exists but is not valid: a CREATE INDEX CONCURRENTLY failed, was cancelled or still runs; '
+    || 'wait for it, or DROP INDEX CONCURRENTLY ' || indexrelid::regclass::text || ', and migrate again')::integer
+FROM pg_index WHERE indexrelid = to_regclass('{{schema}}.records_claimed') AND NOT indisvalid;
 CREATE INDEX IF NOT EXISTS records_claimed ON {{schema}}.records (expires_at) WHERE state = 'claimed';
