@@ -3,7 +3,6 @@ package idem
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,8 +61,8 @@ func (e *Engine) PruneWith(ctx context.Context, o PruneOptions) (int64, error) {
 	if batch <= 0 {
 		batch = 1000
 	}
-	if !(o.Rest >= 0) || math.IsInf(o.Rest, 1) {
-		return 0, fmt.Errorf("idem: prune: Rest %v: want a finite number, 0 or more", o.Rest)
+	if !(o.Rest >= 0 && o.Rest <= pruneRestMost) {
+		return 0, fmt.Errorf("idem: prune: Rest %v: want a number from 0 to %v", o.Rest, pruneRestMost)
 	}
 	var total int64
 	// Each round trip starts at the expires_at where the previous one
@@ -122,6 +121,11 @@ type prunePace struct {
 	owed     time.Duration // in this trip: rest owed on perBatch's estimate and not yet asked of the server
 	slept    time.Duration // in this trip: how long the server's pauses took
 }
+
+// pruneRestMost is the largest PruneOptions.Rest: a pruner resting a
+// thousand times its work deletes a batch every few seconds, and beyond
+// it rest times a trip's work could overflow a time.Duration.
+const pruneRestMost = 1000
 
 // pruneRestMax bounds one pause in the server: after a trip that stalled
 // (a wait for a connection, a slow disk) the estimate of a batch's work is
@@ -254,6 +258,11 @@ func (e *Engine) pruneRanges(ctx context.Context, bounds []pruneBound, pace *pru
 		b.Queue(beginSQL)
 		b.Queue(e.q.pruneSQL, bounds[i].at, bounds[i+1].at, pruneLockWait)
 		b.Queue(commit)
+		// The rest after the last batch is the trip's (PruneWith), taken
+		// without holding the connection.
+		if i+1 == len(rests) {
+			break
+		}
 		if rests[i] = pace.pause(); rests[i] > 0 {
 			b.Queue(pruneRestSQL, (rests[i] - pruneRestEarly).Seconds())
 		}

@@ -197,14 +197,13 @@ func TestPruneBatches(t *testing.T) {
 }
 
 // TestPruneWithRest: a pruner that rests between batches still deletes
-// every freeable record, and a rest that is negative or not a finite
-// number is refused before anything
-// is deleted.
+// every freeable record, and a rest that is negative, more than a
+// thousand or not a number is refused before anything is deleted.
 func TestPruneWithRest(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	e.seedSpread("old-", 300, true)
-	for _, rest := range []float64{-1, math.NaN(), math.Inf(1)} {
+	for _, rest := range []float64{-1, math.NaN(), math.Inf(1), 1001} {
 		if n, err := e.eng.PruneWith(ctx, idem.PruneOptions{Batch: 50, Rest: rest}); err == nil || n != 0 {
 			t.Fatalf("PruneWith(Rest: %v) = %d, %v; want an error and nothing deleted", rest, n, err)
 		}
@@ -215,10 +214,11 @@ func TestPruneWithRest(t *testing.T) {
 }
 
 // tracedPrune seeds n expired records, prunes them with o on an engine
-// whose pool logs its SQL, and returns the log and how many round trips
-// it holds and how many pauses its pipelines asked the server for (a
-// SELECT among a pipeline's statements: BEGIN, WITH … DELETE, COMMIT).
-func (e *env) tracedPrune(n int64, o idem.PruneOptions) (log *sqlLog, trips, pauses int) {
+// whose pool logs its SQL, and returns the log, how many round trips it
+// holds, how many pauses its pipelines asked the server for (a SELECT
+// among a pipeline's statements: BEGIN, WITH … DELETE, COMMIT), and how
+// many pipelines ended with one.
+func (e *env) tracedPrune(n int64, o idem.PruneOptions) (log *sqlLog, trips, pauses, endPaused int) {
 	e.t.Helper()
 	e.seedSpread("old-", int(n), true)
 	log = &sqlLog{}
@@ -229,22 +229,26 @@ func (e *env) tracedPrune(n int64, o idem.PruneOptions) (log *sqlLog, trips, pau
 	if got, err := eng.PruneWith(context.Background(), o); err != nil || got != n {
 		e.t.Fatalf("PruneWith(%+v) = %d, %v; want %d", o, got, err, n)
 	}
-	for _, l := range strings.Split(log.String(), "\n") {
+	lines := strings.Split(log.String(), "\n")
+	for i, l := range lines {
 		switch {
 		case !strings.HasPrefix(l, "  "):
 			trips++
 		case strings.HasPrefix(l, "  SELECT "):
 			pauses++
+			if i+1 == len(lines) || !strings.HasPrefix(lines[i+1], "  ") {
+				endPaused++
+			}
 		}
 	}
-	return log, trips, pauses
+	return log, trips, pauses, endPaused
 }
 
 // TestPruneRoundTrips: one round trip finds the ranges of up to ten
 // batches and one deletes them, each batch in a transaction of its own,
 // so small batches do not slow the pruner by a round trip each.
 func TestPruneRoundTrips(t *testing.T) {
-	log, trips, _ := newEnv(t).tracedPrune(1000, idem.PruneOptions{Batch: 100})
+	log, trips, _, _ := newEnv(t).tracedPrune(1000, idem.PruneOptions{Batch: 100})
 	// Ten batches: the ranges of nine and their deletes (the walk stops
 	// at the last record, a batch short of a tenth range), the last
 	// batch's start and the batch (no upper bound), the walk that finds
@@ -259,12 +263,16 @@ func TestPruneRoundTrips(t *testing.T) {
 // after a batch's COMMIT), so that the database's work comes in bursts of
 // a batch or two, and its pauses add no round trip.
 func TestPruneRestsInTheServer(t *testing.T) {
-	log, trips, pauses := newEnv(t).tracedPrune(3000, idem.PruneOptions{Batch: 100, Rest: 1})
+	log, trips, pauses, endPaused := newEnv(t).tracedPrune(3000, idem.PruneOptions{Batch: 100, Rest: 1})
 	// Thirty batches: three walks and their deletes (the third a batch
 	// short of ten ranges), the last batch's walk and its batch, the walk
 	// that finds nothing left, the stuck count. The first trip has no
 	// batch's time to rest by; the later ones do.
 	if pauses == 0 || trips > 10 {
 		t.Errorf("Prune of thirty batches resting 1 took %d round trips and paused %d times in them; want at most 10 and some pauses:\n%s", trips, pauses, log)
+	}
+	// The rest after a trip's last batch is taken without the connection.
+	if endPaused > 0 {
+		t.Errorf("%d round trips ended with a pause in the server; want none:\n%s", endPaused, log)
 	}
 }
