@@ -7,7 +7,7 @@ import (
 )
 
 // TestPrunePace: the rest a pruner owes follows its work, in pauses the
-// server can take (whole milliseconds, at most pruneRestMax), whatever
+// server can take (whole milliseconds, at most pruneMaxPause), whatever
 // those pauses really took.
 func TestPrunePace(t *testing.T) {
 	const ms = time.Millisecond
@@ -65,20 +65,20 @@ func TestPrunePace(t *testing.T) {
 		t.Fatalf("pauses at half a millisecond a batch = %v; want [0 1ms 0 1ms]", got)
 	}
 	// After a trip that stalled, a batch's work looks like a second: no
-	// pause in the server exceeds pruneRestMax. Were the work that long,
+	// pause in the server exceeds pruneMaxPause. Were the work that long,
 	// the rest beyond the pauses would be owed after the trip, without a
 	// connection; where it was 1 ms a batch, the pauses covered it, and
 	// the estimate is back to 1 ms.
 	p = prunePace{rest: 1}
 	p.trip(10*time.Second, 10)
-	if got := pauses(&p, 2, 2, 0); got[0] != pruneRestMax || got[1] != pruneRestMax {
-		t.Fatalf("pauses after a stalled trip = %v; want %v each", got, pruneRestMax)
+	if got := pauses(&p, 2, 2, 0); got[0] != pruneMaxPause || got[1] != pruneMaxPause {
+		t.Fatalf("pauses after a stalled trip = %v; want %v each", got, pruneMaxPause)
 	}
 	long := p
-	if d := long.trip(2*time.Second+2*pruneRestMax, 2); d != 2*time.Second-2*pruneRestMax {
-		t.Fatalf("rest after two batches of a second each = %v; want %v", d, 2*time.Second-2*pruneRestMax)
+	if d := long.trip(2*time.Second+2*pruneMaxPause, 2); d != 2*time.Second-2*pruneMaxPause {
+		t.Fatalf("rest after two batches of a second each = %v; want %v", d, 2*time.Second-2*pruneMaxPause)
 	}
-	if d := p.trip(2*ms+2*pruneRestMax, 2); d != 0 || p.perBatch != ms {
+	if d := p.trip(2*ms+2*pruneMaxPause, 2); d != 0 || p.perBatch != ms {
 		t.Fatalf("rest after a normal trip that followed a stall = %v, a batch's work %v; want none, 1ms", d, p.perBatch)
 	}
 	// No rest, no pause.

@@ -29,7 +29,7 @@ type PruneOptions struct {
 	// (pg_sleep, in whole milliseconds, which holds the trip's connection
 	// for them), so that the database's work comes in bursts of a batch or
 	// two, not of a whole round trip; what is left is taken after the trip.
-	// 0 prunes at full pace.
+	// 0 prunes at full pace; at most 1,000.
 	Rest float64
 }
 
@@ -61,8 +61,8 @@ func (e *Engine) PruneWith(ctx context.Context, o PruneOptions) (int64, error) {
 	if batch <= 0 {
 		batch = 1000
 	}
-	if !(o.Rest >= 0 && o.Rest <= pruneRestMost) {
-		return 0, fmt.Errorf("idem: prune: Rest %v: want a number from 0 to %v", o.Rest, pruneRestMost)
+	if !(o.Rest >= 0 && o.Rest <= pruneMaxRest) {
+		return 0, fmt.Errorf("idem: prune: Rest %v: want a number from 0 to %v", o.Rest, pruneMaxRest)
 	}
 	var total int64
 	// Each round trip starts at the expires_at where the previous one
@@ -109,7 +109,7 @@ func (e *Engine) PruneWith(ctx context.Context, o PruneOptions) (int64, error) {
 // prunePace spreads a pruner's rest (PruneOptions.Rest) over its batches.
 // It estimates a batch's work from the round trip before, owes rest times
 // that after each batch, and has the server pause in whole milliseconds
-// where the owed rest reaches one, up to pruneRestMax a pause. At the end
+// where the owed rest reaches one, up to pruneMaxPause a pause. At the end
 // of a trip it owes rest times the trip's work, less the pauses the server
 // took (an overslept one counts as rest), and takes what is left then. A
 // pause not taken (its batch failed) is owed again; rest taken beyond what
@@ -122,23 +122,23 @@ type prunePace struct {
 	slept    time.Duration // in this trip: how long the server's pauses took
 }
 
-// pruneRestMost is the largest PruneOptions.Rest: a pruner resting a
+// pruneMaxRest is the largest PruneOptions.Rest: a pruner resting a
 // thousand times its work deletes a batch every few seconds, and beyond
 // it rest times a trip's work could overflow a time.Duration.
-const pruneRestMost = 1000
+const pruneMaxRest = 1000
 
-// pruneRestMax bounds one pause in the server: after a trip that stalled
+// pruneMaxPause bounds one pause in the server: after a trip that stalled
 // (a wait for a connection, a slow disk) the estimate of a batch's work is
 // long, and a pause holds the trip's connection. The rest beyond it is
 // taken after the trip, without a connection.
-const pruneRestMax = 50 * time.Millisecond
+const pruneMaxPause = 50 * time.Millisecond
 
 // pause returns the pause to ask of the server after one more batch: the
 // owed rest in whole milliseconds (pg_sleep sleeps no shorter than one),
-// at most pruneRestMax.
+// at most pruneMaxPause.
 func (p *prunePace) pause() time.Duration {
 	p.owed += time.Duration(p.rest * float64(p.perBatch))
-	d := min(max(p.owed.Truncate(time.Millisecond), 0), pruneRestMax)
+	d := min(max(p.owed.Truncate(time.Millisecond), 0), pruneMaxPause)
 	p.owed -= d
 	return d
 }
@@ -241,10 +241,9 @@ func (e *Engine) pruneTrip(ctx context.Context, batch int, from time.Time, pace 
 
 // pruneRanges deletes the freeable records of each range [bounds[i],
 // bounds[i+1]), in a transaction each, sent in one round trip with pace's
-// pauses between them. It returns
-// how many records each committed batch deleted: when a batch fails, the
-// batches before it stand, its own transaction is rolled back (session.end)
-// and the rest were not run.
+// pauses between them. It returns how many records each committed batch
+// deleted: when a batch fails, the batches before it stand, its own
+// transaction is rolled back (session.end) and the rest were not run.
 func (e *Engine) pruneRanges(ctx context.Context, bounds []pruneBound, pace *prunePace) ([]int64, error) {
 	pc, err := e.pool.Acquire(ctx)
 	if err != nil {
@@ -253,22 +252,23 @@ func (e *Engine) pruneRanges(ctx context.Context, bounds []pruneBound, pace *pru
 	defer newSession(pc).end()
 	var counts []int64
 	b := &pgx.Batch{}
-	rests := make([]time.Duration, len(bounds)-1)
-	for i := range rests {
+	// paused[i]: a pause follows batch i. The rest after the last batch
+	// is the trip's (PruneWith), taken without holding the connection.
+	paused := make([]bool, len(bounds)-1)
+	for i := range paused {
 		b.Queue(beginSQL)
 		b.Queue(e.q.pruneSQL, bounds[i].at, bounds[i+1].at, pruneLockWait)
 		b.Queue(commit)
-		// The rest after the last batch is the trip's (PruneWith), taken
-		// without holding the connection.
-		if i+1 == len(rests) {
+		if i+1 == len(paused) {
 			break
 		}
-		if rests[i] = pace.pause(); rests[i] > 0 {
-			b.Queue(pruneRestSQL, (rests[i] - pruneRestEarly).Seconds())
+		if d := pace.pause(); d > 0 {
+			b.Queue(pruneRestSQL, (d - pruneRestEarly).Seconds())
+			paused[i] = true
 		}
 	}
 	res := pc.SendBatch(ctx, b)
-	for _, rest := range rests {
+	for _, rest := range paused {
 		var n int64
 		if _, err = res.Exec(); err != nil {
 			break
@@ -280,7 +280,7 @@ func (e *Engine) pruneRanges(ctx context.Context, bounds []pruneBound, pace *pru
 			break
 		}
 		counts = append(counts, n)
-		if rest > 0 {
+		if rest {
 			var slept float64
 			if err = res.QueryRow().Scan(&slept); err != nil {
 				break

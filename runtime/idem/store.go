@@ -131,11 +131,11 @@ RETURNING recovery_point, phase_state, key_derivation`,
 		// ones ended: the first record past its retention, and every $1-th
 		// after it, each marked when the record before it expires in the
 		// same instant (a range starting there would also take those
-		// before it, more than $1). pruneSQL then deletes the freeable records of a range by
-		// one scan of the index on expires_at: no lookup by primary key, no
-		// separate row lock (each would write its own WAL record), no ctid,
-		// so it runs unchanged on the distributed engines of
-		// docs/scaling.md. The bounds are parameters, not a subquery, so
+		// before it, more than $1). pruneSQL then deletes the freeable
+		// records of a range by one scan of the index on expires_at: no
+		// lookup by primary key, no separate row lock (each would write its
+		// own WAL record), no ctid, so it runs unchanged on the distributed
+		// engines of docs/scaling.md. The bounds are parameters, not a subquery, so
 		// that the planner knows the range is small: with a bound it could
 		// not see, it estimated the whole backlog and scanned the table; and
 		// the range starts at a live record, not where statistics gathered
