@@ -12,6 +12,8 @@ package idem
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -507,17 +509,35 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 }
 
 // mismatch reports a key first used by another operation of its group, or
-// with another request: 422.
+// with another request: 422. A completed record keeps no operation (recOp
+// is ""): its fingerprint is receiptFingerprint's, which covers both.
 func (e *Engine) mismatch(ctx context.Context, op *Operation, recOp string, recFP, fp []byte) error {
-	if string(recFP) == string(fp) && recOp == op.ID {
+	if recOp == "" && string(recFP) == string(receiptFingerprint(op.ID, fp)) ||
+		recOp == op.ID && string(recFP) == string(fp) {
 		return nil
 	}
 	e.observe(ctx, Event{Kind: EventMismatch, Operation: op.ID})
 	detail := "this key was first used with a different request"
-	if recOp != op.ID {
+	switch {
+	case recOp == "":
+		detail = "this key was first used with a different request, or for another operation"
+	case recOp != op.ID:
 		detail = fmt.Sprintf("this key was first used for operation %s", recOp)
 	}
 	return &Error{Kind: idemtype.KindMismatch, Detail: detail}
+}
+
+// receiptFingerprint is what a completed record keeps of the operation and
+// the request's fingerprint: the first 16 bytes of SHA-256 over the
+// operation's length (4 bytes, big-endian), the operation and the
+// fingerprint. It is the SQL function receipt_fingerprint of migration
+// 005, which completes a record (TestReceiptFingerprint compares them).
+func receiptFingerprint(op string, fp []byte) []byte {
+	h := sha256.New()
+	h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(op))))
+	h.Write([]byte(op))
+	h.Write(fp)
+	return h.Sum(nil)[:16]
 }
 
 // remember caches a response this execution just stored. Its expiry is
@@ -790,7 +810,7 @@ func runInline[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S
 	}
 	since := time.Now()
 	if c.last {
-		err = e.q.commitLast(ctx, c.sess.tx.conn, c.sess.tx.pending, c, phases[len(phases)-1].Name, resp, omitted)
+		err = e.q.commitLast(ctx, c.sess.tx.conn, c.sess.tx.pending, c, resp, omitted)
 		switch {
 		case sqlState(err) == lockNotAvailable: // a concurrent claim is still uncommitted
 			e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})

@@ -220,7 +220,7 @@ func TestPanicInPhase(t *testing.T) {
 		if failures == 0 || failures >= 10 {
 			t.Fatalf("the completer failed on the poisoned record %d times in 10 passes; want a bounded number of tries", failures)
 		}
-		if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE state = 'claimed' AND recovery_point = 'record'`); n != 1 {
+		if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE owner_token IS NOT NULL AND recovery_point = 'record'`); n != 1 {
 			t.Fatal("the poisoned record was not kept for an operator")
 		}
 	})
@@ -540,7 +540,7 @@ func TestAbandonedAndResolve(t *testing.T) {
 	if err := e.eng.Resolve(ctx, "createPayment", "t", "none", idem.Resolution{Delete: true}); !errors.Is(err, pgx.ErrNoRows) {
 		t.Fatalf("resolving a missing record: %v; want no rows", err)
 	}
-	if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE key = 'b'`); n != 0 {
+	if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE id = ` + e.schema + `.record_id('createPayment', 't', 'b')`); n != 0 {
 		t.Fatal("the deleted record remains")
 	}
 }

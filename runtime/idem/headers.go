@@ -1,98 +1,127 @@
 package idem
 
 import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"slices"
-	"unicode/utf8"
 )
 
-// appendHeaderJSON appends h as encoding/json writes an http.Header, byte
-// for byte (names in order, HTML characters escaped, invalid UTF-8 replaced),
-// without its reflection and buffers: the stored response's headers are
-// encoded on every completion. TestHeaderJSON compares the two.
-func appendHeaderJSON(dst []byte, h http.Header) []byte {
-	if h == nil {
-		return append(dst, "null"...)
+// A stored response's headers are coded, not JSON: they are in every
+// record, and a name that HTTP/2 would send as one byte costs one byte here
+// too (docs/runtime.md, "The record"). The block is a sequence of fields,
+// one per value, names in sorted order and each name's values in order:
+//
+//	field = name value
+//	name  = a byte n in [15, 61]: staticNames[n], the name of entry n of
+//	        HPACK's static table (RFC 7541, Appendix A) as net/http
+//	        canonicalises it
+//	      | the byte 0, the name's length (uvarint), the name
+//	value = its length (uvarint), the value
+//
+// A name is coded only when it is exactly staticNames[n], so every name
+// reads back as it was written. A block's first byte is 0 or at least 15
+// and at most 61: never '{' or 'n', with which the JSON of records
+// written before migration 005 begins, so parseHeaders reads both.
+// staticNames only ever grows: stored records refer to it.
+
+// staticNames maps HPACK's static table index to the header name. Indexes
+// 1 to 14 are pseudo-headers and name-value pairs of requests.
+var staticNames = [...]string{
+	15: "Accept-Charset", 16: "Accept-Encoding", 17: "Accept-Language", 18: "Accept-Ranges", 19: "Accept",
+	20: "Access-Control-Allow-Origin", 21: "Age", 22: "Allow", 23: "Authorization", 24: "Cache-Control",
+	25: "Content-Disposition", 26: "Content-Encoding", 27: "Content-Language", 28: "Content-Length",
+	29: "Content-Location", 30: "Content-Range", 31: "Content-Type", 32: "Cookie", 33: "Date", 34: "Etag",
+	35: "Expect", 36: "Expires", 37: "From", 38: "Host", 39: "If-Match", 40: "If-Modified-Since",
+	41: "If-None-Match", 42: "If-Range", 43: "If-Unmodified-Since", 44: "Last-Modified", 45: "Link",
+	46: "Location", 47: "Max-Forwards", 48: "Proxy-Authenticate", 49: "Proxy-Authorization", 50: "Range",
+	51: "Referer", 52: "Refresh", 53: "Retry-After", 54: "Server", 55: "Set-Cookie",
+	56: "Strict-Transport-Security", 57: "Transfer-Encoding", 58: "User-Agent", 59: "Vary", 60: "Via",
+	61: "Www-Authenticate",
+}
+
+const firstStatic = 15
+
+// staticIndex is staticNames reversed.
+var staticIndex = func() map[string]byte {
+	m := make(map[string]byte, len(staticNames))
+	for i, name := range staticNames {
+		if name != "" {
+			m[name] = byte(i)
+		}
 	}
+	return m
+}()
+
+// appendHeaders appends h's coded block to dst. A name without values
+// writes nothing: there is nothing of it to send.
+func appendHeaders(dst []byte, h http.Header) []byte {
 	var room [16]string
 	names := room[:0]
 	for name := range h {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	dst = append(dst, '{')
-	for i, name := range names {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendJSONString(dst, name)
-		dst = append(dst, ':')
-		values := h[name]
-		if values == nil {
-			dst = append(dst, "null"...)
-			continue
-		}
-		dst = append(dst, '[')
-		for j, v := range values {
-			if j > 0 {
-				dst = append(dst, ',')
+	for _, name := range names {
+		for _, v := range h[name] {
+			if i, ok := staticIndex[name]; ok {
+				dst = append(dst, i)
+			} else {
+				dst = append(dst, 0)
+				dst = binary.AppendUvarint(dst, uint64(len(name)))
+				dst = append(dst, name...)
 			}
-			dst = appendJSONString(dst, v)
+			dst = binary.AppendUvarint(dst, uint64(len(v)))
+			dst = append(dst, v...)
 		}
-		dst = append(dst, ']')
 	}
-	return append(dst, '}')
+	return dst
 }
 
-const hexDigits = "0123456789abcdef"
+var errHeaderBlock = errors.New("idem: a stored header block is malformed")
 
-// appendJSONString is encoding/json's string encoding with HTML escaping,
-// its default.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= ' ' && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default: // other control characters, and <, > and &
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
-			i++
-			start = i
-			continue
+// parseHeaders reads a block of appendHeaders, or the JSON that the engine
+// stored before migration 005. NULL (nil) is no headers.
+func parseHeaders(b []byte) (http.Header, error) {
+	if len(b) > 0 && (b[0] == '{' || b[0] == 'n') {
+		var h http.Header
+		if err := json.Unmarshal(b, &h); err != nil {
+			return nil, fmt.Errorf("idem: decoding stored headers: %w", err)
 		}
-		c, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case c == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-		case c == '\u2028' || c == '\u2029':
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
+		return h, nil
 	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	h := http.Header{}
+	str := func() (string, bool) {
+		n, w := binary.Uvarint(b)
+		if w <= 0 || n > uint64(len(b)-w) {
+			return "", false
+		}
+		s := string(b[w : w+int(n)])
+		b = b[w+int(n):]
+		return s, true
+	}
+	for len(b) > 0 {
+		code := b[0]
+		b = b[1:]
+		var name string
+		switch {
+		case code == 0:
+			var ok bool
+			if name, ok = str(); !ok {
+				return nil, errHeaderBlock
+			}
+		case code >= firstStatic && int(code) < len(staticNames):
+			name = staticNames[code]
+		default:
+			return nil, fmt.Errorf("%w: name code %d", errHeaderBlock, code)
+		}
+		v, ok := str()
+		if !ok {
+			return nil, errHeaderBlock
+		}
+		h[name] = append(h[name], v)
+	}
+	return h, nil
 }

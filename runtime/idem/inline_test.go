@@ -35,7 +35,7 @@ func TestInlineCrashLeavesNothing(t *testing.T) {
 					return err
 				}
 				// The claim is not visible outside its transaction.
-				if n := e.count(`SELECT count(*) FROM `+e.schema+`.records WHERE key = $1`, key); n != 0 {
+				if n := e.count(`SELECT count(*) FROM `+e.schema+`.records WHERE id = `+e.schema+`.record_id('inline', 't', $1)`, key); n != 0 {
 					t.Errorf("an uncommitted claim is visible")
 				}
 				runtime.Goexit()
@@ -53,7 +53,7 @@ func TestInlineCrashLeavesNothing(t *testing.T) {
 			idem.Run(ctx, e.eng, inlineOp, request("t", key, "b"), phases)
 		}()
 		<-done
-		if n := e.count(`SELECT count(*) FROM `+e.schema+`.records WHERE key = $1`, key); n != 0 {
+		if n := e.count(`SELECT count(*) FROM `+e.schema+`.records WHERE id = `+e.schema+`.record_id('inline', 't', $1)`, key); n != 0 {
 			t.Fatalf("crash in phase %d left a record", crashIn)
 		}
 		if n := e.count(`SELECT count(*) FROM rows WHERE key = $1`, key); n != 0 {

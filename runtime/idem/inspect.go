@@ -9,20 +9,22 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// RecordInfo is what an operator sees of one record.
+// RecordInfo is what an operator sees of one record. A completed record
+// keeps only what a replay needs (migration 005): its operation, recovery
+// point, phase state, attempts and age are empty.
 type RecordInfo struct {
 	Namespace     string          `json:"namespace"`
 	Scope         string          `json:"scope"`
 	Key           string          `json:"key"`
-	Operation     string          `json:"operation"`
+	Operation     string          `json:"operation,omitempty"`
 	State         string          `json:"state"`
-	RecoveryPoint string          `json:"recovery_point"`
+	RecoveryPoint string          `json:"recovery_point,omitempty"`
 	PhaseState    json.RawMessage `json:"phase_state,omitempty"`
 	Owner         string          `json:"owner,omitempty"`
 	LeaseLeft     string          `json:"lease_left,omitempty"` // negative once expired
-	Attempts      int             `json:"attempts"`
-	Age           string          `json:"age"`
-	ExpiresIn     string          `json:"expires_in"` // negative once past retention
+	Attempts      int             `json:"attempts,omitempty"`
+	Age           string          `json:"age,omitempty"` // since the claim
+	ExpiresIn     string          `json:"expires_in"`    // negative once past retention
 	Status        *int            `json:"response_status,omitempty"`
 	// Stuck: claimed, no live owner, and past retention. Such a record is
 	// never pruned (a committed phase would run again); it waits for a
@@ -34,8 +36,8 @@ type RecordInfo struct {
 func scanRecordInfo(row pgx.Row) (*RecordInfo, error) {
 	var r RecordInfo
 	var owner *string
-	var lease *float64
-	var age, expires float64
+	var lease, age *float64
+	var expires float64
 	err := row.Scan(&r.Namespace, &r.Scope, &r.Key, &r.Operation, &r.State, &r.RecoveryPoint, &r.PhaseState,
 		&owner, &lease, &r.Attempts, &age, &expires, &r.Status, &r.Stuck)
 	if err != nil {
@@ -50,13 +52,21 @@ func scanRecordInfo(row pgx.Row) (*RecordInfo, error) {
 	if lease != nil {
 		r.LeaseLeft = secs(*lease)
 	}
-	r.Age, r.ExpiresIn = secs(age), secs(expires)
+	if age != nil {
+		r.Age = secs(*age)
+	}
+	r.ExpiresIn = secs(expires)
 	return &r, nil
 }
 
 // Inspect returns the record for (namespace, scope, key), or pgx.ErrNoRows.
 func (e *Engine) Inspect(ctx context.Context, namespace, scope, key string) (*RecordInfo, error) {
-	return scanRecordInfo(e.pool.QueryRow(ctx, e.q.inspectSQL, namespace, scope, key))
+	r, err := scanRecordInfo(e.pool.QueryRow(ctx, e.q.inspectSQL, namespace, scope, key))
+	if err != nil {
+		return nil, err
+	}
+	r.Namespace, r.Scope, r.Key = namespace, scope, key // what found it
+	return r, nil
 }
 
 // Abandoned lists up to limit claimed records whose owner's lease has

@@ -242,7 +242,7 @@ func TestLastBeginTravelsWithTheFirstStatement(t *testing.T) {
 			if n := e.count(`SELECT count(*) FROM rows`); n != 1 {
 				t.Fatalf("%d rows; want 1", n)
 			}
-			if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE state = 'completed'`); n != 1 {
+			if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE owner_token IS NULL`); n != 1 {
 				t.Fatalf("%d completed records; want 1", n)
 			}
 		})
@@ -280,7 +280,7 @@ func TestEngineClaimMode(t *testing.T) {
 			e.eng = mustEngineWith(t, e, idem.Options{Schema: e.schema, Claim: tc.claim})
 			seen := -1
 			phases := []idem.Phase[payState]{{Name: "only", Final: func(context.Context, pgx.Tx, *payState) (*idem.Response, error) {
-				seen = e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE state = 'claimed'`)
+				seen = e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE owner_token IS NOT NULL`)
 				return created(`{}`), nil
 			}}}
 			if _, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "b"), phases); err != nil {

@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/idemgen/idemgen/idemtest"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 func TestMigrate(t *testing.T) {
@@ -60,17 +62,15 @@ func TestMigrate(t *testing.T) {
 	}
 }
 
-// TestUpgradeKeepsRecords: a store in use when migration 003 rewrites it,
-// or reverts it, keeps every record: a completed one replays the same
-// bytes, a half-done one resumes from its recovery point with its state,
-// and one written in 002's shape (jsonb, completed_at) reads back.
+// TestUpgradeKeepsRecords: a store in use when migrations 003 to 005
+// rewrite it keeps every record: a completed one written in 002's shape
+// (jsonb, completed_at) replays the same bytes, its headers still the JSON
+// they were written in, and a half-done one resumes from its recovery
+// point with its state. Reverting 005 refuses while completed records
+// remain, which keep no key; without them it reverts and applies again.
 func TestUpgradeKeepsRecords(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	done, err := idem.Run(ctx, e.eng, payOp, request("t", "done", "b"), twoPhases("done"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	cd, runs := &card{charges: map[string]string{}}, 0
 	crashed := make(chan struct{})
 	go func() {
@@ -82,55 +82,69 @@ func TestUpgradeKeepsRecords(t *testing.T) {
 	if _, err := idem.MigrateDown(ctx, e.pool, e.schema, 2); err != nil {
 		t.Fatal(err)
 	}
-	e.exec(`UPDATE ` + e.schema + `.records SET completed_at = now() WHERE state = 'completed'`)
 	e.exec(`INSERT INTO `+e.schema+`.records (namespace, scope, key, operation, fingerprint, state, recovery_point,
     phase_state, response_status, response_headers, response_body, completed_at, expires_at)
 VALUES ('createPayment', 't', 'old', 'createPayment', $1, 'completed', 'finish', '{"recorded": true}', 201,
     '{"Content-Type": ["application/json"]}', '{"old":true}', now(), now() + interval '1 hour')`, request("t", "old", "b").Fingerprint)
-
-	for round, step := range []string{"upgrade", "revert and upgrade again"} {
-		if round > 0 {
-			if _, err := idem.MigrateDown(ctx, e.pool, e.schema, 2); err != nil {
-				t.Fatalf("%s: %v", step, err)
-			}
-		}
-		if got, err := idem.Migrate(ctx, e.pool, e.schema); err != nil || !slices.Equal(got, []int{3, 4}) {
-			t.Fatalf("%s: Migrate = %v, %v; want migrations 3 and 4 applied", step, got, err)
-		}
-		if n := e.count(`SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'records'
-    AND (column_name, data_type) IN (('phase_state', 'json'), ('response_headers', 'json'), ('response_status', 'smallint'), ('completed_at', 'timestamp with time zone'))`, e.schema); n != 3 {
-			t.Fatalf("%s: %d of the three changed columns have their new type, or completed_at remains", step, n)
-		}
-		// A new engine, without a replay cache: every answer comes from the store.
-		eng, err := idem.New(e.pool, idem.Options{Schema: e.schema, ReplayCacheBytes: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := idem.Run(ctx, eng, payOp, request("t", "done", "b"), twoPhases("done"))
-		if err != nil || !out.Replayed || !sameResponse(out.Response, done.Response) {
-			t.Fatalf("%s: replay = %+v, %v; want %+v", step, out, err, done.Response)
-		}
-		out, err = idem.Run(ctx, eng, payOp, request("t", "old", "b"), twoPhases("old"))
+	if got, err := idem.Migrate(ctx, e.pool, e.schema); err != nil || !slices.Equal(got, []int{3, 4, 5}) {
+		t.Fatalf("Migrate = %v, %v; want migrations 3, 4 and 5 applied", got, err)
+	}
+	if n := e.count(`SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'records'
+    AND (column_name, data_type) IN (('id', 'uuid'), ('response_headers', 'bytea'), ('state', 'text'), ('completed_at', 'timestamp with time zone'))`, e.schema); n != 2 {
+		t.Fatalf("%d of id and the coded headers are there, or state or completed_at remains", n)
+	}
+	// A new engine, without a replay cache: every answer comes from the store.
+	eng, err := idem.New(e.pool, idem.Options{Schema: e.schema, ReplayCacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := func(step string) {
+		t.Helper()
+		out, err := idem.Run(ctx, eng, payOp, request("t", "old", "b"), twoPhases("old"))
 		if err != nil || !out.Replayed || out.Response.Status != 201 || string(out.Response.Body) != `{"old":true}` ||
 			out.Response.Header.Get("Content-Type") != "application/json" {
 			t.Fatalf("%s: replay of the record written before 003 = %+v, %v", step, out, err)
 		}
+		out, err = idem.Run(ctx, eng, payOp, request("t", "old", "other body"), twoPhases("old"))
+		if !errors.As(err, new(*idem.Error)) || err.(*idem.Error).Kind != idemtype.KindMismatch {
+			t.Fatalf("%s: another request with its key = %+v, %v; want a mismatch", step, out, err)
+		}
+	}
+	half := func(step string) {
+		t.Helper()
 		info, err := eng.Inspect(ctx, "createPayment", "t", "half")
 		var st payState
-		if err != nil || info.RecoveryPoint != "record" || json.Unmarshal(info.PhaseState, &st) != nil || !st.Recorded {
+		if err != nil || info.RecoveryPoint != "record" || info.Operation != "createPayment" ||
+			json.Unmarshal(info.PhaseState, &st) != nil || !st.Recorded {
 			t.Fatalf("%s: the half-done record = %+v, %v; want it at record, its state saying so", step, info, err)
 		}
 	}
-	e.expireLeases()
-	eng, err := idem.New(e.pool, idem.Options{Schema: e.schema})
-	if err != nil {
-		t.Fatal(err)
+	old("upgraded")
+	half("upgraded")
+
+	_, err = idem.MigrateDown(ctx, e.pool, e.schema, 4)
+	if err == nil || !strings.Contains(err.Error(), "1 completed records keep no key") {
+		t.Fatalf("reverting 005 with a completed record: %v; want an error that says it keeps no key", err)
 	}
+	if v, err := idem.AppliedVersion(ctx, e.pool, e.schema); err != nil || v != 5 {
+		t.Fatalf("after the refused revert: version %d, %v; want 5", v, err)
+	}
+	old("after the refused revert")
+	e.exec(`DELETE FROM ` + e.schema + `.records WHERE owner_token IS NULL`)
+	if got, err := idem.MigrateDown(ctx, e.pool, e.schema, 4); err != nil || !slices.Equal(got, []int{5}) {
+		t.Fatalf("reverting 005 with claimed records only: %v, %v", got, err)
+	}
+	if got, err := idem.Migrate(ctx, e.pool, e.schema); err != nil || !slices.Equal(got, []int{5}) {
+		t.Fatalf("applying 005 again: %v, %v", got, err)
+	}
+	half("reverted and applied again")
+
+	e.expireLeases()
 	out, err := idem.Run(ctx, eng, payOp, request("t", "half", "b"), threePhases("half", cd, &runs, ""))
 	if err != nil || !out.Resumed || runs != 1 || len(cd.keys) != 1 {
 		t.Fatalf("resuming the half-done record: %+v, %v; record ran %d times, %d charges; want it resumed after record", out, err, runs, len(cd.keys))
 	}
-	if info, err := eng.Inspect(ctx, "createPayment", "t", "half"); err != nil || info.State != "completed" || info.Attempts != 2 {
+	if info, err := eng.Inspect(ctx, "createPayment", "t", "half"); err != nil || info.State != "completed" {
 		t.Fatalf("Inspect after the resume = %+v, %v", info, err)
 	}
 }
@@ -158,12 +172,17 @@ func TestClaimedIndexBuiltAhead(t *testing.T) {
 	}
 	e.exec(`CREATE INDEX CONCURRENTLY records_claimed ON ` + e.schema + `.records (expires_at) WHERE state = 'claimed'`)
 	ahead, _ := claimed()
-	if got, err := idem.Migrate(ctx, e.pool, e.schema); err != nil || !slices.Equal(got, []int{4}) {
-		t.Fatalf("built ahead: Migrate = %v, %v; want migration 4 applied", got, err)
+	// Migration 4 alone, as a tool that applies one file at a time would
+	// (005 makes the table anew, with indexes of its own).
+	all, err := idem.Migrations(e.schema)
+	if err != nil {
+		t.Fatal(err)
 	}
+	e.exec(all[3].Up)
 	if oid, valid := claimed(); oid != ahead || !valid {
 		t.Fatalf("built ahead: records_claimed is %d (valid %v) after the migration; want the one built ahead, %d", oid, valid, ahead)
 	}
+	e.exec(`DROP INDEX ` + e.schema + `.records_claimed`)
 
 	// A concurrent build that fails leaves its index invalid: here a
 	// unique one, over two claimed records.
@@ -184,8 +203,8 @@ FROM generate_series(1, 2) g`)
 		t.Fatalf("left invalid: Migrate = %v, %v; want an error that says to drop records_claimed", got, err)
 	}
 	e.exec(`DROP INDEX CONCURRENTLY ` + e.schema + `.records_claimed`)
-	if got, err := idem.Migrate(ctx, e.pool, e.schema); err != nil || !slices.Equal(got, []int{4}) {
-		t.Fatalf("dropped: Migrate = %v, %v; want migration 4 applied", got, err)
+	if got, err := idem.Migrate(ctx, e.pool, e.schema); err != nil || !slices.Equal(got, []int{4, 5}) {
+		t.Fatalf("dropped: Migrate = %v, %v; want migrations 4 and 5 applied", got, err)
 	}
 	if _, valid := claimed(); !valid {
 		t.Fatal("records_claimed is invalid after the migration")

@@ -52,7 +52,7 @@ func (e *Engine) Resolve(ctx context.Context, namespace, scope, key string, r Re
 		if merr != nil {
 			return merr
 		}
-		headers := appendHeaderJSON(nil, http.Header{"Content-Type": {idemtype.ProblemContentType}})
+		headers := appendHeaders(nil, http.Header{"Content-Type": {idemtype.ProblemContentType}})
 		tag, err = e.pool.Exec(ctx, e.q.resolveCompleteSQL,
 			namespace, scope, key, r.Status, headers, body, micros(r.Retention))
 	}

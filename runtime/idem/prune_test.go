@@ -37,12 +37,13 @@ func (e *env) seedSpread(prefix string, n int, old bool) {
 }
 
 // insertCompleted inserts completed records prefix1 to prefixn, the g-th
-// expiring at the SQL expression expires.
+// expiring at the SQL expression expires. Unlike the engine's, they keep
+// their keys, which the tests count them by.
 func (e *env) insertCompleted(prefix string, n int, expires string) {
 	e.t.Helper()
-	e.exec(`INSERT INTO `+e.schema+`.records (namespace, scope, key, operation, fingerprint, state, expires_at,
+	e.exec(`INSERT INTO `+e.schema+`.records (id, namespace, scope, key, fingerprint, expires_at,
     response_status, response_headers, response_body)
-SELECT 'ns', 't', $1 || g, 'op', '\x00', 'completed', `+expires+`, 200, '{}', ''
+SELECT `+e.schema+`.record_id('ns', 't', $1 || g), 'ns', 't', $1 || g, '\x00', `+expires+`, 200, '', ''
 FROM generate_series(1, $2) g`, prefix, n)
 }
 
@@ -51,9 +52,11 @@ FROM generate_series(1, $2) g`, prefix, n)
 // lease ran out with a phase committed.
 func (e *env) unfreeable(ago string) {
 	e.t.Helper()
-	e.exec(`INSERT INTO `+e.schema+`.records (namespace, scope, key, operation, fingerprint, state, owner_token, lease_until, expires_at, recovery_point)
-VALUES ('ns', 't', 'live', 'op', '\x00', 'claimed', gen_random_uuid(), now() + interval '1 minute', now() - $1::interval, ''),
-       ('ns', 't', 'half', 'op', '\x00', 'claimed', gen_random_uuid(), now() - interval '1 minute', now() - $1::interval - interval '1 microsecond', 'charge')`, ago)
+	e.exec(`INSERT INTO `+e.schema+`.records (id, namespace, scope, key, operation, fingerprint, owner_token, lease_until, expires_at, recovery_point)
+SELECT `+e.schema+`.record_id(namespace, scope, key), * FROM (VALUES
+    ('ns', 't', 'live', 'op', '\x00'::bytea, gen_random_uuid(), now() + interval '1 minute', now() - $1::interval, ''),
+    ('ns', 't', 'half', 'op', '\x00', gen_random_uuid(), now() - interval '1 minute', now() - $1::interval - interval '1 microsecond', 'charge')
+) AS r (namespace, scope, key, operation, fingerprint, owner_token, lease_until, expires_at, recovery_point)`, ago)
 }
 
 // TestPrune: records past retention go, younger ones stay, claimed records

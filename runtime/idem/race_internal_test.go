@@ -148,9 +148,9 @@ func (r *raceEnv) claimedAndExpired(key, rp string, pastRetention bool) {
 		expires = "now() - interval '1 second'"
 	}
 	fp := raceReq(key).Fingerprint
-	r.exec(`INSERT INTO `+r.schema+`.records (namespace, scope, key, operation, fingerprint, state, owner_token,
+	r.exec(`INSERT INTO `+r.schema+`.records (id, namespace, scope, key, operation, fingerprint, owner_token,
     lease_until, recovery_point, expires_at)
-VALUES ('op', 's', $1, 'op', $2, 'claimed', gen_random_uuid(), now() - interval '1 second', $3, `+expires+`)`, key, fp, rp)
+VALUES (`+r.schema+`.record_id('op', 's', $1), 'op', 's', $1, 'op', $2, gen_random_uuid(), now() - interval '1 second', $3, `+expires+`)`, key, fp, rp)
 }
 
 // ownerRefreshes is what a slow but live owner's lease refresh does.
@@ -190,7 +190,7 @@ func TestExpiredDeleteRechecksLiveness(t *testing.T) {
 		t.Fatalf("retry: %+v, %v; want 409: the owner is live again", out, err)
 	}
 	var n int
-	if err := r.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+r.schema+`.records WHERE state = 'claimed'`).Scan(&n); err != nil || n != 1 {
+	if err := r.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+r.schema+`.records WHERE owner_token IS NOT NULL`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("the live owner's record was deleted (%d, %v)", n, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,6 +19,13 @@ const (
 	stateClaimed   = "claimed"
 	stateCompleted = "completed"
 )
+
+// stateOf is a record's state, from the columns of the table aliased as
+// its argument (with its dot; "" for none): claimed while it has an owner,
+// NULL where the join found no record.
+func stateOf(alias string) string {
+	return `CASE WHEN ` + alias + `owner_token IS NOT NULL THEN 'claimed' WHEN ` + alias + `id IS NOT NULL THEN 'completed' END`
+}
 
 // execer is what both a pool and a transaction offer.
 type execer interface {
@@ -60,16 +68,27 @@ type queries struct {
 // turns into an interval exactly.
 func micros(d time.Duration) int64 { return d.Microseconds() }
 
-// fence matches the record only while this execution owns it. It needs no
-// "state = 'claimed'": the table's CHECK makes owner_token NULL on every
-// completed record, so a matching token implies a claimed record.
-const fence = ` WHERE namespace = $1 AND scope = $2 AND key = $3 AND owner_token = $4`
+// byKey finds the record of (namespace, scope, key) = ($1, $2, $3) by its
+// id (migration 005), the statement's own digest of them: a completed
+// record keeps no key of its own.
+const byKey = ` WHERE id = {{schema}}.record_id($1, $2, $3)`
+
+// fence matches the record only while this execution owns it: a
+// completed record has no owner.
+const fence = byKey + ` AND owner_token = $4`
+
+// toReceipt completes a claimed record: everything only its execution
+// needed is cleared, and the fingerprint takes in the operation, whose
+// name goes (migration 005). Every expression reads the row as it was.
+const toReceipt = `owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL,
+    fingerprint = {{schema}}.receipt_fingerprint(operation, fingerprint), operation = NULL, namespace = NULL,
+    scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL, request = NULL, background = NULL`
 
 // freeable is what makes a record past its retention deletable: completed,
 // or claimed by nobody live with no committed phase. A record with a
 // recovery point is never freed, whatever its age: its committed phases
 // would run again.
-const freeable = `expires_at <= now() AND (state = 'completed' OR (lease_until <= now() AND recovery_point = ''))`
+const freeable = `expires_at <= now() AND (owner_token IS NULL OR (lease_until <= now() AND recovery_point = ''))`
 
 // Lease and retention arithmetic uses clock_timestamp(), not the
 // transaction's start, and never moves lease_until backwards: a commit at
@@ -80,20 +99,21 @@ const (
 	extendExpires = `expires_at = GREATEST(expires_at, ` + leaseFrom + `)`
 )
 
-// recordColumns is what RecordInfo is scanned from, in scanRecordInfo's order.
-const recordColumns = `namespace, scope, key, operation, state, recovery_point, phase_state,
-    owner_token::text, extract(epoch FROM lease_until - now())::float8, attempts,
+// recordColumns is what RecordInfo is scanned from, in scanRecordInfo's
+// order. A completed record's key, operation, attempts and age are gone.
+var recordColumns = `coalesce(namespace, ''), coalesce(scope, ''), coalesce(key, ''), coalesce(operation, ''), ` + stateOf("") + `,
+    coalesce(recovery_point, ''), phase_state, owner_token::text, extract(epoch FROM lease_until - now())::float8, coalesce(attempts, 0),
     extract(epoch FROM now() - created_at)::float8, extract(epoch FROM expires_at - now())::float8, response_status,
-    (state = 'claimed' AND lease_until <= now() AND expires_at <= now())`
+    (owner_token IS NOT NULL AND lease_until <= now() AND expires_at <= now())`
 
 // abandoned matches a record whose owner's lease expired (see Resolve).
-const abandoned = ` WHERE namespace = $1 AND scope = $2 AND key = $3 AND state = 'claimed' AND lease_until <= now()`
+const abandoned = byKey + ` AND owner_token IS NOT NULL AND lease_until <= now()`
 
 func newQueries(schema string) queries {
 	t := schema + ".records"
-	insert := `INSERT INTO ` + t + ` (namespace, scope, key, owner_token, operation, fingerprint, state,
+	insert := `INSERT INTO ` + t + ` (id, namespace, scope, key, owner_token, operation, fingerprint,
     lease_until, request, background, expires_at, key_derivation)
-SELECT $1, $2, $3, $4, $5, $6, 'claimed',
+SELECT {{schema}}.record_id($1, $2, $3), $1, $2, $3, $4, $5, $6,
     now() + $7::bigint * interval '1 microsecond', $8, $9, now() + $10::bigint * interval '1 microsecond', $11`
 	q := queries{
 		insertSQL: insert + ` ON CONFLICT DO NOTHING`,
@@ -101,24 +121,23 @@ SELECT $1, $2, $3, $4, $5, $6, 'claimed',
 		// read at its commit. As a one-time filter it runs once, before the
 		// row is formed, and costs no plan node of its own.
 		insertAsyncSQL: insert + ` WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL ON CONFLICT DO NOTHING`,
-		readSQL: `SELECT operation, fingerprint, state, owner_token, coalesce(lease_until > now(), false),
+		readSQL: `SELECT coalesce(operation, ''), fingerprint, ` + stateOf("") + `, owner_token, coalesce(lease_until > now(), false),
     coalesce(extract(epoch FROM lease_until - now()), 0)::float8, expires_at <= now(),
-    extract(epoch FROM expires_at - now())::float8, recovery_point, phase_state, response_status, response_headers, response_body, body_omitted
-FROM ` + t + ` WHERE namespace = $1 AND scope = $2 AND key = $3`,
+    extract(epoch FROM expires_at - now())::float8, coalesce(recovery_point, ''), phase_state, response_status, response_headers, response_body, body_omitted
+FROM ` + t + byKey,
 		// The lease condition is checked again here, not only in the read
 		// before it: the owner may have refreshed in between.
 		takeoverSQL: `UPDATE ` + t + ` SET owner_token = $5, lease_until = ` + fmt.Sprintf(leaseFrom, 6) + `,
     ` + fmt.Sprintf(extendExpires, 7) + `, attempts = attempts + 1` + fence + ` AND lease_until <= now()
 RETURNING recovery_point, phase_state, key_derivation`,
-		deleteExpiredSQL: `DELETE FROM ` + t + ` WHERE namespace = $1 AND scope = $2 AND key = $3 AND ` + freeable,
+		deleteExpiredSQL: `DELETE FROM ` + t + byKey + ` AND ` + freeable,
 		advanceSQL: `UPDATE ` + t + ` SET recovery_point = $5, phase_state = $6,
     ` + fmt.Sprintf(extendLease, 7) + `, ` + fmt.Sprintf(extendExpires, 8) + fence,
 		// A completed record is remembered for the whole retention from its
 		// completion.
-		completeSQL: `UPDATE ` + t + ` SET state = 'completed', owner_token = NULL, lease_until = NULL,
-    recovery_point = $5, phase_state = $6, response_status = $7, response_headers = $8,
-    response_body = $9, body_omitted = $10, request = NULL,
-    expires_at = ` + fmt.Sprintf(leaseFrom, 11) + fence,
+		completeSQL: `UPDATE ` + t + ` SET ` + toReceipt + `,
+    response_status = $5, response_headers = $6, response_body = $7, body_omitted = $8,
+    expires_at = ` + fmt.Sprintf(leaseFrom, 9) + fence,
 		// A release also requires the recovery point this execution last
 		// saw: if a commit whose acknowledgement was lost did advance it,
 		// effects exist and the record must stay.
@@ -181,34 +200,34 @@ SELECT count(*) FROM gone`,
 		// key. It returns how many it deleted and the last expires_at it
 		// reached.
 		pruneSkippingSQL: `WITH batch AS (
-    SELECT key, scope, namespace FROM ` + t + ` AS r, (SELECT set_config('synchronous_commit', 'off', true)) AS async
+    SELECT id FROM ` + t + ` AS r, (SELECT set_config('synchronous_commit', 'off', true)) AS async
     WHERE expires_at >= $2 AND ` + freeable + `
     ORDER BY expires_at LIMIT $1 FOR UPDATE OF r SKIP LOCKED),
 gone AS (
-    DELETE FROM ` + t + ` AS d USING batch WHERE (d.key, d.scope, d.namespace) = (batch.key, batch.scope, batch.namespace)
+    DELETE FROM ` + t + ` AS d USING batch WHERE d.id = batch.id
     RETURNING d.expires_at)
 SELECT count(*), max(expires_at) FROM gone`,
 		// The records Abandoned(ctx, true, ...) would list.
 		countStuckSQL: `SELECT count(*) FROM ` + t + `
-WHERE expires_at <= now() AND state = 'claimed' AND lease_until <= now()`,
+WHERE expires_at <= now() AND owner_token IS NOT NULL AND lease_until <= now()`,
 		// The completer's work: abandoned records of background operations
 		// ($1) it has not given up on. attempts counts the claim and every
 		// takeover: a record that keeps failing (a poisoned request, a phase
 		// that panics) is left to an operator instead of being tried forever.
 		abandonedBackgroundSQL: `SELECT namespace, scope, key, operation, owner_token, request, fingerprint
 FROM ` + t + `
-WHERE state = 'claimed' AND background AND lease_until <= now() AND operation = ANY($1) AND attempts < $3
+WHERE owner_token IS NOT NULL AND background AND lease_until <= now() AND operation = ANY($1) AND attempts < $3
 ORDER BY lease_until LIMIT $2`,
 		inspectSQL: `SELECT ` + recordColumns + `
-FROM ` + t + ` WHERE namespace = $1 AND scope = $2 AND key = $3`,
+FROM ` + t + byKey,
 		abandonedSQL: `SELECT ` + recordColumns + `
 FROM ` + t + `
-WHERE state = 'claimed' AND lease_until <= now() AND (NOT $1 OR expires_at <= now())
+WHERE owner_token IS NOT NULL AND lease_until <= now() AND (NOT $1 OR expires_at <= now())
 ORDER BY lease_until LIMIT $2`,
 		resolveDeleteSQL: `DELETE FROM ` + t + abandoned,
-		resolveCompleteSQL: `UPDATE ` + t + ` SET state = 'completed', owner_token = NULL,
-    lease_until = NULL, response_status = $4, response_headers = $5, response_body = $6, body_omitted = false,
-    request = NULL, expires_at = now() + $7::bigint * interval '1 microsecond'` + abandoned,
+		resolveCompleteSQL: `UPDATE ` + t + ` SET ` + toReceipt + `,
+    response_status = $4, response_headers = $5, response_body = $6, body_omitted = false,
+    expires_at = now() + $7::bigint * interval '1 microsecond'` + abandoned,
 	}
 	// The completed record of a ClaimLast execution, inserted just before
 	// its COMMIT. A record already there (a concurrent duplicate that
@@ -216,11 +235,11 @@ ORDER BY lease_until LIMIT $2`,
 	// on for at most the claim wait, set for this transaction (by a
 	// one-time filter, evaluated before the row is formed) before the
 	// insert looks at the index.
-	q.insertCompletedSQL = `INSERT INTO ` + t + ` (namespace, scope, key, operation, fingerprint, state,
-    recovery_point, phase_state, response_status, response_headers, response_body, body_omitted,
-    expires_at, key_derivation)
-SELECT $1, $2, $3, $4, $5, 'completed', $6, NULL, $7, $8, $9, $10, ` + fmt.Sprintf(leaseFrom, 11) + `, $12
-WHERE set_config('lock_timeout', $13, true) IS NOT NULL`
+	q.insertCompletedSQL = `INSERT INTO ` + t + ` (id, fingerprint, response_status, response_headers, response_body,
+    body_omitted, expires_at, created_at, attempts, key_derivation, background, recovery_point)
+SELECT {{schema}}.record_id($1, $2, $3), {{schema}}.receipt_fingerprint($4, $5), $6, $7, $8, $9,
+    ` + fmt.Sprintf(leaseFrom, 10) + `, NULL, NULL, NULL, NULL, NULL
+WHERE set_config('lock_timeout', $11, true) IS NOT NULL`
 	if sqlMutant != nil {
 		sqlMutant(&q)
 	}
@@ -237,17 +256,17 @@ WHERE set_config('lock_timeout', $13, true) IS NOT NULL`
 	// lease, since an uncommitted claim cannot be taken over.
 	q.claimReadSQL = `SELECT set_config('lock_timeout', $4, true), set_config('statement_timeout', $5, true),
     set_config('idle_in_transaction_session_timeout', $5, true),
-    r.operation, r.fingerprint, r.state, r.owner_token, coalesce(r.lease_until > now(), false),
+    coalesce(r.operation, ''), r.fingerprint, ` + stateOf("r.") + `, r.owner_token, coalesce(r.lease_until > now(), false),
     coalesce(extract(epoch FROM r.lease_until - now()), 0)::float8, coalesce(r.expires_at <= now(), false),
     coalesce(extract(epoch FROM r.expires_at - now()), 0)::float8, r.recovery_point, r.phase_state, r.response_status, r.response_headers, r.response_body, coalesce(r.body_omitted, false)
-FROM (SELECT 1) AS one LEFT JOIN ` + t + ` AS r ON r.namespace = $1 AND r.scope = $2 AND r.key = $3`
+FROM (SELECT 1) AS one LEFT JOIN ` + t + ` AS r ON r.id = {{schema}}.record_id($1, $2, $3)`
 	// ON CONFLICT DO NOTHING checks the unique index before it writes, so a
 	// conflict leaves no dead row behind (a plain INSERT would write the
 	// row, then fail); dividing by the number of rows inserted turns the
 	// conflict into the error that skips BEGIN.
-	q.claimInsertSQL = `WITH ins AS (INSERT INTO ` + t + ` (namespace, scope, key, owner_token, operation, fingerprint, state,
+	q.claimInsertSQL = `WITH ins AS (INSERT INTO ` + t + ` (id, namespace, scope, key, owner_token, operation, fingerprint,
     lease_until, request, background, expires_at, key_derivation)
-VALUES ($1, $2, $3, $4, $5, $6, 'claimed', now() + $7::bigint * interval '1 microsecond', $8, $9,
+VALUES ({{schema}}.record_id($1, $2, $3), $1, $2, $3, $4, $5, $6, now() + $7::bigint * interval '1 microsecond', $8, $9,
     now() + $10::bigint * interval '1 microsecond', $11)
 ON CONFLICT DO NOTHING RETURNING 1)
 SELECT 1 / count(*) FROM ins`
@@ -257,6 +276,13 @@ SELECT 1 / count(*) FROM ins`
 	fenced := func(update string) string { return `WITH u AS (` + update + ` RETURNING 1) SELECT 1 / count(*) FROM u` }
 	q.advanceFencedSQL = fenced(q.advanceSQL)
 	q.completeFencedSQL = fenced(q.completeSQL)
+	// The functions of migration 005 live in the schema too.
+	for _, sql := range []*string{&q.insertSQL, &q.insertAsyncSQL, &q.readSQL, &q.takeoverSQL, &q.deleteExpiredSQL,
+		&q.advanceSQL, &q.completeSQL, &q.releaseSQL, &q.yieldSQL, &q.refreshSQL, &q.inspectSQL,
+		&q.resolveDeleteSQL, &q.resolveCompleteSQL, &q.claimReadSQL, &q.claimInsertSQL, &q.advanceFencedSQL,
+		&q.completeFencedSQL, &q.insertCompletedSQL} {
+		*sql = strings.ReplaceAll(*sql, "{{schema}}", schema)
+	}
 	return q
 }
 
@@ -336,9 +362,13 @@ func (q queries) read(ctx context.Context, db execer, ns, scope, key string) (*r
 func scanRecord(row pgx.Row) (*record, error) {
 	var r record
 	var secs, expires float64
+	var headers []byte
 	err := row.Scan(&r.operation, &r.fingerprint, &r.state, &r.owner,
-		&r.live, &secs, &r.pastRetention, &expires, &r.recovery, &r.phaseState, &r.status, &r.headers, &r.body, &r.bodyOmitted)
+		&r.live, &secs, &r.pastRetention, &expires, &r.recovery, &r.phaseState, &r.status, &headers, &r.body, &r.bodyOmitted)
 	if err != nil {
+		return nil, err
+	}
+	if r.headers, err = parseHeaders(headers); err != nil {
 		return nil, err
 	}
 	r.setTimes(secs, expires)
@@ -418,8 +448,9 @@ func (q queries) claimInline(ctx context.Context, conn *pgx.Conn, c *claim, op s
 	var operation, state, recovery *string
 	var secs, expires float64
 	var ignore [3]string
+	var headers []byte
 	err = br.QueryRow().Scan(&ignore[0], &ignore[1], &ignore[2], &operation, &r.fingerprint, &state, &r.owner, &r.live, &secs,
-		&r.pastRetention, &expires, &recovery, &r.phaseState, &r.status, &r.headers, &r.body, &r.bodyOmitted)
+		&r.pastRetention, &expires, &recovery, &r.phaseState, &r.status, &headers, &r.body, &r.bodyOmitted)
 	if err == nil {
 		_, err = br.Exec()
 	}
@@ -428,8 +459,11 @@ func (q queries) claimInline(ctx context.Context, conn *pgx.Conn, c *claim, op s
 	}
 	if err != nil {
 		if sqlState(err) == divisionByZero { // nothing inserted: the key is held
-			if operation == nil {
+			if state == nil {
 				return false, nil, nil
+			}
+			if r.headers, err = parseHeaders(headers); err != nil {
+				return false, nil, err
 			}
 			r.operation, r.state = *operation, *state
 			if recovery != nil {
@@ -465,8 +499,8 @@ func (q queries) commitWith(ctx context.Context, conn *pgx.Conn, c *claim, phase
 	if resp == nil {
 		b.Queue(q.advanceFencedSQL, c.ns, c.scope, c.key, c.token, phase, state, micros(c.policy.Lease), micros(c.policy.Retention))
 	} else {
-		headers, body := appendHeaderJSON(nil, resp.Header), storedBody(resp, omitted)
-		b.Queue(q.completeFencedSQL, c.ns, c.scope, c.key, c.token, phase, state, resp.Status, headers, body,
+		headers, body := appendHeaders(nil, resp.Header), storedBody(resp, omitted)
+		b.Queue(q.completeFencedSQL, c.ns, c.scope, c.key, c.token, resp.Status, headers, body,
 			omitted, micros(c.policy.Retention))
 	}
 	b.Queue(commit)
@@ -540,7 +574,7 @@ func sqlState(err error) string {
 }
 
 // storedBody is how a response's body is stored: NULL when it was omitted.
-// The headers are stored as JSON (appendHeaderJSON).
+// The headers are stored coded (appendHeaders).
 func storedBody(resp *Response, omitted bool) []byte {
 	switch {
 	case omitted:
@@ -555,19 +589,19 @@ func storedBody(resp *Response, omitted bool) []byte {
 // commits, in one round trip on conn. A record that a concurrent duplicate
 // committed first is errLostRace: the transaction aborted, nothing of this
 // execution remains, and the duplicate's answer is the one to give.
-func (q queries) commitLast(ctx context.Context, conn *pgx.Conn, begin bool, c *claim, phase string, resp *Response, omitted bool) error {
+func (q queries) commitLast(ctx context.Context, conn *pgx.Conn, begin bool, c *claim, resp *Response, omitted bool) error {
 	body := storedBody(resp, omitted)
 	var err error
 	if q.named {
-		err = q.commitLastWire(ctx, conn, begin, c, phase, resp, body, omitted)
+		err = q.commitLastWire(ctx, conn, begin, c, resp, body, omitted)
 	} else {
-		headers := appendHeaderJSON(nil, resp.Header)
+		headers := appendHeaders(nil, resp.Header)
 		b := &pgx.Batch{}
 		if begin {
 			b.Queue(beginSQL) // the phases sent no statement
 		}
-		b.Queue(q.insertCompletedSQL, c.ns, c.scope, c.key, c.op.ID, c.fingerprint, phase, resp.Status, headers, body,
-			omitted, micros(c.policy.Retention), int16(c.derivation), q.claimWait)
+		b.Queue(q.insertCompletedSQL, c.ns, c.scope, c.key, c.op.ID, c.fingerprint, resp.Status, headers, body,
+			omitted, micros(c.policy.Retention), q.claimWait)
 		b.Queue(commit)
 		err = conn.SendBatch(ctx, b).Close()
 	}

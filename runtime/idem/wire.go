@@ -3,7 +3,6 @@ package idem
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -15,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // The statements the engine sends on every keyed request of the record-last
@@ -83,11 +81,11 @@ func (p *params) text(s string) {
 	}
 }
 
-// headers is a JSON parameter: h, as appendHeaderJSON writes it.
+// headers is a bytea parameter, in binary: h, as appendHeaders codes it.
 func (p *params) headers(h http.Header) {
 	start := len(p.buf)
-	p.buf = appendHeaderJSON(p.buf, h)
-	p.add(0, false)
+	p.buf = appendHeaders(p.buf, h)
+	p.add(1, false)
 	if p.traced {
 		p.args = append(p.args, p.buf[start:len(p.buf):len(p.buf)])
 	}
@@ -163,7 +161,7 @@ func (q queries) readConn(ctx context.Context, conn *pgx.Conn, ns, scope, key st
 	var rec *record
 	var derr error
 	if rr.NextRow() {
-		rec, derr = decodeRecord(rr.Values(), rr.FieldDescriptions())
+		rec, derr = decodeRecord(rr.Values())
 	}
 	tag, err := rr.Close()
 	if err == nil {
@@ -185,18 +183,12 @@ func (q queries) readConn(ctx context.Context, conn *pgx.Conn, ns, scope, key st
 var errColumn = errors.New("idem: unexpected column in the record's row")
 
 // decodeRecord decodes a row of readSQL in binary format, copying what it
-// keeps. fields tell the types of the columns that changed in migration
-// 003 (a smallint status, json instead of jsonb), so that a schema not yet
-// migrated reads the same.
-func decodeRecord(v [][]byte, fields []pgconn.FieldDescription) (*record, error) {
-	if len(v) != 14 || len(fields) != 14 {
+// keeps.
+func decodeRecord(v [][]byte) (*record, error) {
+	if len(v) != 14 {
 		return nil, fmt.Errorf("%w: %d columns, want 14", errColumn, len(v))
 	}
-	phaseState, err := jsonColumn(v[9], fields[9])
-	if err != nil {
-		return nil, err
-	}
-	headers, err := jsonColumn(v[11], fields[11])
+	headers, err := parseHeaders(v[11])
 	if err != nil {
 		return nil, err
 	}
@@ -205,11 +197,12 @@ func decodeRecord(v [][]byte, fields []pgconn.FieldDescription) (*record, error)
 		fingerprint:   clone(v[1]),
 		state:         string(v[2]),
 		recovery:      string(v[8]),
-		phaseState:    clone(phaseState),
+		phaseState:    clone(v[9]),
 		body:          clone(v[12]),
 		live:          len(v[4]) == 1 && v[4][0] == 1,
 		pastRetention: len(v[6]) == 1 && v[6][0] == 1,
 		bodyOmitted:   len(v[13]) == 1 && v[13][0] == 1,
+		headers:       headers,
 	}
 	if v[3] != nil {
 		if len(v[3]) != 16 {
@@ -226,36 +219,14 @@ func decodeRecord(v [][]byte, fields []pgconn.FieldDescription) (*record, error)
 		return nil, err
 	}
 	if b := v[10]; b != nil {
-		var status int
-		switch len(b) {
-		case 2: // smallint
-			status = int(int16(binary.BigEndian.Uint16(b)))
-		case 4: // integer, before migration 003
-			status = int(int32(binary.BigEndian.Uint32(b)))
-		default:
+		if len(b) != 2 {
 			return nil, fmt.Errorf("%w: status of %d bytes", errColumn, len(b))
 		}
+		status := int(int16(binary.BigEndian.Uint16(b)))
 		r.status = &status
-	}
-	if headers != nil {
-		if err := json.Unmarshal(headers, &r.headers); err != nil {
-			return nil, fmt.Errorf("idem: decoding stored headers: %w", err)
-		}
 	}
 	r.setTimes(secs, expires)
 	return r, nil
-}
-
-// jsonColumn is the JSON text of a json or jsonb column in binary format:
-// jsonb's starts with a version byte.
-func jsonColumn(b []byte, f pgconn.FieldDescription) ([]byte, error) {
-	if b == nil || f.DataTypeOID != pgtype.JSONBOID {
-		return b, nil
-	}
-	if len(b) == 0 || b[0] != 1 {
-		return nil, fmt.Errorf("%w: jsonb of an unknown version", errColumn)
-	}
-	return b[1:], nil
 }
 
 func float8(b []byte) (float64, error) {
@@ -421,7 +392,7 @@ func (t *batchTrace) end(err error) {
 }
 
 // commitLastWire is commitLast's batch through pgconn.
-func (q queries) commitLastWire(ctx context.Context, conn *pgx.Conn, begin bool, c *claim, phase string, resp *Response,
+func (q queries) commitLastWire(ctx context.Context, conn *pgx.Conn, begin bool, c *claim, resp *Response,
 	body []byte, omitted bool) error {
 	p := getParams(q.batchTracer != nil)
 	defer putParams(p)
@@ -430,13 +401,11 @@ func (q queries) commitLastWire(ctx context.Context, conn *pgx.Conn, begin bool,
 	p.text(c.key)
 	p.text(c.op.ID)
 	p.bytea(c.fingerprint)
-	p.text(phase)
 	p.int(int64(resp.Status))
 	p.headers(resp.Header)
 	p.bytea(body)
 	p.bool(omitted)
 	p.int(micros(c.policy.Retention))
-	p.int(int64(c.derivation))
 	p.text(q.claimWait)
 	if begin { // the phases sent no statement
 		return q.sendBatch(ctx, conn, []string{beginSQL, q.insertCompletedSQL, commit}, []*params{nil, p, nil})

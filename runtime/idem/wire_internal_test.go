@@ -2,14 +2,10 @@ package idem
 
 import (
 	"context"
-	"encoding/binary"
-	"math"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/internal/dbtest"
@@ -91,37 +87,6 @@ func TestSendBatchTraces(t *testing.T) {
 		}
 		if got := strings.Join(log.lines, "|"); got != want {
 			t.Errorf("k=%d: the tracer saw %s; want %s", k, got, want)
-		}
-	}
-}
-
-// TestDecodeRecordBeforeMigration3: the binary row of a schema that
-// migration 003 has not changed yet (an integer status, jsonb headers and
-// phase state) decodes as the row of a migrated one.
-func TestDecodeRecordBeforeMigration3(t *testing.T) {
-	f8 := func(v float64) []byte { return binary.BigEndian.AppendUint64(nil, math.Float64bits(v)) }
-	row := func(status []byte, headers, state []byte) [][]byte {
-		return [][]byte{[]byte("op"), {1, 2}, []byte("completed"), nil, {0}, f8(0), {0}, f8(60),
-			[]byte("finish"), state, status, headers, []byte("{}"), {0}}
-	}
-	fields := func(statusOID, jsonOID uint32) []pgconn.FieldDescription {
-		f := make([]pgconn.FieldDescription, 14)
-		f[9].DataTypeOID, f[10].DataTypeOID, f[11].DataTypeOID = jsonOID, statusOID, jsonOID
-		return f
-	}
-	headers := []byte(`{"Location":["/p/1"]}`)
-	migrated, err := decodeRecord(row([]byte{0, 201}, headers, []byte(`{"a":1}`)), fields(pgtype.Int2OID, pgtype.JSONOID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	jsonb := func(b []byte) []byte { return append([]byte{1}, b...) }
-	before, err := decodeRecord(row([]byte{0, 0, 0, 201}, jsonb(headers), jsonb([]byte(`{"a":1}`))), fields(pgtype.Int4OID, pgtype.JSONBOID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range []*record{migrated, before} {
-		if r.status == nil || *r.status != 201 || r.headers.Get("Location") != "/p/1" || string(r.phaseState) != `{"a":1}` {
-			t.Errorf("decoded %+v; want status 201, the Location and the phase state", r)
 		}
 	}
 }

@@ -113,7 +113,7 @@ func TestTracerSeesTheEngine(t *testing.T) {
 		// with COMMIT.
 		want := "query SELECT last,t," + key + ",\n" +
 			"batch of **\n  BEGIN BEGIN \n  INSERT INSERT 0 1 " + key + ",\n" +
-			"batch of **\n  INSERT INSERT 0 1 last,t," + key + ",last,bytes,finish,v,bytes,bytes,v,v,v,2000,\n  COMMIT COMMIT "
+			"batch of **\n  INSERT INSERT 0 1 last,t," + key + ",last,bytes,v,bytes,bytes,v,v,2000,\n  COMMIT COMMIT "
 		if got := log.String(); got != want {
 			t.Errorf("%v: the tracer saw\n%s\nwant\n%s", mode, got, want)
 		}
@@ -129,10 +129,10 @@ func TestTracerSeesTheEngine(t *testing.T) {
 			t.Errorf("%v: the replay's trace is\n%s\nwant\n%s", mode, got, want)
 		}
 		var row string
-		if err := e.pool.QueryRow(context.Background(), `SELECT row(operation, fingerprint, state, owner_token, lease_until,
+		if err := e.pool.QueryRow(context.Background(), `SELECT row(operation, fingerprint, owner_token, lease_until,
     recovery_point, phase_state::text, request, background, response_status, response_headers::text, response_body,
     body_omitted, attempts, expires_at - created_at > interval '1 hour', key_derivation)::text
-FROM records WHERE key = $1`, key).Scan(&row); err != nil {
+FROM records WHERE id = record_id('last', 't', $1)`, key).Scan(&row); err != nil {
 			t.Fatal(err)
 		}
 		records[mode] = row
