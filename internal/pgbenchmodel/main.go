@@ -37,23 +37,28 @@ const key = `\set k random(1, 1000000000000000)
 `
 
 // The record's columns as the engine writes them (a 12-byte body, the
-// default stored headers).
+// Content-Type header, coded).
 const (
 	recordKey   = `'bench', 'principal-acct', 'k' || CAST(:client_id AS text) || '-' || CAST(:k AS text)`
 	fingerprint = `'\x0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef'::bytea`
-	claimInsert = `INSERT INTO m.records (namespace, scope, key, owner_token, operation, fingerprint, state, lease_until,
+	headers     = `'\x1f106170706c69636174696f6e2f6a736f6e'::bytea`
+	claimInsert = `INSERT INTO m.records (id, namespace, scope, key, owner_token, operation, fingerprint, lease_until,
     request, background, expires_at, key_derivation)
-VALUES (` + recordKey + `, gen_random_uuid(), 'bench', ` + fingerprint + `, 'claimed',
-    now() + interval '30 seconds', NULL, false, now() + interval '1 day', 2) ON CONFLICT DO NOTHING;
+SELECT m.record_id(n, s, k), n, s, k, gen_random_uuid(), 'bench', ` + fingerprint + `,
+    now() + interval '30 seconds', NULL, false, now() + interval '1 day', 2
+FROM (VALUES (` + recordKey + `)) AS r (n, s, k) ON CONFLICT DO NOTHING;
 `
-	complete = `UPDATE m.records SET state = 'completed', owner_token = NULL, lease_until = NULL, recovery_point = 'insert',
-    response_status = 201, response_headers = '{"Content-Type": ["application/json"]}', response_body = '{"id":12345}',
-    body_omitted = false, request = NULL, expires_at = clock_timestamp() + interval '1 day'
-WHERE namespace = 'bench' AND scope = 'principal-acct' AND key = 'k' || CAST(:client_id AS text) || '-' || CAST(:k AS text);
+	complete = `UPDATE m.records SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL,
+    key_derivation = NULL, fingerprint = m.receipt_fingerprint(operation, fingerprint), operation = NULL,
+    namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL, request = NULL, background = NULL,
+    response_status = 201, response_headers = ` + headers + `, response_body = '{"id":12345}',
+    body_omitted = false, expires_at = clock_timestamp() + interval '1 day'
+WHERE id = m.record_id(` + recordKey + `);
 `
-	read = `SELECT operation, fingerprint, state, owner_token, coalesce(lease_until > now(), false), expires_at <= now(),
+	read = `SELECT coalesce(operation, ''), fingerprint, CASE WHEN owner_token IS NOT NULL THEN 'claimed' WHEN id IS NOT NULL THEN 'completed' END,
+    owner_token, coalesce(lease_until > now(), false), expires_at <= now(),
     recovery_point, phase_state, response_status, response_headers, response_body, body_omitted
-FROM m.records WHERE namespace = 'bench' AND scope = 'principal-acct' AND key = %s;
+FROM m.records WHERE id = m.record_id('bench', 'principal-acct', %s);
 `
 	work = `INSERT INTO m.bench (amount) VALUES (100) RETURNING id;
 `
@@ -68,10 +73,10 @@ var shapes = []shape{
 		key + "BEGIN;\n" + claimInsert + work + complete + "COMMIT;\n"},
 	{"last", "read of the key, BEGIN, INSERT, completed record INSERT, COMMIT",
 		key + fmt.Sprintf(read, "'k' || CAST(:client_id AS text) || '-' || CAST(:k AS text)") + "BEGIN;\n" + work +
-			`INSERT INTO m.records (namespace, scope, key, operation, fingerprint, state, recovery_point, response_status,
-    response_headers, response_body, body_omitted, expires_at, key_derivation)
-VALUES (` + recordKey + `, 'bench', ` + fingerprint + `, 'completed', 'insert', 201, '{"Content-Type": ["application/json"]}',
-    '{"id":12345}', false, clock_timestamp() + interval '1 day', 2);
+			`INSERT INTO m.records (id, fingerprint, response_status, response_headers, response_body, body_omitted,
+    expires_at, created_at, attempts, key_derivation, background, recovery_point)
+VALUES (m.record_id(` + recordKey + `), m.receipt_fingerprint('bench', ` + fingerprint + `), 201, ` + headers + `,
+    '{"id":12345}', false, clock_timestamp() + interval '1 day', NULL, NULL, NULL, NULL, NULL);
 COMMIT;
 `},
 	{"replay", "one SELECT of a completed record", fmt.Sprintf(read, "'replayed'")},
@@ -153,10 +158,10 @@ func setup(ctx context.Context, url string) error {
 		return err
 	}
 	_, err = pool.Exec(ctx, `CREATE TABLE m.bench (id bigserial PRIMARY KEY, amount int, charge text);
-INSERT INTO m.records (namespace, scope, key, operation, fingerprint, state, recovery_point, response_status,
-    response_headers, response_body, expires_at)
-VALUES ('bench', 'principal-acct', 'replayed', 'bench', `+fingerprint+`, 'completed', 'insert', 201,
-    '{"Content-Type": ["application/json"]}', '{"id":1}', now() + interval '1 day')`)
+INSERT INTO m.records (id, fingerprint, response_status, response_headers, response_body, expires_at,
+    created_at, attempts, key_derivation, background, recovery_point)
+VALUES (m.record_id('bench', 'principal-acct', 'replayed'), m.receipt_fingerprint('bench', `+fingerprint+`), 201,
+    `+headers+`, '{"id":1}', now() + interval '1 day', NULL, NULL, NULL, NULL, NULL)`)
 	return err
 }
 

@@ -156,7 +156,7 @@ type bench struct {
 	op     *idem.Operation
 	seq    atomic.Int64 // numbers the engine's requests
 	loaded int64        // live records loaded so far
-	// A record loaded and one the engine wrote, for checkShape.
+	// A record loaded and one the engine wrote (their ids), for checkShape.
 	loadedKey string
 	engineKey atomic.Value
 	t0        time.Time // the database's clock when the run started
@@ -312,7 +312,7 @@ func (b *bench) request(ctx context.Context) error {
 				"Content-Type": {"application/json"}, "Location": {fmt.Sprintf("/payments/%d", n)}}}, nil
 		}}})
 	if err == nil {
-		b.engineKey.Store(req.Key)
+		b.engineKey.Store([2]string{req.Scope, req.Key})
 	}
 	return err
 }
@@ -468,26 +468,30 @@ func (b *bench) records(ctx context.Context) int64 {
 // them for the bench's operation: completed at $3 + (g-$1) * $4
 // microseconds ($3 NULL: the statement's start), with a scope among 5,000
 // and a UUIDv7 key of that time, to a fraction of a millisecond, as
-// runtime/idemclient makes them. It returns the smallest key it inserted.
+// runtime/idemclient makes them. A completed record keeps its id, the
+// receipt's fingerprint, the response (its two headers coded: Content-Type,
+// HPACK's 31, and Location, 46, each with its value's length) and its
+// expiry (migration 005). It returns the smallest id it inserted.
 //
 // Live records complete as they are loaded: records that complete over a
 // day arrive in the order of their keys and of expires_at, after every
 // record already there, and so must loaded ones, or each would land in
 // the middle of the indexes, where a full page splits in half.
-const loadSQL = `WITH ins AS (INSERT INTO ` + schema + `.records (key, scope, namespace, operation, fingerprint, state,
-    recovery_point, phase_state, response_status, response_headers, response_body, created_at, expires_at)
-SELECT (lpad(to_hex(us / 1000), 12, '0') || '7' || lpad(to_hex((us % 1000) * 4096 / 1000), 3, '0') || '8' || substr(h, 1, 15))::uuid::text,
-    'acct_' || lpad((g % 5000)::text, 4, '0'), 'createPayment', 'createPayment', sha256(int8send(g)), 'completed', 'finish',
-    NULL, 201,
-    ('{"Content-Type":["application/json"],"Location":["/payments/' || g || '"]}')::json,
+const loadSQL = `WITH ins AS (INSERT INTO ` + schema + `.records (id, fingerprint, response_status, response_headers,
+    response_body, created_at, attempts, key_derivation, background, recovery_point, expires_at)
+SELECT ` + schema + `.record_id('createPayment', 'acct_' || lpad((g % 5000)::text, 4, '0'),
+        (lpad(to_hex(us / 1000), 12, '0') || '7' || lpad(to_hex((us % 1000) * 4096 / 1000), 3, '0') || '8' || substr(h, 1, 15))::uuid::text),
+    ` + schema + `.receipt_fingerprint('createPayment', sha256(int8send(g))), 201,
+    '\x1f10'::bytea || convert_to('application/json', 'UTF8') || '\x2e'::bytea
+        || set_byte('\x00'::bytea, 0, length('/payments/' || g)) || convert_to('/payments/' || g, 'UTF8'),
     convert_to('{"id":' || g || ',"status":"succeeded"}', 'UTF8'),
-    c, c + $5::bigint * interval '1 microsecond'
+    NULL, NULL, NULL, NULL, NULL, c + $5::bigint * interval '1 microsecond'
 FROM generate_series($1::bigint, $2::bigint) AS g,
     LATERAL (SELECT coalesce($3::timestamptz, statement_timestamp()) + (g - $1) * $4::bigint * interval '1 microsecond' AS c,
         md5(g::text) AS h) AS t,
     LATERAL (SELECT (extract(epoch FROM c) * 1000000)::bigint AS us) AS k
-RETURNING key)
-SELECT min(key) FROM ins`
+RETURNING id)
+SELECT min(id::text) FROM ins`
 
 // load inserts records from..to (numbers) in chunks, showing progress,
 // completed step apart from start (nil: each chunk from the time it is
@@ -550,13 +554,14 @@ func (b *bench) loadLive(ctx context.Context, size int64) error {
 // checkShape refuses to report sizes of loaded records that differ from
 // the engine's own: the bench's figures are only as good as its loader.
 func (b *bench) checkShape(ctx context.Context) error {
-	engineKey, _ := b.engineKey.Load().(string)
+	engineKey, _ := b.engineKey.Load().([2]string)
 	var loaded, engine int
-	q := `SELECT pg_column_size(r.*) FROM ` + schema + `.records r WHERE key = $1`
+	q := `SELECT pg_column_size(r.*) FROM ` + schema + `.records r WHERE id = $1::uuid`
 	if err := b.admin.QueryRow(ctx, q, b.loadedKey).Scan(&loaded); err != nil {
 		return fmt.Errorf("reading a loaded record: %w", err)
 	}
-	if err := b.admin.QueryRow(ctx, q, engineKey).Scan(&engine); err != nil {
+	q = `SELECT pg_column_size(r.*) FROM ` + schema + `.records r WHERE id = ` + schema + `.record_id('createPayment', $1, $2)`
+	if err := b.admin.QueryRow(ctx, q, engineKey[0], engineKey[1]).Scan(&engine); err != nil {
 		return fmt.Errorf("reading a record the engine wrote: %w", err)
 	}
 	if loaded != engine {
@@ -571,7 +576,7 @@ func (b *bench) sizes(ctx context.Context) (sizeFigure, error) {
 	var table, body, headers, state, row, key float64
 	err := b.admin.QueryRow(ctx, `SELECT count(*), pg_table_size($1::regclass), avg(pg_column_size(r.*)), avg(pg_column_size(response_body)),
     avg(coalesce(pg_column_size(response_headers), 0)), avg(coalesce(pg_column_size(phase_state), 0)),
-    avg(pg_column_size(key) + pg_column_size(scope) + pg_column_size(namespace)),
+    coalesce(avg(pg_column_size(key) + pg_column_size(scope) + pg_column_size(namespace)), 0),
     coalesce((SELECT option_value FROM pg_options_to_table((SELECT reloptions FROM pg_class WHERE oid = $1::regclass)) WHERE option_name = 'fillfactor'), '100')
 FROM `+schema+`.records r`, schema+".records").Scan(&f.Records, &table, &row, &body, &headers, &state, &key, &f.Fillfactor)
 	if err != nil {

@@ -26,7 +26,7 @@ var layoutFiles embed.FS
 // layouts are the study's layouts, in the order they are measured and
 // printed. The first is today's: the engine's migrations, loaded by its
 // file.
-var layouts = []string{"A", "B1", "D2", "E3b", "E8a", "E10b"}
+var layouts = []string{"A", "A4", "B1", "D2", "E3b", "E8a", "E10b"}
 
 // layoutSource is the schema of the records every layout loads (src.sql).
 const layoutSource = "layout_src"

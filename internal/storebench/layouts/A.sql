@@ -1,10 +1,13 @@
 -- A: today's layout. The table and its indexes are the engine's migrations
 -- (idem.Migrate, run into this schema before this file); this file only
--- loads the records as the engine stores a completed one: key, scope and
--- namespace as text, the primary key on the three, a 32-byte fingerprint,
--- state 'completed', headers and phase state as json, fillfactor 90.
-INSERT INTO records (key, scope, namespace, operation, fingerprint, state, recovery_point, phase_state,
-    response_status, response_headers, response_body, created_at, expires_at)
-SELECT key, scope, 'createPayment', 'createPayment', fp, 'completed', 'finish', pstate::json,
-    201, headers::json, body, c, c + interval '1 day'
+-- loads the records as the engine stores a completed one (migration 005):
+-- the id, a digest of namespace, scope and key, in the primary key; the
+-- receipt's 16-byte fingerprint; the status, the headers coded and the
+-- body; the expiry. Every other column is NULL.
+INSERT INTO records (id, fingerprint, response_status, response_headers, response_body,
+    created_at, attempts, key_derivation, background, recovery_point, expires_at)
+SELECT record_id('createPayment', scope, key), receipt_fingerprint('createPayment', fp), 201,
+    '\x1f10'::bytea || convert_to('application/json', 'UTF8') || '\x2e'::bytea
+        || set_byte('\x00'::bytea, 0, length('/payments/' || g)) || convert_to('/payments/' || g, 'UTF8'),
+    body, NULL, NULL, NULL, NULL, NULL, c + interval '1 day'
 FROM src ORDER BY g;
