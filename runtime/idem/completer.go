@@ -98,8 +98,8 @@ func (e *Engine) CompleteAbandoned(ctx context.Context, limit int) (int, error) 
 func (e *Engine) completeOne(ctx context.Context, op *Operation, p Policy, ns, scope, key string, owner *[16]byte, fp, payload []byte) (done bool, err error) {
 	ctx, end := e.start(ctx, Step{Kind: StepRequest, Operation: op.ID, Background: true})
 	defer func() { end(err) }()
-	c := &claim{op: op, policy: p, ns: ns, scope: scope, key: key, token: newToken(), fingerprint: fp, background: true,
-		ctx: context.WithoutCancel(ctx)}
+	c := &claim{op: op, policy: p, ns: ns, scope: scope, key: key, id: recordID(ns, scope, key), token: newToken(),
+		fingerprint: fp, background: true, ctx: context.WithoutCancel(ctx)}
 	ok, err := e.q.takeover(ctx, e.pool, c, owner)
 	if err != nil || !ok {
 		return false, err // !ok: a retry or another completer got there first

@@ -14,6 +14,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -376,6 +377,7 @@ type claim struct {
 	ns       string
 	scope    string
 	key      string
+	id       [16]byte // recordID(ns, scope, key)
 	token    [16]byte
 	recovery string          // last committed phase, "" for none
 	state    json.RawMessage // state saved with the recovery point
@@ -417,6 +419,7 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 		e.observe(ctx, Event{Kind: EventReplay, Operation: op.ID})
 		return nil, &Outcome{Response: ent.resp, Replayed: true}, nil
 	}
+	c.id = recordID(c.ns, c.scope, c.key)
 	var payload []byte
 	if p.Complete == idemtype.CompleteBackground {
 		payload = req.Payload
@@ -458,7 +461,7 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 		if rec == nil {
 			// A separate claim reads what holds the key; the others read
 			// again only if the holder committed while they looked.
-			rec, err = e.q.read(ctx, e.pool, c.ns, c.scope, c.key)
+			rec, err = e.q.read(ctx, e.pool, c.id)
 		}
 		if hookAfterRead != nil {
 			hookAfterRead()
@@ -472,7 +475,7 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 		if rec.pastRetention && (rec.state == stateCompleted || !rec.live) {
 			// Past retention: the key is free again, unless the delete's own
 			// predicates find the owner live again or a committed phase.
-			freed, err := e.q.deleteExpired(ctx, e.pool, c.ns, c.scope, c.key)
+			freed, err := e.q.deleteExpired(ctx, e.pool, c.id)
 			if err != nil {
 				return nil, nil, unavailable("freeing an expired record", err)
 			}
@@ -525,6 +528,65 @@ func (e *Engine) mismatch(ctx context.Context, op *Operation, recOp string, recF
 		detail = fmt.Sprintf("this key was first used for operation %s", recOp)
 	}
 	return &Error{Kind: idemtype.KindMismatch, Detail: detail}
+}
+
+// recordID is the id of the record of (namespace, scope, key): the
+// primary key, by which every statement finds it (a completed record keeps
+// no key of its own). It is the SQL function record_id of migration 005,
+// which the migration and operators use (TestRecordID compares them): 16
+// bytes of SHA-256 over the three, each preceded by its length (4 bytes,
+// big-endian), except that a key that is a UUIDv7 in its text form gives
+// its first 8 bytes, its time, to the id's first 8, so that new records
+// arrive in the primary key's order.
+func recordID(namespace, scope, key string) [16]byte {
+	h := sha256.New()
+	for _, part := range []string{namespace, scope, key} {
+		h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(part))))
+		h.Write([]byte(part))
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	var id [16]byte
+	if t, ok := uuidv7Time(key); ok {
+		copy(id[:8], t[:])
+		copy(id[8:], sum[:8])
+		return id
+	}
+	copy(id[:], sum[:16])
+	return id
+}
+
+// uuidv7Time returns the first 8 bytes of key when it is a UUIDv7 in its
+// text form (hex digits of either case, version 7, variant 10xx), as the
+// SQL function's pattern matches it.
+func uuidv7Time(key string) (t [8]byte, ok bool) {
+	if len(key) != 36 || key[8] != '-' || key[13] != '-' || key[18] != '-' || key[23] != '-' || key[14] != '7' {
+		return t, false
+	}
+	switch key[19] {
+	case '8', '9', 'a', 'b', 'A', 'B':
+	default:
+		return t, false
+	}
+	var digits [32]byte
+	n := 0
+	for i := 0; i < len(key); i++ {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			continue
+		}
+		c := key[i]
+		switch {
+		case '0' <= c && c <= '9', 'a' <= c && c <= 'f', 'A' <= c && c <= 'F':
+		default:
+			return t, false
+		}
+		digits[n] = c
+		n++
+	}
+	if _, err := hex.Decode(t[:], digits[:16]); err != nil {
+		return t, false
+	}
+	return t, true
 }
 
 // receiptFingerprint is what a completed record keeps of the operation and
@@ -588,7 +650,7 @@ func (e *Engine) beginLast(ctx context.Context, c *claim) (bool, *record, error)
 	if err != nil {
 		return false, nil, unavailable("claim", err)
 	}
-	rec, err := e.q.readConn(ctx, pc.Conn(), c.ns, c.scope, c.key)
+	rec, err := e.q.readConn(ctx, pc.Conn(), c.id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		c.sess, c.last = newSession(pc), true
 		c.sess.tx.pending, c.sess.tx.q = true, &e.q
@@ -834,7 +896,7 @@ func runInline[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S
 // takenMeanwhile reports whether a record now holds c's key, after c's
 // ClaimLast execution failed and rolled back.
 func (e *Engine) takenMeanwhile(c *claim) bool {
-	_, err := e.q.read(context.Background(), e.pool, c.ns, c.scope, c.key)
+	_, err := e.q.read(context.Background(), e.pool, c.id)
 	return err == nil
 }
 

@@ -21,15 +21,15 @@ var predicates = []struct {
 	stand     string // ...and replaced by this, which keeps its parameter typed
 	test      string
 }{
-	{"owner token in advance's fence", func(q *queries) *string { return &q.advanceSQL }, " AND owner_token = $4", " AND $4::uuid IS NOT NULL", "TestFenceWhileTakerRuns/advance"},
-	{"owner token in complete's fence", func(q *queries) *string { return &q.completeSQL }, " AND owner_token = $4", " AND $4::uuid IS NOT NULL", "TestFenceWhileTakerRuns/complete"},
-	{"owner token in release's fence", func(q *queries) *string { return &q.releaseSQL }, " AND owner_token = $4", " AND $4::uuid IS NOT NULL", "TestFenceWhileTakerRuns/release"},
-	{"owner token in yield's fence", func(q *queries) *string { return &q.yieldSQL }, " AND owner_token = $4", " AND $4::uuid IS NOT NULL", "TestFenceWhileTakerRuns/yield"},
-	{"owner token in refresh's fence", func(q *queries) *string { return &q.refreshSQL }, " AND owner_token = $4", " AND $4::uuid IS NOT NULL", "TestRefreshIsFenced"},
+	{"owner token in advance's fence", func(q *queries) *string { return &q.advanceSQL }, " AND owner_token = $2", " AND $2::uuid IS NOT NULL", "TestFenceWhileTakerRuns/advance"},
+	{"owner token in complete's fence", func(q *queries) *string { return &q.completeSQL }, " AND owner_token = $2", " AND $2::uuid IS NOT NULL", "TestFenceWhileTakerRuns/complete"},
+	{"owner token in release's fence", func(q *queries) *string { return &q.releaseSQL }, " AND owner_token = $2", " AND $2::uuid IS NOT NULL", "TestFenceWhileTakerRuns/release"},
+	{"owner token in yield's fence", func(q *queries) *string { return &q.yieldSQL }, " AND owner_token = $2", " AND $2::uuid IS NOT NULL", "TestFenceWhileTakerRuns/yield"},
+	{"owner token in refresh's fence", func(q *queries) *string { return &q.refreshSQL }, " AND owner_token = $2", " AND $2::uuid IS NOT NULL", "TestRefreshIsFenced"},
 	{"lease condition in takeover", func(q *queries) *string { return &q.takeoverSQL }, " AND lease_until <= now()", "", "TestTakeoverRechecksLease"},
 	{"liveness in the expired-record delete", func(q *queries) *string { return &q.deleteExpiredSQL }, "lease_until <= now() AND ", "", "TestExpiredDeleteRechecksLiveness"},
 	{"recovery point in the expired-record delete", func(q *queries) *string { return &q.deleteExpiredSQL }, " AND recovery_point = ''", "", "TestHalfDoneRecordOutlivesRetention/claim_path"},
-	{"recovery point in release", func(q *queries) *string { return &q.releaseSQL }, " AND recovery_point = $5", " AND $5::text IS NOT NULL", "TestReleaseAfterLostCommitAck"},
+	{"recovery point in release", func(q *queries) *string { return &q.releaseSQL }, " AND recovery_point = $3", " AND $3::text IS NOT NULL", "TestReleaseAfterLostCommitAck"},
 	{"retention in the pruner", func(q *queries) *string { return &q.pruneSQL }, "expires_at <= now()", "true", "TestPrune"},
 	{"lease in the pruner", func(q *queries) *string { return &q.pruneSQL }, "lease_until <= now() AND ", "", "TestPrune"},
 	{"recovery point in the pruner", func(q *queries) *string { return &q.pruneSQL }, " AND recovery_point = ''", "", "TestPrune"},

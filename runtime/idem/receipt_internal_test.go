@@ -34,8 +34,10 @@ func TestReceiptFingerprint(t *testing.T) {
 	}
 }
 
-// TestRecordID: a record's id tells its three parts apart, and a UUIDv7
-// key lends it its time, so that new records come last in the primary key.
+// TestRecordID: the engine's recordID, by which every statement finds a
+// record, is the SQL function the migration and operators use; an id
+// tells the three parts apart, and a UUIDv7 key lends it its time, so
+// that new records come last in the primary key.
 func TestRecordID(t *testing.T) {
 	r := newRaceEnv(t)
 	id := func(ns, scope, key string) []byte {
@@ -47,6 +49,9 @@ func TestRecordID(t *testing.T) {
 		b, err := hex.DecodeString(string(bytes.ReplaceAll([]byte(s), []byte("-"), nil)))
 		if err != nil || len(b) != 16 {
 			t.Fatalf("record_id = %s", s)
+		}
+		if got := recordID(ns, scope, key); !bytes.Equal(got[:], b) {
+			t.Errorf("recordID(%q, %q, %q) = %x; SQL gives %x", ns, scope, key, got, b)
 		}
 		return b
 	}
@@ -60,6 +65,11 @@ func TestRecordID(t *testing.T) {
 		{"019ad8f0-3c1e-4a2b-8c4d-5e6f70819203", false}, // a UUIDv4
 		{"019ad8f0-3c1e-7a2b-8c4d-5e6f7081920", false},  // one digit short
 		{"k", false},
+		{"019ad8f0-3c1e-7a2b-cc4d-5e6f70819203", false}, // variant 11
+		{"019ad8f0-3c1e-7a2b-8c4d-5e6f7081920g", false}, // not hex
+		{"019ad8f0_3c1e-7a2b-8c4d-5e6f70819203", false},
+		{"ünïcode-kéy", false},
+		{"", false},
 	} {
 		b := id("ns", "t", c.key)
 		if got := hex.EncodeToString(b[:8]) == "019ad8f03c1e7a2b"; got != c.clock {

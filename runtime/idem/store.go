@@ -68,21 +68,20 @@ type queries struct {
 // turns into an interval exactly.
 func micros(d time.Duration) int64 { return d.Microseconds() }
 
-// byKey finds the record of (namespace, scope, key) = ($1, $2, $3) by its
-// id (migration 005), the statement's own digest of them: a completed
-// record keeps no key of its own.
-const byKey = ` WHERE id = {{schema}}.record_id($1, $2, $3)`
+// byKey finds a record by its id ($1), recordID of its namespace, scope
+// and key (migration 005): a completed record keeps no key of its own.
+const byKey = ` WHERE id = $1`
 
-// fence matches the record only while this execution owns it: a
+// fence matches the record only while this execution ($2) owns it: a
 // completed record has no owner.
-const fence = byKey + ` AND owner_token = $4`
+const fence = byKey + ` AND owner_token = $2`
 
 // toReceipt completes a claimed record: everything only its execution
-// needed is cleared, and the fingerprint takes in the operation, whose
-// name goes (migration 005). Every expression reads the row as it was.
+// needed is cleared (migration 005). The statement also sets the
+// fingerprint to receiptFingerprint's, which takes in the operation.
 const toReceipt = `owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL,
-    fingerprint = {{schema}}.receipt_fingerprint(operation, fingerprint), operation = NULL, namespace = NULL,
-    scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL, request = NULL, background = NULL`
+    operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
+    request = NULL, background = NULL`
 
 // freeable is what makes a record past its retention deletable: completed,
 // or claimed by nobody live with no committed phase. A record with a
@@ -113,7 +112,7 @@ func newQueries(schema string) queries {
 	t := schema + ".records"
 	insert := `INSERT INTO ` + t + ` (id, namespace, scope, key, owner_token, operation, fingerprint,
     lease_until, request, background, expires_at, key_derivation)
-SELECT {{schema}}.record_id($1, $2, $3), $1, $2, $3, $4, $5, $6,
+SELECT $12, $1, $2, $3, $4, $5, $6,
     now() + $7::bigint * interval '1 microsecond', $8, $9, now() + $10::bigint * interval '1 microsecond', $11`
 	q := queries{
 		insertSQL: insert + ` ON CONFLICT DO NOTHING`,
@@ -127,23 +126,23 @@ SELECT {{schema}}.record_id($1, $2, $3), $1, $2, $3, $4, $5, $6,
 FROM ` + t + byKey,
 		// The lease condition is checked again here, not only in the read
 		// before it: the owner may have refreshed in between.
-		takeoverSQL: `UPDATE ` + t + ` SET owner_token = $5, lease_until = ` + fmt.Sprintf(leaseFrom, 6) + `,
-    ` + fmt.Sprintf(extendExpires, 7) + `, attempts = attempts + 1` + fence + ` AND lease_until <= now()
+		takeoverSQL: `UPDATE ` + t + ` SET owner_token = $3, lease_until = ` + fmt.Sprintf(leaseFrom, 4) + `,
+    ` + fmt.Sprintf(extendExpires, 5) + `, attempts = attempts + 1` + fence + ` AND lease_until <= now()
 RETURNING recovery_point, phase_state, key_derivation`,
 		deleteExpiredSQL: `DELETE FROM ` + t + byKey + ` AND ` + freeable,
-		advanceSQL: `UPDATE ` + t + ` SET recovery_point = $5, phase_state = $6,
-    ` + fmt.Sprintf(extendLease, 7) + `, ` + fmt.Sprintf(extendExpires, 8) + fence,
+		advanceSQL: `UPDATE ` + t + ` SET recovery_point = $3, phase_state = $4,
+    ` + fmt.Sprintf(extendLease, 5) + `, ` + fmt.Sprintf(extendExpires, 6) + fence,
 		// A completed record is remembered for the whole retention from its
 		// completion.
-		completeSQL: `UPDATE ` + t + ` SET ` + toReceipt + `,
-    response_status = $5, response_headers = $6, response_body = $7, body_omitted = $8,
-    expires_at = ` + fmt.Sprintf(leaseFrom, 9) + fence,
+		completeSQL: `UPDATE ` + t + ` SET ` + toReceipt + `, fingerprint = $8,
+    response_status = $3, response_headers = $4, response_body = $5, body_omitted = $6,
+    expires_at = ` + fmt.Sprintf(leaseFrom, 7) + fence,
 		// A release also requires the recovery point this execution last
 		// saw: if a commit whose acknowledgement was lost did advance it,
 		// effects exist and the record must stay.
-		releaseSQL: `DELETE FROM ` + t + fence + ` AND recovery_point = $5`,
+		releaseSQL: `DELETE FROM ` + t + fence + ` AND recovery_point = $3`,
 		yieldSQL:   `UPDATE ` + t + ` SET lease_until = now()` + fence,
-		refreshSQL: `UPDATE ` + t + ` SET ` + fmt.Sprintf(extendLease, 5) + fence,
+		refreshSQL: `UPDATE ` + t + ` SET ` + fmt.Sprintf(extendLease, 3) + fence,
 		// The pruner's batches (prune.go). A batch is the records whose
 		// expires_at lies in [$1, $2). pruneBoundsSQL finds the ends of the
 		// next $3 batches by one index-only walk from where the previous
@@ -225,9 +224,12 @@ FROM ` + t + `
 WHERE owner_token IS NOT NULL AND lease_until <= now() AND (NOT $1 OR expires_at <= now())
 ORDER BY lease_until LIMIT $2`,
 		resolveDeleteSQL: `DELETE FROM ` + t + abandoned,
+		// Every expression reads the row as it was: the receipt's
+		// fingerprint, from the operation and fingerprint it clears.
 		resolveCompleteSQL: `UPDATE ` + t + ` SET ` + toReceipt + `,
-    response_status = $4, response_headers = $5, response_body = $6, body_omitted = false,
-    expires_at = now() + $7::bigint * interval '1 microsecond'` + abandoned,
+    fingerprint = {{schema}}.receipt_fingerprint(operation, fingerprint),
+    response_status = $2, response_headers = $3, response_body = $4, body_omitted = false,
+    expires_at = now() + $5::bigint * interval '1 microsecond'` + abandoned,
 	}
 	// The completed record of a ClaimLast execution, inserted just before
 	// its COMMIT. A record already there (a concurrent duplicate that
@@ -237,9 +239,9 @@ ORDER BY lease_until LIMIT $2`,
 	// insert looks at the index.
 	q.insertCompletedSQL = `INSERT INTO ` + t + ` (id, fingerprint, response_status, response_headers, response_body,
     body_omitted, expires_at, created_at, attempts, key_derivation, background, recovery_point)
-SELECT {{schema}}.record_id($1, $2, $3), {{schema}}.receipt_fingerprint($4, $5), $6, $7, $8, $9,
-    ` + fmt.Sprintf(leaseFrom, 10) + `, NULL, NULL, NULL, NULL, NULL
-WHERE set_config('lock_timeout', $11, true) IS NOT NULL`
+SELECT $1, $2, $3, $4, $5, $6,
+    ` + fmt.Sprintf(leaseFrom, 7) + `, NULL, NULL, NULL, NULL, NULL
+WHERE set_config('lock_timeout', $8, true) IS NOT NULL`
 	if sqlMutant != nil {
 		sqlMutant(&q)
 	}
@@ -254,19 +256,19 @@ WHERE set_config('lock_timeout', $11, true) IS NOT NULL`
 	// uncommitted claim; statement_timeout and
 	// idle_in_transaction_session_timeout bound the open transaction by the
 	// lease, since an uncommitted claim cannot be taken over.
-	q.claimReadSQL = `SELECT set_config('lock_timeout', $4, true), set_config('statement_timeout', $5, true),
-    set_config('idle_in_transaction_session_timeout', $5, true),
+	q.claimReadSQL = `SELECT set_config('lock_timeout', $2, true), set_config('statement_timeout', $3, true),
+    set_config('idle_in_transaction_session_timeout', $3, true),
     coalesce(r.operation, ''), r.fingerprint, ` + stateOf("r.") + `, r.owner_token, coalesce(r.lease_until > now(), false),
     coalesce(extract(epoch FROM r.lease_until - now()), 0)::float8, coalesce(r.expires_at <= now(), false),
     coalesce(extract(epoch FROM r.expires_at - now()), 0)::float8, r.recovery_point, r.phase_state, r.response_status, r.response_headers, r.response_body, coalesce(r.body_omitted, false)
-FROM (SELECT 1) AS one LEFT JOIN ` + t + ` AS r ON r.id = {{schema}}.record_id($1, $2, $3)`
+FROM (SELECT 1) AS one LEFT JOIN ` + t + ` AS r ON r.id = $1`
 	// ON CONFLICT DO NOTHING checks the unique index before it writes, so a
 	// conflict leaves no dead row behind (a plain INSERT would write the
 	// row, then fail); dividing by the number of rows inserted turns the
 	// conflict into the error that skips BEGIN.
 	q.claimInsertSQL = `WITH ins AS (INSERT INTO ` + t + ` (id, namespace, scope, key, owner_token, operation, fingerprint,
     lease_until, request, background, expires_at, key_derivation)
-VALUES ({{schema}}.record_id($1, $2, $3), $1, $2, $3, $4, $5, $6, now() + $7::bigint * interval '1 microsecond', $8, $9,
+VALUES ($12, $1, $2, $3, $4, $5, $6, now() + $7::bigint * interval '1 microsecond', $8, $9,
     now() + $10::bigint * interval '1 microsecond', $11)
 ON CONFLICT DO NOTHING RETURNING 1)
 SELECT 1 / count(*) FROM ins`
@@ -316,7 +318,7 @@ func (q queries) insert(ctx context.Context, db execer, async bool, c *claim, op
 		sql = q.insertAsyncSQL
 	}
 	tag, err := db.Exec(ctx, sql, c.ns, c.scope, c.key, c.token, op, fp,
-		micros(c.policy.Lease), payload, c.policy.Complete == idemtype.CompleteBackground, micros(c.policy.Retention), CurrentKeyDerivation)
+		micros(c.policy.Lease), payload, c.policy.Complete == idemtype.CompleteBackground, micros(c.policy.Retention), CurrentKeyDerivation, c.id)
 	return tag.RowsAffected() == 1, err
 }
 
@@ -354,8 +356,8 @@ func (r *record) response() *Response {
 	return resp
 }
 
-func (q queries) read(ctx context.Context, db execer, ns, scope, key string) (*record, error) {
-	return scanRecord(db.QueryRow(ctx, q.readSQL, ns, scope, key))
+func (q queries) read(ctx context.Context, db execer, id [16]byte) (*record, error) {
+	return scanRecord(db.QueryRow(ctx, q.readSQL, id))
 }
 
 // scanRecord scans a row of readSQL.
@@ -392,7 +394,7 @@ func (q queries) takeover(ctx context.Context, db execer, c *claim, observed *[1
 	if observed == nil {
 		return false, nil
 	}
-	err := db.QueryRow(ctx, q.takeoverSQL, c.ns, c.scope, c.key, *observed, c.token, micros(c.policy.Lease),
+	err := db.QueryRow(ctx, q.takeoverSQL, c.id, *observed, c.token, micros(c.policy.Lease),
 		micros(c.policy.Retention)).Scan(&c.recovery, &c.state, &c.derivation)
 	if err == pgx.ErrNoRows {
 		return false, nil
@@ -406,25 +408,25 @@ func (q queries) takeover(ctx context.Context, db execer, c *claim, observed *[1
 
 // deleteExpired frees a record past its retention if it is freeable, and
 // reports whether it did.
-func (q queries) deleteExpired(ctx context.Context, db execer, ns, scope, key string) (bool, error) {
-	tag, err := db.Exec(ctx, q.deleteExpiredSQL, ns, scope, key)
+func (q queries) deleteExpired(ctx context.Context, db execer, id [16]byte) (bool, error) {
+	tag, err := db.Exec(ctx, q.deleteExpiredSQL, id)
 	return tag.RowsAffected() == 1, err
 }
 
 // release deletes c's record if it is still claimed by c at c's recovery
 // point, and reports whether it did.
 func (q queries) release(ctx context.Context, db execer, c *claim) (bool, error) {
-	tag, err := db.Exec(ctx, q.releaseSQL, c.ns, c.scope, c.key, c.token, c.recovery)
+	tag, err := db.Exec(ctx, q.releaseSQL, c.id, c.token, c.recovery)
 	return tag.RowsAffected() == 1, err
 }
 
 func (q queries) yield(ctx context.Context, db execer, c *claim) error {
-	_, err := db.Exec(ctx, q.yieldSQL, c.ns, c.scope, c.key, c.token)
+	_, err := db.Exec(ctx, q.yieldSQL, c.id, c.token)
 	return err
 }
 
 func (q queries) refresh(ctx context.Context, db execer, c *claim) (bool, error) {
-	tag, err := db.Exec(ctx, q.refreshSQL, c.ns, c.scope, c.key, c.token, micros(c.policy.Lease))
+	tag, err := db.Exec(ctx, q.refreshSQL, c.id, c.token, micros(c.policy.Lease))
 	return tag.RowsAffected() == 1, err
 }
 
@@ -438,9 +440,9 @@ func (q queries) claimInline(ctx context.Context, conn *pgx.Conn, c *claim, op s
 		return false, nil, err
 	}
 	b := &pgx.Batch{}
-	b.Queue(q.claimReadSQL, c.ns, c.scope, c.key, q.claimWait, strconv.FormatInt(c.policy.Lease.Milliseconds(), 10))
+	b.Queue(q.claimReadSQL, c.id, q.claimWait, strconv.FormatInt(c.policy.Lease.Milliseconds(), 10))
 	b.Queue(q.claimInsertSQL, c.ns, c.scope, c.key, c.token, op, fp, micros(c.policy.Lease), payload,
-		c.policy.Complete == idemtype.CompleteBackground, micros(c.policy.Retention), int16(CurrentKeyDerivation))
+		c.policy.Complete == idemtype.CompleteBackground, micros(c.policy.Retention), int16(CurrentKeyDerivation), c.id)
 	b.Queue(endWait)
 	b.Queue(beginSQL)
 	br := conn.SendBatch(ctx, b)
@@ -497,11 +499,11 @@ func (q queries) commitWith(ctx context.Context, conn *pgx.Conn, c *claim, phase
 		state = nil
 	}
 	if resp == nil {
-		b.Queue(q.advanceFencedSQL, c.ns, c.scope, c.key, c.token, phase, state, micros(c.policy.Lease), micros(c.policy.Retention))
+		b.Queue(q.advanceFencedSQL, c.id, c.token, phase, state, micros(c.policy.Lease), micros(c.policy.Retention))
 	} else {
 		headers, body := appendHeaders(nil, resp.Header), storedBody(resp, omitted)
-		b.Queue(q.completeFencedSQL, c.ns, c.scope, c.key, c.token, resp.Status, headers, body,
-			omitted, micros(c.policy.Retention))
+		b.Queue(q.completeFencedSQL, c.id, c.token, resp.Status, headers, body,
+			omitted, micros(c.policy.Retention), receiptFingerprint(c.op.ID, c.fingerprint))
 	}
 	b.Queue(commit)
 	err := conn.SendBatch(ctx, b).Close()
@@ -600,7 +602,7 @@ func (q queries) commitLast(ctx context.Context, conn *pgx.Conn, begin bool, c *
 		if begin {
 			b.Queue(beginSQL) // the phases sent no statement
 		}
-		b.Queue(q.insertCompletedSQL, c.ns, c.scope, c.key, c.op.ID, c.fingerprint, resp.Status, headers, body,
+		b.Queue(q.insertCompletedSQL, c.id, receiptFingerprint(c.op.ID, c.fingerprint), resp.Status, headers, body,
 			omitted, micros(c.policy.Retention), q.claimWait)
 		b.Queue(commit)
 		err = conn.SendBatch(ctx, b).Close()

@@ -91,6 +91,15 @@ func (p *params) headers(h http.Header) {
 	}
 }
 
+// uuid is a uuid parameter, in binary.
+func (p *params) uuid(id [16]byte) {
+	p.buf = append(p.buf, id[:]...)
+	p.add(1, false)
+	if p.traced {
+		p.args = append(p.args, id)
+	}
+}
+
 // bytea is a bytea parameter, in binary; nil is NULL.
 func (p *params) bytea(b []byte) {
 	p.buf = append(p.buf, b...)
@@ -140,9 +149,9 @@ var allBinary = []int16{1}
 
 // readConn is read on an acquired connection, through pgconn when the
 // engine may prepare statements.
-func (q queries) readConn(ctx context.Context, conn *pgx.Conn, ns, scope, key string) (*record, error) {
+func (q queries) readConn(ctx context.Context, conn *pgx.Conn, id [16]byte) (*record, error) {
 	if !q.named {
-		return q.read(ctx, conn, ns, scope, key)
+		return q.read(ctx, conn, id)
 	}
 	sd, err := conn.Prepare(ctx, q.readSQL, q.readSQL)
 	if err != nil {
@@ -151,9 +160,7 @@ func (q queries) readConn(ctx context.Context, conn *pgx.Conn, ns, scope, key st
 	traced := q.queryTracer != nil
 	p := getParams(traced)
 	defer putParams(p)
-	p.text(ns)
-	p.text(scope)
-	p.text(key)
+	p.uuid(id)
 	if traced {
 		ctx = q.queryTracer.TraceQueryStart(ctx, conn, pgx.TraceQueryStartData{SQL: q.readSQL, Args: p.args})
 	}
@@ -396,11 +403,8 @@ func (q queries) commitLastWire(ctx context.Context, conn *pgx.Conn, begin bool,
 	body []byte, omitted bool) error {
 	p := getParams(q.batchTracer != nil)
 	defer putParams(p)
-	p.text(c.ns)
-	p.text(c.scope)
-	p.text(c.key)
-	p.text(c.op.ID)
-	p.bytea(c.fingerprint)
+	p.uuid(c.id)
+	p.bytea(receiptFingerprint(c.op.ID, c.fingerprint))
 	p.int(int64(resp.Status))
 	p.headers(resp.Header)
 	p.bytea(body)
