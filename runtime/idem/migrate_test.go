@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idemgen/idemgen/idemtest"
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -208,5 +209,56 @@ FROM generate_series(1, 2) g`)
 	}
 	if _, valid := claimed(); !valid {
 		t.Fatal("records_claimed is invalid after the migration")
+	}
+}
+
+// TestUpgradeWaitsForWriters: migration 005 copies the records into a new
+// table. A claim that a service (of the version before) commits while the
+// migration runs must reach the new table, not be dropped with the old
+// one: the migration locks the table before it copies, so it waits for
+// the open transaction and then copies what it committed.
+func TestUpgradeWaitsForWriters(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := idem.MigrateDown(ctx, e.pool, e.schema, 4); err != nil {
+		t.Fatal(err)
+	}
+	writer, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Rollback(ctx)
+	if _, err := writer.Exec(ctx, `INSERT INTO `+e.schema+`.records (namespace, scope, key, operation, fingerprint, state,
+    owner_token, lease_until, expires_at)
+VALUES ('createPayment', 't', 'during', 'createPayment', '\x00', 'claimed', gen_random_uuid(), now() + interval '1 minute', now() + interval '1 hour')`); err != nil {
+		t.Fatal(err)
+	}
+	migrated := make(chan error, 1)
+	go func() {
+		_, err := idem.Migrate(ctx, e.pool, e.schema)
+		migrated <- err
+	}()
+	// The migration waits for the writer's lock on the table (at its
+	// LOCK TABLE, or, without one, at DROP TABLE after copying).
+	deadline := time.Now().Add(30 * time.Second)
+	for e.count(`SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = to_regclass($1)`, e.schema+".records") == 0 {
+		select {
+		case err := <-migrated:
+			t.Fatalf("the migration ended (%v) without waiting for the writer", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the migration never waited for the writer")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := writer.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-migrated; err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE id = ` + e.schema + `.record_id('createPayment', 't', 'during')`); n != 1 {
+		t.Fatalf("the claim committed during the migration: %d records; want 1", n)
 	}
 }

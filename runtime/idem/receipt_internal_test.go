@@ -4,7 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/internal/dbtest"
+	"github.com/idemgen/idemgen/pglocal"
 )
 
 // TestReceiptFingerprint: the engine's receiptFingerprint, which a retry
@@ -79,5 +88,52 @@ func TestRecordID(t *testing.T) {
 	if bytes.Equal(id("ns", "t", v7), id("ns", "u", v7)) || bytes.Equal(id("ab", "c", "k"), id("a", "bc", "k")) ||
 		bytes.Equal(id("ns", "t", "k"), id("ns", "t", "K")) {
 		t.Error("two different (namespace, scope, key) share an id")
+	}
+}
+
+// TestRecordIDOnALatin1Database: the SQL functions hash the UTF-8 bytes
+// and their lengths, as the engine does, whatever the database's encoding:
+// on a LATIN1 database, octet_length of a text is its LATIN1 length.
+func TestRecordIDOnALatin1Database(t *testing.T) {
+	ctx := context.Background()
+	url := dbtest.URL(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := fmt.Sprintf("%s_latin1_%d", cfg.ConnConfig.Database, time.Now().UnixNano()%1e9)
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{db}.Sanitize()+" ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+	admin.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pglocal.DropDatabase(context.Background(), url, db) })
+	cfg.ConnConfig.Database = db
+	cfg.ConnConfig.RuntimeParams["client_encoding"] = "UTF8" // as pgx's strings are
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := Migrate(ctx, pool, "latin"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"créerPaiement", "ünïcode", "plain"} {
+		var id string
+		var fp []byte
+		if err := pool.QueryRow(ctx, `SELECT latin.record_id($1, $1, $1)::text, latin.receipt_fingerprint($1, '\x00')`, s).Scan(&id, &fp); err != nil {
+			t.Fatal(err)
+		}
+		want := recordID(s, s, s)
+		if got, err := hex.DecodeString(strings.ReplaceAll(id, "-", "")); err != nil || !bytes.Equal(got, want[:]) {
+			t.Errorf("record_id(%q) on LATIN1 = %s; the engine's is %x", s, id, want)
+		}
+		if want := receiptFingerprint(s, []byte{0}); !bytes.Equal(fp, want) {
+			t.Errorf("receipt_fingerprint(%q) on LATIN1 = %x; the engine's is %x", s, fp, want)
+		}
 	}
 }

@@ -2,7 +2,9 @@
 -- go back: this migration stops while any completed record remains, and
 -- says so (by casting its message to an integer; see migration 004). Wait
 -- until they are past retention and pruned, or delete them, knowing that
--- a retry of a deleted one's request runs it again.
+-- a retry of a deleted one's request runs it again. The table is locked
+-- first, so that nothing is written between the check and the copy.
+LOCK TABLE {{schema}}.records IN ACCESS EXCLUSIVE MODE;
 SELECT (count(*) || ' completed records keep no key and cannot be reverted to migration 004: '
     || 'prune them once past retention, or DELETE FROM {{schema}}.records WHERE owner_token IS NULL, and migrate down again')::integer
 FROM {{schema}}.records WHERE owner_token IS NULL HAVING count(*) > 0;

@@ -17,9 +17,16 @@
 -- wait for it (see docs/operations.md). Grants on the table, and views or
 -- indexes of your own over it, must be made again.
 
+-- The table is locked first: a service that writes while the records are
+-- copied would otherwise commit into the table about to be dropped, and
+-- its claim or completion would be lost (TestUpgradeWaitsForWriters).
+LOCK TABLE {{schema}}.records IN ACCESS EXCLUSIVE MODE;
+
 -- The record's id, as the engine's recordID computes it, for this
 -- migration, operators' queries and tools: 16 bytes of SHA-256 over the
--- three parts, each preceded by its length (as DeriveKey hashes them). A
+-- three parts' UTF-8 bytes, each preceded by its length in bytes (as
+-- DeriveKey hashes them; octet_length of the text itself would count the
+-- database's encoding, which need not be UTF-8). A
 -- key that is a UUIDv7, as runtime/idemclient makes them, lends its first
 -- 8 bytes (its time) to the id's first 8, so that new records arrive in
 -- the primary key's order and fill its pages instead of splitting them.
@@ -30,10 +37,10 @@
 CREATE FUNCTION {{schema}}.record_id(namespace text, scope text, key text) RETURNS uuid
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN encode(CASE WHEN key ~* '^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$'
-        THEN decode(substr(replace(key, '-', ''), 1, 16), 'hex') || substr(sha256(int4send(octet_length(namespace)) || convert_to(namespace, 'UTF8')
-            || int4send(octet_length(scope)) || convert_to(scope, 'UTF8') || int4send(octet_length(key)) || convert_to(key, 'UTF8')), 1, 8)
-        ELSE substr(sha256(int4send(octet_length(namespace)) || convert_to(namespace, 'UTF8')
-            || int4send(octet_length(scope)) || convert_to(scope, 'UTF8') || int4send(octet_length(key)) || convert_to(key, 'UTF8')), 1, 16)
+        THEN decode(substr(replace(key, '-', ''), 1, 16), 'hex') || substr(sha256(int4send(octet_length(convert_to(namespace, 'UTF8'))) || convert_to(namespace, 'UTF8')
+            || int4send(octet_length(convert_to(scope, 'UTF8'))) || convert_to(scope, 'UTF8') || int4send(octet_length(convert_to(key, 'UTF8'))) || convert_to(key, 'UTF8')), 1, 8)
+        ELSE substr(sha256(int4send(octet_length(convert_to(namespace, 'UTF8'))) || convert_to(namespace, 'UTF8')
+            || int4send(octet_length(convert_to(scope, 'UTF8'))) || convert_to(scope, 'UTF8') || int4send(octet_length(convert_to(key, 'UTF8'))) || convert_to(key, 'UTF8')), 1, 16)
         END, 'hex')::uuid;
 
 -- A receipt's fingerprint, as the engine's receiptFingerprint computes
@@ -42,7 +49,7 @@ CREATE FUNCTION {{schema}}.record_id(namespace text, scope text, key text) RETUR
 -- another request, differs from it.
 CREATE FUNCTION {{schema}}.receipt_fingerprint(operation text, fingerprint bytea) RETURNS bytea
     LANGUAGE sql STABLE PARALLEL SAFE
-    RETURN substr(sha256(int4send(octet_length(operation)) || convert_to(operation, 'UTF8') || fingerprint), 1, 16);
+    RETURN substr(sha256(int4send(octet_length(convert_to(operation, 'UTF8'))) || convert_to(operation, 'UTF8') || fingerprint), 1, 16);
 
 -- Fixed-width columns first, widest first, then the variable ones: a
 -- receipt's row is the tuple header (32), expires_at, id, the status, a
@@ -82,13 +89,13 @@ CREATE TABLE {{schema}}.records_005 (
 INSERT INTO {{schema}}.records_005 (expires_at, lease_until, created_at, id, owner_token, attempts, response_status,
     key_derivation, background, body_omitted, fingerprint, recovery_point, namespace, scope, key, operation,
     phase_state, request, response_headers, response_body)
-SELECT expires_at, lease_until, CASE WHEN claimed THEN created_at END, {{schema}}.record_id(namespace, scope, key),
-    owner_token, CASE WHEN claimed THEN attempts END, response_status, CASE WHEN claimed THEN key_derivation END,
+SELECT expires_at, CASE WHEN claimed THEN lease_until END, CASE WHEN claimed THEN created_at END,
+    {{schema}}.record_id(namespace, scope, key), CASE WHEN claimed THEN owner_token END, CASE WHEN claimed THEN attempts END, response_status, CASE WHEN claimed THEN key_derivation END,
     CASE WHEN claimed THEN background END, body_omitted,
     CASE WHEN claimed THEN fingerprint ELSE {{schema}}.receipt_fingerprint(operation, fingerprint) END,
     CASE WHEN claimed THEN recovery_point END,
     CASE WHEN claimed THEN namespace END, CASE WHEN claimed THEN scope END, CASE WHEN claimed THEN key END,
-    CASE WHEN claimed THEN operation END, CASE WHEN claimed THEN phase_state END, request,
+    CASE WHEN claimed THEN operation END, CASE WHEN claimed THEN phase_state END, CASE WHEN claimed THEN request END,
     convert_to(response_headers::text, 'UTF8'), response_body
 FROM {{schema}}.records, LATERAL (SELECT state = 'claimed' AS claimed) AS s
 ORDER BY expires_at;
