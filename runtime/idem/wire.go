@@ -29,8 +29,8 @@ import (
 // so that tracing and statement logging see every statement as before.
 
 // params is one statement's parameters for pgconn: in text format, except
-// bytea, sent in binary as it is. Values are copied into buf, so the
-// caller's strings and slices are not retained.
+// bytea and uuid, sent in binary as they are. Values are copied into buf,
+// so the caller's strings and slices are not retained.
 type params struct {
 	buf  []byte
 	ends []int // where each value ends in buf; -1 for NULL
