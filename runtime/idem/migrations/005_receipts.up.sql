@@ -14,8 +14,9 @@
 --
 -- The table is made anew, its columns in an order that wastes no padding,
 -- and the records copied into it under an ACCESS EXCLUSIVE lock: claims
--- wait for it (see docs/operations.md). Grants on the table, and views or
--- indexes of your own over it, must be made again.
+-- wait for it (see docs/operations.md). Grants on the table, and indexes
+-- or triggers of your own on it, must be made again; a view over it stops
+-- the migration at DROP TABLE, and must be dropped first.
 
 -- The table is locked first: a service that writes while the records are
 -- copied would otherwise commit into the table about to be dropped, and
