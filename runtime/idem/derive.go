@@ -2,6 +2,7 @@ package idem
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 )
 
@@ -44,18 +45,75 @@ func DeriveKey(v KeyDerivation, namespace, scope, key, phase string, fingerprint
 	if length < 20 {
 		length = 20
 	}
-	h := sha256.New()
-	part := func(p []byte) {
-		// Length-prefix each part so ("ab","c") and ("a","bc") differ.
-		l := len(p)
-		h.Write([]byte{byte(l >> 24), byte(l >> 16), byte(l >> 8), byte(l)})
-		h.Write(p)
-	}
-	for _, p := range []string{namespace, scope, key, phase} {
-		part([]byte(p))
-	}
+	var room [256]byte
+	b := appendPart(appendPart(appendPart(appendPart(room[:0], namespace), scope), key), phase)
 	if v != KeyDerivationV1 {
-		part(fingerprint)
+		b = appendPart(b, string(fingerprint))
 	}
-	return (DerivedKeyPrefix + hex.EncodeToString(h.Sum(nil)))[:length]
+	sum := sha256.Sum256(b)
+	return (DerivedKeyPrefix + hex.EncodeToString(sum[:]))[:length]
+}
+
+// appendPart appends p preceded by its length (4 bytes, big-endian), so
+// that the parts of a digest stay apart: ("ab", "c") and ("a", "bc")
+// differ. DeriveKey, recordID and receiptFingerprint hash such parts.
+func appendPart(dst []byte, p string) []byte {
+	return append(binary.BigEndian.AppendUint32(dst, uint32(len(p))), p...)
+}
+
+// recordID is the id of the record of (namespace, scope, key): the
+// primary key, by which every statement finds it (a completed record keeps
+// no key of its own). It is the SQL function record_id of migration 005,
+// which the migration and operators use (TestRecordID compares them): 16
+// bytes of SHA-256 over the three parts, except that a key that is a
+// UUIDv7 in its text form gives its first 8 bytes, its time, to the id's
+// first 8, so that new records arrive in the primary key's order.
+func recordID(namespace, scope, key string) [16]byte {
+	var room [256]byte
+	sum := sha256.Sum256(appendPart(appendPart(appendPart(room[:0], namespace), scope), key))
+	var id [16]byte
+	if t, ok := uuidv7Time(key); ok {
+		copy(id[:8], t[:])
+		copy(id[8:], sum[:8])
+		return id
+	}
+	copy(id[:], sum[:16])
+	return id
+}
+
+// uuidv7Time returns the first 8 bytes of key when it is a UUIDv7 in its
+// text form (hex digits of either case, version 7, variant 10xx), as the
+// SQL function's pattern matches it.
+func uuidv7Time(key string) (t [8]byte, ok bool) {
+	if len(key) != 36 || key[8] != '-' || key[13] != '-' || key[18] != '-' || key[23] != '-' || key[14] != '7' {
+		return t, false
+	}
+	switch key[19] {
+	case '8', '9', 'a', 'b', 'A', 'B':
+	default:
+		return t, false
+	}
+	var digits [32]byte // the five groups, without the hyphens
+	n := copy(digits[:], key[:8])
+	n += copy(digits[n:], key[9:13])
+	n += copy(digits[n:], key[14:18])
+	n += copy(digits[n:], key[19:23])
+	copy(digits[n:], key[24:])
+	var all [16]byte
+	if _, err := hex.Decode(all[:], digits[:]); err != nil {
+		return t, false
+	}
+	copy(t[:], all[:8])
+	return t, true
+}
+
+// receiptFingerprint is what a completed record keeps of the operation and
+// the request's fingerprint: the first 16 bytes of SHA-256 over the
+// operation as a part, then the fingerprint. It is the SQL function
+// receipt_fingerprint of migration 005 (TestReceiptFingerprint compares
+// them).
+func receiptFingerprint(op string, fp []byte) []byte {
+	var room [256]byte
+	sum := sha256.Sum256(append(appendPart(room[:0], op), fp...))
+	return sum[:16]
 }

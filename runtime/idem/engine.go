@@ -12,9 +12,6 @@ package idem
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -528,78 +525,6 @@ func (e *Engine) mismatch(ctx context.Context, op *Operation, recOp string, recF
 		detail = fmt.Sprintf("this key was first used for operation %s", recOp)
 	}
 	return &Error{Kind: idemtype.KindMismatch, Detail: detail}
-}
-
-// recordID is the id of the record of (namespace, scope, key): the
-// primary key, by which every statement finds it (a completed record keeps
-// no key of its own). It is the SQL function record_id of migration 005,
-// which the migration and operators use (TestRecordID compares them): 16
-// bytes of SHA-256 over the three, each preceded by its length (4 bytes,
-// big-endian), except that a key that is a UUIDv7 in its text form gives
-// its first 8 bytes, its time, to the id's first 8, so that new records
-// arrive in the primary key's order.
-func recordID(namespace, scope, key string) [16]byte {
-	h := sha256.New()
-	for _, part := range []string{namespace, scope, key} {
-		h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(part))))
-		h.Write([]byte(part))
-	}
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	var id [16]byte
-	if t, ok := uuidv7Time(key); ok {
-		copy(id[:8], t[:])
-		copy(id[8:], sum[:8])
-		return id
-	}
-	copy(id[:], sum[:16])
-	return id
-}
-
-// uuidv7Time returns the first 8 bytes of key when it is a UUIDv7 in its
-// text form (hex digits of either case, version 7, variant 10xx), as the
-// SQL function's pattern matches it.
-func uuidv7Time(key string) (t [8]byte, ok bool) {
-	if len(key) != 36 || key[8] != '-' || key[13] != '-' || key[18] != '-' || key[23] != '-' || key[14] != '7' {
-		return t, false
-	}
-	switch key[19] {
-	case '8', '9', 'a', 'b', 'A', 'B':
-	default:
-		return t, false
-	}
-	var digits [32]byte
-	n := 0
-	for i := 0; i < len(key); i++ {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			continue
-		}
-		c := key[i]
-		switch {
-		case '0' <= c && c <= '9', 'a' <= c && c <= 'f', 'A' <= c && c <= 'F':
-		default:
-			return t, false
-		}
-		digits[n] = c
-		n++
-	}
-	if _, err := hex.Decode(t[:], digits[:16]); err != nil {
-		return t, false
-	}
-	return t, true
-}
-
-// receiptFingerprint is what a completed record keeps of the operation and
-// the request's fingerprint: the first 16 bytes of SHA-256 over the
-// operation's length (4 bytes, big-endian), the operation and the
-// fingerprint. It is the SQL function receipt_fingerprint of migration
-// 005, which completes a record (TestReceiptFingerprint compares them).
-func receiptFingerprint(op string, fp []byte) []byte {
-	h := sha256.New()
-	h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(op))))
-	h.Write([]byte(op))
-	h.Write(fp)
-	return h.Sum(nil)[:16]
 }
 
 // remember caches a response this execution just stored. Its expiry is
