@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -227,7 +226,7 @@ ORDER BY lease_until LIMIT $2`,
 		// Every expression reads the row as it was: the receipt's
 		// fingerprint, from the operation and fingerprint it clears.
 		resolveCompleteSQL: `UPDATE ` + t + ` SET ` + toReceipt + `,
-    fingerprint = {{schema}}.receipt_fingerprint(operation, fingerprint),
+    fingerprint = ` + schema + `.receipt_fingerprint(operation, fingerprint),
     response_status = $2, response_headers = $3, response_body = $4, body_omitted = false,
     expires_at = now() + $5::bigint * interval '1 microsecond'` + abandoned,
 	}
@@ -278,13 +277,6 @@ SELECT 1 / count(*) FROM ins`
 	fenced := func(update string) string { return `WITH u AS (` + update + ` RETURNING 1) SELECT 1 / count(*) FROM u` }
 	q.advanceFencedSQL = fenced(q.advanceSQL)
 	q.completeFencedSQL = fenced(q.completeSQL)
-	// The functions of migration 005 live in the schema too.
-	for _, sql := range []*string{&q.insertSQL, &q.insertAsyncSQL, &q.readSQL, &q.takeoverSQL, &q.deleteExpiredSQL,
-		&q.advanceSQL, &q.completeSQL, &q.releaseSQL, &q.yieldSQL, &q.refreshSQL, &q.inspectSQL,
-		&q.resolveDeleteSQL, &q.resolveCompleteSQL, &q.claimReadSQL, &q.claimInsertSQL, &q.advanceFencedSQL,
-		&q.completeFencedSQL, &q.insertCompletedSQL} {
-		*sql = strings.ReplaceAll(*sql, "{{schema}}", schema)
-	}
 	return q
 }
 
