@@ -115,8 +115,15 @@ func Pooled() bool { return os.Getenv(PooledEnv) == "1" }
 // when the test ends.
 func Pool(tb testing.TB) (*pgxpool.Pool, string) {
 	tb.Helper()
+	return PoolWith(tb, nil)
+}
+
+// PoolWith is Pool with configure applied to the pool's configuration
+// (a query exec mode, an AfterConnect) before the pool opens.
+func PoolWith(tb testing.TB, configure func(*pgxpool.Config)) (*pgxpool.Pool, string) {
+	tb.Helper()
 	if Pooled() {
-		return pooledPool(tb)
+		return pooledPool(tb, configure)
 	}
 	schema := Schema(tb)
 	cfg, err := pgxpool.ParseConfig(URL(tb))
@@ -125,6 +132,9 @@ func Pool(tb testing.TB) (*pgxpool.Pool, string) {
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	cfg.MaxConns = 32
+	if configure != nil {
+		configure(cfg)
+	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		tb.Fatalf("idemtest: %v", err)
@@ -135,7 +145,7 @@ func Pool(tb testing.TB) (*pgxpool.Pool, string) {
 
 // pooledPool is Pool through a pooler: a database of its own, whose
 // search_path names its one schema, dropped when the test ends.
-func pooledPool(tb testing.TB) (*pgxpool.Pool, string) {
+func pooledPool(tb testing.TB, configure func(*pgxpool.Config)) (*pgxpool.Pool, string) {
 	tb.Helper()
 	ctx := context.Background()
 	url := URL(tb)
@@ -160,6 +170,9 @@ func pooledPool(tb testing.TB) (*pgxpool.Pool, string) {
 	}
 	cfg.ConnConfig.Database = db
 	cfg.MaxConns = 32
+	if configure != nil {
+		configure(cfg)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		tb.Fatalf("idemtest: %v", err)
