@@ -105,7 +105,10 @@ func (e *Engine) completeOne(ctx context.Context, op *Operation, p Policy, ns, s
 		return false, err // !ok: a retry or another completer got there first
 	}
 	e.observe(ctx, Event{Kind: EventTakeover, Operation: op.ID})
-	if _, err := e.resume[op.ID](ctx, c, payload); err != nil {
+	// The phases run under c.ctx, which the completer's shutdown does not
+	// cancel: a phase it began ends (or its lease runs out, which fences
+	// it), as on the request path.
+	if _, err := e.resume[op.ID](c.ctx, c, payload); err != nil {
 		return false, fmt.Errorf("%s key %q: %w", op.ID, key, err)
 	}
 	e.observe(ctx, Event{Kind: EventCompleterRun, Operation: op.ID})

@@ -53,9 +53,16 @@ type Options struct {
 	// which answers replays without a round trip to the store (default
 	// DefaultReplayCacheBytes; negative disables it).
 	ReplayCacheBytes int64
+	// ReplayCacheTTL is how long the cache answers a key's replays before
+	// it reads the record again (default DefaultReplayCacheTTL). A
+	// completed record never changes, but an operator may delete it
+	// (docs/operations.md): a process that cached it may replay it for up
+	// to this long after.
+	ReplayCacheTTL time.Duration
 	// ClaimWait bounds how long a claim waits for a concurrent request's
-	// uncommitted claim of the same key (default 2s): when the other commits
-	// in time, this one replays its answer; otherwise it answers 409.
+	// uncommitted claim of the same key (default 2s, rounded up to a whole
+	// millisecond): when the other commits in time, this one replays its
+	// answer; otherwise it answers 409.
 	ClaimWait time.Duration
 	// DerivedKeyLength is the length of derived keys for foreign phases,
 	// 20 to 64 (default 64), for foreign systems with smaller limits.
@@ -76,6 +83,9 @@ type Options struct {
 
 // DefaultCompleterAttempts is Options.CompleterAttempts' default.
 const DefaultCompleterAttempts = 5
+
+// DefaultReplayCacheTTL is Options.ReplayCacheTTL's default.
+const DefaultReplayCacheTTL = time.Minute
 
 // DefaultClaimWait is Options.ClaimWait's default.
 const DefaultClaimWait = 2 * time.Second
@@ -111,6 +121,12 @@ func New(pool *pgxpool.Pool, opts Options) (*Engine, error) {
 	if opts.ReplayCacheBytes == 0 {
 		opts.ReplayCacheBytes = DefaultReplayCacheBytes
 	}
+	switch {
+	case opts.ReplayCacheTTL == 0:
+		opts.ReplayCacheTTL = DefaultReplayCacheTTL
+	case opts.ReplayCacheTTL < 0:
+		return nil, fmt.Errorf("idem: ReplayCacheTTL %v is negative", opts.ReplayCacheTTL)
+	}
 	if opts.ClaimWait <= 0 {
 		opts.ClaimWait = DefaultClaimWait
 	}
@@ -125,14 +141,9 @@ func New(pool *pgxpool.Pool, opts Options) (*Engine, error) {
 	}
 	e := &Engine{pool: pool, opts: opts, obs: opts.Observer, log: opts.Logger,
 		q: newQueries(opts.Schema), resume: map[string]resumer{}, cache: newReplayCache(opts.ReplayCacheBytes)}
-	e.q.claimWait = strconv.FormatInt(opts.ClaimWait.Milliseconds(), 10)
-	if pool != nil {
-		cfg := pool.Config().ConnConfig
-		e.q.named = cfg.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
-		e.q.queryTracer, _ = cfg.Tracer.(pgx.QueryTracer)
-		e.q.batchTracer, _ = cfg.Tracer.(pgx.BatchTracer)
-		e.q.prepareTracer, _ = cfg.Tracer.(pgx.PrepareTracer)
-	}
+	// lock_timeout counts milliseconds, and reads 0 as no limit at all: a
+	// wait under a millisecond is rounded up.
+	e.q.claimWait = strconv.FormatInt(int64((opts.ClaimWait+time.Millisecond-1)/time.Millisecond), 10)
 	if e.obs == nil {
 		e.obs = nopObserver{}
 	}
@@ -288,11 +299,13 @@ func Run[S any](ctx context.Context, e *Engine, op *Operation, req Request, phas
 		}
 		c.ctx = context.WithoutCancel(ctx)
 		out, err = execute(c.ctx, e, c, phases)
-		if !errors.Is(err, errLostRace) {
+		if !errors.Is(err, errLostRace) && !errors.Is(err, errStale) {
 			return out, err
 		}
 		// A concurrent duplicate committed first and this execution rolled
-		// back: the claim, decided again, replays its answer.
+		// back: the claim, decided again, replays its answer. Or the commit
+		// met a stale statement: decided again, the claim resumes from the
+		// record (or claims afresh), with the statement prepared anew.
 		if attempt == maxAttempts {
 			e.observe(ctx, Event{Kind: EventInFlight, Operation: op.ID})
 			return nil, &Error{Kind: idemtype.KindInFlight, RetryAfter: time.Second, Detail: "the key is contended; retry later", Err: err}
@@ -435,7 +448,7 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 			}
 			rec = r
 		case ClaimFirst:
-			claimed, r, err := e.claimInline(ctx, c, op.ID, req.Fingerprint, payload)
+			claimed, r, err := e.claimFirst(ctx, c, op.ID, req.Fingerprint, payload)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -445,7 +458,11 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 			}
 			rec = r
 		default:
-			inserted, err := e.q.insert(ctx, e.pool, e.opts.AsyncClaimCommit, c, op.ID, req.Fingerprint, payload)
+			var inserted bool
+			err := againIfStale(func() (err error) {
+				inserted, err = e.q.insert(ctx, e.pool, e.opts.AsyncClaimCommit, c, op.ID, req.Fingerprint, payload)
+				return err
+			})
 			if err != nil {
 				return nil, nil, unavailable("claim", err)
 			}
@@ -458,7 +475,10 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 		if rec == nil {
 			// A separate claim reads what holds the key; the others read
 			// again only if the holder committed while they looked.
-			rec, err = e.q.read(ctx, e.pool, c.id)
+			err = againIfStale(func() (err error) {
+				rec, err = e.q.read(ctx, e.pool, c.id)
+				return err
+			})
 		}
 		if hookAfterRead != nil {
 			hookAfterRead()
@@ -487,13 +507,18 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 		case rec.state == stateCompleted:
 			e.observe(ctx, Event{Kind: EventReplay, Operation: op.ID})
 			resp := e.replay(rec)
-			e.cache.put(cacheKey{c.ns, c.scope, c.key}, rec.operation, rec.fingerprint, resp, time.Now().Add(rec.expiresIn))
+			now := time.Now()
+			e.cache.put(cacheKey{c.ns, c.scope, c.key}, rec.operation, rec.fingerprint, resp, now.Add(min(rec.expiresIn, e.opts.ReplayCacheTTL)))
 			return nil, &Outcome{Response: resp, Replayed: true}, nil
 		case rec.live:
 			e.observe(ctx, Event{Kind: EventInFlight, Operation: op.ID})
 			return nil, nil, inFlight(rec.retryAfter, nil)
 		}
-		ok, err := e.q.takeover(ctx, e.pool, c, rec.owner)
+		var ok bool
+		err = againIfStale(func() (err error) {
+			ok, err = e.q.takeover(ctx, e.pool, c, rec.owner)
+			return err
+		})
 		if err != nil {
 			return nil, nil, unavailable("takeover", err)
 		}
@@ -536,25 +561,34 @@ func (e *Engine) remember(c *claim, resp *Response, omitted bool, since time.Tim
 		return
 	}
 	skew := min(c.policy.Retention/10, time.Minute)
-	e.cache.put(cacheKey{c.ns, c.scope, c.key}, c.op.ID, c.fingerprint, resp, since.Add(c.policy.Retention-skew))
+	e.cache.put(cacheKey{c.ns, c.scope, c.key}, c.op.ID, c.fingerprint, resp, since.Add(min(c.policy.Retention-skew, e.opts.ReplayCacheTTL)))
 }
 
-// claimInline claims c's key in a transaction left open on a connection of
-// its own (c.sess), in one round trip; see queries.claimInlineSQL. When the
-// key is held, it returns what holds it instead (nil if that must be read
+// claimFirst claims c's key in a transaction left open on a connection of
+// its own (c.sess), in one round trip; see queries.claimFirst. When the key
+// is held, it returns what holds it instead (nil if that must be read
 // again), and the connection is back in the pool.
-func (e *Engine) claimInline(ctx context.Context, c *claim, op string, fp, payload []byte) (bool, *record, error) {
-	pc, err := e.pool.Acquire(ctx)
-	if err != nil {
-		return false, nil, unavailable("claim", err)
-	}
-	claimed, rec, err := e.q.claimInline(ctx, pc.Conn(), c, op, fp, payload)
-	if claimed {
-		c.sess = newSession(pc)
-		return true, nil, nil
-	}
-	(&session{pc: pc}).end()
+func (e *Engine) claimFirst(ctx context.Context, c *claim, op string, fp, payload []byte) (bool, *record, error) {
+	var rec *record
+	err := againIfStale(func() error {
+		pc, err := e.pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		sess := newSession(pc)
+		tx, r, err := e.q.claimFirst(ctx, pc.Conn(), c, op, fp, payload)
+		if tx != nil {
+			sess.tx.tx = tx
+			c.sess = sess
+			return nil
+		}
+		sess.end() // rolls back what the claim began
+		rec = r
+		return err
+	})
 	switch {
+	case c.sess != nil:
+		return true, nil, nil
 	case sqlState(err) == lockNotAvailable: // a concurrent claim is still uncommitted
 		e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})
 		return false, nil, inFlight(time.Second, nil)
@@ -566,7 +600,7 @@ func (e *Engine) claimInline(ctx context.Context, c *claim, op string, fp, paylo
 
 // beginLast starts a ClaimLast execution: one round trip reads the record
 // on a connection of its own. When none holds the key, c.sess holds that
-// connection with the transaction's BEGIN pending: it travels with the
+// connection with the transaction still to begin: BEGIN travels with the
 // phases' first statement (see phaseTx), so it costs no round trip of its
 // own. Otherwise it returns the record, and the connection is back in the
 // pool: a replay costs that one read, and no error.
@@ -575,10 +609,13 @@ func (e *Engine) beginLast(ctx context.Context, c *claim) (bool, *record, error)
 	if err != nil {
 		return false, nil, unavailable("claim", err)
 	}
-	rec, err := e.q.readConn(ctx, pc.Conn(), c.id)
+	var rec *record
+	err = againIfStale(func() (err error) {
+		rec, err = e.q.read(ctx, pc.Conn(), c.id)
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		c.sess, c.last = newSession(pc), true
-		c.sess.tx.pending, c.sess.tx.q = true, &e.q
 		return true, nil, nil
 	}
 	pc.Release()
@@ -586,6 +623,20 @@ func (e *Engine) beginLast(ctx context.Context, c *claim) (bool, *record, error)
 		return false, nil, unavailable("claim", err)
 	}
 	return false, rec, nil
+}
+
+// againIfStale runs f, and once more if it failed because a statement pgx
+// had prepared no longer fits the tables (a column changed type: "cached
+// plan must not change result type") or is gone (DEALLOCATE ALL, a pooler
+// that lost it). pgx's statement cache forgets such a statement when it
+// fails, so the second run prepares it afresh. f must be safe to run again
+// after such a failure: a read, or a round trip that committed nothing.
+func againIfStale(f func() error) error {
+	err := f()
+	if stale(err) {
+		err = f()
+	}
+	return err
 }
 
 // replay returns a completed record's stored response, or, when its body
@@ -658,29 +709,33 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 		for j < len(phases) && !phases[j].foreign() {
 			j++
 		}
-		resp, sent, err := runInline(ctx, e, c, phases[i:j], &state)
+		resp, err := runInline(ctx, e, c, phases[i:j], &state)
 		c.sess.end()
 		c.sess = nil
+		var unknown *commitUnknownError
 		switch {
-		case c.last && err != nil && sent:
-			// Either all of it committed or nothing did: a retry finds out.
+		case errors.As(err, &unknown):
+			// Either all of it committed or nothing did: the next attempt,
+			// or the completer, finds out from the record.
+			e.observe(ctx, Event{Kind: EventAmbiguous, Operation: c.op.ID})
+			if !c.last {
+				e.yield(c)
+			}
 			return nil, unavailable("commit", err)
-		case c.last && err != nil && !errors.Is(err, errLostRace) && e.takenMeanwhile(c):
+		case c.last && err != nil && !errors.Is(err, errLostRace) && !errors.Is(err, errStale) && e.takenMeanwhile(c):
 			// The phases may have failed on a concurrent duplicate's rows:
 			// its answer is the one to give.
 			return nil, errLostRace
-		case errors.Is(err, errLostRace):
+		case errors.Is(err, errLostRace), errors.Is(err, errStale):
 			return nil, err
-		case err != nil && !sent:
-			// Rolled back: no record and no effect remain.
+		case err != nil:
+			// Rolled back, or refused by the server: no record and no
+			// effect remain.
 			e.observe(ctx, Event{Kind: EventRelease, Operation: c.op.ID})
 			if hookAfterEnd != nil {
 				hookAfterEnd()
 			}
 			return nil, err
-		case err != nil:
-			// The COMMIT went out; whether it took effect is unknown.
-			return e.fail(c, false, false, err)
 		case resp != nil:
 			e.observe(ctx, Event{Kind: EventComplete, Operation: c.op.ID})
 			if hookAfterEnd != nil {
@@ -743,15 +798,14 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 
 // runInline runs local phases in the open transaction of c's inline claim,
 // bounded by the lease, then stores the progress (or the final response) and
-// commits in one round trip. sent reports that the COMMIT was sent, so that
-// an error may have come after it took effect.
-func runInline[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S], state *S) (resp *Response, sent bool, err error) {
-	if !c.last {
-		// No record is committed: nothing bounds this transaction but itself.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.policy.Lease)
-		defer cancel()
-	}
+// commits in one round trip. An error is the phases', or the commit's as
+// commitLast and commitWith classify it: a *commitUnknownError when the
+// COMMIT may have taken effect; otherwise nothing committed.
+func runInline[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S], state *S) (resp *Response, err error) {
+	// No record is committed (first mode), or none exists (last mode):
+	// nothing bounds this transaction but itself.
+	ctx, cancel := context.WithTimeout(ctx, c.policy.Lease)
+	defer cancel()
 	if len(phases) == 0 {
 		// The first phase is foreign: the claim commits alone, before
 		// anything outside the database happens.
@@ -760,17 +814,17 @@ func runInline[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S
 			sql = commitAsync
 		}
 		_, err := c.sess.tx.conn.Exec(ctx, sql)
-		return nil, true, err
+		return nil, commitFailed(err)
 	}
 	for _, p := range phases {
 		began := time.Now()
 		pctx, endPhase := e.start(ctx, Step{Kind: StepPhase, Operation: c.op.ID, Phase: p.Name, Background: c.background})
 		err := recovered(p.Name, func() error {
 			if p.Final == nil {
-				return p.Local(pctx, c.sess.tx, state)
+				return p.Local(pctx, &c.sess.tx, state)
 			}
 			var err error
-			resp, err = p.Final(pctx, c.sess.tx, state)
+			resp, err = p.Final(pctx, &c.sess.tx, state)
 			if err == nil && resp == nil {
 				err = fmt.Errorf("idem: final phase %s returned no response", p.Name)
 			}
@@ -780,14 +834,14 @@ func runInline[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S
 		endPhase(err)
 		if err != nil {
 			e.logPanic(pctx, c, p.Name, err)
-			return nil, false, err
+			return nil, err
 		}
 	}
 	var st []byte
 	if !c.last {
 		// A completed record is never resumed: only progress needs state.
 		if st, err = json.Marshal(state); err != nil {
-			return nil, false, fmt.Errorf("idem: encoding phase state: %w", err)
+			return nil, fmt.Errorf("idem: encoding phase state: %w", err)
 		}
 	}
 	omitted := false
@@ -797,25 +851,29 @@ func runInline[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S
 	}
 	since := time.Now()
 	if c.last {
-		err = e.q.commitLast(ctx, c.sess.tx.conn, c.sess.tx.pending, c, resp, omitted)
-		switch {
-		case sqlState(err) == lockNotAvailable: // a concurrent claim is still uncommitted
+		err = e.q.commitLast(ctx, c.sess.tx.conn, c.sess.tx.tx == nil, c, resp, omitted)
+		if kindOf(err) == idemtype.KindInFlight {
 			e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})
-			return nil, false, inFlight(time.Second, err)
-		case errors.Is(err, errLostRace) || sqlState(err) != "":
-			// The server refused the insert or the commit: nothing committed.
-			return nil, false, err
 		}
 	} else {
 		err = e.q.commitWith(ctx, c.sess.tx.conn, c, phases[len(phases)-1].Name, st, resp, omitted)
 	}
 	if err != nil {
-		return nil, true, err
+		return nil, err
 	}
 	if resp != nil {
 		e.remember(c, resp, omitted, since)
 	}
-	return resp, true, nil
+	return resp, nil
+}
+
+// kindOf is the kind of err's *Error, or "".
+func kindOf(err error) idemtype.ErrorKind {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe.Kind
+	}
+	return ""
 }
 
 // takenMeanwhile reports whether a record now holds c's key, after c's
@@ -874,7 +932,7 @@ func (e *Engine) commitPhase(ctx context.Context, c *claim, name string, state a
 		return nil, err
 	}
 	defer sess.end()
-	resp, err := run(sess.tx)
+	resp, err := run(&sess.tx)
 	if err != nil {
 		return nil, err
 	}
@@ -911,10 +969,32 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 	c.keeper.stop()
 	var rel *ReleaseError
 	var protoErr *Error
+	var unknown *commitUnknownError
 	// The phase declared the failure effect-free: a release, or a protocol
 	// error such as the not-implemented stub.
 	declared := errors.As(err, &rel) || errors.As(err, &protoErr)
 	switch {
+	case errors.As(err, &unknown):
+		// The phase's COMMIT may have taken effect: nothing is released or
+		// stored as if it had not. The next attempt resumes from what the
+		// record says, at once: the lease is given back.
+		e.observe(ctx, Event{Kind: EventAmbiguous, Operation: c.op.ID})
+		e.yield(c)
+		if hookAfterEnd != nil {
+			hookAfterEnd()
+		}
+		return nil, unavailable("commit", err)
+	case errors.Is(err, errStale):
+		// Nothing of this transaction committed. The execution is decided
+		// again (Run), as a retry would: from no record, or from the record's
+		// recovery point, whose lease is given back for that.
+		if !committed && !foreignTried {
+			if _, derr := e.q.release(ctx, e.pool, c); derr == nil {
+				return nil, err
+			}
+		}
+		e.yield(c)
+		return nil, err
 	case errors.Is(err, ErrFenced):
 		e.observe(ctx, Event{Kind: EventFenced, Operation: c.op.ID})
 		return nil, &Error{Kind: idemtype.KindInFlight, RetryAfter: time.Second, Err: err,

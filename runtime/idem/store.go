@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
@@ -47,21 +48,21 @@ type queries struct {
 	inspectSQL, abandonedSQL              string
 	resolveDeleteSQL, resolveCompleteSQL  string
 	// Statements that travel with BEGIN or COMMIT in one round trip (see
-	// claimInline and commitWith), derived from the ones above.
-	claimReadSQL, claimInsertSQL, advanceFencedSQL, completeFencedSQL string
+	// claimFirst and commitWith), derived from the ones above.
+	claimReadSQL, advanceFencedSQL, completeFencedSQL string
 	// The record-last path (ClaimLast): see commitLast.
 	insertCompletedSQL string
-	// named: prepare the statements of batches as named statements (see
-	// prepare).
-	named bool
 	// claimWait is Options.ClaimWait for lock_timeout, in milliseconds.
 	claimWait string
-	// The pool's tracers, which the engine calls for what it sends through
-	// pgconn (wire.go).
-	queryTracer   pgx.QueryTracer
-	batchTracer   pgx.BatchTracer
-	prepareTracer pgx.PrepareTracer
+	// schema is where the records table is, for telling its own unique
+	// violation from a phase's (see commitLast).
+	schema string
 }
+
+// uuidArg passes a record's id or an owner token as a uuid parameter, in
+// every query exec mode: pgx knows pgtype.UUID's type without asking the
+// server, which QueryExecModeExec and the simple protocol do not do.
+func uuidArg(b [16]byte) pgtype.UUID { return pgtype.UUID{Bytes: b, Valid: true} }
 
 // micros passes a duration to SQL as microseconds (bigint), which PostgreSQL
 // turns into an interval exactly.
@@ -114,6 +115,7 @@ func newQueries(schema string) queries {
 SELECT $12, $1, $2, $3, $4, $5, $6,
     now() + $7::bigint * interval '1 microsecond', $8, $9, now() + $10::bigint * interval '1 microsecond', $11`
 	q := queries{
+		schema:    schema,
 		insertSQL: insert + ` ON CONFLICT DO NOTHING`,
 		// set_config(..., true) is local to the statement's own transaction and
 		// read at its commit. As a one-time filter it runs once, before the
@@ -244,33 +246,21 @@ WHERE set_config('lock_timeout', $8, true) IS NOT NULL`
 	if sqlMutant != nil {
 		sqlMutant(&q)
 	}
-	// The inline claim is one pipeline of four statements (a pgx batch: one
-	// round trip, one Sync), run as one implicit transaction: it reads the record as it stands, inserts
-	// the claim (a conflict is an error: see claimInsertSQL), and then
-	// BEGIN, which keeps that implicit transaction open as a regular one
-	// with the claim in it, uncommitted. On a conflict the claim's error
-	// skips BEGIN and PostgreSQL rolls the implicit transaction back, so the
-	// connection is idle again and the read in the same round trip says what
-	// holds the key. lock_timeout bounds the wait on a concurrent owner's
-	// uncommitted claim; statement_timeout and
-	// idle_in_transaction_session_timeout bound the open transaction by the
-	// lease, since an uncommitted claim cannot be taken over.
+	// The ClaimFirst claim is one pgx batch (one round trip): BEGIN, this
+	// read of the record as it stands, the claim's insert (insertSQL: a
+	// conflict inserts nothing), and endWait. On a conflict the engine rolls
+	// the transaction back and the read says what holds the key. The read
+	// sets, for the transaction: lock_timeout, which bounds the insert's wait
+	// on a concurrent owner's uncommitted claim (endWait restores it before
+	// the phases run); statement_timeout and
+	// idle_in_transaction_session_timeout, which bound the open transaction
+	// by the lease, since an uncommitted claim cannot be taken over.
 	q.claimReadSQL = `SELECT set_config('lock_timeout', $2, true), set_config('statement_timeout', $3, true),
     set_config('idle_in_transaction_session_timeout', $3, true),
     coalesce(r.operation, ''), r.fingerprint, ` + stateOf("r.") + `, r.owner_token, coalesce(r.lease_until > now(), false),
     coalesce(extract(epoch FROM r.lease_until - now()), 0)::float8, coalesce(r.expires_at <= now(), false),
     coalesce(extract(epoch FROM r.expires_at - now()), 0)::float8, r.recovery_point, r.phase_state, r.response_status, r.response_headers, r.response_body, coalesce(r.body_omitted, false)
 FROM (SELECT 1) AS one LEFT JOIN ` + t + ` AS r ON r.id = $1`
-	// ON CONFLICT DO NOTHING checks the unique index before it writes, so a
-	// conflict leaves no dead row behind (a plain INSERT would write the
-	// row, then fail); dividing by the number of rows inserted turns the
-	// conflict into the error that skips BEGIN.
-	q.claimInsertSQL = `WITH ins AS (INSERT INTO ` + t + ` (id, namespace, scope, key, owner_token, operation, fingerprint,
-    lease_until, request, background, expires_at, key_derivation)
-VALUES ($12, $1, $2, $3, $4, $5, $6, now() + $7::bigint * interval '1 microsecond', $8, $9,
-    now() + $10::bigint * interval '1 microsecond', $11)
-ON CONFLICT DO NOTHING RETURNING 1)
-SELECT 1 / count(*) FROM ins`
 	// A fenced statement that matches no row divides by zero, which aborts
 	// the transaction, so the COMMIT sent with it cannot commit a stale
 	// owner's writes.
@@ -278,26 +268,6 @@ SELECT 1 / count(*) FROM ins`
 	q.advanceFencedSQL = fenced(q.advanceSQL)
 	q.completeFencedSQL = fenced(q.completeSQL)
 	return q
-}
-
-// prepare makes sqls named prepared statements on conn, once per
-// connection. The engine's batches fail by design (a key already held, a
-// fence that matched no row), and pgx forgets every cached statement of a
-// failed batch, then deallocates and prepares them again on the
-// connection's next use: two hidden round trips and fresh plans. Named
-// statements are outside that cache. Only where the pool uses pgx's
-// statement cache anyway (its default query mode): a pool set up for a
-// pooler in transaction mode keeps unnamed statements.
-func (q queries) prepare(ctx context.Context, conn *pgx.Conn, sqls ...string) error {
-	if !q.named {
-		return nil
-	}
-	for _, sql := range sqls {
-		if _, err := conn.Prepare(ctx, sql, sql); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // sqlMutant, set only by tests, rewrites the engine's SQL to remove one
@@ -309,9 +279,14 @@ func (q queries) insert(ctx context.Context, db execer, async bool, c *claim, op
 	if async {
 		sql = q.insertAsyncSQL
 	}
-	tag, err := db.Exec(ctx, sql, c.ns, c.scope, c.key, c.token, op, fp,
-		micros(c.policy.Lease), payload, c.policy.Complete == idemtype.CompleteBackground, micros(c.policy.Retention), CurrentKeyDerivation, c.id)
+	tag, err := db.Exec(ctx, sql, q.insertArgs(c, op, fp, payload)...)
 	return tag.RowsAffected() == 1, err
+}
+
+// insertArgs are insertSQL's arguments for c's claim.
+func (q queries) insertArgs(c *claim, op string, fp, payload []byte) []any {
+	return []any{c.ns, c.scope, c.key, uuidArg(c.token), op, fp, micros(c.policy.Lease), payload,
+		c.policy.Complete == idemtype.CompleteBackground, micros(c.policy.Retention), int16(CurrentKeyDerivation), uuidArg(c.id)}
 }
 
 // record is what a conflicting claim reads.
@@ -349,7 +324,7 @@ func (r *record) response() *Response {
 }
 
 func (q queries) read(ctx context.Context, db execer, id [16]byte) (*record, error) {
-	return scanRecord(db.QueryRow(ctx, q.readSQL, id))
+	return scanRecord(db.QueryRow(ctx, q.readSQL, uuidArg(id)))
 }
 
 // scanRecord scans a row of readSQL.
@@ -386,7 +361,7 @@ func (q queries) takeover(ctx context.Context, db execer, c *claim, observed *[1
 	if observed == nil {
 		return false, nil
 	}
-	err := db.QueryRow(ctx, q.takeoverSQL, c.id, *observed, c.token, micros(c.policy.Lease),
+	err := db.QueryRow(ctx, q.takeoverSQL, uuidArg(c.id), uuidArg(*observed), uuidArg(c.token), micros(c.policy.Lease),
 		micros(c.policy.Retention)).Scan(&c.recovery, &c.state, &c.derivation)
 	if err == pgx.ErrNoRows {
 		return false, nil
@@ -401,108 +376,178 @@ func (q queries) takeover(ctx context.Context, db execer, c *claim, observed *[1
 // deleteExpired frees a record past its retention if it is freeable, and
 // reports whether it did.
 func (q queries) deleteExpired(ctx context.Context, db execer, id [16]byte) (bool, error) {
-	tag, err := db.Exec(ctx, q.deleteExpiredSQL, id)
+	tag, err := db.Exec(ctx, q.deleteExpiredSQL, uuidArg(id))
 	return tag.RowsAffected() == 1, err
 }
 
 // release deletes c's record if it is still claimed by c at c's recovery
 // point, and reports whether it did.
 func (q queries) release(ctx context.Context, db execer, c *claim) (bool, error) {
-	tag, err := db.Exec(ctx, q.releaseSQL, c.id, c.token, c.recovery)
+	tag, err := db.Exec(ctx, q.releaseSQL, uuidArg(c.id), uuidArg(c.token), c.recovery)
 	return tag.RowsAffected() == 1, err
 }
 
 func (q queries) yield(ctx context.Context, db execer, c *claim) error {
-	_, err := db.Exec(ctx, q.yieldSQL, c.id, c.token)
+	_, err := db.Exec(ctx, q.yieldSQL, uuidArg(c.id), uuidArg(c.token))
 	return err
 }
 
 func (q queries) refresh(ctx context.Context, db execer, c *claim) (bool, error) {
-	tag, err := db.Exec(ctx, q.refreshSQL, c.id, c.token, micros(c.policy.Lease))
+	tag, err := db.Exec(ctx, q.refreshSQL, uuidArg(c.id), uuidArg(c.token), micros(c.policy.Lease))
 	return tag.RowsAffected() == 1, err
 }
 
-// claimInline sends the inline claim on conn. It reports claimed when the
-// claim was inserted and the transaction is open on conn; otherwise rec is
-// what held the key (nil if the holder committed while the INSERT waited),
-// or err is why it failed: a *pgconn.PgError with code lock_not_available
-// when a concurrent owner's uncommitted claim held it past wait.
-func (q queries) claimInline(ctx context.Context, conn *pgx.Conn, c *claim, op string, fp, payload []byte) (claimed bool, rec *record, err error) {
-	if err := q.prepare(ctx, conn, q.claimReadSQL, q.claimInsertSQL, endWait, beginSQL); err != nil {
-		return false, nil, err
-	}
+// claimFirst sends the ClaimFirst claim on conn (see claimReadSQL). When
+// the claim was inserted, tx is its transaction, open on conn. Otherwise
+// conn's transaction is still open, to be rolled back, and rec is what held
+// the key (nil if the holder committed while the insert waited), or err is
+// why it failed: a *pgconn.PgError with code lock_not_available when a
+// concurrent owner's uncommitted claim held it past the claim wait.
+func (q queries) claimFirst(ctx context.Context, conn *pgx.Conn, c *claim, op string, fp, payload []byte) (tx pgx.Tx, rec *record, err error) {
 	b := &pgx.Batch{}
-	b.Queue(q.claimReadSQL, c.id, q.claimWait, strconv.FormatInt(c.policy.Lease.Milliseconds(), 10))
-	b.Queue(q.claimInsertSQL, c.ns, c.scope, c.key, c.token, op, fp, micros(c.policy.Lease), payload,
-		c.policy.Complete == idemtype.CompleteBackground, micros(c.policy.Retention), int16(CurrentKeyDerivation), c.id)
+	b.BeginTx(pgx.TxOptions{})
+	b.Queue(q.claimReadSQL, uuidArg(c.id), q.claimWait, strconv.FormatInt(c.policy.Lease.Milliseconds(), 10))
+	b.Queue(q.insertSQL, q.insertArgs(c, op, fp, payload)...)
 	b.Queue(endWait)
-	b.Queue(beginSQL)
 	br := conn.SendBatch(ctx, b)
 	var r record
 	var operation, state, recovery *string
 	var secs, expires float64
 	var ignore [3]string
 	var headers []byte
-	err = br.QueryRow().Scan(&ignore[0], &ignore[1], &ignore[2], &operation, &r.fingerprint, &state, &r.owner, &r.live, &secs,
-		&r.pastRetention, &expires, &recovery, &r.phaseState, &r.status, &headers, &r.body, &r.bodyOmitted)
+	var tag pgconn.CommandTag
+	_, err = br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(&ignore[0], &ignore[1], &ignore[2], &operation, &r.fingerprint, &state, &r.owner, &r.live, &secs,
+			&r.pastRetention, &expires, &recovery, &r.phaseState, &r.status, &headers, &r.body, &r.bodyOmitted)
+	}
+	if err == nil {
+		tag, err = br.Exec()
+	}
 	if err == nil {
 		_, err = br.Exec()
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		if sqlState(err) == divisionByZero { // nothing inserted: the key is held
-			if state == nil {
-				return false, nil, nil
-			}
-			if r.headers, err = parseHeaders(headers); err != nil {
-				return false, nil, err
-			}
-			r.operation, r.state = *operation, *state
-			if recovery != nil {
-				r.recovery = *recovery
-			}
-			r.retryAfter = max(time.Duration(secs*float64(time.Second)), time.Second)
-			r.expiresIn = time.Duration(expires * float64(time.Second))
-			return false, &r, nil
-		}
-		return false, nil, err
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case tag.RowsAffected() == 1:
+		return br.Tx(), nil, nil
+	case state == nil: // the holder committed while the insert waited
+		return nil, nil, nil
 	}
-	if conn.PgConn().TxStatus() != 'T' {
-		return false, nil, errors.New("idem: the inline claim left no transaction open")
+	if r.headers, err = parseHeaders(headers); err != nil {
+		return nil, nil, err
 	}
-	return true, nil, nil
+	r.operation, r.state = *operation, *state
+	if recovery != nil {
+		r.recovery = *recovery
+	}
+	r.setTimes(secs, expires)
+	return nil, &r, nil
 }
 
 // commitWith stores c's progress (or, with resp, its response) and commits,
 // in one round trip on conn, whose transaction it ends. A stale owner's
-// statement matches no row and aborts the transaction: ErrFenced.
+// statement matches no row and aborts the transaction: ErrFenced. Other
+// failures are classified by commitFailed.
 func (q queries) commitWith(ctx context.Context, conn *pgx.Conn, c *claim, phase string, state []byte, resp *Response, omitted bool) error {
-	sql := q.advanceFencedSQL
-	if resp != nil {
-		sql = q.completeFencedSQL
-	}
-	if err := q.prepare(ctx, conn, sql, commit); err != nil {
-		return err
-	}
 	b := &pgx.Batch{}
 	if len(state) == 0 {
 		state = nil
 	}
 	if resp == nil {
-		b.Queue(q.advanceFencedSQL, c.id, c.token, phase, state, micros(c.policy.Lease), micros(c.policy.Retention))
+		b.Queue(q.advanceFencedSQL, uuidArg(c.id), uuidArg(c.token), phase, state, micros(c.policy.Lease), micros(c.policy.Retention))
 	} else {
 		headers, body := appendHeaders(nil, resp.Header), storedBody(resp, omitted)
-		b.Queue(q.completeFencedSQL, c.id, c.token, resp.Status, headers, body,
+		b.Queue(q.completeFencedSQL, uuidArg(c.id), uuidArg(c.token), resp.Status, headers, body,
 			omitted, micros(c.policy.Retention), receiptFingerprint(c.op.ID, c.fingerprint))
 	}
 	b.Queue(commit)
-	err := conn.SendBatch(ctx, b).Close()
-	if sqlState(err) == divisionByZero { // the fence matched no row
+	stmt, err := sendCommit(ctx, conn, b)
+	switch {
+	case err == nil:
+		return nil
+	case stmt == 0 && sqlState(err) == divisionByZero: // the fence matched no row
 		return ErrFenced
+	case stmt == 0 && stale(err):
+		return fmt.Errorf("%w: %w", errStale, err)
 	}
-	return err
+	return commitFailed(err)
+}
+
+// errStale is a commit that the server refused because a statement of the
+// engine's that pgx had prepared on the connection no longer fits the
+// tables or is gone (see againIfStale). Nothing of the transaction
+// committed, and pgx has forgotten the statement: the execution is decided
+// again, as a retry would (it resumes from the record's recovery point).
+var errStale = errors.New("idem: a statement prepared on the connection was stale; the engine decides the claim again")
+
+// stale reports an error that says a prepared statement no longer fits
+// the tables ("cached plan must not change result type") or is gone
+// (DEALLOCATE ALL, a pooler that lost it).
+func stale(err error) bool {
+	switch sqlState(err) {
+	case featureNotSupported, invalidStatementName:
+		return true
+	}
+	return false
+}
+
+// sendCommit sends b, whose last statement is COMMIT, and reads its results
+// one by one. On a failure it returns the index of the statement whose
+// result failed (len(b.QueuedQueries) when the failure came after the last
+// result: a FATAL before ReadyForQuery) and the error.
+func sendCommit(ctx context.Context, conn *pgx.Conn, b *pgx.Batch) (int, error) {
+	br := conn.SendBatch(ctx, b)
+	for i := range b.QueuedQueries {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return i, err
+		}
+	}
+	return len(b.QueuedQueries), br.Close()
+}
+
+// commitUnknownError is a commit whose outcome is unknown: the COMMIT was
+// sent, and the connection failed (a FATAL, EOF, a timeout) before the
+// server said whether it took effect. Nothing may be released or retried
+// as if it had not: the next attempt, or the background completer, finds
+// out from the record.
+type commitUnknownError struct{ Err error }
+
+func (e *commitUnknownError) Error() string {
+	return "idem: the commit's outcome is unknown: " + e.Err.Error()
+}
+
+func (e *commitUnknownError) Unwrap() error { return e.Err }
+
+// commitFailed classifies the failure of a round trip that ended in
+// COMMIT. The server refused the transaction (nothing of it committed) when
+// nothing was sent (pgx says so: pgconn.SafeToRetry) or when it answered
+// with an error of severity ERROR, which aborts the transaction or is the
+// COMMIT's own refusal (a deferred constraint); the error is returned as is.
+// Anything else (a FATAL, a broken connection, a timeout) came after the
+// COMMIT may have taken effect: a *commitUnknownError.
+func commitFailed(err error) error {
+	if err == nil || pgconn.SafeToRetry(err) {
+		return err
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && severity(pe) == "ERROR" {
+		return err
+	}
+	return &commitUnknownError{Err: err}
+}
+
+// severity is pe's severity, not localized where the server says it.
+func severity(pe *pgconn.PgError) string {
+	if pe.SeverityUnlocalized != "" {
+		return pe.SeverityUnlocalized
+	}
+	return pe.Severity
 }
 
 // migrationQueries are Migrate's statements on the schema's migrations
@@ -553,6 +598,10 @@ const (
 	divisionByZero   = "22012" // what the engine's statements raise to abort a batch on purpose
 	uniqueViolation  = "23505"
 	lockNotAvailable = "55P03" // lock_timeout ran out
+	// A prepared statement that no longer fits the tables ("cached plan
+	// must not change result type"), or that the server no longer has.
+	featureNotSupported  = "0A000"
+	invalidStatementName = "26000"
 )
 
 // sqlState returns the SQLSTATE of the *pgconn.PgError in err's chain, or
@@ -580,29 +629,44 @@ func storedBody(resp *Response, omitted bool) []byte {
 }
 
 // commitLast inserts the completed record of a ClaimLast execution and
-// commits, in one round trip on conn. A record that a concurrent duplicate
-// committed first is errLostRace: the transaction aborted, nothing of this
-// execution remains, and the duplicate's answer is the one to give.
+// commits, in one round trip on conn (with BEGIN first when the phases sent
+// no statement). The claim wait bounds the insert and nothing after it:
+// endWait restores lock_timeout before COMMIT runs the phases' deferred
+// checks. A failure means, by what failed:
+//   - the insert, on the records table's own key: a concurrent duplicate
+//     committed first, errLostRace; nothing of this execution remains, and
+//     the duplicate's answer is the one to give;
+//   - the insert, past the claim wait: a concurrent claim is still
+//     uncommitted, an *Error of kind in-flight;
+//   - any other refusal (the COMMIT's own: a deferred constraint or
+//     trigger of the phases' tables): the error as is, nothing committed;
+//   - anything that leaves the outcome unknown: a *commitUnknownError.
 func (q queries) commitLast(ctx context.Context, conn *pgx.Conn, begin bool, c *claim, resp *Response, omitted bool) error {
-	body := storedBody(resp, omitted)
-	var err error
-	if q.named {
-		err = q.commitLastWire(ctx, conn, begin, c, resp, body, omitted)
-	} else {
-		headers := appendHeaders(nil, resp.Header)
-		b := &pgx.Batch{}
-		if begin {
-			b.Queue(beginSQL) // the phases sent no statement
+	b := &pgx.Batch{}
+	if begin {
+		b.Queue(beginSQL)
+	}
+	insert := b.Len()
+	b.Queue(q.insertCompletedSQL, uuidArg(c.id), receiptFingerprint(c.op.ID, c.fingerprint), resp.Status,
+		appendHeaders(nil, resp.Header), storedBody(resp, omitted), omitted, micros(c.policy.Retention), q.claimWait)
+	b.Queue(endWait)
+	b.Queue(commit)
+	stmt, err := sendCommit(ctx, conn, b)
+	if err == nil {
+		return nil
+	}
+	var pe *pgconn.PgError
+	if stmt == insert && errors.As(err, &pe) {
+		switch {
+		case pe.Code == uniqueViolation && pe.SchemaName == q.schema && pe.TableName == "records" && pe.ConstraintName == "records_pkey":
+			return errLostRace
+		case pe.Code == lockNotAvailable:
+			return inFlight(time.Second, err)
+		case stale(err):
+			return fmt.Errorf("%w: %w", errStale, err)
 		}
-		b.Queue(q.insertCompletedSQL, c.id, receiptFingerprint(c.op.ID, c.fingerprint), resp.Status, headers, body,
-			omitted, micros(c.policy.Retention), q.claimWait)
-		b.Queue(commit)
-		err = conn.SendBatch(ctx, b).Close()
 	}
-	if sqlState(err) == uniqueViolation { // the key was completed meanwhile
-		return errLostRace
-	}
-	return err
+	return commitFailed(err)
 }
 
 // errLostRace: a ClaimLast execution found the key taken when it came to

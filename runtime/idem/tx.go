@@ -3,7 +3,6 @@ package idem
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -15,106 +14,76 @@ import (
 // it was given: the engine commits it together with the recovery point.
 var errEngineOwnsTx = errors.New("idem: the engine commits or rolls back a phase's transaction; a phase must not")
 
-// phaseTx is the pgx.Tx a local phase runs in. The engine opens and ends the
-// transaction itself, so that COMMIT travels with the engine's statement of
-// the recovery point or the record, and BEGIN with the claim (first mode) or
-// the phase's first statement (last mode); a pgx.Tx from pgx.Conn.Begin
-// could not be ended without its own round trip.
-// Nested Begin calls are savepoints, as with pgx.
+// phaseTx is the pgx.Tx a local phase runs in: pgx's own transaction
+// (tx), begun by pgx (Conn.BeginTx, or Batch.BeginTx in the engine's claim),
+// to which every method but Commit and Rollback goes as it is. The engine
+// ends the transaction itself, so that COMMIT travels with the engine's
+// statement of the recovery point or the record (docs/runtime.md, "A
+// phase's transaction").
 //
-// While pending is set, the transaction's BEGIN has not been sent: the
-// phase's first statement carries it, in one batch (a ClaimLast execution
-// reads its key before it has anything to begin). Every way to reach the
-// connection sends it first, so no statement of a phase runs outside the
-// transaction.
+// Until tx is set, the transaction is still to begin (a ClaimLast
+// execution reads its key before it has anything to begin): the phase's
+// first statement brings BEGIN along in one pgx batch (Batch.BeginTx),
+// where a batch runs that statement as the same call outside a batch
+// would. Calls a batch would run otherwise (an Exec without arguments,
+// which pgx sends over the simple protocol and may hold several
+// statements; a query option such as an exec mode; COPY; a savepoint;
+// large objects; the connection itself) begin the transaction on their own
+// first. Should a batch fail before its BEGIN ran (a statement that does
+// not prepare), nothing of it ran: the transaction is begun on its own and
+// the call made again in it, so that it fails, and leaves the transaction,
+// exactly as in pgx.
 type phaseTx struct {
-	conn    *pgx.Conn
-	q       *queries // the engine's, for sendFirst
-	pending bool
-	sp      int
-	lo      pgx.Tx // a pgx transaction object for LargeObjects, made on demand
+	conn *pgx.Conn
+	tx   pgx.Tx
 }
 
-// begin sends the pending BEGIN on its own.
+// begin begins the pending transaction on its own.
 func (t *phaseTx) begin(ctx context.Context) error {
-	if !t.pending {
+	if t.tx != nil {
 		return nil
 	}
-	_, err := t.conn.Exec(ctx, beginSQL)
-	t.pending = err != nil // it did not run (see sendWithBegin)
-	return err
+	tx, err := t.conn.BeginTx(ctx, pgx.TxOptions{})
+	if err != nil {
+		return err
+	}
+	t.tx = tx
+	return nil
 }
 
-// withBegin reports whether a statement with these arguments can carry the
-// pending BEGIN in one round trip. Query options that pgx honours only
-// outside batches (an exec mode, result formats) get BEGIN on its own first.
-func (t *phaseTx) withBegin(ctx context.Context, args []any) (bool, error) {
-	if !t.pending {
-		return false, nil
-	}
+// batchable reports whether a query with these arguments runs the same in
+// a batch as on its own.
+func batchable(args []any) bool {
 	if len(args) > 0 {
 		switch args[0].(type) {
 		case pgx.QueryExecMode, pgx.QueryResultFormats, pgx.QueryResultFormatsByOID:
-			return false, t.begin(ctx)
+			return false
 		}
 	}
-	return true, nil
+	return true
 }
 
-// sendWithBegin sends the pending BEGIN and sql in one round trip and
-// returns sql's rows, whose closing ends the round trip. BEGIN stays
-// pending unless it ran: a statement that fails before BEGIN reaches the
-// server (it does not prepare) must not leave the phase's next statements
-// outside the transaction.
-func (t *phaseTx) sendWithBegin(ctx context.Context, sql string, args []any) (*batchRows, error) {
-	if t.q != nil && t.q.named && !rewrites(args) {
-		sd, err := t.q.firstStatement(ctx, t.conn, sql)
-		if err != nil {
-			return nil, err
-		}
-		if sd != nil {
-			rows, begun, err := t.q.sendFirst(ctx, t.conn, sd, sql, args)
-			t.pending = !begun
-			return rows, err
-		}
-	}
+// withBegin sends BEGIN and sql in one batch and returns the batch, its
+// BEGIN read. ok is false when BEGIN did not run, and then nothing did:
+// the batch is closed and the transaction still to begin.
+func (t *phaseTx) withBegin(ctx context.Context, queue func(*pgx.Batch)) (br pgx.BatchResults, ok bool) {
 	b := &pgx.Batch{}
-	b.Queue(beginSQL)
-	b.Queue(sql, args...)
-	br := t.conn.SendBatch(ctx, b)
+	b.BeginTx(pgx.TxOptions{})
+	queue(b)
+	br = t.conn.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		br.Close()
-		return nil, err
+		return nil, false
 	}
-	t.pending = false
-	rows, err := br.Query()
-	if err != nil {
-		br.Close()
-		return nil, err
-	}
-	return &batchRows{Rows: rows, end: pgxBatch{br}, conn: t.conn}, nil
-}
-
-// rewrites reports whether args start with a pgx.QueryRewriter (as
-// pgx.NamedArgs), which pgx's batch applies.
-func rewrites(args []any) bool {
-	if len(args) == 0 {
-		return false
-	}
-	_, ok := args[0].(pgx.QueryRewriter)
-	return ok
+	t.tx = br.Tx()
+	return br, true
 }
 
 func (t *phaseTx) Begin(ctx context.Context) (pgx.Tx, error) {
 	if err := t.begin(ctx); err != nil {
 		return nil, err
 	}
-	t.sp++
-	name := fmt.Sprintf("idemgen_sp_%d", t.sp)
-	if _, err := t.conn.Exec(ctx, savepointSQL(name)); err != nil {
-		return nil, err
-	}
-	return &savepointTx{phaseTx: t, name: name}, nil
+	return t.tx.Begin(ctx)
 }
 
 func (t *phaseTx) Commit(context.Context) error   { return errEngineOwnsTx }
@@ -124,86 +93,95 @@ func (t *phaseTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []str
 	if err := t.begin(ctx); err != nil {
 		return 0, err
 	}
-	return t.conn.CopyFrom(ctx, table, cols, src)
+	return t.tx.CopyFrom(ctx, table, cols, src)
 }
 
 func (t *phaseTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	if !t.pending {
-		return t.conn.SendBatch(ctx, b)
+	if t.tx == nil {
+		br, ok := t.withBegin(ctx, func(withBegin *pgx.Batch) {
+			withBegin.QueuedQueries = append(withBegin.QueuedQueries, b.QueuedQueries...)
+		})
+		if ok {
+			return phaseBatch{br}
+		}
 	}
-	// The phase's queued queries (and their callbacks), after BEGIN.
-	withBegin := &pgx.Batch{QueuedQueries: append([]*pgx.QueuedQuery{{SQL: beginSQL}}, b.QueuedQueries...)}
-	br := t.conn.SendBatch(ctx, withBegin)
-	// BEGIN's result; a failure is also every later result's, and leaves
-	// BEGIN pending (see sendWithBegin).
-	_, err := br.Exec()
-	t.pending = err != nil
-	return br
+	if err := t.begin(ctx); err != nil {
+		return pgx.FailedBatchResults(b, err)
+	}
+	return t.tx.SendBatch(ctx, b)
 }
 
-// LargeObjects needs a transaction object of pgx's own. Beginning one inside
-// the open transaction only earns a warning from PostgreSQL ("there is
-// already a transaction in progress"), and the engine never ends it.
+// phaseBatch is the phase's batch sent with BEGIN: it began no transaction
+// of the phase's own.
+type phaseBatch struct{ pgx.BatchResults }
+
+func (phaseBatch) Tx() pgx.Tx { return nil }
+
 func (t *phaseTx) LargeObjects() pgx.LargeObjects {
-	if t.lo == nil && t.begin(context.Background()) == nil {
-		t.lo, _ = t.conn.Begin(context.Background())
-	}
-	if t.lo == nil {
+	if err := t.begin(context.Background()); err != nil {
+		// pgx's LargeObjects on a closed transaction: its every call fails.
 		return pgx.LargeObjects{}
 	}
-	return t.lo.LargeObjects()
+	return t.tx.LargeObjects()
 }
 
 func (t *phaseTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
-	return t.conn.Prepare(ctx, name, sql)
+	if t.tx == nil {
+		return t.conn.Prepare(ctx, name, sql) // what pgx's transaction does too
+	}
+	return t.tx.Prepare(ctx, name, sql)
 }
 
 func (t *phaseTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if batch, err := t.withBegin(ctx, args); err != nil || !batch {
-		if err != nil {
-			return pgconn.CommandTag{}, err
+	// pgx sends an Exec without arguments over the simple protocol, which
+	// a batch would not.
+	if t.tx == nil && len(args) > 0 && batchable(args) {
+		if br, ok := t.withBegin(ctx, func(b *pgx.Batch) { b.Queue(sql, args...) }); ok {
+			tag, err := br.Exec()
+			if cerr := br.Close(); err == nil {
+				err = cerr
+			}
+			return tag, err
 		}
-		return t.conn.Exec(ctx, sql, args...)
 	}
-	rows, err := t.sendWithBegin(ctx, sql, args)
-	if err != nil {
+	if err := t.begin(ctx); err != nil {
 		return pgconn.CommandTag{}, err
 	}
-	rows.Close()
-	return rows.CommandTag(), rows.Err()
+	return t.tx.Exec(ctx, sql, args...)
 }
 
 func (t *phaseTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if batch, err := t.withBegin(ctx, args); err != nil || !batch {
-		if err != nil {
-			return nil, err
+	if t.tx == nil && batchable(args) {
+		if br, ok := t.withBegin(ctx, func(b *pgx.Batch) { b.Queue(sql, args...) }); ok {
+			rows, err := br.Query()
+			if err != nil {
+				br.Close()
+				return rows, err
+			}
+			return &batchRows{Rows: rows, br: br}, nil
 		}
-		return t.conn.Query(ctx, sql, args...)
 	}
-	rows, err := t.sendWithBegin(ctx, sql, args)
-	if err != nil {
-		// Rows all the same, as pgx's Query returns, closed with the error
-		// (pgx.CollectRows(tx.Query(...)) relies on them).
+	if err := t.begin(ctx); err != nil {
 		return errRows{err: err, conn: t.conn}, err
 	}
-	return rows, nil
+	return t.tx.Query(ctx, sql, args...)
 }
 
 func (t *phaseTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if !t.pending {
-		return t.conn.QueryRow(ctx, sql, args...)
-	}
-	if batch, err := t.withBegin(ctx, args); err != nil || !batch {
-		if err != nil {
-			return errRow{err}
+	if t.tx == nil && batchable(args) {
+		if br, ok := t.withBegin(ctx, func(b *pgx.Batch) { b.Queue(sql, args...) }); ok {
+			rows, err := br.Query()
+			if err != nil {
+				br.Close()
+				return errRow{err}
+			}
+			return (*firstRow)(&batchRows{Rows: rows, br: br})
 		}
-		return t.conn.QueryRow(ctx, sql, args...)
 	}
-	rows, err := t.sendWithBegin(ctx, sql, args)
-	if err != nil {
+	if err := t.begin(ctx); err != nil {
 		return errRow{err}
 	}
-	return (*firstRow)(rows)
+	return t.tx.QueryRow(ctx, sql, args...)
 }
 
 // Conn returns the transaction's connection, with the transaction begun:
@@ -216,31 +194,19 @@ func (t *phaseTx) Conn() *pgx.Conn {
 	return t.conn
 }
 
-// batchRows are the rows of a statement sent with BEGIN: closing them ends
-// the round trip.
+// batchRows are the rows of a statement sent with BEGIN: closing them
+// closes the batch, as closing pgx's rows ends their query.
 type batchRows struct {
 	pgx.Rows
-	end  rowsEnd
-	conn *pgx.Conn
-	err  error
+	br  pgx.BatchResults
+	err error
 }
-
-// rowsEnd ends a round trip after its last statement's rows closed with
-// tag and err, and returns the round trip's first error.
-type rowsEnd interface {
-	end(tag pgconn.CommandTag, err error) error
-}
-
-// pgxBatch ends a pgx batch.
-type pgxBatch struct{ br pgx.BatchResults }
-
-func (b pgxBatch) end(pgconn.CommandTag, error) error { return b.br.Close() }
 
 func (r *batchRows) Close() {
 	r.Rows.Close()
-	if r.end != nil {
-		r.err = r.end.end(r.Rows.CommandTag(), r.Rows.Err())
-		r.end = nil
+	if r.br != nil {
+		r.err = r.br.Close()
+		r.br = nil
 	}
 }
 
@@ -259,10 +225,8 @@ func (r *batchRows) Next() bool {
 	return false
 }
 
-func (r *batchRows) Conn() *pgx.Conn { return r.conn }
-
 // Scan and Values close the rows on an error, as pgx's do; here that must
-// also end the round trip, or the connection stays busy.
+// also close the batch, or the connection stays busy.
 func (r *batchRows) Scan(dest ...any) error {
 	err := r.Rows.Scan(dest...)
 	if err != nil {
@@ -280,7 +244,7 @@ func (r *batchRows) Values() ([]any, error) {
 }
 
 // errRows are the rows of a query that could not be sent: closed, with its
-// error.
+// error, as pgx's Query returns them.
 type errRows struct {
 	err  error
 	conn *pgx.Conn
@@ -321,56 +285,28 @@ type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
 
-// savepointTx is a nested transaction of a phase: a savepoint.
-type savepointTx struct {
-	*phaseTx
-	name string
-	done bool
-}
-
-func (s *savepointTx) Commit(ctx context.Context) error {
-	if s.done {
-		return pgx.ErrTxClosed
-	}
-	s.done = true
-	_, err := s.conn.Exec(ctx, releaseSavepointSQL(s.name))
-	return err
-}
-
-func (s *savepointTx) Rollback(ctx context.Context) error {
-	if s.done {
-		return pgx.ErrTxClosed
-	}
-	s.done = true
-	_, err := s.conn.Exec(ctx, rollbackToSQL(s.name))
-	return err
-}
-
 // session is an execution's connection while a transaction of it is open.
 type session struct {
-	pc  *pgxpool.Conn
-	tx  *phaseTx
-	ptx phaseTx // tx points here: one allocation for both
+	pc *pgxpool.Conn
+	tx phaseTx
 }
 
 func newSession(pc *pgxpool.Conn) *session {
-	s := &session{pc: pc}
-	s.ptx.conn = pc.Conn()
-	s.tx = &s.ptx
-	return s
+	return &session{pc: pc, tx: phaseTx{conn: pc.Conn()}}
 }
 
-// begin acquires a connection and opens a transaction on it.
+// begin acquires a connection and begins a transaction on it.
 func (e *Engine) begin(ctx context.Context) (*session, error) {
 	pc, err := e.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := pc.Exec(ctx, beginSQL); err != nil {
-		pc.Release()
+	s := newSession(pc)
+	if err := s.tx.begin(ctx); err != nil {
+		s.end()
 		return nil, err
 	}
-	return newSession(pc), nil
+	return s, nil
 }
 
 // end rolls back whatever is still open and gives the connection back. It
@@ -379,12 +315,13 @@ func (s *session) end() {
 	if s == nil || s.pc == nil {
 		return
 	}
-	if s.pc.Conn().PgConn().TxStatus() != 'I' {
+	conn := s.pc.Conn()
+	if !conn.IsClosed() && conn.PgConn().TxStatus() != 'I' {
 		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
-		_, err := s.pc.Exec(ctx, rollbackSQL)
+		_, err := conn.Exec(ctx, rollbackSQL)
 		cancel()
 		if err != nil {
-			s.pc.Conn().Close(context.Background()) // the pool drops a closed connection
+			conn.Close(context.Background()) // the pool drops a closed connection
 		}
 	}
 	s.pc.Release()
