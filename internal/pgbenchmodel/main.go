@@ -66,6 +66,13 @@ FROM m.records WHERE id = m.record_id('bench', 'principal-acct', %s);
 `
 	work = `INSERT INTO m.bench (amount) VALUES (100) RETURNING id;
 `
+	// The payments shape's recovery point after its first local phase: the
+	// phase state and the lease, as the engine's advance writes them.
+	advance = `UPDATE m.records SET recovery_point = 'record', phase_state = '{"Recorded":true,"ChargeID":""}',
+    lease_until = GREATEST(lease_until, clock_timestamp() + interval '30 seconds'),
+    expires_at = GREATEST(expires_at, clock_timestamp() + interval '1 day')
+WHERE id = m.record_id(` + recordKey + `) AND owner_token IS NOT NULL;
+`
 )
 
 var shapes = []shape{
@@ -83,6 +90,9 @@ VALUES (m.record_id(` + recordKey + `), m.receipt_fingerprint('bench', ` + finge
     '{"id":12345}', false, clock_timestamp() + interval '1 day', NULL, NULL, NULL, NULL, NULL);
 COMMIT;
 `},
+	{"three-phase", "the payments shape: BEGIN, claim INSERT, INSERT, recovery-point UPDATE, COMMIT; (the foreign call); BEGIN, UPDATE, completing UPDATE, COMMIT",
+		key + "BEGIN;\n" + claimInsert + "INSERT INTO m.bench (amount) VALUES (100) RETURNING id \\gset\n" + advance + "COMMIT;\n" +
+			"BEGIN;\nUPDATE m.bench SET charge = 'ch_' || :id WHERE id = :id;\n" + complete + "COMMIT;\n"},
 	{"replay", "one SELECT of a completed record", fmt.Sprintf(read, "'replayed'")},
 }
 

@@ -436,3 +436,51 @@ func TestPhaseTxContract(t *testing.T) {
 		})
 	}
 }
+
+// TestEveryExecMode: the protocol's paths that the contract's one final
+// phase does not take (a recovery point with its state, a foreign phase, a
+// crash and a takeover that resumes, a replay from the store) work in every
+// query exec mode.
+func TestEveryExecMode(t *testing.T) {
+	for _, mode := range execModes {
+		if dbtest.Pooled() && mode == pgx.QueryExecModeCacheStatement {
+			continue // see TestPhaseTxContract
+		}
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			pool, schema := dbtest.PoolWith(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = mode })
+			if _, err := idem.Migrate(ctx, pool, schema); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pool.Exec(ctx, `CREATE TABLE rows (key text NOT NULL, note text NOT NULL DEFAULT '')`); err != nil {
+				t.Fatal(err)
+			}
+			eng, err := idem.New(pool, idem.Options{Schema: schema, ReplayCacheBytes: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, cm := range []idem.ClaimMode{idem.ClaimFirst, idem.ClaimSeparate} {
+				op := &idem.Operation{ID: "modes-" + string(cm), Policy: idem.Policy{Lease: 30 * time.Second, Claim: cm}}
+				cd, runs := &card{charges: map[string]string{}}, 0
+				done := make(chan struct{})
+				go func() { // dies after the charge: a recovery point, and state to resume from
+					defer close(done)
+					idem.Run(ctx, eng, op, request("t", "k", "b"), threePhases("k-"+string(cm), cd, &runs, "after-charge"))
+				}()
+				<-done
+				if _, err := pool.Exec(ctx, `UPDATE records SET lease_until = now() - interval '1 second' WHERE owner_token IS NOT NULL`); err != nil {
+					t.Fatal(err)
+				}
+				out, err := idem.Run(ctx, eng, op, request("t", "k", "b"), threePhases("k-"+string(cm), cd, &runs, ""))
+				if err != nil || !out.Resumed || runs != 1 || len(cd.charges) != 1 {
+					t.Fatalf("%s: resume %+v, %v (record ran %d times, %d charges)", cm, out, err, runs, len(cd.charges))
+				}
+				again, err := idem.Run(ctx, eng, op, request("t", "k", "b"), threePhases("k-"+string(cm), cd, &runs, ""))
+				if err != nil || !again.Replayed || !sameResponse(again.Response, out.Response) {
+					t.Fatalf("%s: replay %+v, %v", cm, again, err)
+				}
+			}
+		})
+	}
+}

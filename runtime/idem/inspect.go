@@ -61,7 +61,7 @@ func scanRecordInfo(row pgx.Row) (*RecordInfo, error) {
 
 // Inspect returns the record for (namespace, scope, key), or pgx.ErrNoRows.
 func (e *Engine) Inspect(ctx context.Context, namespace, scope, key string) (*RecordInfo, error) {
-	r, err := scanRecordInfo(e.pool.QueryRow(ctx, e.q.inspectSQL, recordID(namespace, scope, key)))
+	r, err := scanRecordInfo(e.pool.QueryRow(ctx, e.q.inspectSQL, uuidArg(recordID(namespace, scope, key))))
 	if err != nil {
 		return nil, err
 	}

@@ -36,7 +36,7 @@ func (e *Engine) Resolve(ctx context.Context, namespace, scope, key string, r Re
 	var tag interface{ RowsAffected() int64 }
 	var err error
 	if r.Delete {
-		tag, err = e.pool.Exec(ctx, e.q.resolveDeleteSQL, recordID(namespace, scope, key))
+		tag, err = e.pool.Exec(ctx, e.q.resolveDeleteSQL, uuidArg(recordID(namespace, scope, key)))
 	} else {
 		if r.Status == 0 {
 			r.Status = http.StatusInternalServerError
@@ -54,7 +54,7 @@ func (e *Engine) Resolve(ctx context.Context, namespace, scope, key string, r Re
 		}
 		headers := appendHeaders(nil, http.Header{"Content-Type": {idemtype.ProblemContentType}})
 		tag, err = e.pool.Exec(ctx, e.q.resolveCompleteSQL,
-			recordID(namespace, scope, key), r.Status, headers, body, micros(r.Retention))
+			uuidArg(recordID(namespace, scope, key)), r.Status, headers, body, micros(r.Retention))
 	}
 	if err != nil {
 		return fmt.Errorf("idem: resolve: %w", err)

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -459,7 +460,9 @@ func (q queries) commitWith(ctx context.Context, conn *pgx.Conn, c *claim, phase
 		state = nil
 	}
 	if resp == nil {
-		b.Queue(q.advanceFencedSQL, uuidArg(c.id), uuidArg(c.token), phase, state, micros(c.policy.Lease), micros(c.policy.Retention))
+		// The state as json.RawMessage, which pgx knows as json in every
+		// exec mode (a []byte would go as bytea where pgx does not ask).
+		b.Queue(q.advanceFencedSQL, uuidArg(c.id), uuidArg(c.token), phase, json.RawMessage(state), micros(c.policy.Lease), micros(c.policy.Retention))
 	} else {
 		headers, body := appendHeaders(nil, resp.Header), storedBody(resp, omitted)
 		b.Queue(q.completeFencedSQL, uuidArg(c.id), uuidArg(c.token), resp.Status, headers, body,
