@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 func init() {
@@ -202,7 +201,7 @@ func runResolve(args []string, stdout, stderr io.Writer) error {
 	complete := fs.Bool("complete", false, "complete the record with a problem response that every retry gets")
 	status := fs.Int("status", 500, "with -complete: the problem's HTTP status (400 to 599)")
 	detail := fs.String("detail", "", "with -complete: the problem's detail, shown to the client")
-	retention := fs.Duration("retention", idemtype.DefaultRetention, "with -complete: how long the answer is replayed")
+	retention := fs.Duration("retention", 0, "with -complete: how long the answer is replayed (default: the operation's own retention, from now)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: idemgen resolve -operation OP [-scope S] -key K (-delete | -complete [-status N] [-detail TEXT])\n\n"+
 			"Settles one abandoned claim (see 'idemgen abandoned'). Nothing happens without -delete or -complete.")

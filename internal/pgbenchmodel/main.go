@@ -68,7 +68,7 @@ FROM m.records WHERE id = m.record_id('bench', 'principal-acct', %s);
 `
 	// The payments shape's recovery point after its first local phase: the
 	// phase state and the lease, as the engine's advance writes them.
-	advance = `UPDATE m.records SET recovery_point = 'record', phase_state = '{"Recorded":true,"ChargeID":""}',
+	advance = `UPDATE m.records SET recovery_point = 'record', phase_state = '{"Recorded": true, "ChargeID": ""}',
     lease_until = GREATEST(lease_until, clock_timestamp() + interval '30 seconds'),
     expires_at = GREATEST(expires_at, clock_timestamp() + interval '1 day')
 WHERE id = m.record_id(` + recordKey + `) AND owner_token IS NOT NULL;

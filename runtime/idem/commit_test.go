@@ -91,6 +91,21 @@ func (c *faultConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// poolWithRows is a pool configured by configure, with the engine's tables
+// and newEnv's business table "rows" in its schema.
+func poolWithRows(t *testing.T, configure func(*pgxpool.Config)) (*pgxpool.Pool, string) {
+	t.Helper()
+	ctx := context.Background()
+	pool, schema := dbtest.PoolWith(t, configure)
+	if _, err := idem.Migrate(ctx, pool, schema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE rows (key text NOT NULL, note text NOT NULL DEFAULT '')`); err != nil {
+		t.Fatal(err)
+	}
+	return pool, schema
+}
+
 // TestFatalAfterCommitIsUnknown: a FATAL that arrives after COMMIT's
 // CommandComplete and before ReadyForQuery leaves the commit's outcome
 // unknown (here it took effect). In every claim mode the engine answers
@@ -101,15 +116,9 @@ func TestFatalAfterCommitIsUnknown(t *testing.T) {
 		t.Run(string(cm), func(t *testing.T) {
 			ctx := context.Background()
 			fault := &fatalAfterCommit{}
-			pool, schema := dbtest.PoolWith(t, func(cfg *pgxpool.Config) {
+			pool, schema := poolWithRows(t, func(cfg *pgxpool.Config) {
 				cfg.ConnConfig.DialFunc = fault.dial(cfg.ConnConfig.DialFunc)
 			})
-			if _, err := idem.Migrate(ctx, pool, schema); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := pool.Exec(ctx, `CREATE TABLE rows (key text NOT NULL, note text NOT NULL DEFAULT '')`); err != nil {
-				t.Fatal(err)
-			}
 			ev := &events{n: map[idem.EventKind]int{}}
 			eng, err := idem.New(pool, idem.Options{Schema: schema, Observer: ev, ReplayCacheBytes: -1})
 			if err != nil {
@@ -154,13 +163,7 @@ func TestFatalAfterCommitIsUnknown(t *testing.T) {
 // statements prepared.
 func TestStatementsRecover(t *testing.T) {
 	ctx := context.Background()
-	pool, schema := dbtest.PoolWith(t, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 })
-	if _, err := idem.Migrate(ctx, pool, schema); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE rows (key text NOT NULL, note text NOT NULL DEFAULT '')`); err != nil {
-		t.Fatal(err)
-	}
+	pool, schema := poolWithRows(t, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 })
 	eng, err := idem.New(pool, idem.Options{Schema: schema, ReplayCacheBytes: -1})
 	if err != nil {
 		t.Fatal(err)

@@ -369,22 +369,32 @@ func contractPool(t *testing.T, mode pgx.QueryExecMode) (*pgxpool.Pool, *idem.En
 	return pool, eng
 }
 
+// poolerModes are the exec modes to test: all of them, or, through a pooler
+// in transaction mode (PgBouncer), which gives each transaction any server
+// connection, those that keep no statement on one across round trips
+// (docs/operations.md): not cache_statement, whose statements are prepared
+// by name, nor describe_exec, which describes in one round trip and
+// executes in the next. The same holds without idemgen, so the cases that
+// use an application's statements prepared by name are left out there too.
+func poolerModes() []pgx.QueryExecMode {
+	if !dbtest.Pooled() {
+		return execModes
+	}
+	return slices.DeleteFunc(slices.Clone(execModes), func(m pgx.QueryExecMode) bool {
+		return m == pgx.QueryExecModeCacheStatement || m == pgx.QueryExecModeDescribeExec
+	})
+}
+
 // byName marks the cases that run statements an application prepared on
 // the connection.
 func byName(c txCase) bool { return strings.Contains(c.name, "prepared by name") }
 
 func TestPhaseTxContract(t *testing.T) {
-	modes, cases := execModes, txCases
+	cases := txCases
 	if dbtest.Pooled() {
-		// A pooler in transaction mode (PgBouncer) gives each transaction
-		// any server connection: a statement prepared by name on one is not
-		// on the next (docs/operations.md), with or without idemgen. The
-		// modes that prepare no named statement, and the cases that need
-		// none.
-		modes = slices.DeleteFunc(slices.Clone(modes), func(m pgx.QueryExecMode) bool { return m == pgx.QueryExecModeCacheStatement })
 		cases = slices.DeleteFunc(slices.Clone(cases), byName)
 	}
-	for _, mode := range modes {
+	for _, mode := range poolerModes() {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
 			pool, eng := contractPool(t, mode)
@@ -442,20 +452,11 @@ func TestPhaseTxContract(t *testing.T) {
 // crash and a takeover that resumes, a replay from the store) work in every
 // query exec mode.
 func TestEveryExecMode(t *testing.T) {
-	for _, mode := range execModes {
-		if dbtest.Pooled() && mode == pgx.QueryExecModeCacheStatement {
-			continue // see TestPhaseTxContract
-		}
+	for _, mode := range poolerModes() {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			pool, schema := dbtest.PoolWith(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = mode })
-			if _, err := idem.Migrate(ctx, pool, schema); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := pool.Exec(ctx, `CREATE TABLE rows (key text NOT NULL, note text NOT NULL DEFAULT '')`); err != nil {
-				t.Fatal(err)
-			}
+			pool, schema := poolWithRows(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = mode })
 			eng, err := idem.New(pool, idem.Options{Schema: schema, ReplayCacheBytes: -1})
 			if err != nil {
 				t.Fatal(err)

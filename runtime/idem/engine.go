@@ -44,10 +44,12 @@ type Options struct {
 	// Logger receives warnings (refresh failures, refused releases).
 	// Default: slog.Default().
 	Logger *slog.Logger
-	// AsyncClaimCommit commits a separate claim (ClaimSeparate) with
-	// synchronous_commit=off. A claim lost in a crash had no effects, and the
-	// first phase's durable commit flushes the WAL that holds it; see
-	// docs/runtime.md. An inline claim commits with its first phases anyway.
+	// AsyncClaimCommit commits with synchronous_commit=off the claims that
+	// commit on their own: every claim in ClaimSeparate, and a ClaimFirst
+	// claim whose first phase is foreign. A claim lost in a crash had no
+	// effects, and the first local phase's durable commit flushes the WAL
+	// that holds it; see docs/runtime.md. A claim that commits with local
+	// phases (ClaimFirst before a local phase, ClaimLast) is not affected.
 	AsyncClaimCommit bool
 	// ReplayCacheBytes bounds the in-process cache of completed responses,
 	// which answers replays without a round trip to the store (default

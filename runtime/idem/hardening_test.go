@@ -573,3 +573,48 @@ func TestRegisterValidatesPolicies(t *testing.T) {
 		t.Fatal("New accepted a derived key length of 8")
 	}
 }
+
+// TestResolveKeepsTheOperationsRetention: an operator's answer to an
+// abandoned record, given without a retention of its own, is replayed for
+// the operation's own retention (here 72 hours, as the payments example's
+// webhook receiver keeps its records), not a default that may be shorter:
+// a redelivery after a day must still get it.
+func TestResolveKeepsTheOperationsRetention(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	op := &idem.Operation{ID: "webhook", Policy: idem.Policy{Lease: 30 * time.Second, Retention: 72 * time.Hour, Claim: idem.ClaimSeparate}}
+	for _, key := range []string{"own", "given"} {
+		phases := twoPhases(key)
+		phases[1].Final = func(context.Context, pgx.Tx, *payState) (*idem.Response, error) {
+			runtime.Goexit() // dies after its first phase committed: abandoned
+			return nil, nil
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			idem.Run(ctx, e.eng, op, request("t", key, "b"), phases)
+		}()
+		<-done
+	}
+	e.expireLeases()
+	if err := e.eng.Resolve(ctx, "webhook", "t", "own", idem.Resolution{Status: 409, Detail: "applied by hand"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.eng.Resolve(ctx, "webhook", "t", "given", idem.Resolution{Status: 409, Retention: 2 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	hours := func(key string) float64 {
+		var h float64
+		if err := e.pool.QueryRow(ctx, `SELECT extract(epoch FROM expires_at - now()) / 3600 FROM `+e.schema+`.records
+WHERE id = `+e.schema+`.record_id('webhook', 't', $1)`, key).Scan(&h); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	if h := hours("own"); h < 71.9 {
+		t.Errorf("the operator's answer is kept %.1f hours; want the operation's 72", h)
+	}
+	if h := hours("given"); h < 1.9 || h > 2.1 {
+		t.Errorf("with a retention of 2h the answer is kept %.1f hours", h)
+	}
+}

@@ -19,7 +19,10 @@ type Resolution struct {
 	Delete bool
 	// Otherwise the record is completed with a problem response: Status
 	// (400 to 599, default 500) and Detail, replayed to every retry for
-	// Retention (default idemtype.DefaultRetention) from now.
+	// Retention from now; by default for the operation's own retention (as
+	// long as the record was claimed for, and at least
+	// idemtype.DefaultRetention), so that no retry within it executes the
+	// key again.
 	Status    int
 	Detail    string
 	Retention time.Duration
@@ -44,8 +47,8 @@ func (e *Engine) Resolve(ctx context.Context, namespace, scope, key string, r Re
 		if r.Status < 400 || r.Status > 599 {
 			return fmt.Errorf("idem: resolve: status %d is not a 4xx or 5xx", r.Status)
 		}
-		if r.Retention <= 0 {
-			r.Retention = idemtype.DefaultRetention
+		if r.Retention < 0 {
+			return fmt.Errorf("idem: resolve: retention %v is negative", r.Retention)
 		}
 		body, merr := json.Marshal(idemtype.Problem{Type: idemtype.ProblemTypeBase + "resolved-by-operator",
 			Title: "An operator settled this request", Status: r.Status, Detail: r.Detail})
@@ -54,7 +57,7 @@ func (e *Engine) Resolve(ctx context.Context, namespace, scope, key string, r Re
 		}
 		headers := appendHeaders(nil, http.Header{"Content-Type": {idemtype.ProblemContentType}})
 		tag, err = e.pool.Exec(ctx, e.q.resolveCompleteSQL,
-			uuidArg(recordID(namespace, scope, key)), r.Status, headers, body, micros(r.Retention))
+			uuidArg(recordID(namespace, scope, key)), r.Status, headers, body, micros(r.Retention), micros(idemtype.DefaultRetention))
 	}
 	if err != nil {
 		return fmt.Errorf("idem: resolve: %w", err)

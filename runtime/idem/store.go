@@ -227,11 +227,18 @@ WHERE owner_token IS NOT NULL AND lease_until <= now() AND (NOT $1 OR expires_at
 ORDER BY lease_until LIMIT $2`,
 		resolveDeleteSQL: `DELETE FROM ` + t + abandoned,
 		// Every expression reads the row as it was: the receipt's
-		// fingerprint, from the operation and fingerprint it clears.
+		// fingerprint, from the operation and fingerprint it clears; and,
+		// without a retention of the operator's ($5 = 0), the operation's
+		// own, from now: the window the record was claimed with (expires_at
+		// - created_at, which takeovers only lengthen), so that the answer
+		// lasts as long as any execution of the key would have; at least the
+		// default retention ($6), should the window have been cut short by
+		// hand.
 		resolveCompleteSQL: `UPDATE ` + t + ` SET ` + toReceipt + `,
     fingerprint = ` + schema + `.receipt_fingerprint(operation, fingerprint),
     response_status = $2, response_headers = $3, response_body = $4, body_omitted = false,
-    expires_at = now() + $5::bigint * interval '1 microsecond'` + abandoned,
+    expires_at = now() + CASE WHEN $5::bigint > 0 THEN $5::bigint * interval '1 microsecond'
+        ELSE GREATEST(expires_at - created_at, $6::bigint * interval '1 microsecond') END` + abandoned,
 	}
 	// The completed record of a ClaimLast execution, inserted just before
 	// its COMMIT. A record already there (a concurrent duplicate that
