@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -337,5 +338,97 @@ func TestCompleterShutdownLetsPhasesEnd(t *testing.T) {
 	out, err := idem.Run(ctx, e.eng, op, request("t", "k", "k"), threePhases("k", cd, &runs, ""))
 	if err != nil || !out.Replayed || out.Response.Status != 201 {
 		t.Fatalf("after the completer stopped: %+v, %v; want the completed answer", out, err)
+	}
+}
+
+// TestCompleterStaleCommitKeepsTheRecord: the background completer's
+// commit meets a stale statement (DEALLOCATE ALL under it). Nothing
+// committed, but the record is not released, as a request's execution would
+// release it before deciding the key again: the completer does not decide
+// again, and a released record would lose the stored request. The next pass
+// completes it.
+func TestCompleterStaleCommitKeepsTheRecord(t *testing.T) {
+	ctx := context.Background()
+	pool, schema := poolWithRows(t, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 })
+	eng, err := idem.New(pool, idem.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := &idem.Operation{ID: "bgstale", Policy: idem.Policy{Lease: 30 * time.Second, Complete: idemtype.CompleteBackground, Claim: idem.ClaimSeparate}}
+	idem.RegisterCompleter(eng, op, func(payload []byte) ([]idem.Phase[payState], error) {
+		// The phase's own statement is new to the connection: only the
+		// engine's statements are stale.
+		phases := twoPhases(string(payload))
+		phases[0].Local = func(ctx context.Context, tx pgx.Tx, s *payState) error {
+			_, err := tx.Exec(ctx, `INSERT INTO rows (key) VALUES ($1) -- by the completer`, string(payload))
+			return err
+		}
+		return phases, nil
+	})
+	// Every statement of the path prepared on the one connection.
+	if _, err := idem.Run(ctx, eng, op, request("t", "warm", "warm"), twoPhases("warm")); err != nil {
+		t.Fatal(err)
+	}
+	phases := twoPhases("k")
+	phases[0].Local = func(context.Context, pgx.Tx, *payState) error { runtime.Goexit(); return nil }
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		idem.Run(ctx, eng, op, request("t", "k", "k"), phases)
+	}()
+	<-done
+	if _, err := pool.Exec(ctx, `UPDATE records SET lease_until = now() - interval '1 second' WHERE owner_token IS NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `DEALLOCATE ALL`); err != nil {
+		t.Fatal(err)
+	}
+	completed := 0
+	for range 4 { // passes that meet stale statements fail; none may lose the record
+		n, _ := eng.CompleteAbandoned(ctx, 10)
+		completed += n
+		if _, err := pool.Exec(ctx, `UPDATE records SET lease_until = now() - interval '1 second' WHERE owner_token IS NOT NULL`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := idem.Run(ctx, eng, op, request("t", "k", "k"), twoPhases("k"))
+	if err != nil || completed != 1 || !out.Replayed {
+		t.Fatalf("completed %d; then %+v, %v; want the completer's answer replayed", completed, out, err)
+	}
+}
+
+// TestCommitThatCannotBeSentReleases: a final response whose status the
+// record cannot hold fails before anything of the commit is sent (pgx
+// cannot encode it), in cache_statement mode; or the server refuses it, in
+// the modes where pgx does not ask for types. Either way nothing committed:
+// the key is released, never left ambiguous as if COMMIT had gone out.
+func TestCommitThatCannotBeSentReleases(t *testing.T) {
+	for _, mode := range poolerModes() {
+		t.Run(mode.String(), func(t *testing.T) {
+			ctx := context.Background()
+			pool, schema := poolWithRows(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = mode })
+			ev := &events{n: map[idem.EventKind]int{}}
+			eng, err := idem.New(pool, idem.Options{Schema: schema, Observer: ev})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, cm := range claimModes {
+				op := &idem.Operation{ID: "status-" + string(cm), Policy: idem.Policy{Lease: 30 * time.Second, Claim: cm}}
+				_, err := idem.Run(ctx, eng, op, request("t", "k", "b"), []idem.Phase[payState]{{Name: "only",
+					Final: func(context.Context, pgx.Tx, *payState) (*idem.Response, error) {
+						return &idem.Response{Status: 70000}, nil
+					}}})
+				if err == nil || kindOf(err) == idemtype.KindUnavailable {
+					t.Errorf("%s: %v; want the refusal, not an unknown outcome", cm, err)
+				}
+			}
+			if n := ev.count(idem.EventAmbiguous); n != 0 {
+				t.Errorf("%d ambiguous outcomes; want none", n)
+			}
+			var n int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM records`).Scan(&n); err != nil || n != 0 {
+				t.Errorf("%d records remain (%v); want none", n, err)
+			}
+		})
 	}
 }

@@ -252,6 +252,39 @@ var txCases = []txCase{
 		fmt.Fprintf(note, "%s;", sqlStateOf(err))
 		return insertRow(ctx, tx, note, "after the failure")
 	}},
+	{"a first batch that fails, ignored", func(ctx context.Context, tx pgx.Tx, note *strings.Builder) error {
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO c_missing VALUES ($1)`, "x")
+		fmt.Fprintf(note, "%s;", sqlStateOf(tx.SendBatch(ctx, b).Close()))
+		return insertRow(ctx, tx, note, "after the failure")
+	}},
+	{"a first prepare that fails, ignored", func(ctx context.Context, tx pgx.Tx, note *strings.Builder) error {
+		_, err := tx.Prepare(ctx, "c_bad", `INSERT INTO c_missing VALUES ($1)`)
+		fmt.Fprintf(note, "%s;", sqlStateOf(err))
+		return insertRow(ctx, tx, note, "after the failure")
+	}},
+	{"a batch that begins a transaction", func(ctx context.Context, tx pgx.Tx, note *strings.Builder) error {
+		b := &pgx.Batch{}
+		b.BeginTx(pgx.TxOptions{})
+		b.Queue(`INSERT INTO c_rows VALUES ($1)`, "in batch")
+		br := tx.SendBatch(ctx, b)
+		fmt.Fprintf(note, "%v;", br.Close())
+		return insertRow(ctx, tx, note, "after the batch")
+	}},
+	{"named arguments, then an exec mode", func(ctx context.Context, tx pgx.Tx, note *strings.Builder) error {
+		rows, err := tx.Query(ctx, `INSERT INTO c_rows VALUES (@v) RETURNING v`, pgx.NamedArgs{"v": "named"}, pgx.QueryExecModeSimpleProtocol)
+		if err != nil {
+			return err
+		}
+		vs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		fmt.Fprintf(note, "%v", vs)
+		return err
+	}},
+	{"named arguments that leave none, several statements", func(ctx context.Context, tx pgx.Tx, note *strings.Builder) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO c_rows VALUES ('n1'); INSERT INTO c_rows VALUES ('n2')`, pgx.NamedArgs{})
+		fmt.Fprintf(note, "[%s]", tag)
+		return err
+	}},
 	{"a deferred unique violation", func(ctx context.Context, tx pgx.Tx, note *strings.Builder) error {
 		_, err := tx.Exec(ctx, `INSERT INTO c_deferred VALUES ($1), ($1)`, "twice")
 		return err

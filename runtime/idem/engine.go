@@ -308,6 +308,9 @@ func Run[S any](ctx context.Context, e *Engine, op *Operation, req Request, phas
 		// back: the claim, decided again, replays its answer. Or the commit
 		// met a stale statement: decided again, the claim resumes from the
 		// record (or claims afresh), with the statement prepared anew.
+		if attempt == maxAttempts && errors.Is(err, errStale) {
+			return nil, unavailable("commit", err)
+		}
 		if attempt == maxAttempts {
 			e.observe(ctx, Event{Kind: EventInFlight, Operation: op.ID})
 			return nil, &Error{Kind: idemtype.KindInFlight, RetryAfter: time.Second, Detail: "the key is contended; retry later", Err: err}
@@ -989,8 +992,10 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 	case errors.Is(err, errStale):
 		// Nothing of this transaction committed. The execution is decided
 		// again (Run), as a retry would: from no record, or from the record's
-		// recovery point, whose lease is given back for that.
-		if !committed && !foreignTried {
+		// recovery point, whose lease is given back for that. The completer
+		// decides nothing again: it gives the lease back, and its next pass
+		// takes the record over, stored request and all.
+		if !committed && !foreignTried && !c.background {
 			if _, derr := e.q.release(ctx, e.pool, c); derr == nil {
 				return nil, err
 			}

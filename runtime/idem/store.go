@@ -482,7 +482,7 @@ func (q queries) commitWith(ctx context.Context, conn *pgx.Conn, c *claim, phase
 		return nil
 	case stmt == 0 && sqlState(err) == divisionByZero: // the fence matched no row
 		return ErrFenced
-	case stmt == 0 && stale(err):
+	case stale(err): // the fenced statement, or COMMIT, that pgx had prepared
 		return fmt.Errorf("%w: %w", errStale, err)
 	}
 	return commitFailed(err)
@@ -536,13 +536,15 @@ func (e *commitUnknownError) Unwrap() error { return e.Err }
 
 // commitFailed classifies the failure of a round trip that ended in
 // COMMIT. The server refused the transaction (nothing of it committed) when
-// nothing was sent (pgx says so: pgconn.SafeToRetry) or when it answered
+// nothing was sent (pgx says so: pgconn.SafeToRetry, or a batch that failed
+// in its preparation, pgx.ErrPreprocessingBatch) or when it answered
 // with an error of severity ERROR, which aborts the transaction or is the
 // COMMIT's own refusal (a deferred constraint); the error is returned as is.
 // Anything else (a FATAL, a broken connection, a timeout) came after the
 // COMMIT may have taken effect: a *commitUnknownError.
 func commitFailed(err error) error {
-	if err == nil || pgconn.SafeToRetry(err) {
+	var notSent pgx.ErrPreprocessingBatch // a statement did not prepare or its arguments did not encode
+	if err == nil || pgconn.SafeToRetry(err) || errors.As(err, &notSent) {
 		return err
 	}
 	var pe *pgconn.PgError
@@ -672,9 +674,10 @@ func (q queries) commitLast(ctx context.Context, conn *pgx.Conn, begin bool, c *
 			return errLostRace
 		case pe.Code == lockNotAvailable:
 			return inFlight(time.Second, err)
-		case stale(err):
-			return fmt.Errorf("%w: %w", errStale, err)
 		}
+	}
+	if stale(err) { // any of the batch's statements that pgx had prepared
+		return fmt.Errorf("%w: %w", errStale, err)
 	}
 	return commitFailed(err)
 }

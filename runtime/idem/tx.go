@@ -52,15 +52,36 @@ func (t *phaseTx) begin(ctx context.Context) error {
 }
 
 // batchable reports whether a query with these arguments runs the same in
-// a batch as on its own.
+// a batch as on its own: pgx takes its options (an exec mode, result
+// formats, a QueryRewriter such as pgx.NamedArgs) from the front of the
+// arguments in any order, and a batch honours only a QueryRewriter.
 func batchable(args []any) bool {
-	if len(args) > 0 {
-		switch args[0].(type) {
+	for _, a := range args {
+		switch a.(type) {
 		case pgx.QueryExecMode, pgx.QueryResultFormats, pgx.QueryResultFormatsByOID:
 			return false
+		case pgx.QueryRewriter:
+			continue
 		}
+		break
 	}
 	return true
+}
+
+// rewrites reports whether args start with pgx options, a QueryRewriter
+// among them: after rewriting, an Exec may have no arguments left, which
+// pgx sends over the simple protocol, as a batch would not.
+func rewrites(args []any) bool {
+	for _, a := range args {
+		switch a.(type) {
+		case pgx.QueryRewriter:
+			return true
+		case pgx.QueryExecMode, pgx.QueryResultFormats, pgx.QueryResultFormatsByOID:
+			continue
+		}
+		break
+	}
+	return false
 }
 
 // withBegin sends BEGIN and sql in one batch and returns the batch, its
@@ -97,9 +118,16 @@ func (t *phaseTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []str
 }
 
 func (t *phaseTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	if t.tx == nil {
+	// A batch that begins a transaction of its own goes to pgx's
+	// transaction, which refuses it.
+	if t.tx == nil && pgx.FailedBatchResults(b, nil).Tx() == nil {
 		br, ok := t.withBegin(ctx, func(withBegin *pgx.Batch) {
-			withBegin.QueuedQueries = append(withBegin.QueuedQueries, b.QueuedQueries...)
+			// Copies: pgx writes what it prepared into a queued query, and
+			// the phase's batch may have to be sent afresh (see phaseTx).
+			for _, q := range b.QueuedQueries {
+				c := *q
+				withBegin.QueuedQueries = append(withBegin.QueuedQueries, &c)
+			}
 		})
 		if ok {
 			return phaseBatch{br}
@@ -119,23 +147,28 @@ func (phaseBatch) Tx() pgx.Tx { return nil }
 
 func (t *phaseTx) LargeObjects() pgx.LargeObjects {
 	if err := t.begin(context.Background()); err != nil {
-		// pgx's LargeObjects on a closed transaction: its every call fails.
-		return pgx.LargeObjects{}
+		// The large objects of a closed pgx transaction: every call fails
+		// with pgx.ErrTxClosed.
+		b := &pgx.Batch{}
+		b.BeginTx(pgx.TxOptions{})
+		return pgx.FailedBatchResults(b, err).Tx().LargeObjects()
 	}
 	return t.tx.LargeObjects()
 }
 
+// Prepare begins the transaction first: a statement that does not prepare
+// aborts pgx's transaction too.
 func (t *phaseTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
-	if t.tx == nil {
-		return t.conn.Prepare(ctx, name, sql) // what pgx's transaction does too
+	if err := t.begin(ctx); err != nil {
+		return nil, err
 	}
 	return t.tx.Prepare(ctx, name, sql)
 }
 
 func (t *phaseTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	// pgx sends an Exec without arguments over the simple protocol, which
-	// a batch would not.
-	if t.tx == nil && len(args) > 0 && batchable(args) {
+	// pgx sends an Exec without arguments (also after a QueryRewriter left
+	// none) over the simple protocol, which a batch would not.
+	if t.tx == nil && len(args) > 0 && batchable(args) && !rewrites(args) {
 		if br, ok := t.withBegin(ctx, func(b *pgx.Batch) { b.Queue(sql, args...) }); ok {
 			tag, err := br.Exec()
 			if cerr := br.Close(); err == nil {
