@@ -11,7 +11,10 @@ case $doc in /*) ;; *) doc=$PWD/$doc ;; esac
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 script="$work/steps.sh"
-awk '/^```sh$/ {on=1; next} /^```$/ {on=0} on' "$doc" > "$script"
+# A guide's background jobs (a service it started) end with it, also when
+# one of its commands fails.
+echo 'trap '"'"'kill $(jobs -p) 2>/dev/null || true'"'"' EXIT' > "$script"
+awk '/^```sh$/ {on=1; next} /^```$/ {on=0} on' "$doc" >> "$script"
 cd "$work"
 if [ -n "$quiet" ]; then
   if ! IDEMGEN="$root" bash -euxo pipefail "$script" > "$work/trace.log" 2>&1; then
