@@ -77,9 +77,10 @@ type Options struct {
 	// applies to operations whose phases are all local; the others claim
 	// first.
 	Claim ClaimMode
-	// CompleterAttempts bounds how many times a record is taken over (by
-	// retries and the background completer together) before the completer
-	// leaves it to an operator (see Abandoned). Default 5.
+	// CompleterAttempts bounds a record's attempts (its claim and every
+	// takeover, by retries and the background completer together): the
+	// completer takes over only a record with fewer, and leaves the rest to
+	// an operator (see Abandoned). Default 5.
 	CompleterAttempts int
 }
 
