@@ -372,10 +372,12 @@ func renderRegister(f *File, r *ir) {
 	}
 	body = append(body, If(Err().Op(":=").Id("rt").Dot("Engine").Dot("Register").Custom(oneALine("(", ")"), ops...), Err().Op("!=").Nil()).Block(
 		Return(Qual("fmt", "Errorf").Call(Lit("Register: %w"), Err()))))
+	background := false
 	for _, o := range r.Idempotent {
 		if o.X.Complete != idemtype.CompleteBackground {
 			continue
 		}
+		background = true
 		body = append(body, Qual(pkgIdem, "RegisterCompleter").Call(Id("rt").Dot("Engine"), Id(o.idempotencyVar()).Dot("Operation"),
 			Func().Params(Id("payload").Index().Byte()).Params(Index().Qual(pkgIdem, "Phase").Types(Id(o.StateType())), Error()).Block(
 				Var().Id("request").Id(o.RequestType),
@@ -383,6 +385,10 @@ func renderRegister(f *File, r *ir) {
 					Return(Nil(), Err())),
 				Return(Id(o.bindFunc()).Call(Id("phases").Dot(o.GoName), Id("request")), Nil()),
 			)))
+	}
+	if background {
+		// Finished without a retry, and without code of the service's.
+		body = append(body, Id("rt").Dot("StartCompleter").Call())
 	}
 	var idempotency []kv
 	for _, o := range r.Idempotent {

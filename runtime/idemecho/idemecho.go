@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -50,10 +51,43 @@ type Runtime struct {
 	// Logger, when set, gets one line per idempotent request with the key
 	// and whether it was replayed.
 	Logger *slog.Logger
+	// Context bounds the background work the generated Register starts:
+	// the completer of operations with complete: background (see
+	// StartCompleter) runs until it is done. Default: context.Background(),
+	// the life of the process.
+	Context context.Context
+	// CompleterInterval is how often that completer looks for abandoned
+	// executions (default DefaultCompleterInterval). Negative: Register
+	// starts none, and the service runs Engine.RunCompleter itself.
+	CompleterInterval time.Duration
 }
 
 // DefaultMaxBodyBytes is Runtime.MaxBodyBytes' default.
 const DefaultMaxBodyBytes = 1 << 20
+
+// DefaultCompleterInterval is Runtime.CompleterInterval's default.
+const DefaultCompleterInterval = 10 * time.Second
+
+// StartCompleter starts the engine's background completer
+// (Engine.RunCompleter) in a goroutine of its own, every
+// rt.CompleterInterval until rt.Context is done, unless CompleterInterval
+// is negative. The generated Register calls it when the spec has an
+// operation with complete: background, so that such an operation is
+// finished without a retry and without code of the service's.
+func (rt *Runtime) StartCompleter() {
+	interval := rt.CompleterInterval
+	switch {
+	case interval < 0:
+		return
+	case interval == 0:
+		interval = DefaultCompleterInterval
+	}
+	ctx := rt.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	go rt.Engine.RunCompleter(ctx, interval)
+}
 
 // Spec is one idempotent operation as the generator describes it.
 type Spec struct {

@@ -186,6 +186,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		}
 		return bindCreateTransferPhases(phases.CreateTransfer, request), nil
 	})
+	rt.StartCompleter()
 	server := &idemServer{
 		plain:  plain,
 		phases: phases,

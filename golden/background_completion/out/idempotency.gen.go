@@ -184,6 +184,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		}
 		return bindStartExportPhases(phases.StartExport, request), nil
 	})
+	rt.StartCompleter()
 	server := &idemServer{
 		plain:  plain,
 		phases: phases,
