@@ -513,8 +513,7 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 		case rec.state == stateCompleted:
 			e.observe(ctx, Event{Kind: EventReplay, Operation: op.ID})
 			resp := e.replay(rec)
-			now := time.Now()
-			e.cache.put(cacheKey{c.ns, c.scope, c.key}, rec.operation, rec.fingerprint, resp, now.Add(min(rec.expiresIn, e.opts.ReplayCacheTTL)))
+			e.cache.put(cacheKey{c.ns, c.scope, c.key}, rec.operation, rec.fingerprint, resp, time.Now().Add(min(rec.expiresIn, e.opts.ReplayCacheTTL)))
 			return nil, &Outcome{Response: resp, Replayed: true}, nil
 		case rec.live:
 			e.observe(ctx, Event{Kind: EventInFlight, Operation: op.ID})
@@ -721,13 +720,8 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 		var unknown *commitUnknownError
 		switch {
 		case errors.As(err, &unknown):
-			// Either all of it committed or nothing did: the next attempt,
-			// or the completer, finds out from the record.
-			e.observe(ctx, Event{Kind: EventAmbiguous, Operation: c.op.ID})
-			if !c.last {
-				e.yield(c)
-			}
-			return nil, unavailable("commit", err)
+			// Either all of it committed or nothing did.
+			return e.fail(c, false, false, err)
 		case c.last && err != nil && !errors.Is(err, errLostRace) && !errors.Is(err, errStale) && e.takenMeanwhile(c):
 			// The phases may have failed on a concurrent duplicate's rows:
 			// its answer is the one to give.
@@ -982,10 +976,13 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 	switch {
 	case errors.As(err, &unknown):
 		// The phase's COMMIT may have taken effect: nothing is released or
-		// stored as if it had not. The next attempt resumes from what the
-		// record says, at once: the lease is given back.
+		// stored as if it had not. The next attempt, or the completer, finds
+		// out from the record, at once: the lease is given back (a last-mode
+		// execution has no lease; its record, if any, is complete).
 		e.observe(ctx, Event{Kind: EventAmbiguous, Operation: c.op.ID})
-		e.yield(c)
+		if !c.last {
+			e.yield(c)
+		}
 		if hookAfterEnd != nil {
 			hookAfterEnd()
 		}

@@ -482,8 +482,6 @@ func (q queries) commitWith(ctx context.Context, conn *pgx.Conn, c *claim, phase
 		return nil
 	case stmt == 0 && sqlState(err) == divisionByZero: // the fence matched no row
 		return ErrFenced
-	case stale(err): // the fenced statement, or COMMIT, that pgx had prepared
-		return fmt.Errorf("%w: %w", errStale, err)
 	}
 	return commitFailed(err)
 }
@@ -539,12 +537,16 @@ func (e *commitUnknownError) Unwrap() error { return e.Err }
 // nothing was sent (pgx says so: pgconn.SafeToRetry, or a batch that failed
 // in its preparation, pgx.ErrPreprocessingBatch) or when it answered
 // with an error of severity ERROR, which aborts the transaction or is the
-// COMMIT's own refusal (a deferred constraint); the error is returned as is.
-// Anything else (a FATAL, a broken connection, a timeout) came after the
+// COMMIT's own refusal (a deferred constraint); the error is returned as is,
+// or wrapped in errStale when it is a stale prepared statement's. Anything
+// else (a FATAL, a broken connection, a timeout) came after the
 // COMMIT may have taken effect: a *commitUnknownError.
 func commitFailed(err error) error {
 	var notSent pgx.ErrPreprocessingBatch // a statement did not prepare or its arguments did not encode
-	if err == nil || pgconn.SafeToRetry(err) || errors.As(err, &notSent) {
+	switch {
+	case stale(err): // a statement of the round trip that pgx had prepared
+		return fmt.Errorf("%w: %w", errStale, err)
+	case err == nil || pgconn.SafeToRetry(err) || errors.As(err, &notSent):
 		return err
 	}
 	var pe *pgconn.PgError
@@ -598,12 +600,6 @@ const (
 	// endWait restores lock_timeout after the inline claim's bounded wait.
 	endWait = `SET LOCAL lock_timeout TO DEFAULT`
 )
-
-// savepointSQL, releaseSavepointSQL and rollbackToSQL name a phase transaction's
-// savepoint; name is one the engine made (tx.go), never a user's text.
-func savepointSQL(name string) string        { return `SAVEPOINT ` + name }
-func releaseSavepointSQL(name string) string { return `RELEASE SAVEPOINT ` + name }
-func rollbackToSQL(name string) string       { return `ROLLBACK TO SAVEPOINT ` + name }
 
 // SQLSTATE codes the engine acts on.
 const (
@@ -675,9 +671,6 @@ func (q queries) commitLast(ctx context.Context, conn *pgx.Conn, begin bool, c *
 		case pe.Code == lockNotAvailable:
 			return inFlight(time.Second, err)
 		}
-	}
-	if stale(err) { // any of the batch's statements that pgx had prepared
-		return fmt.Errorf("%w: %w", errStale, err)
 	}
 	return commitFailed(err)
 }
