@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // resumer finishes an abandoned record of one operation from its stored
@@ -52,22 +50,9 @@ func (e *Engine) CompleteAbandoned(ctx context.Context, limit int) (int, error) 
 		ids = append(ids, op.ID)
 		byID[op.ID] = op
 	}
-	// abandonedBackgroundSQL leaves a record that keeps failing to an
-	// operator (Options.CompleterAttempts).
-	rows, err := e.pool.Query(ctx, e.q.abandonedBackgroundSQL, ids, limit, e.opts.CompleterAttempts)
-	if err != nil {
-		return 0, fmt.Errorf("idem: completer: %w", err)
-	}
-	type abandoned struct {
-		ns, scope, key, op string
-		owner              [16]byte
-		payload, fp        []byte
-	}
-	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (abandoned, error) {
-		var a abandoned
-		err := r.Scan(&a.ns, &a.scope, &a.key, &a.op, &a.owner, &a.payload, &a.fp)
-		return a, err
-	})
+	// A record that keeps failing is left to an operator
+	// (Options.CompleterAttempts).
+	found, err := e.store.abandonedBackground(ctx, ids, e.opts.CompleterAttempts, limit)
 	if err != nil {
 		return 0, fmt.Errorf("idem: completer: %w", err)
 	}
@@ -100,7 +85,7 @@ func (e *Engine) completeOne(ctx context.Context, op *Operation, p Policy, ns, s
 	defer func() { end(err) }()
 	c := &claim{op: op, policy: p, ns: ns, scope: scope, key: key, id: recordID(ns, scope, key), token: newToken(),
 		fingerprint: fp, background: true, ctx: context.WithoutCancel(ctx)}
-	ok, err := e.q.takeover(ctx, e.pool, c, owner)
+	ok, err := e.store.takeover(ctx, c, owner)
 	if err != nil || !ok {
 		return false, err // !ok: a retry or another completer got there first
 	}

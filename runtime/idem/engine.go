@@ -19,7 +19,6 @@ import (
 	"net/http"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -102,7 +101,7 @@ type Engine struct {
 	opts     Options
 	obs      Observer
 	log      *slog.Logger
-	q        queries
+	store    *store
 	resume   map[string]resumer // by operation ID, for the background completer
 	ops      []*Operation       // operations with a completer, in registration order
 	policies sync.Map           // *Operation -> Policy, validated, defaults applied
@@ -142,11 +141,12 @@ func New(pool *pgxpool.Pool, opts Options) (*Engine, error) {
 	case opts.CompleterAttempts < 0:
 		return nil, fmt.Errorf("idem: CompleterAttempts %d is negative", opts.CompleterAttempts)
 	}
+	st, err := newStore(pool, opts.Schema, opts.ClaimWait)
+	if err != nil {
+		return nil, err
+	}
 	e := &Engine{pool: pool, opts: opts, obs: opts.Observer, log: opts.Logger,
-		q: newQueries(opts.Schema), resume: map[string]resumer{}, cache: newReplayCache(opts.ReplayCacheBytes)}
-	// lock_timeout counts milliseconds, and reads 0 as no limit at all: a
-	// wait under a millisecond is rounded up.
-	e.q.claimWait = strconv.FormatInt(int64((opts.ClaimWait+time.Millisecond-1)/time.Millisecond), 10)
+		store: st, resume: map[string]resumer{}, cache: newReplayCache(opts.ReplayCacheBytes)}
 	if e.obs == nil {
 		e.obs = nopObserver{}
 	}
@@ -454,7 +454,7 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 			}
 			rec = r
 		case ClaimFirst:
-			claimed, r, err := e.claimFirst(ctx, c, op.ID, req.Fingerprint, payload)
+			claimed, r, err := e.claimFirst(ctx, c, payload)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -466,7 +466,7 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 		default:
 			var inserted bool
 			err := againIfStale(func() (err error) {
-				inserted, err = e.q.insert(ctx, e.pool, e.opts.AsyncClaimCommit, c, op.ID, req.Fingerprint, payload)
+				inserted, err = e.store.claim(ctx, e.opts.AsyncClaimCommit, c, payload)
 				return err
 			})
 			if err != nil {
@@ -482,7 +482,7 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 			// A separate claim reads what holds the key; the others read
 			// again only if the holder committed while they looked.
 			err = againIfStale(func() (err error) {
-				rec, err = e.q.read(ctx, e.pool, c.id)
+				rec, err = e.store.read(ctx, e.pool, c.id)
 				return err
 			})
 		}
@@ -498,7 +498,7 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 		if rec.pastRetention && (rec.state == stateCompleted || !rec.live) {
 			// Past retention: the key is free again, unless the delete's own
 			// predicates find the owner live again or a committed phase.
-			freed, err := e.q.deleteExpired(ctx, e.pool, c.id)
+			freed, err := e.store.deleteExpired(ctx, c.id)
 			if err != nil {
 				return nil, nil, unavailable("freeing an expired record", err)
 			}
@@ -521,7 +521,7 @@ func (e *Engine) claim(ctx context.Context, op *Operation, p Policy, mode ClaimM
 		}
 		var ok bool
 		err = againIfStale(func() (err error) {
-			ok, err = e.q.takeover(ctx, e.pool, c, rec.owner)
+			ok, err = e.store.takeover(ctx, c, rec.owner)
 			return err
 		})
 		if err != nil {
@@ -573,7 +573,7 @@ func (e *Engine) remember(c *claim, resp *Response, omitted bool, since time.Tim
 // its own (c.sess), in one round trip; see queries.claimFirst. When the key
 // is held, it returns what holds it instead (nil if that must be read
 // again), and the connection is back in the pool.
-func (e *Engine) claimFirst(ctx context.Context, c *claim, op string, fp, payload []byte) (bool, *record, error) {
+func (e *Engine) claimFirst(ctx context.Context, c *claim, payload []byte) (bool, *record, error) {
 	var rec *record
 	err := againIfStale(func() error {
 		pc, err := e.pool.Acquire(ctx)
@@ -581,7 +581,7 @@ func (e *Engine) claimFirst(ctx context.Context, c *claim, op string, fp, payloa
 			return err
 		}
 		sess := newSession(pc)
-		tx, r, err := e.q.claimFirst(ctx, pc.Conn(), c, op, fp, payload)
+		tx, r, err := e.store.claimInTx(ctx, pc.Conn(), c, payload)
 		if tx != nil {
 			sess.tx.tx = tx
 			c.sess = sess
@@ -616,7 +616,7 @@ func (e *Engine) beginLast(ctx context.Context, c *claim) (bool, *record, error)
 	}
 	var rec *record
 	err = againIfStale(func() (err error) {
-		rec, err = e.q.read(ctx, pc.Conn(), c.id)
+		rec, err = e.store.read(ctx, pc.Conn(), c.id)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -809,12 +809,7 @@ func runInline[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S
 	if len(phases) == 0 {
 		// The first phase is foreign: the claim commits alone, before
 		// anything outside the database happens.
-		sql := commit
-		if e.opts.AsyncClaimCommit {
-			sql = commitAsync
-		}
-		_, err := c.sess.tx.conn.Exec(ctx, sql)
-		return nil, commitFailed(err)
+		return nil, e.store.commitClaim(ctx, c.sess.tx.conn, e.opts.AsyncClaimCommit)
 	}
 	for _, p := range phases {
 		began := time.Now()
@@ -851,12 +846,12 @@ func runInline[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S
 	}
 	since := time.Now()
 	if c.last {
-		err = e.q.commitLast(ctx, c.sess.tx.conn, c.sess.tx.tx == nil, c, resp, omitted)
+		err = e.store.commitRecord(ctx, c.sess.tx.conn, c.sess.tx.tx == nil, c, resp, omitted)
 		if kindOf(err) == idemtype.KindInFlight {
 			e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})
 		}
 	} else {
-		err = e.q.commitWith(ctx, c.sess.tx.conn, c, phases[len(phases)-1].Name, st, resp, omitted)
+		err = e.commit(ctx, c.sess.tx.conn, c, phases[len(phases)-1].Name, st, resp, omitted)
 	}
 	if err != nil {
 		return nil, err
@@ -879,7 +874,7 @@ func kindOf(err error) idemtype.ErrorKind {
 // takenMeanwhile reports whether a record now holds c's key, after c's
 // ClaimLast execution failed and rolled back.
 func (e *Engine) takenMeanwhile(c *claim) bool {
-	_, err := e.q.read(context.Background(), e.pool, c.id)
+	_, err := e.store.read(context.Background(), e.pool, c.id)
 	return err == nil
 }
 
@@ -952,7 +947,7 @@ func (e *Engine) commitPhase(ctx context.Context, c *claim, name string, state a
 		c.keeper.stop()
 	}
 	since := time.Now()
-	if err := e.q.commitWith(ctx, sess.tx.conn, c, name, st, resp, omitted); err != nil {
+	if err := e.commit(ctx, sess.tx.conn, c, name, st, resp, omitted); err != nil {
 		return nil, err
 	}
 	if resp != nil {
@@ -994,7 +989,7 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 		// decides nothing again: it gives the lease back, and its next pass
 		// takes the record over, stored request and all.
 		if !committed && !foreignTried && !c.background {
-			if _, derr := e.q.release(ctx, e.pool, c); derr == nil {
+			if _, derr := e.store.release(ctx, c); derr == nil {
 				return nil, err
 			}
 		}
@@ -1009,7 +1004,7 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 		// so, no foreign call was attempted: no effect exists. The release
 		// is conditional on the recovery point: a commit that failed only in
 		// its acknowledgement leaves the record in place, as ambiguous.
-		released, derr := e.q.release(ctx, e.pool, c)
+		released, derr := e.store.release(ctx, c)
 		if derr != nil {
 			e.log.WarnContext(ctx, "idem: release failed; the claim expires with its lease", "operation", c.op.ID, "err", derr)
 		}
@@ -1045,19 +1040,28 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 	return nil, failure
 }
 
+// commit stores c's progress (phase and state) or, with resp, its
+// response, and commits the transaction open on conn.
+func (e *Engine) commit(ctx context.Context, conn *pgx.Conn, c *claim, phase string, state []byte, resp *Response, omitted bool) error {
+	if resp != nil {
+		return e.store.commitResponse(ctx, conn, c, resp, omitted)
+	}
+	return e.store.commitProgress(ctx, conn, c, phase, state)
+}
+
 func (e *Engine) storeFailure(ctx context.Context, c *claim, resp *Response) error {
 	sess, err := e.begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer sess.end()
-	return e.q.commitWith(ctx, sess.tx.conn, c, c.recovery, c.state, resp, false)
+	return e.commit(ctx, sess.tx.conn, c, c.recovery, c.state, resp, false)
 }
 
 // yield gives up c's lease at once, so a retry can resume without waiting
 // for it to expire.
 func (e *Engine) yield(c *claim) {
-	if err := e.q.yield(context.WithoutCancel(c.ctx), e.pool, c); err != nil {
+	if err := e.store.yield(context.WithoutCancel(c.ctx), c); err != nil {
 		e.log.WarnContext(c.ctx, "idem: giving up the lease failed; it expires by itself", "operation", c.op.ID, "err", err)
 	}
 }
@@ -1099,7 +1103,7 @@ func (k *keeper) refresh() {
 	// A renewal that takes longer than its interval is useless: give up on
 	// it rather than hold up the execution's end.
 	ctx, cancel := context.WithTimeout(context.Background(), k.every)
-	ok, err := k.e.q.refresh(ctx, k.e.pool, k.c)
+	ok, err := k.e.store.refresh(ctx, k.c)
 	cancel()
 	k.mu.Lock()
 	defer k.mu.Unlock()

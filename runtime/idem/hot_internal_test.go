@@ -31,11 +31,12 @@ func TestRefreshIsHOT(t *testing.T) {
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		for range rounds {
 			for _, c := range claims {
-				ok, err := r.eng.q.refresh(ctx, tx, c)
+				q := &r.eng.store.q.Refresh
+				tag, err := tx.Exec(ctx, q.sql, q.args(&refreshParams{ID: uuidArg(c.id), OwnerToken: uuidArg(c.token), LeaseUS: micros(c.policy.Lease)})...)
 				if err != nil {
 					return err
 				}
-				if !ok {
+				if tag.RowsAffected() != 1 {
 					t.Fatal("the refresh matched no record")
 				}
 			}

@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // RecordInfo is what an operator sees of one record. A completed record
@@ -32,36 +29,9 @@ type RecordInfo struct {
 	Stuck bool `json:"stuck,omitempty"`
 }
 
-// scanRecordInfo scans a row of recordColumns (see store.go).
-func scanRecordInfo(row pgx.Row) (*RecordInfo, error) {
-	var r RecordInfo
-	var owner *string
-	var lease, age *float64
-	var expires float64
-	err := row.Scan(&r.Namespace, &r.Scope, &r.Key, &r.Operation, &r.State, &r.RecoveryPoint, &r.PhaseState,
-		&owner, &lease, &r.Attempts, &age, &expires, &r.Status, &r.Stuck)
-	if err != nil {
-		return nil, err
-	}
-	secs := func(s float64) string {
-		return (time.Duration(s * float64(time.Second))).Round(time.Millisecond).String()
-	}
-	if owner != nil {
-		r.Owner = *owner
-	}
-	if lease != nil {
-		r.LeaseLeft = secs(*lease)
-	}
-	if age != nil {
-		r.Age = secs(*age)
-	}
-	r.ExpiresIn = secs(expires)
-	return &r, nil
-}
-
 // Inspect returns the record for (namespace, scope, key), or pgx.ErrNoRows.
 func (e *Engine) Inspect(ctx context.Context, namespace, scope, key string) (*RecordInfo, error) {
-	r, err := scanRecordInfo(e.pool.QueryRow(ctx, e.q.inspectSQL, uuidArg(recordID(namespace, scope, key))))
+	r, err := e.store.inspect(ctx, recordID(namespace, scope, key))
 	if err != nil {
 		return nil, err
 	}
@@ -73,9 +43,9 @@ func (e *Engine) Inspect(ctx context.Context, namespace, scope, key string) (*Re
 // expired, oldest lease first: executions that died and that no retry has
 // resumed yet. With stuckOnly, only those past their retention.
 func (e *Engine) Abandoned(ctx context.Context, stuckOnly bool, limit int) ([]*RecordInfo, error) {
-	rows, err := e.pool.Query(ctx, e.q.abandonedSQL, stuckOnly, limit)
+	rs, err := e.store.abandoned(ctx, stuckOnly, limit)
 	if err != nil {
 		return nil, fmt.Errorf("idem: abandoned: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*RecordInfo, error) { return scanRecordInfo(r) })
+	return rs, nil
 }

@@ -46,9 +46,9 @@ VALUES (` + r.schema + `.record_id('ns', 't', 'stuck'), 'ns', 't', 'stuck', 'op'
 			sql  string
 			args []any
 		}{
-			{"the stuck count", r.eng.q.countStuckSQL, nil},
-			{"Abandoned(stuck only)", r.eng.q.abandonedSQL, []any{true, 100}},
-			{"Abandoned(all)", r.eng.q.abandonedSQL, []any{false, 100}},
+			{"the stuck count", r.eng.store.q.CountStuck.sql, nil},
+			{"Abandoned(stuck only)", r.eng.store.q.Abandoned.sql, r.eng.store.q.Abandoned.args(&abandonedParams{StuckOnly: true, Limit: 100})},
+			{"Abandoned(all)", r.eng.store.q.Abandoned.sql, r.eng.store.q.Abandoned.args(&abandonedParams{StuckOnly: false, Limit: 100})},
 		} {
 			var plan []struct {
 				Plan struct {
@@ -71,7 +71,7 @@ VALUES (` + r.schema + `.record_id('ns', 't', 'stuck'), 'ns', 't', 'stuck', 'op'
 			}
 		}
 	}
-	if n, err := r.eng.countStuck(ctx); err != nil || n != 1 {
+	if n, err := r.eng.store.countStuck(ctx); err != nil || n != 1 {
 		t.Fatalf("countStuck = %d, %v; want 1", n, err)
 	}
 }

@@ -71,6 +71,30 @@ func Migrations(schema string) ([]Migration, error) {
 	return out, nil
 }
 
+// migrationQueries are Migrate's statements on the schema's migrations
+// table (migrate.go).
+type migrationQueries struct {
+	lock, create, versions, appliedVersion, record, forget string
+}
+
+func newMigrationQueries(schema string) migrationQueries {
+	t := schema + `.migrations`
+	return migrationQueries{
+		// One Migrate at a time per schema, whatever the process.
+		lock: `SELECT pg_advisory_xact_lock(hashtext('idemgen.migrate.' || $1))`,
+		create: `CREATE SCHEMA IF NOT EXISTS ` + schema + `;
+CREATE TABLE IF NOT EXISTS ` + t + ` (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`,
+		versions:       `SELECT version FROM ` + t,
+		appliedVersion: `SELECT coalesce(max(version), 0) FROM ` + t,
+		record:         `INSERT INTO ` + t + ` (version, name) VALUES ($1, $2)`,
+		forget:         `DELETE FROM ` + t + ` WHERE version = $1`,
+	}
+}
+
 // Migrate brings schema up to the latest version. It is safe to call from
 // many processes at once: they serialise on an advisory lock, and each
 // migration commits together with its row in the version table.

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strings"
@@ -11,46 +12,49 @@ import (
 	"github.com/idemgen/idemgen/internal/dbtest"
 )
 
-// predicates lists every predicate of the engine's SQL that protects a
-// record, with the test that fails when it is removed. docs/runtime.md
+// predicates lists every clause of the engine's SQL that protects a
+// record, by statement (a block of sql/*.sql) and clause (as written
+// there), with the test that fails when it is removed. docs/runtime.md
 // carries the same table.
 var predicates = []struct {
 	name      string
-	statement func(*queries) *string
-	predicate string // removed from the statement by the mutant...
-	stand     string // ...and replaced by this, which keeps its parameter typed
+	statement string // the statement's block name...
+	clause    string // ...the clause the mutant removes from it...
+	stand     string // ...and what replaces it, which keeps its parameter typed
 	test      string
 }{
-	{"owner token in advance's fence", func(q *queries) *string { return &q.advanceSQL }, " AND owner_token = $2", " AND $2::uuid IS NOT NULL", "TestFenceWhileTakerRuns/advance"},
-	{"owner token in complete's fence", func(q *queries) *string { return &q.completeSQL }, " AND owner_token = $2", " AND $2::uuid IS NOT NULL", "TestFenceWhileTakerRuns/complete"},
-	{"owner token in release's fence", func(q *queries) *string { return &q.releaseSQL }, " AND owner_token = $2", " AND $2::uuid IS NOT NULL", "TestFenceWhileTakerRuns/release"},
-	{"owner token in yield's fence", func(q *queries) *string { return &q.yieldSQL }, " AND owner_token = $2", " AND $2::uuid IS NOT NULL", "TestFenceWhileTakerRuns/yield"},
-	{"owner token in refresh's fence", func(q *queries) *string { return &q.refreshSQL }, " AND owner_token = $2", " AND $2::uuid IS NOT NULL", "TestRefreshIsFenced"},
-	{"lease condition in takeover", func(q *queries) *string { return &q.takeoverSQL }, " AND lease_until <= now()", "", "TestTakeoverRechecksLease"},
-	{"liveness in the expired-record delete", func(q *queries) *string { return &q.deleteExpiredSQL }, "lease_until <= now() AND ", "", "TestExpiredDeleteRechecksLiveness"},
-	{"recovery point in the expired-record delete", func(q *queries) *string { return &q.deleteExpiredSQL }, " AND recovery_point = ''", "", "TestHalfDoneRecordOutlivesRetention/claim_path"},
-	{"recovery point in release", func(q *queries) *string { return &q.releaseSQL }, " AND recovery_point = $3", " AND $3::text IS NOT NULL", "TestReleaseAfterLostCommitAck"},
-	{"retention in the pruner", func(q *queries) *string { return &q.pruneSQL }, "expires_at <= now()", "true", "TestPrune"},
-	{"lease in the pruner", func(q *queries) *string { return &q.pruneSQL }, "lease_until <= now() AND ", "", "TestPrune"},
-	{"recovery point in the pruner", func(q *queries) *string { return &q.pruneSQL }, " AND recovery_point = ''", "", "TestPrune"},
-	{"the pruner's batch bound", func(q *queries) *string { return &q.pruneSQL }, " AND expires_at < $2", " AND $2::timestamptz IS NOT NULL", "TestPruneBatches"},
-	{"the pruner's bound within an instant", func(q *queries) *string { return &q.pruneBoundsSQL }, "lag(expires_at) OVER w = expires_at", "false", "TestPruneBatches/an_instant_across_a_bound"},
-	{"the pruner's bounded wait for held rows", func(q *queries) *string { return &q.pruneSQL }, "set_config('lock_timeout', $3, true)", "$3::text", "TestPruneSkipsLockedBatch/spread"},
-	{"retention in the pruner's skipping batch", func(q *queries) *string { return &q.pruneSkippingSQL }, "expires_at <= now() AND ", "", "TestPruneSkipsLockedBatch"},
-	{"lease in the pruner's skipping batch", func(q *queries) *string { return &q.pruneSkippingSQL }, "lease_until <= now() AND ", "", "TestPruneSkipsLockedBatch"},
-	{"recovery point in the pruner's skipping batch", func(q *queries) *string { return &q.pruneSkippingSQL }, " AND recovery_point = ''", "", "TestHalfDoneRecordOutlivesRetention/pruner"},
-	{"skipping locked rows in the pruner", func(q *queries) *string { return &q.pruneSkippingSQL }, " SKIP LOCKED", "", "TestPruneSkipsLockedBatch/spread"},
+	{"owner token in advance's fence", "Advance", " AND owner_token = @owner_token", " AND @owner_token::uuid IS NOT NULL", "TestFenceWhileTakerRuns/advance"},
+	{"owner token in complete's fence", "Complete", " AND owner_token = @owner_token", " AND @owner_token::uuid IS NOT NULL", "TestFenceWhileTakerRuns/complete"},
+	{"owner token in release's fence", "Release", " AND owner_token = @owner_token", " AND @owner_token::uuid IS NOT NULL", "TestFenceWhileTakerRuns/release"},
+	{"owner token in yield's fence", "Yield", " AND owner_token = @owner_token", " AND @owner_token::uuid IS NOT NULL", "TestFenceWhileTakerRuns/yield"},
+	{"owner token in refresh's fence", "Refresh", " AND owner_token = @owner_token", " AND @owner_token::uuid IS NOT NULL", "TestRefreshIsFenced"},
+	{"lease condition in takeover", "Takeover", " AND lease_until <= now()", "", "TestTakeoverRechecksLease"},
+	{"liveness in the expired-record delete", "DeleteExpired", "lease_until <= now() AND ", "", "TestExpiredDeleteRechecksLiveness"},
+	{"recovery point in the expired-record delete", "DeleteExpired", " AND recovery_point = ''", "", "TestHalfDoneRecordOutlivesRetention/claim_path"},
+	{"recovery point in release", "Release", " AND recovery_point = @recovery_point", " AND @recovery_point::text IS NOT NULL", "TestReleaseAfterLostCommitAck"},
+	{"retention in the pruner", "Prune", "AND expires_at <= now() AND", "AND", "TestPrune"},
+	{"lease in the pruner", "Prune", "lease_until <= now() AND ", "", "TestPrune"},
+	{"recovery point in the pruner", "Prune", " AND recovery_point = ''", "", "TestPrune"},
+	{"the pruner's batch bound", "Prune", " AND expires_at < @to", " AND @to::timestamptz IS NOT NULL", "TestPruneBatches"},
+	{"the pruner's bound within an instant", "PruneBounds", "lag(expires_at) OVER w = expires_at", "false", "TestPruneBatches/an_instant_across_a_bound"},
+	{"the pruner's bounded wait for held rows", "Prune", "set_config('lock_timeout', @lock_timeout, true)", "@lock_timeout::text", "TestPruneSkipsLockedBatch/spread"},
+	{"retention in the pruner's skipping batch", "PruneSkipping", "expires_at <= now() AND ", "", "TestPruneSkipsLockedBatch"},
+	{"lease in the pruner's skipping batch", "PruneSkipping", "lease_until <= now() AND ", "", "TestPruneSkipsLockedBatch"},
+	{"recovery point in the pruner's skipping batch", "PruneSkipping", " AND recovery_point = ''", "", "TestHalfDoneRecordOutlivesRetention/pruner"},
+	{"skipping locked rows in the pruner", "PruneSkipping", " SKIP LOCKED", "", "TestPruneSkipsLockedBatch/spread"},
 }
 
-// alsoIn names, for a predicate that two statements hold so that either
-// alone keeps records safe, the other statement, where the mutant removes
-// every occurrence too.
-var alsoIn = map[string]func(q *queries) *string{
-	"retention in the pruner": func(q *queries) *string { return &q.pruneBoundsSQL },
+// alsoIn names, for a clause that two statements hold so that either alone
+// keeps records safe, the other statement and its form of the clause, which
+// the mutant removes too.
+var alsoIn = map[string]struct{ statement, clause, stand string }{
+	"retention in the pruner": {"PruneBounds", " AND expires_at <= now()", ""},
 }
 
 const mutantEnv = "IDEMGEN_SQL_MUTANT"
 
+// init, in the child process TestSQLPredicates starts, has every engine of
+// the process load its SQL with the named clause removed.
 func init() {
 	name := os.Getenv(mutantEnv)
 	if name == "" {
@@ -58,13 +62,14 @@ func init() {
 	}
 	for _, p := range predicates {
 		if p.name == name {
-			sqlMutant = func(q *queries) {
-				s := p.statement(q)
-				*s = strings.Replace(*s, p.predicate, p.stand, 1)
-				if other, ok := alsoIn[p.name]; ok {
-					s := other(q)
-					*s = strings.ReplaceAll(*s, p.predicate, p.stand)
+			sqlRewrite = func(stmt, src string) string {
+				if stmt == p.statement {
+					src = strings.Replace(src, p.clause, p.stand, 1)
 				}
+				if o, ok := alsoIn[p.name]; ok && stmt == o.statement {
+					src = strings.Replace(src, o.clause, o.stand, 1)
+				}
+				return src
 			}
 		}
 	}
@@ -78,10 +83,24 @@ func TestSQLPredicates(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the named tests once per predicate; not in -short")
 	}
-	q := newQueries("s")
+	src := map[string]string{}
+	files, _ := fs.Glob(sqlFiles, "sql/*.sql")
+	for _, f := range files {
+		text, _ := sqlFiles.ReadFile(f)
+		blocks, err := parseBlocks(f, string(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range blocks {
+			src[b.name] = b.src
+		}
+	}
 	for _, p := range predicates {
-		if !strings.Contains(*p.statement(&q), p.predicate) {
-			t.Fatalf("%s: %q is not in the statement; update the table", p.name, p.predicate)
+		if strings.Count(src[p.statement], p.clause) != 1 {
+			t.Fatalf("%s: %q is not once in statement %s; update the table", p.name, p.clause, p.statement)
+		}
+		if o, ok := alsoIn[p.name]; ok && strings.Count(src[o.statement], o.clause) != 1 {
+			t.Fatalf("%s: %q is not once in statement %s; update the table", p.name, o.clause, o.statement)
 		}
 	}
 	for _, p := range predicates {
@@ -93,10 +112,10 @@ func TestSQLPredicates(t *testing.T) {
 			cmd.Env = append(os.Environ(), mutantEnv+"="+p.name, "DATABASE_URL="+dbtest.URL(t))
 			out, err := cmd.CombinedOutput()
 			if err == nil {
-				t.Fatalf("with %q removed, %s still passes:\n%s", p.predicate, p.test, out)
+				t.Fatalf("with %q removed from %s, %s still passes:\n%s", p.clause, p.statement, p.test, out)
 			}
 			if !strings.Contains(string(out), "--- FAIL: "+strings.SplitN(p.test, "/", 2)[0]) {
-				t.Fatalf("with %q removed, %s did not fail as a test:\n%s", p.predicate, p.test, out)
+				t.Fatalf("with %q removed from %s, %s did not fail as a test:\n%s", p.clause, p.statement, p.test, out)
 			}
 		})
 	}

@@ -36,10 +36,11 @@ var ErrNotAbandoned = errors.New("idem: the record is not abandoned (completed, 
 // refuses a record that is completed or has a live owner, and returns
 // pgx.ErrNoRows when there is no record.
 func (e *Engine) Resolve(ctx context.Context, namespace, scope, key string, r Resolution) error {
-	var tag interface{ RowsAffected() int64 }
+	id := recordID(namespace, scope, key)
+	var done bool
 	var err error
 	if r.Delete {
-		tag, err = e.pool.Exec(ctx, e.q.resolveDeleteSQL, uuidArg(recordID(namespace, scope, key)))
+		done, err = e.store.resolveDelete(ctx, id)
 	} else {
 		if r.Status == 0 {
 			r.Status = http.StatusInternalServerError
@@ -56,13 +57,12 @@ func (e *Engine) Resolve(ctx context.Context, namespace, scope, key string, r Re
 			return merr
 		}
 		headers := appendHeaders(nil, http.Header{"Content-Type": {idemtype.ProblemContentType}})
-		tag, err = e.pool.Exec(ctx, e.q.resolveCompleteSQL,
-			uuidArg(recordID(namespace, scope, key)), r.Status, headers, body, micros(r.Retention), micros(idemtype.DefaultRetention))
+		done, err = e.store.resolveComplete(ctx, id, r.Status, headers, body, r.Retention)
 	}
 	if err != nil {
 		return fmt.Errorf("idem: resolve: %w", err)
 	}
-	if tag.RowsAffected() == 1 {
+	if done {
 		return nil
 	}
 	if _, err := e.Inspect(ctx, namespace, scope, key); err != nil {

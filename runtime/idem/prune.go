@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Prune deletes records past their retention, oldest first, at most batch
@@ -85,7 +83,7 @@ func (e *Engine) PruneWith(ctx context.Context, o PruneOptions) (int64, error) {
 			from = *next
 		}
 		if last {
-			stuck, err := e.countStuck(ctx)
+			stuck, err := e.store.countStuck(ctx)
 			if err != nil {
 				return total, fmt.Errorf("idem: prune: counting stuck records: %w", err)
 			}
@@ -162,15 +160,8 @@ func (p *prunePace) trip(elapsed time.Duration, batches int) time.Duration {
 // about 2 (measured here).
 const pruneRestEarly = 200 * time.Microsecond
 
-// pruneRestSQL pauses the pruner's connection between two batches and
-// returns how long the pause took, in seconds. statement_timestamp() is
-// the pause's own start in the extended protocol, which the query exec
-// modes the engine works in use (docs/operations.md): a pipeline sends
-// each statement as a message of its own.
-const pruneRestSQL = `SELECT extract(epoch FROM clock_timestamp() - statement_timestamp())::float8 FROM pg_sleep($1::float8)`
-
 // pruneLockWait is how long a batch waits for any one row another
-// transaction holds before it skips the held rows instead (pruneSQL's
+// transaction holds before it skips the held rows instead (Prune's
 // lock_timeout).
 const pruneLockWait = "20ms"
 
@@ -182,7 +173,7 @@ const pruneLockWait = "20ms"
 // batches' WAL ahead of its own) without costing the pruner its pace.
 const pruneTripBatches = 10
 
-// pruneBound is a row of pruneBoundsSQL: where a batch's range starts
+// pruneBound is a row of PruneBounds: where a batch's range starts
 // (and the previous one's ends), and whether the record before it expires
 // in the same instant.
 type pruneBound struct {
@@ -196,14 +187,7 @@ type pruneBound struct {
 // records each committed batch deleted, where the next trip starts (nil:
 // where it was), and whether this was the last trip.
 func (e *Engine) pruneTrip(ctx context.Context, batch int, from time.Time, pace *prunePace) (counts []int64, next *time.Time, last bool, err error) {
-	rows, err := e.pool.Query(ctx, e.q.pruneBoundsSQL, batch, from, pruneTripBatches)
-	if err != nil {
-		return nil, nil, false, err
-	}
-	bounds, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (b pruneBound, err error) {
-		err = row.Scan(&b.at, &b.tied)
-		return b, err
-	})
+	bounds, err := e.store.pruneBounds(ctx, batch, from)
 	if err != nil {
 		return nil, nil, false, err
 	}
@@ -224,88 +208,17 @@ func (e *Engine) pruneTrip(ctx context.Context, batch int, from time.Time, pace 
 	if ranges == 0 {
 		// The last batch (at most batch records left), or a batch that
 		// expires in one instant.
-		n, next, last, err := e.pruneSkipping(ctx, batch, bounds[0].at)
+		n, next, last, err := e.store.pruneSkipping(ctx, batch, bounds[0].at)
 		return []int64{n}, next, last, err
 	}
-	counts, err = e.pruneRanges(ctx, bounds[:ranges+1], pace)
+	counts, err = e.store.pruneRanges(ctx, bounds[:ranges+1], pace)
 	if sqlState(err) == lockNotAvailable {
 		// A row of the next range is held: that batch skips what is held.
-		n, next, last, err := e.pruneSkipping(ctx, batch, bounds[len(counts)].at)
+		n, next, last, err := e.store.pruneSkipping(ctx, batch, bounds[len(counts)].at)
 		return append(counts, n), next, last, err
 	}
 	if err != nil {
 		return counts, nil, false, err
 	}
 	return counts, &bounds[ranges].at, false, nil
-}
-
-// pruneRanges deletes the freeable records of each range [bounds[i],
-// bounds[i+1]), in a transaction each, sent in one round trip with pace's
-// pauses between them. It returns how many records each committed batch
-// deleted: when a batch fails, the batches before it stand, its own
-// transaction is rolled back (session.end) and the rest were not run.
-func (e *Engine) pruneRanges(ctx context.Context, bounds []pruneBound, pace *prunePace) ([]int64, error) {
-	pc, err := e.pool.Acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer newSession(pc).end()
-	var counts []int64
-	b := &pgx.Batch{}
-	// paused[i]: a pause follows batch i. The rest after the last batch
-	// is the trip's (PruneWith), taken without holding the connection.
-	paused := make([]bool, len(bounds)-1)
-	for i := range paused {
-		b.Queue(beginSQL)
-		b.Queue(e.q.pruneSQL, bounds[i].at, bounds[i+1].at, pruneLockWait)
-		b.Queue(commit)
-		if i+1 == len(paused) {
-			break
-		}
-		if d := pace.pause(); d > 0 {
-			b.Queue(pruneRestSQL, (d - pruneRestEarly).Seconds())
-			paused[i] = true
-		}
-	}
-	res := pc.SendBatch(ctx, b)
-	for _, rest := range paused {
-		var n int64
-		if _, err = res.Exec(); err != nil {
-			break
-		}
-		if err = res.QueryRow().Scan(&n); err != nil {
-			break
-		}
-		if _, err = res.Exec(); err != nil {
-			break
-		}
-		counts = append(counts, n)
-		if rest {
-			var slept float64
-			if err = res.QueryRow().Scan(&slept); err != nil {
-				break
-			}
-			pace.slept += time.Duration(slept * float64(time.Second))
-		}
-	}
-	if cerr := res.Close(); err == nil {
-		err = cerr
-	}
-	return counts, err
-}
-
-// pruneSkipping deletes the oldest batch freeable records from from on
-// that no other transaction holds.
-func (e *Engine) pruneSkipping(ctx context.Context, batch int, from time.Time) (n int64, next *time.Time, last bool, err error) {
-	if err := e.pool.QueryRow(ctx, e.q.pruneSkippingSQL, batch, from).Scan(&n, &next); err != nil {
-		return 0, nil, false, err
-	}
-	return n, next, n < int64(batch), nil
-}
-
-// countStuck counts the records Abandoned(ctx, true, ...) would list.
-func (e *Engine) countStuck(ctx context.Context) (int64, error) {
-	var n int64
-	err := e.pool.QueryRow(ctx, e.q.countStuckSQL).Scan(&n)
-	return n, err
 }

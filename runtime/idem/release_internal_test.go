@@ -37,7 +37,7 @@ func TestReleaseAfterLostCommitAck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = e.q.commitWith(ctx, sess.tx.conn, c, "first", []byte(`{}`), nil, false)
+	err = e.store.commitProgress(ctx, sess.tx.conn, c, "first", []byte(`{}`))
 	sess.end()
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,90 @@
+-- The claim of a key and what a claim reads of the record holding it
+-- (engine_claim.go). {{schema}} is the engine's schema; @name is a
+-- parameter, bound by name from the statement's params struct
+-- (store_params.go). Every statement here is sent as it appears in
+-- testdata/statements.golden.sql.
+
+-- name: Claim :execrows
+-- Claims a key nobody holds: the record, with this execution as its owner
+-- (@owner_token) for a lease from now. A key that is held inserts nothing;
+-- the claim then reads the record that holds it (Read). A record is found by
+-- its id alone, recordID of its namespace, scope and key (migration 005).
+INSERT INTO {{schema}}.records (id, namespace, scope, key, owner_token, operation, fingerprint,
+    lease_until, request, background, expires_at, key_derivation)
+SELECT @id, @namespace, @scope, @key, @owner_token, @operation, @fingerprint,
+    now() + @lease_us::bigint * interval '1 microsecond', @request, @background,
+    now() + @retention_us::bigint * interval '1 microsecond', @key_derivation
+ON CONFLICT DO NOTHING;
+
+-- name: ClaimAsync :execrows
+-- Claim, committed without waiting for the WAL flush
+-- (Options.AsyncClaimCommit): set_config(..., true) is local to the
+-- statement's own transaction and read at its commit. As a one-time filter
+-- it runs once, before the row is formed, and costs no plan node of its own.
+INSERT INTO {{schema}}.records (id, namespace, scope, key, owner_token, operation, fingerprint,
+    lease_until, request, background, expires_at, key_derivation)
+SELECT @id, @namespace, @scope, @key, @owner_token, @operation, @fingerprint,
+    now() + @lease_us::bigint * interval '1 microsecond', @request, @background,
+    now() + @retention_us::bigint * interval '1 microsecond', @key_derivation
+WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL
+ON CONFLICT DO NOTHING;
+
+-- name: Read :one
+-- The record holding a key, as a claim decides on it: its state (claimed
+-- while it has an owner), whether the owner's lease is live and for how
+-- long, whether it is past its retention, its recovery point and state, and
+-- its stored response. The row shape is ClaimRead's, decoded by scanRecord.
+SELECT coalesce(r.operation, ''), r.fingerprint,
+    CASE WHEN r.owner_token IS NOT NULL THEN 'claimed' WHEN r.id IS NOT NULL THEN 'completed' END,
+    r.owner_token, coalesce(r.lease_until > now(), false),
+    coalesce(extract(epoch FROM r.lease_until - now()), 0)::float8, coalesce(r.expires_at <= now(), false),
+    coalesce(extract(epoch FROM r.expires_at - now()), 0)::float8, coalesce(r.recovery_point, ''), r.phase_state,
+    r.response_status, r.response_headers, r.response_body, coalesce(r.body_omitted, false)
+FROM {{schema}}.records AS r
+WHERE r.id = @id;
+
+-- name: ClaimRead :one
+-- The first statement of a ClaimFirst claim, sent in one batch after BEGIN
+-- and before Claim and EndWait (see store.claimInTx): Read's row (all NULL
+-- when no record holds the key), and, for the claim's transaction, the
+-- settings that bound it: lock_timeout bounds Claim's wait on a concurrent
+-- owner's uncommitted claim (EndWait restores it before the phases run);
+-- statement_timeout and idle_in_transaction_session_timeout bound the open
+-- transaction by the lease, since an uncommitted claim cannot be taken over.
+-- The settings are a subquery's volatile outputs, which the planner keeps
+-- and evaluates once, for the one row the join starts from.
+SELECT coalesce(r.operation, ''), r.fingerprint,
+    CASE WHEN r.owner_token IS NOT NULL THEN 'claimed' WHEN r.id IS NOT NULL THEN 'completed' END,
+    r.owner_token, coalesce(r.lease_until > now(), false),
+    coalesce(extract(epoch FROM r.lease_until - now()), 0)::float8, coalesce(r.expires_at <= now(), false),
+    coalesce(extract(epoch FROM r.expires_at - now()), 0)::float8, coalesce(r.recovery_point, ''), r.phase_state,
+    r.response_status, r.response_headers, r.response_body, coalesce(r.body_omitted, false)
+FROM (SELECT set_config('lock_timeout', @lock_timeout, true) AS lock_timeout,
+        set_config('statement_timeout', @statement_timeout, true) AS statement_timeout,
+        set_config('idle_in_transaction_session_timeout', @statement_timeout, true) AS idle_timeout) AS settings
+    LEFT JOIN {{schema}}.records AS r ON r.id = @id;
+
+-- name: EndWait :exec
+-- Restores lock_timeout after a claim's bounded wait (ClaimRead, Commit).
+SET LOCAL lock_timeout TO DEFAULT;
+
+-- name: Takeover :one
+-- Installs a new owner (@new_owner) on a claimed record whose lease expired,
+-- if its owner is still the one observed (@owner_token). The lease condition
+-- is checked again here, not only in the read before it: the owner may have
+-- refreshed in between. The retention runs at least from now.
+UPDATE {{schema}}.records
+SET owner_token = @new_owner,
+    lease_until = clock_timestamp() + @lease_us::bigint * interval '1 microsecond',
+    expires_at = GREATEST(expires_at, clock_timestamp() + @retention_us::bigint * interval '1 microsecond'),
+    attempts = attempts + 1
+WHERE id = @id AND owner_token = @owner_token AND lease_until <= now()
+RETURNING recovery_point, phase_state, key_derivation;
+
+-- name: DeleteExpired :execrows
+-- Frees a key whose record is past its retention: completed, or claimed by
+-- nobody live with no committed phase. A record with a recovery point is
+-- never freed, whatever its age: its committed phases would run again.
+DELETE FROM {{schema}}.records
+WHERE id = @id
+    AND expires_at <= now() AND (owner_token IS NULL OR (lease_until <= now() AND recovery_point = ''));

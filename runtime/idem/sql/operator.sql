@@ -1,0 +1,60 @@
+-- An operator's and the background completer's reads and decisions
+-- (operator.go, completer.go). Inspect and Abandoned share one row shape,
+-- decoded by scanRecordInfo; a completed record's key, operation, attempts
+-- and age are gone (migration 005).
+
+-- name: Inspect :one
+SELECT coalesce(namespace, ''), coalesce(scope, ''), coalesce(key, ''), coalesce(operation, ''),
+    CASE WHEN owner_token IS NOT NULL THEN 'claimed' WHEN id IS NOT NULL THEN 'completed' END,
+    coalesce(recovery_point, ''), phase_state, owner_token::text, extract(epoch FROM lease_until - now())::float8,
+    coalesce(attempts, 0), extract(epoch FROM now() - created_at)::float8, extract(epoch FROM expires_at - now())::float8,
+    response_status, (owner_token IS NOT NULL AND lease_until <= now() AND expires_at <= now())
+FROM {{schema}}.records
+WHERE id = @id;
+
+-- name: Abandoned :many
+-- Claimed records whose owner's lease expired, oldest lease first; with
+-- @stuck_only, only those past their retention.
+SELECT coalesce(namespace, ''), coalesce(scope, ''), coalesce(key, ''), coalesce(operation, ''),
+    CASE WHEN owner_token IS NOT NULL THEN 'claimed' WHEN id IS NOT NULL THEN 'completed' END,
+    coalesce(recovery_point, ''), phase_state, owner_token::text, extract(epoch FROM lease_until - now())::float8,
+    coalesce(attempts, 0), extract(epoch FROM now() - created_at)::float8, extract(epoch FROM expires_at - now())::float8,
+    response_status, (owner_token IS NOT NULL AND lease_until <= now() AND expires_at <= now())
+FROM {{schema}}.records
+WHERE owner_token IS NOT NULL AND lease_until <= now() AND (NOT @stuck_only OR expires_at <= now())
+ORDER BY lease_until LIMIT @limit;
+
+-- name: AbandonedBackground :many
+-- The completer's work: abandoned records of background operations
+-- (@operations) it has not given up on. attempts counts the claim and every
+-- takeover: a record that keeps failing (a poisoned request, a phase that
+-- panics) is left to an operator instead of being tried forever.
+SELECT namespace, scope, key, operation, owner_token, request, fingerprint
+FROM {{schema}}.records
+WHERE owner_token IS NOT NULL AND background AND lease_until <= now()
+    AND operation = ANY(@operations) AND attempts < @max_attempts
+ORDER BY lease_until LIMIT @limit;
+
+-- name: ResolveDelete :execrows
+-- An operator frees the key of an abandoned record (Resolution.Delete).
+DELETE FROM {{schema}}.records
+WHERE id = @id AND owner_token IS NOT NULL AND lease_until <= now();
+
+-- name: ResolveComplete :execrows
+-- An operator completes an abandoned record with a problem response. Every
+-- expression reads the row as it was: the receipt's fingerprint, from the
+-- operation and fingerprint it clears; and, without a retention of the
+-- operator's (@retention_us = 0), the operation's own, from now: the window
+-- the record was claimed with (expires_at - created_at, which takeovers only
+-- lengthen), so that the answer lasts as long as any execution of the key
+-- would have; at least the default retention, should the window have been
+-- cut short by hand.
+UPDATE {{schema}}.records
+SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL,
+    operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
+    request = NULL, background = NULL,
+    fingerprint = {{schema}}.receipt_fingerprint(operation, fingerprint),
+    response_status = @status, response_headers = @headers, response_body = @body, body_omitted = false,
+    expires_at = now() + CASE WHEN @retention_us::bigint > 0 THEN @retention_us::bigint * interval '1 microsecond'
+        ELSE GREATEST(expires_at - created_at, @default_retention_us::bigint * interval '1 microsecond') END
+WHERE id = @id AND owner_token IS NOT NULL AND lease_until <= now();

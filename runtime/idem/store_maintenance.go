@@ -1,0 +1,186 @@
+package idem
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
+)
+
+// The store's statements for the pruner (prune.go), the background
+// completer (completer.go) and operators (operator.go).
+
+// pruneBounds finds the ends of the next pruneTripBatches batches from
+// from on (PruneBounds).
+func (s *store) pruneBounds(ctx context.Context, batch int, from time.Time) ([]pruneBound, error) {
+	p := &pruneBoundsParams{From: from, Batch: batch, Batches: pruneTripBatches}
+	rows, err := s.pool.Query(ctx, s.q.PruneBounds.sql, s.q.PruneBounds.args(p)...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (b pruneBound, err error) {
+		err = row.Scan(&b.at, &b.tied)
+		return b, err
+	})
+}
+
+// pruneRanges deletes the freeable records of each range [bounds[i],
+// bounds[i+1]) (Prune), in a transaction each, sent in one round trip with
+// pace's pauses (PruneRest) between them. It returns how many records each
+// committed batch deleted: when a batch fails, the batches before it stand,
+// its own transaction is rolled back (session.end) and the rest were not
+// run.
+func (s *store) pruneRanges(ctx context.Context, bounds []pruneBound, pace *prunePace) ([]int64, error) {
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer newSession(pc).end()
+	var counts []int64
+	b := &pgx.Batch{}
+	// paused[i]: a pause follows batch i. The rest after the last batch
+	// is the trip's (PruneWith), taken without holding the connection.
+	paused := make([]bool, len(bounds)-1)
+	for i := range paused {
+		b.Queue(beginSQL)
+		b.Queue(s.q.Prune.sql, s.q.Prune.args(&pruneParams{From: bounds[i].at, To: bounds[i+1].at, LockTimeout: pruneLockWait})...)
+		b.Queue(commit)
+		if i+1 == len(paused) {
+			break
+		}
+		if d := pace.pause(); d > 0 {
+			// statement_timestamp() is the pause's own start in the
+			// extended protocol, which the query exec modes the engine
+			// works in use (docs/operations.md): a pipeline sends each
+			// statement as a message of its own.
+			b.Queue(s.q.PruneRest.sql, s.q.PruneRest.args(&pruneRestParams{Seconds: (d - pruneRestEarly).Seconds()})...)
+			paused[i] = true
+		}
+	}
+	res := pc.SendBatch(ctx, b)
+	for _, rest := range paused {
+		var n int64
+		if _, err = res.Exec(); err != nil {
+			break
+		}
+		if err = res.QueryRow().Scan(&n); err != nil {
+			break
+		}
+		if _, err = res.Exec(); err != nil {
+			break
+		}
+		counts = append(counts, n)
+		if rest {
+			var slept float64
+			if err = res.QueryRow().Scan(&slept); err != nil {
+				break
+			}
+			pace.slept += time.Duration(slept * float64(time.Second))
+		}
+	}
+	if cerr := res.Close(); err == nil {
+		err = cerr
+	}
+	return counts, err
+}
+
+// pruneSkipping deletes the oldest batch freeable records from from on
+// that no other transaction holds (PruneSkipping).
+func (s *store) pruneSkipping(ctx context.Context, batch int, from time.Time) (n int64, next *time.Time, last bool, err error) {
+	p := &pruneSkippingParams{From: from, Batch: batch}
+	if err := s.pool.QueryRow(ctx, s.q.PruneSkipping.sql, s.q.PruneSkipping.args(p)...).Scan(&n, &next); err != nil {
+		return 0, nil, false, err
+	}
+	return n, next, n < int64(batch), nil
+}
+
+// countStuck counts the records Abandoned(ctx, true, ...) would list
+// (CountStuck).
+func (s *store) countStuck(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, s.q.CountStuck.sql).Scan(&n)
+	return n, err
+}
+
+// abandonedRecord is a row of AbandonedBackground: what the completer needs
+// to take a record over and run it.
+type abandonedRecord struct {
+	ns, scope, key, op string
+	owner              [16]byte
+	payload, fp        []byte
+}
+
+// abandonedBackground lists up to limit abandoned records of ops with fewer
+// than attempts attempts (AbandonedBackground).
+func (s *store) abandonedBackground(ctx context.Context, ops []string, attempts, limit int) ([]abandonedRecord, error) {
+	p := &abandonedBackgroundParams{Operations: ops, MaxAttempts: attempts, Limit: limit}
+	rows, err := s.pool.Query(ctx, s.q.AbandonedBackground.sql, s.q.AbandonedBackground.args(p)...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (abandonedRecord, error) {
+		var a abandonedRecord
+		err := r.Scan(&a.ns, &a.scope, &a.key, &a.op, &a.owner, &a.payload, &a.fp)
+		return a, err
+	})
+}
+
+// scanRecordInfo decodes the row of Inspect and Abandoned.
+func scanRecordInfo(row pgx.Row) (*RecordInfo, error) {
+	var r RecordInfo
+	var owner *string
+	var lease, age *float64
+	var expires float64
+	err := row.Scan(&r.Namespace, &r.Scope, &r.Key, &r.Operation, &r.State, &r.RecoveryPoint, &r.PhaseState,
+		&owner, &lease, &r.Attempts, &age, &expires, &r.Status, &r.Stuck)
+	if err != nil {
+		return nil, err
+	}
+	secs := func(s float64) string {
+		return (time.Duration(s * float64(time.Second))).Round(time.Millisecond).String()
+	}
+	if owner != nil {
+		r.Owner = *owner
+	}
+	if lease != nil {
+		r.LeaseLeft = secs(*lease)
+	}
+	if age != nil {
+		r.Age = secs(*age)
+	}
+	r.ExpiresIn = secs(expires)
+	return &r, nil
+}
+
+// inspect reads the record with id for an operator (Inspect), or
+// pgx.ErrNoRows.
+func (s *store) inspect(ctx context.Context, id [16]byte) (*RecordInfo, error) {
+	return scanRecordInfo(s.pool.QueryRow(ctx, s.q.Inspect.sql, s.q.Inspect.args(&idParams{ID: uuidArg(id)})...))
+}
+
+// abandoned lists abandoned records for an operator (Abandoned).
+func (s *store) abandoned(ctx context.Context, stuckOnly bool, limit int) ([]*RecordInfo, error) {
+	rows, err := s.pool.Query(ctx, s.q.Abandoned.sql, s.q.Abandoned.args(&abandonedParams{StuckOnly: stuckOnly, Limit: limit})...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*RecordInfo, error) { return scanRecordInfo(r) })
+}
+
+// resolveDelete deletes the abandoned record with id (ResolveDelete), and
+// reports whether it did.
+func (s *store) resolveDelete(ctx context.Context, id [16]byte) (bool, error) {
+	tag, err := s.pool.Exec(ctx, s.q.ResolveDelete.sql, s.q.ResolveDelete.args(&idParams{ID: uuidArg(id)})...)
+	return tag.RowsAffected() == 1, err
+}
+
+// resolveComplete completes the abandoned record with id with a problem
+// response (ResolveComplete), and reports whether it did.
+func (s *store) resolveComplete(ctx context.Context, id [16]byte, status int, headers, body []byte, retention time.Duration) (bool, error) {
+	p := &resolveCompleteParams{ID: uuidArg(id), Status: status, Headers: headers, Body: body,
+		RetentionUS: micros(retention), DefaultRetentionUS: micros(idemtype.DefaultRetention)}
+	tag, err := s.pool.Exec(ctx, s.q.ResolveComplete.sql, s.q.ResolveComplete.args(p)...)
+	return tag.RowsAffected() == 1, err
+}

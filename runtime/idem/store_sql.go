@@ -1,0 +1,180 @@
+package idem
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The engine's SQL lives in sql/*.sql, each statement once, as a named
+// block:
+//
+//	-- name: Advance :one
+//	-- What it does and why (comment lines, kept in the file only).
+//	WITH advanced AS (UPDATE {{schema}}.records ... WHERE id = @id ...)
+//
+// {{schema}} is the engine's schema. @name is a parameter: loading turns
+// each into $n, numbered in the order the names first appear, and binds it
+// from the field of the statement's params struct tagged db:"name"
+// (store_params.go). Every statement as it is sent is in
+// testdata/statements.golden.sql, checked by TestStatementsGolden.
+//
+//go:embed sql/*.sql
+var sqlFiles embed.FS
+
+// stmt is one loaded statement, whose parameters come from a P.
+type stmt[P any] struct {
+	name   string
+	kind   string // sqlc's: :one, :many, :exec, :execrows
+	sql    string // as sent
+	params []string
+	fields []int // fields[i] is the field of P bound to $i+1
+}
+
+// args binds p to the statement's parameters, in their order.
+func (s *stmt[P]) args(p *P) []any {
+	v := reflect.ValueOf(p).Elem()
+	out := make([]any, len(s.fields))
+	for i, f := range s.fields {
+		out[i] = v.Field(f).Interface()
+	}
+	return out
+}
+
+// loader is what every field of statements is: a stmt of some params type.
+type loader interface {
+	load(name, kind, src, schema string) error
+	text() (name, kind, sql string, params []string)
+}
+
+func (s *stmt[P]) text() (string, string, string, []string) { return s.name, s.kind, s.sql, s.params }
+
+var paramName = regexp.MustCompile(`@[a-z_][a-z0-9_]*`)
+
+func (s *stmt[P]) load(name, kind, src, schema string) error {
+	s.name, s.kind = name, kind
+	src = strings.ReplaceAll(src, "{{schema}}", schema)
+	s.sql = paramName.ReplaceAllStringFunc(src, func(m string) string {
+		p := m[1:]
+		i := slices.Index(s.params, p)
+		if i < 0 {
+			s.params = append(s.params, p)
+			i = len(s.params) - 1
+		}
+		return "$" + strconv.Itoa(i+1)
+	})
+	t := reflect.TypeFor[P]()
+	byTag := map[string]int{}
+	for i := range t.NumField() {
+		if tag := t.Field(i).Tag.Get("db"); tag != "" {
+			byTag[tag] = i
+		}
+	}
+	for _, p := range s.params {
+		f, ok := byTag[p]
+		if !ok {
+			return fmt.Errorf("statement %s: parameter @%s is no field of %s", name, p, t)
+		}
+		s.fields = append(s.fields, f)
+		delete(byTag, p)
+	}
+	for tag := range byTag {
+		return fmt.Errorf("statement %s: %s's field %q is no parameter of it", name, t, tag)
+	}
+	return nil
+}
+
+// block is one named statement of a .sql file, as written.
+type block struct{ name, kind, src string }
+
+// parseBlocks reads the named blocks of a .sql file. Comment lines are
+// dropped; a statement's text ends at the next block and loses its final
+// semicolon.
+func parseBlocks(file, text string) ([]block, error) {
+	var out []block
+	var cur *block
+	for n, line := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(line, "-- name: "); ok {
+			name, kind, ok := strings.Cut(rest, " ")
+			if !ok || !slices.Contains([]string{":one", ":many", ":exec", ":execrows"}, kind) {
+				return nil, fmt.Errorf("%s:%d: want -- name: <Name> :one|:many|:exec|:execrows", file, n+1)
+			}
+			out = append(out, block{name: name, kind: kind})
+			cur = &out[len(out)-1]
+			continue
+		}
+		if cur == nil || strings.HasPrefix(strings.TrimSpace(line), "--") {
+			continue
+		}
+		cur.src += line + "\n"
+	}
+	for i := range out {
+		out[i].src = strings.TrimSuffix(strings.TrimSpace(out[i].src), ";")
+		if out[i].src == "" {
+			return nil, fmt.Errorf("%s: statement %s is empty", file, out[i].name)
+		}
+	}
+	return out, nil
+}
+
+// sqlRewrite, set only in a test's child process (mutants_internal_test.go),
+// rewrites a statement's text before it is loaded, to remove one protecting
+// clause.
+var sqlRewrite func(name, src string) string
+
+// loadStatements loads every block of sql/*.sql into the field of
+// statements named for it, with schema filled in. A block without a field,
+// or a field without a block, is an error.
+func loadStatements(schema string) (statements, error) {
+	var q statements
+	fields := map[string]loader{}
+	v := reflect.ValueOf(&q).Elem()
+	for i := range v.NumField() {
+		fields[v.Type().Field(i).Name] = v.Field(i).Addr().Interface().(loader)
+	}
+	files, err := fs.Glob(sqlFiles, "sql/*.sql")
+	if err != nil {
+		return q, err
+	}
+	for _, f := range files {
+		text, err := sqlFiles.ReadFile(f)
+		if err != nil {
+			return q, err
+		}
+		blocks, err := parseBlocks(f, string(text))
+		if err != nil {
+			return q, err
+		}
+		for _, b := range blocks {
+			l, ok := fields[b.name]
+			if !ok {
+				return q, fmt.Errorf("%s: statement %s has no field in statements", f, b.name)
+			}
+			delete(fields, b.name)
+			src := b.src
+			if sqlRewrite != nil {
+				src = sqlRewrite(b.name, src)
+			}
+			if err := l.load(b.name, b.kind, src, schema); err != nil {
+				return q, fmt.Errorf("%s: %w", f, err)
+			}
+		}
+	}
+	for name := range fields {
+		return q, fmt.Errorf("idem: statements.%s has no block in sql/*.sql", name)
+	}
+	return q, nil
+}
+
+// each calls f with every statement, in statements' order.
+func (q *statements) each(f func(name, kind, sql string, params []string)) {
+	v := reflect.ValueOf(q).Elem()
+	for i := range v.NumField() {
+		f(v.Field(i).Addr().Interface().(loader).text())
+	}
+}
