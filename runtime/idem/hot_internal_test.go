@@ -64,7 +64,7 @@ func (r *raceEnv) claimed(op *Operation, req Request) *claim {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	c, out, err := r.eng.claim(context.Background(), op, p, ClaimSeparate, req)
+	c, out, err := r.eng.acquire(context.Background(), op, p, separateClaim{}, req)
 	if err != nil || out != nil {
 		r.t.Fatalf("claim: %v %v", out, err)
 	}

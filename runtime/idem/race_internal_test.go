@@ -43,7 +43,6 @@ func newRaceEnv(t *testing.T) *raceEnv {
 		t.Fatal(err)
 	}
 	r.eng = eng
-	t.Cleanup(func() { hookAfterRead, hookAfterEnd = nil, nil })
 	return r
 }
 
@@ -98,13 +97,13 @@ func TestKeeperStopsBeforeTheEnd(t *testing.T) {
 
 	t.Run("yield", func(t *testing.T) {
 		r := newRaceEnv(t)
-		hookAfterEnd = linger
+		r.eng.hooks.afterEnd = linger
 		_, err := Run(ctx, r.eng, op, raceReq("k"), []Phase[st]{local("one"),
 			{Name: "two", Foreign: func(ctx context.Context, key string, s *st) error { return errors.New("timeout") }}, final()})
 		if errKind(err) != idemtype.KindFailed {
 			t.Fatalf("err %v; want failed", err)
 		}
-		hookAfterEnd = nil
+		r.eng.hooks.afterEnd = nil
 		out, err := Run(ctx, r.eng, op, raceReq("k"), []Phase[st]{local("one"),
 			{Name: "two", Foreign: func(ctx context.Context, key string, s *st) error { return nil }}, final()})
 		if err != nil || !out.Resumed {
@@ -116,7 +115,7 @@ func TestKeeperStopsBeforeTheEnd(t *testing.T) {
 	})
 	t.Run("release", func(t *testing.T) {
 		r := newRaceEnv(t)
-		hookAfterEnd = linger
+		r.eng.hooks.afterEnd = linger
 		_, err := Run(ctx, r.eng, op, raceReq("k"), []Phase[st]{{Name: "only", Final: func(ctx context.Context, tx pgx.Tx, s *st) (*Response, error) {
 			return nil, Release(errors.New("bad input"))
 		}}})
@@ -129,7 +128,7 @@ func TestKeeperStopsBeforeTheEnd(t *testing.T) {
 	})
 	t.Run("complete", func(t *testing.T) {
 		r := newRaceEnv(t)
-		hookAfterEnd = linger
+		r.eng.hooks.afterEnd = linger
 		if _, err := Run(ctx, r.eng, op, raceReq("k"), []Phase[st]{local("one"), final()}); err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +155,7 @@ VALUES (`+r.schema+`.record_id('op', 's', $1), 'op', 's', $1, 'op', $2, gen_rand
 // ownerRefreshes is what a slow but live owner's lease refresh does.
 func (r *raceEnv) ownerRefreshes(key string) func() {
 	return func() {
-		hookAfterRead = nil
+		r.eng.hooks.afterRead = nil
 		r.exec(`UPDATE `+r.schema+`.records SET lease_until = now() + interval '1 minute' WHERE key = $1`, key)
 	}
 }
@@ -167,7 +166,7 @@ func TestTakeoverRechecksLease(t *testing.T) {
 	r := newRaceEnv(t)
 	op := &Operation{ID: "op", Policy: Policy{Lease: 30 * time.Second}}
 	r.claimedAndExpired("k", "one", false)
-	hookAfterRead = r.ownerRefreshes("k")
+	r.eng.hooks.afterRead = r.ownerRefreshes("k")
 	out, err := Run(context.Background(), r.eng, op, raceReq("k"), []Phase[st]{local("one"), final()})
 	if errKind(err) != idemtype.KindInFlight {
 		t.Fatalf("retry: %+v, %v; want 409: the owner refreshed its lease before the takeover", out, err)
@@ -184,7 +183,7 @@ func TestExpiredDeleteRechecksLiveness(t *testing.T) {
 	r := newRaceEnv(t)
 	op := &Operation{ID: "op", Policy: Policy{Lease: 30 * time.Second}}
 	r.claimedAndExpired("k", "", true)
-	hookAfterRead = r.ownerRefreshes("k")
+	r.eng.hooks.afterRead = r.ownerRefreshes("k")
 	out, err := Run(context.Background(), r.eng, op, raceReq("k"), []Phase[st]{local("one"), final()})
 	if errKind(err) != idemtype.KindInFlight {
 		t.Fatalf("retry: %+v, %v; want 409: the owner is live again", out, err)

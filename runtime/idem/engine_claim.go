@@ -1,0 +1,381 @@
+package idem
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
+)
+
+// A claimer is a claim mode (ClaimMode): how a claim is made and, for a
+// mode whose claim opens a transaction (an inlineClaimer), how the phases
+// run in it commit. Run chooses one per execution, by claimModeOf.
+type claimer interface {
+	// claim claims c's key: claimed when c holds it (with c.sess open for
+	// an inlineClaimer). Otherwise rec is what holds the key, or nil when
+	// it must be read.
+	claim(ctx context.Context, e *Engine, c *claim, payload []byte) (claimed bool, rec *record, err error)
+}
+
+// An inlineClaimer's claim leaves a transaction open (c.sess), in which
+// the local phases before the first foreign one run and commit with it,
+// in one round trip.
+type inlineClaimer interface {
+	claimer
+	// commit ends c.sess's transaction after the phases ran: it stores
+	// their progress (the recovery point phase, with state) or resp, and
+	// commits. An error is classified by what failed (store.go).
+	commit(ctx context.Context, e *Engine, c *claim, phase string, state func() ([]byte, error), resp *Response, omitted bool) error
+	// phaseFailed says what a phase's error means, after the transaction
+	// rolled back.
+	phaseFailed(e *Engine, c *claim, err error) error
+}
+
+// separateClaim is ClaimSeparate: the claim commits on its own, before
+// the first phase runs in a transaction of its own.
+type separateClaim struct{}
+
+func (separateClaim) claim(ctx context.Context, e *Engine, c *claim, payload []byte) (bool, *record, error) {
+	var inserted bool
+	err := againIfStale(func() (err error) {
+		inserted, err = e.store.claim(ctx, e.opts.AsyncClaimCommit, c, payload)
+		return err
+	})
+	if err != nil {
+		return false, nil, unavailable("claim", err)
+	}
+	return inserted, nil, nil
+}
+
+// firstClaim is ClaimFirst: the claim is inserted in a transaction left
+// open on a connection of its own (c.sess), in one round trip (see
+// store.claimInTx), and commits with the local phases before the first
+// foreign one, or alone when the first phase is foreign.
+type firstClaim struct{}
+
+func (firstClaim) claim(ctx context.Context, e *Engine, c *claim, payload []byte) (bool, *record, error) {
+	var rec *record
+	err := againIfStale(func() error {
+		pc, err := e.pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		sess := newSession(pc)
+		tx, r, err := e.store.claimInTx(ctx, pc.Conn(), c, payload)
+		if tx != nil {
+			sess.tx.tx = tx
+			c.sess = sess
+			return nil
+		}
+		sess.end() // rolls back what the claim began
+		rec = r
+		return err
+	})
+	switch {
+	case c.sess != nil:
+		return true, nil, nil
+	case sqlState(err) == lockNotAvailable: // a concurrent claim is still uncommitted
+		e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})
+		return false, nil, inFlight(time.Second, nil)
+	case err != nil:
+		return false, nil, unavailable("claim", err)
+	}
+	return false, rec, nil
+}
+
+func (firstClaim) commit(ctx context.Context, e *Engine, c *claim, phase string, state func() ([]byte, error), resp *Response, omitted bool) error {
+	switch {
+	case phase == "":
+		// The first phase is foreign: the claim commits alone, before
+		// anything outside the database happens.
+		return e.store.commitClaim(ctx, c.sess.tx.conn, e.opts.AsyncClaimCommit)
+	case resp != nil:
+		return e.store.commitResponse(ctx, c.sess.tx.conn, c, resp, omitted)
+	}
+	st, err := state()
+	if err != nil {
+		return err
+	}
+	return e.store.commitProgress(ctx, c.sess.tx.conn, c, phase, st)
+}
+
+func (firstClaim) phaseFailed(_ *Engine, _ *claim, err error) error { return err }
+
+// lastClaim is ClaimLast: one round trip reads the key's record on a
+// connection of its own. When none holds the key, c.sess holds that
+// connection with the transaction still to begin: BEGIN travels with the
+// phases' first statement (see phaseTx), so it costs no round trip of its
+// own, and the completed record is inserted just before COMMIT
+// (store.commitRecord). Otherwise the connection is back in the pool: a
+// replay costs that one read.
+type lastClaim struct{}
+
+func (lastClaim) claim(ctx context.Context, e *Engine, c *claim, _ []byte) (bool, *record, error) {
+	pc, err := e.pool.Acquire(ctx)
+	if err != nil {
+		return false, nil, unavailable("claim", err)
+	}
+	var rec *record
+	err = againIfStale(func() (err error) {
+		rec, err = e.store.read(ctx, pc.Conn(), c.id)
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		c.sess = newSession(pc)
+		return true, nil, nil
+	}
+	pc.Release()
+	if err != nil {
+		return false, nil, unavailable("claim", err)
+	}
+	return false, rec, nil
+}
+
+func (lastClaim) commit(ctx context.Context, e *Engine, c *claim, _ string, _ func() ([]byte, error), resp *Response, omitted bool) error {
+	// A completed record is never resumed: it keeps no state.
+	err := e.store.commitRecord(ctx, c.sess.tx.conn, c.sess.tx.tx == nil, c, resp, omitted)
+	if kindOf(err) == idemtype.KindInFlight {
+		e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})
+	}
+	return err
+}
+
+// phaseFailed: the phases may have failed on a concurrent duplicate's rows
+// (there was no record to wait on): when a record holds the key now, its
+// answer is the one to give.
+func (lastClaim) phaseFailed(e *Engine, c *claim, err error) error {
+	if !errors.Is(err, errLostRace) && !errors.Is(err, errStale) && e.takenMeanwhile(c) {
+		return errLostRace
+	}
+	return err
+}
+
+// takenMeanwhile reports whether a record now holds c's key, after c's
+// ClaimLast execution failed and rolled back.
+func (e *Engine) takenMeanwhile(c *claim) bool {
+	_, err := e.store.read(context.Background(), e.pool, c.id)
+	return err == nil
+}
+
+// claimModeOf is the claimer of mode (ClaimAuto resolved) for phases.
+func claimModeOf[S any](mode ClaimMode, phases []Phase[S]) (claimer, error) {
+	local := !slices.ContainsFunc(phases, Phase[S].foreign)
+	switch {
+	case mode == ClaimLast && !local:
+		return nil, errors.New("claim: last needs phases that are all local")
+	case mode == ClaimLast, mode == ClaimAuto && local:
+		return lastClaim{}, nil
+	case mode == ClaimFirst, mode == ClaimAuto:
+		return firstClaim{}, nil
+	}
+	return separateClaim{}, nil
+}
+
+// testHooks stop an execution where a race matters, so that a test can
+// drive the race deterministically. Each is nil outside tests; they are
+// the engine's own, so that tests of other engines run in parallel.
+type testHooks struct {
+	afterRead func() // acquire: a conflicting record was read, nothing decided yet
+	afterEnd  func() // execute: the outcome is stored, released or yielded
+}
+
+func (testHooks) run(hook func()) {
+	if hook != nil {
+		hook()
+	}
+}
+
+// claim is an execution's hold on a record.
+type claim struct {
+	op       *Operation
+	policy   Policy
+	ns       string
+	scope    string
+	key      string
+	id       [16]byte // recordID(ns, scope, key)
+	token    [16]byte
+	recovery string          // last committed phase, "" for none
+	state    json.RawMessage // state saved with the recovery point
+	resumed  bool
+	// fingerprint and derivation determine the derived keys of foreign phases.
+	fingerprint []byte
+	derivation  KeyDerivation
+	background  bool    // run by the completer
+	keeper      *keeper // refreshes the lease while the execution runs
+	// mode is how the claim was made, and how its transaction commits.
+	mode claimer
+	// sess is the claim's own open transaction (ClaimFirst, ClaimLast), in
+	// which the local phases before the first foreign one run, until it
+	// commits.
+	sess *session
+	// ctx is the request's context, detached from its cancellation: the
+	// execution's events and logs carry it (its trace) to the end.
+	ctx context.Context
+	// call is what CallFrom returns to the phases (here, not allocated on
+	// its own).
+	call Call
+}
+
+func newToken() [16]byte {
+	var t [16]byte
+	rand.Read(t[:])
+	t[6] = (t[6] & 0x0f) | 0x40 // a version 4 UUID, for readable logs
+	t[8] = (t[8] & 0x3f) | 0x80
+	return t
+}
+
+// acquire claims req's key in mode, or decides what the record holding it
+// means. It returns a claim to execute, or an outcome (a replay), or an
+// error.
+func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode claimer, req Request) (*claim, *Outcome, error) {
+	c := &claim{op: op, policy: p, ns: op.namespace(), scope: req.Scope, key: req.Key, token: newToken(), ctx: ctx,
+		fingerprint: req.Fingerprint, derivation: CurrentKeyDerivation, mode: mode}
+	if ent := e.cache.get(cacheKey{c.ns, c.scope, c.key}); ent != nil {
+		// A completed record, answered from memory: it cannot have changed.
+		if err := e.mismatch(ctx, op, ent.operation, ent.fingerprint, req.Fingerprint); err != nil {
+			return nil, nil, err
+		}
+		e.observe(ctx, Event{Kind: EventReplay, Operation: op.ID})
+		return nil, &Outcome{Response: ent.resp, Replayed: true}, nil
+	}
+	c.id = recordID(c.ns, c.scope, c.key)
+	var payload []byte
+	if p.Complete == idemtype.CompleteBackground {
+		payload = req.Payload
+	}
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		claimed, rec, err := mode.claim(ctx, e, c, payload)
+		if err != nil {
+			return nil, nil, err
+		}
+		if claimed {
+			e.observe(ctx, Event{Kind: EventClaim, Operation: op.ID})
+			return c, nil, nil
+		}
+		if rec == nil {
+			// A separate claim reads what holds the key; the others read
+			// again only if the holder committed while they looked.
+			err = againIfStale(func() (err error) {
+				rec, err = e.store.read(ctx, e.pool, c.id)
+				return err
+			})
+		}
+		e.hooks.run(e.hooks.afterRead)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // released or pruned since the insert: try again
+		}
+		if err != nil {
+			return nil, nil, unavailable("reading the existing record", err)
+		}
+		if rec.pastRetention && (rec.state == stateCompleted || !rec.live) {
+			// Past retention: the key is free again, unless the delete's own
+			// predicates find the owner live again or a committed phase.
+			freed, err := e.store.deleteExpired(ctx, c.id)
+			if err != nil {
+				return nil, nil, unavailable("freeing an expired record", err)
+			}
+			if freed {
+				continue
+			}
+		}
+		if err := e.mismatch(ctx, op, rec.operation, rec.fingerprint, req.Fingerprint); err != nil {
+			return nil, nil, err
+		}
+		switch {
+		case rec.state == stateCompleted:
+			e.observe(ctx, Event{Kind: EventReplay, Operation: op.ID})
+			resp := e.replay(rec)
+			e.cache.put(cacheKey{c.ns, c.scope, c.key}, rec.operation, rec.fingerprint, resp, time.Now().Add(min(rec.expiresIn, e.opts.ReplayCacheTTL)))
+			return nil, &Outcome{Response: resp, Replayed: true}, nil
+		case rec.live:
+			e.observe(ctx, Event{Kind: EventInFlight, Operation: op.ID})
+			return nil, nil, inFlight(rec.retryAfter, nil)
+		}
+		var ok bool
+		err = againIfStale(func() (err error) {
+			ok, err = e.store.takeover(ctx, c, rec.owner)
+			return err
+		})
+		if err != nil {
+			return nil, nil, unavailable("takeover", err)
+		}
+		if ok {
+			e.observe(ctx, Event{Kind: EventTakeover, Operation: op.ID})
+			return c, nil, nil
+		}
+		// The owner refreshed, or someone else took it over or finished it
+		// first: look again.
+	}
+	e.observe(ctx, Event{Kind: EventInFlight, Operation: op.ID})
+	return nil, nil, &Error{Kind: idemtype.KindInFlight, RetryAfter: time.Second, Detail: "the key is contended; retry later"}
+}
+
+// mismatch reports a key first used by another operation of its group, or
+// with another request: 422. A completed record keeps no operation (recOp
+// is ""): its fingerprint is receiptFingerprint's, which covers both.
+func (e *Engine) mismatch(ctx context.Context, op *Operation, recOp string, recFP, fp []byte) error {
+	if recOp == "" && string(recFP) == string(receiptFingerprint(op.ID, fp)) ||
+		recOp == op.ID && string(recFP) == string(fp) {
+		return nil
+	}
+	e.observe(ctx, Event{Kind: EventMismatch, Operation: op.ID})
+	detail := "this key was first used with a different request"
+	switch {
+	case recOp == "":
+		detail = "this key was first used with a different request, or for another operation"
+	case recOp != op.ID:
+		detail = fmt.Sprintf("this key was first used for operation %s", recOp)
+	}
+	return &Error{Kind: idemtype.KindMismatch, Detail: detail}
+}
+
+// replay returns a completed record's stored response, or, when its body
+// was too large to store, the response-not-stored problem: never a success
+// with its body silently missing.
+func (e *Engine) replay(rec *record) *Response {
+	if !rec.bodyOmitted {
+		return rec.response()
+	}
+	status := 0
+	if rec.status != nil {
+		status = *rec.status
+	}
+	return ProblemResponse(&Error{Kind: idemtype.KindNotStored, Detail: fmt.Sprintf(
+		"the request completed with status %d, but its response body exceeded the replay limit and was not stored", status)},
+		e.opts.PolicyURL)
+}
+
+// inFlight is the 409 for a key that another execution holds, uncommitted
+// or live: the client retries after retryAfter.
+func inFlight(retryAfter time.Duration, err error) *Error {
+	return &Error{Kind: idemtype.KindInFlight, RetryAfter: retryAfter, Err: err,
+		Detail: "another request with this key is being processed; retry later"}
+}
+
+// unavailable reports a store failure: before anything was claimed, or on
+// a last-mode commit whose outcome is unknown. Either way the client may
+// retry at once; the retry finds out.
+func unavailable(step string, err error) *Error {
+	return &Error{Kind: idemtype.KindUnavailable, RetryAfter: time.Second, Detail: "the idempotency store did not answer (" + step + ")", Err: err}
+}
+
+// againIfStale runs f, and once more if it failed because a statement pgx
+// had prepared no longer fits the tables (a column changed type: "cached
+// plan must not change result type") or is gone (DEALLOCATE ALL, a pooler
+// that lost it). pgx's statement cache forgets such a statement when it
+// fails, so the second run prepares it afresh. f must be safe to run again
+// after such a failure: a read, or a round trip that committed nothing.
+func againIfStale(f func() error) error {
+	err := f()
+	if stale(err) {
+		err = f()
+	}
+	return err
+}

@@ -1,0 +1,287 @@
+package idem
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
+)
+
+// execute runs the phases after c's recovery point.
+func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S]) (*Outcome, error) {
+	// An inline claim's transaction that never committed (an error, a panic,
+	// an execution that died in runtime.Goexit) is rolled back.
+	defer c.sess.end()
+	var state S
+	start := 0
+	if c.recovery != "" {
+		i := phaseIndex(phases, c.recovery)
+		if i < 0 {
+			// The operation's phases changed under a live record: keep it for
+			// an operator rather than guess.
+			e.yield(c)
+			return nil, &Error{Kind: idemtype.KindFailed, Err: fmt.Errorf("recovery point %q is not a phase of %s", c.recovery, c.op.ID)}
+		}
+		start = i + 1
+	}
+	if len(c.state) > 0 {
+		if err := json.Unmarshal(c.state, &state); err != nil {
+			e.yield(c)
+			return nil, &Error{Kind: idemtype.KindFailed, Err: fmt.Errorf("decoding stored phase state: %w", err)}
+		}
+	}
+	if c.resumed {
+		e.observe(ctx, Event{Kind: EventResume, Operation: c.op.ID})
+	}
+
+	c.call = Call{Operation: c.op.ID, Namespace: c.ns, Scope: c.scope, Key: c.key, Resumed: c.resumed, Background: c.background}
+	ctx = context.WithValue(ctx, callKey{}, &c.call)
+
+	committed := c.recovery != "" // a local phase of this record has committed
+	foreignTried := false         // a foreign call may have had an effect
+	i := start
+	if c.sess != nil {
+		// The claim is not committed yet: the local phases up to the first
+		// foreign one run in its transaction and commit with it, once.
+		j := i
+		for j < len(phases) && !phases[j].foreign() {
+			j++
+		}
+		resp, err := runInClaimTx(ctx, e, c, phases[i:j], &state)
+		c.sess.end()
+		c.sess = nil
+		var unknown *commitUnknownError
+		if err != nil && !errors.As(err, &unknown) {
+			err = c.mode.(inlineClaimer).phaseFailed(e, c, err)
+		}
+		switch {
+		case errors.As(err, &unknown):
+			// Either all of it committed or nothing did.
+			return e.fail(c, false, false, err)
+		case errors.Is(err, errLostRace), errors.Is(err, errStale):
+			return nil, err
+		case err != nil:
+			// Rolled back, or refused by the server: no record and no
+			// effect remain.
+			e.observe(ctx, Event{Kind: EventRelease, Operation: c.op.ID})
+			e.hooks.run(e.hooks.afterEnd)
+			return nil, err
+		case resp != nil:
+			e.observe(ctx, Event{Kind: EventComplete, Operation: c.op.ID})
+			e.hooks.run(e.hooks.afterEnd)
+			return &Outcome{Response: resp, Resumed: c.resumed}, nil
+		}
+		if j > i {
+			committed, c.recovery = true, phases[j-1].Name
+		}
+		i = j
+	}
+	ctx, c.keeper = e.keepLease(ctx, c)
+	defer c.keeper.close()
+	for ; i < len(phases); i++ {
+		p := phases[i]
+		began := time.Now()
+		var resp *Response
+		pctx, endPhase := e.start(ctx, Step{Kind: StepPhase, Operation: c.op.ID, Phase: p.Name, Background: c.background})
+		err := recovered(p.Name, func() error {
+			var err error
+			switch {
+			case p.foreign():
+				foreignTried = true
+				key := DeriveKey(c.derivation, c.ns, c.scope, c.key, p.Name, c.fingerprint, e.opts.DerivedKeyLength)
+				err = p.Foreign(pctx, key, &state)
+			default:
+				resp, err = e.commitPhase(pctx, c, p.Name, &state, func(tx pgx.Tx) (*Response, error) {
+					if p.Final != nil {
+						return p.Final(pctx, tx, &state)
+					}
+					return nil, p.Local(pctx, tx, &state)
+				})
+			}
+			return err
+		})
+		if err != nil && errors.Is(context.Cause(ctx), ErrFenced) {
+			err = ErrFenced // whatever the phase saw, the cause is the lost lease
+		}
+		e.observe(pctx, Event{Kind: EventPhase, Operation: c.op.ID, Phase: p.Name, Duration: time.Since(began), Err: err})
+		endPhase(err)
+		if err != nil {
+			e.logPanic(pctx, c, p.Name, err)
+			return e.fail(c, committed, foreignTried, err)
+		}
+		if resp != nil {
+			e.observe(ctx, Event{Kind: EventComplete, Operation: c.op.ID})
+			e.hooks.run(e.hooks.afterEnd)
+			return &Outcome{Response: resp, Resumed: c.resumed}, nil
+		}
+		if !p.foreign() {
+			committed = true
+			c.recovery = p.Name
+		}
+	}
+	return nil, errors.New("idem: the last phase returned no response")
+}
+
+// runInClaimTx runs local phases in the transaction the claim left open
+// (c.sess: ClaimFirst, ClaimLast), bounded by the lease, then has the claim
+// mode store their progress (or the final response) and commit, in one
+// round trip. With no phases (the first is foreign), the claim commits
+// alone. An error is the phases', or the commit's as the store classifies
+// it: a *commitUnknownError when the COMMIT may have taken effect;
+// otherwise nothing committed.
+func runInClaimTx[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S], state *S) (resp *Response, err error) {
+	// No record is committed (first mode), or none exists (last mode):
+	// nothing bounds this transaction but itself.
+	ctx, cancel := context.WithTimeout(ctx, c.policy.Lease)
+	defer cancel()
+	mode := c.mode.(inlineClaimer)
+	if len(phases) == 0 {
+		return nil, mode.commit(ctx, e, c, "", nil, nil, false)
+	}
+	for _, p := range phases {
+		began := time.Now()
+		pctx, endPhase := e.start(ctx, Step{Kind: StepPhase, Operation: c.op.ID, Phase: p.Name, Background: c.background})
+		err := recovered(p.Name, func() error {
+			if p.Final == nil {
+				return p.Local(pctx, &c.sess.tx, state)
+			}
+			var err error
+			resp, err = p.Final(pctx, &c.sess.tx, state)
+			if err == nil && resp == nil {
+				err = fmt.Errorf("idem: final phase %s returned no response", p.Name)
+			}
+			return err
+		})
+		e.observe(pctx, Event{Kind: EventPhase, Operation: c.op.ID, Phase: p.Name, Duration: time.Since(began), Err: err})
+		endPhase(err)
+		if err != nil {
+			e.logPanic(pctx, c, p.Name, err)
+			return nil, err
+		}
+	}
+	omitted := false
+	if resp != nil {
+		resp = &Response{Status: resp.Status, Header: c.policy.storedHeaders(resp.Header), Body: resp.Body}
+		omitted = len(resp.Body) > c.policy.MaxReplayBody
+	}
+	since := time.Now()
+	err = mode.commit(ctx, e, c, phases[len(phases)-1].Name, func() ([]byte, error) {
+		st, err := json.Marshal(state)
+		if err != nil {
+			return nil, fmt.Errorf("idem: encoding phase state: %w", err)
+		}
+		return st, nil
+	}, resp, omitted)
+	if err != nil {
+		return nil, err
+	}
+	if resp != nil {
+		e.remember(c, resp, omitted, since)
+	}
+	return resp, nil
+}
+
+// kindOf is the kind of err's *Error, or "".
+func kindOf(err error) idemtype.ErrorKind {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe.Kind
+	}
+	return ""
+}
+
+func (e *Engine) logPanic(ctx context.Context, c *claim, phase string, err error) {
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		e.log.ErrorContext(ctx, "idem: a phase panicked", "operation", c.op.ID, "phase", phase, "panic", pe.Value, "stack", string(pe.Stack))
+	}
+}
+
+// PanicError is a panic in a phase, recovered by the engine and treated as
+// the phase's error: the claim is released when nothing was committed, and
+// the failure is ambiguous otherwise.
+type PanicError struct {
+	Phase string
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("idem: phase %s panicked: %v", e.Phase, e.Value)
+}
+
+// recovered runs f and turns a panic into a *PanicError. (runtime.Goexit is
+// not a panic and goes through.)
+func recovered(phase string, f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Phase: phase, Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return f()
+}
+
+func phaseIndex[S any](phases []Phase[S], name string) int {
+	for i, p := range phases {
+		if p.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// commitPhase runs one local phase in a transaction that also advances the
+// recovery point (and, for the final phase, stores the response), fenced by
+// the owner token.
+func (e *Engine) commitPhase(ctx context.Context, c *claim, name string, state any, run func(pgx.Tx) (*Response, error)) (*Response, error) {
+	sess, err := e.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer sess.end()
+	resp, err := run(&sess.tx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := json.Marshal(state)
+	if err != nil {
+		return nil, fmt.Errorf("idem: encoding phase state after %s: %w", name, err)
+	}
+	omitted := false
+	if resp != nil {
+		// The answer goes out exactly as it is stored (the allowed headers
+		// only), so that it and every replay are byte-identical. A body too
+		// large to store still goes out in full this once.
+		resp = &Response{Status: resp.Status, Header: c.policy.storedHeaders(resp.Header), Body: resp.Body}
+		omitted = len(resp.Body) > c.policy.MaxReplayBody
+		// No refresh may land after the completion: it would find the
+		// record completed and report a spurious fence.
+		c.keeper.stop()
+	}
+	since := time.Now()
+	if err := e.commit(ctx, sess.tx.conn, c, name, st, resp, omitted); err != nil {
+		return nil, err
+	}
+	if resp != nil {
+		e.remember(c, resp, omitted, since)
+	}
+	return resp, nil
+}
+
+// remember caches a response this execution just stored. Its expiry is
+// counted from before the commit, less a margin for the clocks of this
+// process and of the database to disagree, so that it is never served
+// after the record's own expires_at.
+func (e *Engine) remember(c *claim, resp *Response, omitted bool, since time.Time) {
+	if omitted {
+		return
+	}
+	skew := min(c.policy.Retention/10, time.Minute)
+	e.cache.put(cacheKey{c.ns, c.scope, c.key}, c.op.ID, c.fingerprint, resp, since.Add(min(c.policy.Retention-skew, e.opts.ReplayCacheTTL)))
+}

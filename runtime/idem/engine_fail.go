@@ -1,0 +1,114 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
+)
+
+// fail applies the outcome rules to a failed phase.
+func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outcome, error) {
+	ctx := c.ctx
+	// Whatever happens next (release, yield, a stored failure), no refresh
+	// may land after it.
+	c.keeper.stop()
+	var rel *ReleaseError
+	var protoErr *Error
+	var unknown *commitUnknownError
+	// The phase declared the failure effect-free: a release, or a protocol
+	// error such as the not-implemented stub.
+	declared := errors.As(err, &rel) || errors.As(err, &protoErr)
+	switch {
+	case errors.As(err, &unknown):
+		// The phase's COMMIT may have taken effect: nothing is released or
+		// stored as if it had not. The next attempt, or the completer, finds
+		// out from the record, at once: the lease is given back (a record a
+		// last-mode execution committed, if any, is complete and has none:
+		// the fenced yield matches nothing).
+		e.observe(ctx, Event{Kind: EventAmbiguous, Operation: c.op.ID})
+		e.yield(c)
+		e.hooks.run(e.hooks.afterEnd)
+		return nil, unavailable("commit", err)
+	case errors.Is(err, errStale):
+		// Nothing of this transaction committed. The execution is decided
+		// again (Run), as a retry would: from no record, or from the record's
+		// recovery point, whose lease is given back for that. The completer
+		// decides nothing again: it gives the lease back, and its next pass
+		// takes the record over, stored request and all.
+		if !committed && !foreignTried && !c.background {
+			if _, derr := e.store.release(ctx, c); derr == nil {
+				return nil, err
+			}
+		}
+		e.yield(c)
+		return nil, err
+	case errors.Is(err, ErrFenced):
+		e.observe(ctx, Event{Kind: EventFenced, Operation: c.op.ID})
+		return nil, &Error{Kind: idemtype.KindInFlight, RetryAfter: time.Second, Err: err,
+			Detail: "another execution took this key over; retry to get its result"}
+	case !committed && (declared || !foreignTried):
+		// Nothing of this execution was committed and, unless the phase said
+		// so, no foreign call was attempted: no effect exists. The release
+		// is conditional on the recovery point: a commit that failed only in
+		// its acknowledgement leaves the record in place, as ambiguous.
+		released, derr := e.store.release(ctx, c)
+		if derr != nil {
+			e.log.WarnContext(ctx, "idem: release failed; the claim expires with its lease", "operation", c.op.ID, "err", derr)
+		}
+		if released || derr != nil {
+			e.observe(ctx, Event{Kind: EventRelease, Operation: c.op.ID})
+			e.hooks.run(e.hooks.afterEnd)
+			return nil, err
+		}
+	case declared:
+		e.log.WarnContext(ctx, "idem: release refused: a phase had committed; treating the failure as ambiguous",
+			"operation", c.op.ID, "recovery_point", c.recovery, "err", err)
+	}
+	e.observe(ctx, Event{Kind: EventAmbiguous, Operation: c.op.ID})
+	failure := &Error{Kind: idemtype.KindFailed, Err: err}
+	if c.policy.Ambiguous == idemtype.AmbiguousStore {
+		resp := ProblemResponse(failure, e.opts.PolicyURL)
+		resp.Header = c.policy.storedHeaders(resp.Header) // sent as stored
+		serr := e.storeFailure(ctx, c, resp)
+		if serr == nil {
+			e.observe(ctx, Event{Kind: EventComplete, Operation: c.op.ID})
+			return &Outcome{Response: resp}, nil
+		}
+		if errors.Is(serr, ErrFenced) {
+			e.observe(ctx, Event{Kind: EventFenced, Operation: c.op.ID})
+		}
+	}
+	e.yield(c)
+	e.hooks.run(e.hooks.afterEnd)
+	return nil, failure
+}
+
+// commit stores c's progress (phase and state) or, with resp, its
+// response, and commits the transaction open on conn.
+func (e *Engine) commit(ctx context.Context, conn *pgx.Conn, c *claim, phase string, state []byte, resp *Response, omitted bool) error {
+	if resp != nil {
+		return e.store.commitResponse(ctx, conn, c, resp, omitted)
+	}
+	return e.store.commitProgress(ctx, conn, c, phase, state)
+}
+
+func (e *Engine) storeFailure(ctx context.Context, c *claim, resp *Response) error {
+	sess, err := e.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer sess.end()
+	return e.commit(ctx, sess.tx.conn, c, c.recovery, c.state, resp, false)
+}
+
+// yield gives up c's lease at once, so a retry can resume without waiting
+// for it to expire.
+func (e *Engine) yield(c *claim) {
+	if err := e.store.yield(context.WithoutCancel(c.ctx), c); err != nil {
+		e.log.WarnContext(c.ctx, "idem: giving up the lease failed; it expires by itself", "operation", c.op.ID, "err", err)
+	}
+}
