@@ -21,11 +21,11 @@ each = for m in $(MODULES); do (cd $$m && $(1)) || exit 1; done
 ## test: vet, short fuzz runs, the whole suite with the race detector on a real PostgreSQL
 test: lint
 	$(MAKE) --no-print-directory fuzz
-	$(call each,$(GO) test -race -count=1 ./...)
+	$(call each,$(GO) test -race -count=1 -parallel 8 ./...)
 
 ## test-short: the edit-test loop: lint, then the suite without its long tests (no race detector)
 test-short: lint
-	$(call each,$(GO) test -short -count=1 ./...)
+	$(call each,$(GO) test -short -count=1 -parallel 8 ./...)
 
 ## docs-check: run every command of the guides in temp dirs (needs curl)
 docs-check:

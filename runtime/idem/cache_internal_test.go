@@ -10,6 +10,7 @@ import (
 // the entry used longest ago, a get counting as a use; expired entries are
 // never returned; replacing a key keeps one entry.
 func TestReplayCacheEvictsLeastRecentlyUsed(t *testing.T) {
+	t.Parallel()
 	resp := &Response{Status: 200}
 	key := func(i int) cacheKey { return cacheKey{"ns", "s", strconv.Itoa(i)} }
 	// An entry is 256 bytes and its strings' (262 here); one may take an

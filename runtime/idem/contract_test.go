@@ -423,6 +423,7 @@ func poolerModes() []pgx.QueryExecMode {
 func byName(c txCase) bool { return strings.Contains(c.name, "prepared by name") }
 
 func TestPhaseTxContract(t *testing.T) {
+	t.Parallel()
 	cases := txCases
 	if dbtest.Pooled() {
 		cases = slices.DeleteFunc(slices.Clone(cases), byName)
@@ -485,6 +486,7 @@ func TestPhaseTxContract(t *testing.T) {
 // crash and a takeover that resumes, a replay from the store) work in every
 // query exec mode.
 func TestEveryExecMode(t *testing.T) {
+	t.Parallel()
 	for _, mode := range poolerModes() {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()

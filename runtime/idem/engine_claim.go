@@ -48,7 +48,11 @@ func (separateClaim) claim(ctx context.Context, e *Engine, c *claim, payload []b
 		inserted, err = e.store.claim(ctx, e.opts.AsyncClaimCommit, c, payload)
 		return err
 	})
-	if err != nil {
+	switch {
+	case sqlState(err) == lockNotAvailable: // an uncommitted claim (ClaimFirst) holds the key
+		e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})
+		return false, nil, inFlight(time.Second, nil)
+	case err != nil:
 		return false, nil, unavailable("claim", err)
 	}
 	return inserted, nil, nil

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/idemtest"
+	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/internal/testshort"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
@@ -48,18 +50,103 @@ type env struct {
 	schema string
 	eng    *idem.Engine
 	ev     *events
+	mode   mode
+}
+
+// A mode is one configuration the protocol suite runs in: the engine's
+// claim mode (Options.Claim, for operations whose policy leaves it auto)
+// and its pool's query exec mode.
+type mode struct {
+	claim idem.ClaimMode
+	exec  pgx.QueryExecMode
+}
+
+func (m mode) String() string { return string(m.claim) + "/" + m.exec.String() }
+
+// modes is every mode of the protocol suite: each claim mode, with pgx's
+// default statement cache and with unnamed statements (exec), as river's
+// driver tests run every test per driver.
+var modes = func() []mode {
+	var out []mode
+	for _, c := range []idem.ClaimMode{idem.ClaimLast, idem.ClaimFirst, idem.ClaimSeparate} {
+		for _, x := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec} {
+			out = append(out, mode{c, x})
+		}
+	}
+	return out
+}()
+
+// notIn names a claim mode that a test of the protocol suite cannot apply
+// to, and why; inModes leaves it out.
+type notIn struct {
+	claim idem.ClaimMode
+	why   string
+}
+
+// inModes runs f as a parallel subtest in every mode but the claim modes
+// the test cannot apply to, each with its own schema and engine.
+func inModes(t *testing.T, f func(t *testing.T, e *env), except ...notIn) {
+	t.Helper()
+	for _, m := range modes {
+		if slices.ContainsFunc(except, func(n notIn) bool { return n.claim == m.claim }) {
+			continue
+		}
+		t.Run(m.String(), func(t *testing.T) {
+			t.Parallel()
+			f(t, newEnvIn(t, m, idem.Options{}))
+		})
+	}
 }
 
 // newEnv gives a test its own schema with the engine's tables and a
-// business table "rows" (key, note).
+// business table "rows" (key, note), and an engine in the default claim
+// mode on a pool in pgx's default exec mode.
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvIn(t, mode{idem.ClaimAuto, pgx.QueryExecModeCacheStatement}, idem.Options{})
+}
+
+// newEnvIn is newEnv in mode m, with the engine built from opts (whose
+// Schema, Claim and Observer it sets).
+func newEnvIn(t *testing.T, m mode, opts idem.Options) *env {
+	t.Helper()
 	ev := &events{n: map[idem.EventKind]int{}}
-	te := idemtest.New(t, idem.Options{Observer: ev})
-	if _, err := te.Pool.Exec(context.Background(), `CREATE TABLE rows (key text NOT NULL, note text NOT NULL DEFAULT '')`); err != nil {
+	// Few connections each, so that the suite's parallel tests stay well
+	// within a server's default max_connections.
+	pool, schema := dbtest.PoolWith(t, func(c *pgxpool.Config) {
+		c.ConnConfig.DefaultQueryExecMode = m.exec
+		c.MaxConns = 8
+	})
+	if _, err := idem.Migrate(context.Background(), pool, schema); err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, pool: te.Pool, schema: te.Schema, eng: te.Engine, ev: ev}
+	if _, err := pool.Exec(context.Background(), `CREATE TABLE rows (key text NOT NULL, note text NOT NULL DEFAULT '')`); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, pool: pool, schema: schema, ev: ev, mode: m}
+	opts.Observer = ev
+	e.eng = mustEngineWith(t, e, opts)
+	return e
+}
+
+// fresh is a new env in e's mode: a schema and engine of its own.
+func (e *env) fresh(t *testing.T) *env {
+	t.Helper()
+	return newEnvIn(t, e.mode, idem.Options{})
+}
+
+// inline reports whether phases' first local phases run in the claim's
+// own transaction in e's mode, where a record is neither visible nor
+// taken over before they commit.
+func (e *env) inline(phases []idem.Phase[payState]) bool {
+	return e.mode.claim != idem.ClaimSeparate && phases[0].Foreign == nil
+}
+
+// committedFirst prepends to phases a foreign phase that does nothing, so
+// that in every claim mode the claim commits before the phases run: what
+// the tests of leases, fencing and takeovers need to see.
+func committedFirst(phases []idem.Phase[payState]) []idem.Phase[payState] {
+	return append([]idem.Phase[payState]{{Name: "ready", Foreign: func(context.Context, string, *payState) error { return nil }}}, phases...)
 }
 
 func (e *env) count(sql string, args ...any) int {
@@ -89,10 +176,9 @@ func request(scope, key, body string) idem.Request {
 	return idem.Request{Scope: scope, Key: key, Fingerprint: sum[:], Payload: []byte(body)}
 }
 
-// payOp commits its claim on its own (ClaimSeparate), so that the tests of
-// leases, fencing and recovery points see a claimed record while its first
-// phase runs; TestInline* cover the default, inline claim.
-var payOp = &idem.Operation{ID: "createPayment", Policy: idem.Policy{Lease: 30 * time.Second, Claim: idem.ClaimSeparate}}
+// payOp leaves the claim mode to the engine (Options.Claim), which the
+// protocol suite sets per mode (inModes).
+var payOp = &idem.Operation{ID: "createPayment", Policy: idem.Policy{Lease: 30 * time.Second}}
 
 type payState struct {
 	Recorded bool   `json:"recorded"`
@@ -128,9 +214,23 @@ func kindOf(err error) idemtype.ErrorKind {
 }
 
 // TestConcurrentSameKey: 64 goroutines send the same key at once; exactly
-// one execution commits, the others get 409 or the replay. 50 rounds.
+// one execution commits, the others get 409 or the replay. With a business
+// table without a unique key and with one: in ClaimLast every goroutine may
+// run the phases, and the losers fail on the record or, with the unique
+// key, in the phase on the winner's row; they roll back and replay its
+// answer.
 func TestConcurrentSameKey(t *testing.T) {
-	sameKeyRounds(t, newEnv(t), payOp, 50)
+	t.Parallel()
+	rounds := 20
+	if testing.Short() {
+		rounds = 5
+	}
+	inModes(t, func(t *testing.T, e *env) {
+		sameKeyRounds(t, e, payOp, rounds)
+		e.exec(`TRUNCATE rows`)
+		e.exec(`CREATE UNIQUE INDEX ON rows (key)`)
+		sameKeyRounds(t, e, &idem.Operation{ID: "unique", Policy: payOp.Policy}, rounds)
+	})
 }
 
 // sameKeyRounds sends one key from 64 goroutines at once, rounds times:
@@ -186,12 +286,20 @@ func sameKeyRounds(t *testing.T, e *env, op *idem.Operation, rounds int) {
 
 // TestFencing: A's lease expires mid-phase, B takes over and completes, A's
 // commit is rejected and its business row rolled back.
+//
+// The phases start with a foreign phase, so that in every mode the claim
+// commits before A's local phase runs: a local phase in the claim's own
+// transaction has no record anyone could take over (TestInlineClaimIsBoundedByTheLease).
 func TestFencing(t *testing.T) {
-	e := newEnv(t)
+	t.Parallel()
+	inModes(t, testFencing)
+}
+
+func testFencing(t *testing.T, e *env) {
 	ctx := context.Background()
 	inPhase, proceed := make(chan struct{}), make(chan struct{})
-	phasesA := twoPhases("k")
-	phasesA[0].Local = func(ctx context.Context, tx pgx.Tx, s *payState) error {
+	phasesA := committedFirst(twoPhases("k"))
+	phasesA[1].Local = func(ctx context.Context, tx pgx.Tx, s *payState) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO rows (key, note) VALUES ('k', 'A')`); err != nil {
 			return err
 		}
@@ -207,7 +315,7 @@ func TestFencing(t *testing.T) {
 	}()
 	<-inPhase
 	e.expireLeases()
-	outB, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), twoPhases("k"))
+	outB, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), committedFirst(twoPhases("k")))
 	if err != nil || outB.Replayed || outB.Response.Status != 201 {
 		t.Fatalf("B: %+v, %v; want a fresh 201 after takeover", outB, err)
 	}
@@ -225,7 +333,7 @@ func TestFencing(t *testing.T) {
 	if e.ev.count(idem.EventTakeover) != 1 || e.ev.count(idem.EventFenced) != 1 {
 		t.Fatalf("takeovers %d fenced %d; want 1 and 1", e.ev.count(idem.EventTakeover), e.ev.count(idem.EventFenced))
 	}
-	replay, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), twoPhases("k"))
+	replay, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), committedFirst(twoPhases("k")))
 	if err != nil || !replay.Replayed || !bytes.Equal(replay.Response.Body, outB.Response.Body) {
 		t.Fatalf("replay after fencing: %+v, %v", replay, err)
 	}
@@ -289,109 +397,125 @@ func threePhases(key string, cd *card, recordRuns *int, crashAt string) []idem.P
 
 // TestCrashAtEveryRecoveryPoint kills the execution at each point between
 // and inside phases; the retry resumes from the right phase, no local phase
-// commits twice, and the card network sees one logical charge.
+// commits twice, and the card network sees one logical charge. Where the
+// first phase runs in the claim's own transaction, a crash inside it leaves
+// no record at all: the retry executes afresh, at once.
 func TestCrashAtEveryRecoveryPoint(t *testing.T) {
-	for _, at := range []string{"inside-record", "before-charge", "after-charge", "inside-finish"} {
-		t.Run(at, func(t *testing.T) {
-			e := newEnv(t)
-			ctx := context.Background()
-			cd := &card{charges: map[string]string{}}
-			recordRuns := 0
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), threePhases("k", cd, &recordRuns, at))
-				t.Error("the crash point was not reached")
-			}()
-			<-done
-			// The dead owner's lease still holds the key...
-			if _, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), threePhases("k", cd, &recordRuns, "")); kindOf(err) != idemtype.KindInFlight {
-				t.Fatalf("retry within the lease: %v; want in-flight", err)
-			}
-			// ...until it expires.
-			e.expireLeases()
-			out, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), threePhases("k", cd, &recordRuns, ""))
-			if err != nil || out.Response.Status != 201 || !out.Resumed {
-				t.Fatalf("resumed retry: %+v, %v", out, err)
-			}
-			if recordRuns != 1 {
-				t.Errorf("record phase committed %d times", recordRuns)
-			}
-			if n := e.count(`SELECT count(*) FROM rows WHERE key = 'k'`); n != 1 {
-				t.Errorf("%d business rows, want 1", n)
-			}
-			if len(cd.charges) != 1 {
-				t.Errorf("card network made %d charges, want 1 (keys %v)", len(cd.charges), cd.keys)
-			}
-			for _, k := range cd.keys {
-				if k != cd.keys[0] || len(k) > 64 {
-					t.Errorf("derived keys differ or too long: %v", cd.keys)
-				}
-			}
-			if n := e.count(`SELECT count(*) FROM rows WHERE note LIKE 'ch_%'`); n != 1 {
-				t.Errorf("finish did not record the charge id exactly once")
-			}
-			replay, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), threePhases("k", cd, &recordRuns, ""))
-			if err != nil || !replay.Replayed || !bytes.Equal(replay.Response.Body, out.Response.Body) {
-				t.Fatalf("replay: %+v, %v", replay, err)
-			}
-		})
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		for _, at := range []string{"inside-record", "before-charge", "after-charge", "inside-finish"} {
+			t.Run(at, func(t *testing.T) {
+				testCrashAt(t, e.fresh(t), at)
+			})
+		}
+	})
+}
+
+func testCrashAt(t *testing.T, e *env, at string) {
+	ctx := context.Background()
+	cd := &card{charges: map[string]string{}}
+	recordRuns := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), threePhases("k", cd, &recordRuns, at))
+		t.Error("the crash point was not reached")
+	}()
+	<-done
+	held := !(at == "inside-record" && e.inline(threePhases("k", cd, &recordRuns, "")))
+	if held {
+		// The dead owner's lease still holds the key...
+		if _, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), threePhases("k", cd, &recordRuns, "")); kindOf(err) != idemtype.KindInFlight {
+			t.Fatalf("retry within the lease: %v; want in-flight", err)
+		}
+		// ...until it expires.
+		e.expireLeases()
+	}
+	out, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), threePhases("k", cd, &recordRuns, ""))
+	if err != nil || out.Response.Status != 201 || out.Resumed != held {
+		t.Fatalf("retry: %+v, %v; want a 201, resumed: %t", out, err, held)
+	}
+	if recordRuns != 1 {
+		t.Errorf("record phase committed %d times", recordRuns)
+	}
+	if n := e.count(`SELECT count(*) FROM rows WHERE key = 'k'`); n != 1 {
+		t.Errorf("%d business rows, want 1", n)
+	}
+	if len(cd.charges) != 1 {
+		t.Errorf("card network made %d charges, want 1 (keys %v)", len(cd.charges), cd.keys)
+	}
+	for _, k := range cd.keys {
+		if k != cd.keys[0] || len(k) > 64 {
+			t.Errorf("derived keys differ or too long: %v", cd.keys)
+		}
+	}
+	if n := e.count(`SELECT count(*) FROM rows WHERE note LIKE 'ch_%'`); n != 1 {
+		t.Errorf("finish did not record the charge id exactly once")
+	}
+	replay, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), threePhases("k", cd, &recordRuns, ""))
+	if err != nil || !replay.Replayed || !bytes.Equal(replay.Response.Body, out.Response.Body) {
+		t.Fatalf("replay: %+v, %v", replay, err)
 	}
 }
 
 // TestRelease: a failure before any effect leaves no record, and the same
 // key then executes normally.
 func TestRelease(t *testing.T) {
-	cases := map[string]error{
-		"validation (release error)": idem.Release(errors.New("amount must be positive")),
-		"plain error before effects": errors.New("connection refused"),
-		"not implemented stub":       idem.ErrNotImplemented,
-	}
-	for name, failure := range cases {
-		t.Run(name, func(t *testing.T) {
-			e := newEnv(t)
-			ctx := context.Background()
-			phases := twoPhases("k")
-			phases[0].Local = func(ctx context.Context, tx pgx.Tx, s *payState) error {
-				if _, err := tx.Exec(ctx, `INSERT INTO rows (key) VALUES ('k')`); err != nil {
-					return err
+	t.Parallel()
+	inModes(t, func(t *testing.T, m *env) {
+		cases := map[string]error{
+			"validation (release error)": idem.Release(errors.New("amount must be positive")),
+			"plain error before effects": errors.New("connection refused"),
+			"not implemented stub":       idem.ErrNotImplemented,
+		}
+		for name, failure := range cases {
+			t.Run(name, func(t *testing.T) {
+				e := m.fresh(t)
+				ctx := context.Background()
+				phases := twoPhases("k")
+				phases[0].Local = func(ctx context.Context, tx pgx.Tx, s *payState) error {
+					if _, err := tx.Exec(ctx, `INSERT INTO rows (key) VALUES ('k')`); err != nil {
+						return err
+					}
+					return failure
 				}
-				return failure
-			}
-			_, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), phases)
-			if !errors.Is(err, failure) && !errors.Is(err, errors.Unwrap(failure)) {
-				t.Fatalf("err %v; want the phase's error", err)
-			}
-			if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records`); n != 0 {
-				t.Fatalf("%d records remain after release", n)
-			}
-			if n := e.count(`SELECT count(*) FROM rows`); n != 0 {
-				t.Fatalf("released execution left %d business rows", n)
-			}
-			out, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "another body is fine now"), twoPhases("k"))
-			if err != nil || out.Replayed || out.Response.Status != 201 {
-				t.Fatalf("after release: %+v, %v", out, err)
-			}
-		})
-	}
+				_, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), phases)
+				if !errors.Is(err, failure) && !errors.Is(err, errors.Unwrap(failure)) {
+					t.Fatalf("err %v; want the phase's error", err)
+				}
+				if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records`); n != 0 {
+					t.Fatalf("%d records remain after release", n)
+				}
+				if n := e.count(`SELECT count(*) FROM rows`); n != 0 {
+					t.Fatalf("released execution left %d business rows", n)
+				}
+				out, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "another body is fine now"), twoPhases("k"))
+				if err != nil || out.Replayed || out.Response.Status != 201 {
+					t.Fatalf("after release: %+v, %v", out, err)
+				}
+			})
+		}
+	})
 }
 
 // TestReleaseAfterCommitIsAmbiguous: once a phase committed, a release
 // error cannot free the key (effects exist); the record resumes instead.
 func TestReleaseAfterCommitIsAmbiguous(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	phases := threePhases("k", &card{charges: map[string]string{}}, new(int), "")
-	phases[1].Foreign = func(ctx context.Context, key string, s *payState) error {
-		return idem.Release(errors.New("declined early"))
-	}
-	_, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), phases)
-	if kindOf(err) != idemtype.KindFailed {
-		t.Fatalf("err %v; want failed", err)
-	}
-	if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE owner_token IS NOT NULL AND recovery_point = 'record'`); n != 1 {
-		t.Fatal("the record was not kept at its recovery point")
-	}
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		phases := threePhases("k", &card{charges: map[string]string{}}, new(int), "")
+		phases[1].Foreign = func(ctx context.Context, key string, s *payState) error {
+			return idem.Release(errors.New("declined early"))
+		}
+		_, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), phases)
+		if kindOf(err) != idemtype.KindFailed {
+			t.Fatalf("err %v; want failed", err)
+		}
+		if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE owner_token IS NOT NULL AND recovery_point = 'record'`); n != 1 {
+			t.Fatal("the record was not kept at its recovery point")
+		}
+	})
 }
 
 func sameResponse(a, b *idem.Response) bool {
@@ -400,162 +524,178 @@ func sameResponse(a, b *idem.Response) bool {
 
 // TestReplayIsByteIdentical for a success and for a stored business error.
 func TestReplayIsByteIdentical(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	declined := []idem.Phase[payState]{{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
-		return &idem.Response{Status: 402, Header: http.Header{"Content-Type": {"application/problem+json"}},
-			Body: []byte(`{"type":"urn:example:declined","status":402}` + "\n")}, nil
-	}}}
-	for name, phases := range map[string][]idem.Phase[payState]{"success": twoPhases("k1"), "business error": declined} {
-		first, err := idem.Run(ctx, e.eng, payOp, request("t", name, "b"), phases)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stored := &idem.Response{Status: first.Response.Status, Header: http.Header{}, Body: first.Response.Body}
-		for _, h := range []string{"Content-Type", "Location"} {
-			if v, ok := first.Response.Header[h]; ok {
-				stored.Header[h] = v
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		declined := []idem.Phase[payState]{{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
+			return &idem.Response{Status: 402, Header: http.Header{"Content-Type": {"application/problem+json"}},
+				Body: []byte(`{"type":"urn:example:declined","status":402}` + "\n")}, nil
+		}}}
+		for name, phases := range map[string][]idem.Phase[payState]{"success": twoPhases("k1"), "business error": declined} {
+			first, err := idem.Run(ctx, e.eng, payOp, request("t", name, "b"), phases)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored := &idem.Response{Status: first.Response.Status, Header: http.Header{}, Body: first.Response.Body}
+			for _, h := range []string{"Content-Type", "Location"} {
+				if v, ok := first.Response.Header[h]; ok {
+					stored.Header[h] = v
+				}
+			}
+			for i := 0; i < 3; i++ {
+				again, err := idem.Run(ctx, e.eng, payOp, request("t", name, "b"), phases)
+				if err != nil || !again.Replayed {
+					t.Fatalf("%s: replay %d: %+v, %v", name, i, again, err)
+				}
+				if !sameResponse(again.Response, stored) {
+					t.Fatalf("%s: replay differs:\n got %d %v %q\nwant %d %v %q", name, again.Response.Status, again.Response.Header,
+						again.Response.Body, stored.Status, stored.Header, stored.Body)
+				}
+				if again.Response.Header.Get("Set-Cookie") != "" || again.Response.Header.Get("X-Trace") != "" {
+					t.Fatalf("%s: a header outside the replay list was stored", name)
+				}
 			}
 		}
-		for i := 0; i < 3; i++ {
-			again, err := idem.Run(ctx, e.eng, payOp, request("t", name, "b"), phases)
-			if err != nil || !again.Replayed {
-				t.Fatalf("%s: replay %d: %+v, %v", name, i, again, err)
-			}
-			if !sameResponse(again.Response, stored) {
-				t.Fatalf("%s: replay differs:\n got %d %v %q\nwant %d %v %q", name, again.Response.Status, again.Response.Header,
-					again.Response.Body, stored.Status, stored.Header, stored.Body)
-			}
-			if again.Response.Header.Get("Set-Cookie") != "" || again.Response.Header.Get("X-Trace") != "" {
-				t.Fatalf("%s: a header outside the replay list was stored", name)
-			}
-		}
-	}
+	})
 }
 
 // TestMismatch: same key, different body gives 422; field order,
 // whitespace and excluded fields do not.
 func TestMismatch(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	req := func(body string) idem.Request {
-		fp, err := idemhttp.Fingerprint(idemhttp.Request{Method: "POST", Route: "/payments", ContentType: "application/json",
-			Body: []byte(body), Exclude: []string{"/client_ts"}})
-		if err != nil {
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		req := func(body string) idem.Request {
+			fp, err := idemhttp.Fingerprint(idemhttp.Request{Method: "POST", Route: "/payments", ContentType: "application/json",
+				Body: []byte(body), Exclude: []string{"/client_ts"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return idem.Request{Scope: "t", Key: "k", Fingerprint: fp}
+		}
+		if _, err := idem.Run(ctx, e.eng, payOp, req(`{"amount":100,"currency":"EUR","client_ts":"1"}`), twoPhases("k")); err != nil {
 			t.Fatal(err)
 		}
-		return idem.Request{Scope: "t", Key: "k", Fingerprint: fp}
-	}
-	if _, err := idem.Run(ctx, e.eng, payOp, req(`{"amount":100,"currency":"EUR","client_ts":"1"}`), twoPhases("k")); err != nil {
-		t.Fatal(err)
-	}
-	for _, same := range []string{`{"currency":"EUR","amount":100}`, " {\"amount\" : 100 ,\n \"currency\":\"EUR\", \"client_ts\":\"2\"} "} {
-		out, err := idem.Run(ctx, e.eng, payOp, req(same), twoPhases("k"))
-		if err != nil || !out.Replayed {
-			t.Errorf("%s: %v; want a replay", same, err)
+		for _, same := range []string{`{"currency":"EUR","amount":100}`, " {\"amount\" : 100 ,\n \"currency\":\"EUR\", \"client_ts\":\"2\"} "} {
+			out, err := idem.Run(ctx, e.eng, payOp, req(same), twoPhases("k"))
+			if err != nil || !out.Replayed {
+				t.Errorf("%s: %v; want a replay", same, err)
+			}
 		}
-	}
-	_, err := idem.Run(ctx, e.eng, payOp, req(`{"amount":200,"currency":"EUR"}`), twoPhases("k"))
-	if kindOf(err) != idemtype.KindMismatch {
-		t.Fatalf("different body: %v; want key-reused (422)", err)
-	}
-	if e.ev.count(idem.EventMismatch) != 1 {
-		t.Fatal("mismatch not observed")
-	}
+		_, err := idem.Run(ctx, e.eng, payOp, req(`{"amount":200,"currency":"EUR"}`), twoPhases("k"))
+		if kindOf(err) != idemtype.KindMismatch {
+			t.Fatalf("different body: %v; want key-reused (422)", err)
+		}
+		if e.ev.count(idem.EventMismatch) != 1 {
+			t.Fatal("mismatch not observed")
+		}
+	})
 }
 
 // TestScopeIsolation: tenant B sending tenant A's key never sees A's
 // response; each executes on its own.
 func TestScopeIsolation(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	respond := func(tenant string) []idem.Phase[payState] {
-		return []idem.Phase[payState]{{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
-			return created(`{"tenant":"` + tenant + `"}`), nil
-		}}}
-	}
-	a, err := idem.Run(ctx, e.eng, payOp, request("tenant-a", "shared-key", "b"), respond("a"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := idem.Run(ctx, e.eng, payOp, request("tenant-b", "shared-key", "b"), respond("b"))
-	if err != nil || b.Replayed || bytes.Equal(a.Response.Body, b.Response.Body) {
-		t.Fatalf("tenant B got %+v, %v; want its own execution", b, err)
-	}
-	// A different body under B's scope is no mismatch with A's record.
-	c, err := idem.Run(ctx, e.eng, payOp, request("tenant-c", "shared-key", "other"), respond("c"))
-	if err != nil || string(c.Response.Body) != `{"tenant":"c"}` {
-		t.Fatalf("tenant C: %+v, %v", c, err)
-	}
-	// Same key, another operation: another namespace.
-	other := &idem.Operation{ID: "createRefund", Policy: payOp.Policy}
-	d, err := idem.Run(ctx, e.eng, other, request("tenant-a", "shared-key", "b"), respond("refund"))
-	if err != nil || d.Replayed {
-		t.Fatalf("other operation: %+v, %v", d, err)
-	}
-	// A group shares one namespace across operations.
-	g1 := &idem.Operation{ID: "op1", Namespace: "grp", Policy: payOp.Policy}
-	g2 := &idem.Operation{ID: "op2", Namespace: "grp", Policy: payOp.Policy}
-	if _, err := idem.Run(ctx, e.eng, g1, request("t", "gk", "b"), respond("g1")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := idem.Run(ctx, e.eng, g2, request("t", "gk", "b"), respond("g2")); kindOf(err) != idemtype.KindMismatch {
-		t.Fatalf("group: a key reused by another operation of the group: %v; want 422", err)
-	}
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		respond := func(tenant string) []idem.Phase[payState] {
+			return []idem.Phase[payState]{{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
+				return created(`{"tenant":"` + tenant + `"}`), nil
+			}}}
+		}
+		a, err := idem.Run(ctx, e.eng, payOp, request("tenant-a", "shared-key", "b"), respond("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := idem.Run(ctx, e.eng, payOp, request("tenant-b", "shared-key", "b"), respond("b"))
+		if err != nil || b.Replayed || bytes.Equal(a.Response.Body, b.Response.Body) {
+			t.Fatalf("tenant B got %+v, %v; want its own execution", b, err)
+		}
+		// A different body under B's scope is no mismatch with A's record.
+		c, err := idem.Run(ctx, e.eng, payOp, request("tenant-c", "shared-key", "other"), respond("c"))
+		if err != nil || string(c.Response.Body) != `{"tenant":"c"}` {
+			t.Fatalf("tenant C: %+v, %v", c, err)
+		}
+		// Same key, another operation: another namespace.
+		other := &idem.Operation{ID: "createRefund", Policy: payOp.Policy}
+		d, err := idem.Run(ctx, e.eng, other, request("tenant-a", "shared-key", "b"), respond("refund"))
+		if err != nil || d.Replayed {
+			t.Fatalf("other operation: %+v, %v", d, err)
+		}
+		// A group shares one namespace across operations.
+		g1 := &idem.Operation{ID: "op1", Namespace: "grp", Policy: payOp.Policy}
+		g2 := &idem.Operation{ID: "op2", Namespace: "grp", Policy: payOp.Policy}
+		if _, err := idem.Run(ctx, e.eng, g1, request("t", "gk", "b"), respond("g1")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := idem.Run(ctx, e.eng, g2, request("t", "gk", "b"), respond("g2")); kindOf(err) != idemtype.KindMismatch {
+			t.Fatalf("group: a key reused by another operation of the group: %v; want 422", err)
+		}
+	})
 }
 
 // TestAmbiguousResume: a failure after a commit keeps the record at its
 // recovery point and yields the lease; the retry resumes at once.
 func TestAmbiguousResume(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	cd := &card{charges: map[string]string{}}
-	runs := 0
-	phases := threePhases("k", cd, &runs, "")
-	phases[1].Foreign = func(ctx context.Context, key string, s *payState) error {
-		cd.charge(key) // the charge happened, but the answer was lost
-		return errors.New("card network: connection reset")
-	}
-	_, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), phases)
-	if kindOf(err) != idemtype.KindFailed {
-		t.Fatalf("err %v; want failed (500)", err)
-	}
-	out, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), threePhases("k", cd, &runs, ""))
-	if err != nil || !out.Resumed || runs != 1 || len(cd.charges) != 1 {
-		t.Fatalf("resume: %+v, %v; record runs %d, charges %d", out, err, runs, len(cd.charges))
-	}
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		cd := &card{charges: map[string]string{}}
+		runs := 0
+		phases := threePhases("k", cd, &runs, "")
+		phases[1].Foreign = func(ctx context.Context, key string, s *payState) error {
+			cd.charge(key) // the charge happened, but the answer was lost
+			return errors.New("card network: connection reset")
+		}
+		_, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), phases)
+		if kindOf(err) != idemtype.KindFailed {
+			t.Fatalf("err %v; want failed (500)", err)
+		}
+		out, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), threePhases("k", cd, &runs, ""))
+		if err != nil || !out.Resumed || runs != 1 || len(cd.charges) != 1 {
+			t.Fatalf("resume: %+v, %v; record runs %d, charges %d", out, err, runs, len(cd.charges))
+		}
+	})
 }
 
 // TestAmbiguousStore: with ambiguous: store, the 500 is stored and replayed.
 func TestAmbiguousStore(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	op := &idem.Operation{ID: "storeOp", Policy: idem.Policy{Lease: 30 * time.Second, Ambiguous: idemtype.AmbiguousStore}}
-	phases := threePhases("k", &card{charges: map[string]string{}}, new(int), "")
-	phases[1].Foreign = func(ctx context.Context, key string, s *payState) error { return errors.New("timeout") }
-	first, err := idem.Run(ctx, e.eng, op, request("t", "k", "b"), phases)
-	if err != nil || first.Response.Status != 500 {
-		t.Fatalf("first: %+v, %v; want a stored 500", first, err)
-	}
-	again, err := idem.Run(ctx, e.eng, op, request("t", "k", "b"), threePhases("k", &card{charges: map[string]string{}}, new(int), ""))
-	if err != nil || !again.Replayed || !sameResponse(again.Response, first.Response) {
-		t.Fatalf("replay: %+v, %v", again, err)
-	}
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		op := &idem.Operation{ID: "storeOp", Policy: idem.Policy{Lease: 30 * time.Second, Ambiguous: idemtype.AmbiguousStore}}
+		phases := threePhases("k", &card{charges: map[string]string{}}, new(int), "")
+		phases[1].Foreign = func(ctx context.Context, key string, s *payState) error { return errors.New("timeout") }
+		first, err := idem.Run(ctx, e.eng, op, request("t", "k", "b"), phases)
+		if err != nil || first.Response.Status != 500 {
+			t.Fatalf("first: %+v, %v; want a stored 500", first, err)
+		}
+		again, err := idem.Run(ctx, e.eng, op, request("t", "k", "b"), threePhases("k", &card{charges: map[string]string{}}, new(int), ""))
+		if err != nil || !again.Replayed || !sameResponse(again.Response, first.Response) {
+			t.Fatalf("replay: %+v, %v", again, err)
+		}
+	})
 }
 
 // TestLeaseRefresh: a phase longer than the lease keeps its claim; when the
 // lease is taken over, the phase's context is cancelled.
 func TestLeaseRefresh(t *testing.T) {
+	t.Parallel()
 	testshort.Long(t) // a phase sleeps well past a 3s lease
-	e := newEnv(t)
+	inModes(t, func(t *testing.T, e *env) { testLeaseRefresh(t, e) })
+}
+
+func testLeaseRefresh(t *testing.T, e *env) {
 	ctx := context.Background()
-	op := &idem.Operation{ID: "slow", Policy: idem.Policy{Lease: 3 * time.Second, Claim: idem.ClaimSeparate}}
+	op := &idem.Operation{ID: "slow", Policy: idem.Policy{Lease: 3 * time.Second}}
 	inPhase := make(chan struct{})
-	slow := []idem.Phase[payState]{{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
+	// The claim commits first in every mode: a phase in the claim's own
+	// transaction is bounded by the lease instead (TestLastModeIsBoundedByTheLease).
+	slow := committedFirst([]idem.Phase[payState]{{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
 		close(inPhase)
 		time.Sleep(7 * time.Second) // well past the lease
 		return created("{}"), nil
-	}}}
+	}}})
 	go func() {
 		<-inPhase
 		time.Sleep(4500 * time.Millisecond) // past one lease: refreshed, still live
@@ -573,80 +713,87 @@ func TestLeaseRefresh(t *testing.T) {
 // TestRefreshIsFenced: when the lease is taken over during a phase, the
 // owner's next refresh is fenced and cancels the phase's context.
 func TestRefreshIsFenced(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	op := &idem.Operation{ID: "slow", Policy: idem.Policy{Lease: 3 * time.Second, Claim: idem.ClaimSeparate}}
-	inPhase2 := make(chan struct{})
-	waits := []idem.Phase[payState]{{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
-		close(inPhase2)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(6 * time.Second): // two refresh intervals and more
-			return nil, errors.New("the phase was not cancelled")
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		op := &idem.Operation{ID: "slow", Policy: idem.Policy{Lease: 3 * time.Second}}
+		inPhase2 := make(chan struct{})
+		// The claim commits first in every mode, so that the keeper refreshes it.
+		waits := committedFirst([]idem.Phase[payState]{{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
+			close(inPhase2)
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(6 * time.Second): // two refresh intervals and more
+				return nil, errors.New("the phase was not cancelled")
+			}
+		}}})
+		done := make(chan error)
+		go func() {
+			_, err := idem.Run(ctx, e.eng, op, request("t", "fenced", "b"), waits)
+			done <- err
+		}()
+		<-inPhase2
+		e.exec(`UPDATE ` + e.schema + `.records SET owner_token = gen_random_uuid() WHERE key = 'fenced'`)
+		if err := <-done; !errors.Is(err, idem.ErrFenced) {
+			t.Fatalf("err %v; want fenced", err)
 		}
-	}}}
-	done := make(chan error)
-	go func() {
-		_, err := idem.Run(ctx, e.eng, op, request("t", "fenced", "b"), waits)
-		done <- err
-	}()
-	<-inPhase2
-	e.exec(`UPDATE ` + e.schema + `.records SET owner_token = gen_random_uuid() WHERE key = 'fenced'`)
-	if err := <-done; !errors.Is(err, idem.ErrFenced) {
-		t.Fatalf("err %v; want fenced", err)
-	}
+	})
 }
 
 // TestBackgroundCompleter finishes an abandoned execution without a retry.
 func TestBackgroundCompleter(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	op := &idem.Operation{ID: "bg", Policy: idem.Policy{Lease: 30 * time.Second, Complete: idemtype.CompleteBackground}}
-	cd := &card{charges: map[string]string{}}
-	runs := 0
-	idem.RegisterCompleter(e.eng, op, func(payload []byte) ([]idem.Phase[payState], error) {
-		return threePhases(string(payload), cd, &runs, ""), nil
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		op := &idem.Operation{ID: "bg", Policy: idem.Policy{Lease: 30 * time.Second, Complete: idemtype.CompleteBackground}}
+		cd := &card{charges: map[string]string{}}
+		runs := 0
+		idem.RegisterCompleter(e.eng, op, func(payload []byte) ([]idem.Phase[payState], error) {
+			return threePhases(string(payload), cd, &runs, ""), nil
+		})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			idem.Run(ctx, e.eng, op, request("t", "bgkey", "k"), threePhases("k", cd, &runs, "after-charge"))
+		}()
+		<-done
+		if n, err := e.eng.CompleteAbandoned(ctx, 10); n != 0 || err != nil {
+			t.Fatalf("completed %d (%v) while the lease was live", n, err)
+		}
+		e.expireLeases()
+		if n, err := e.eng.CompleteAbandoned(ctx, 10); n != 1 || err != nil {
+			t.Fatalf("CompleteAbandoned = %d, %v; want 1", n, err)
+		}
+		if runs != 1 || len(cd.charges) != 1 || e.count(`SELECT count(*) FROM rows WHERE note LIKE 'ch_%'`) != 1 {
+			t.Fatalf("record runs %d, charges %d", runs, len(cd.charges))
+		}
+		out, err := idem.Run(ctx, e.eng, op, request("t", "bgkey", "k"), threePhases("k", cd, &runs, ""))
+		if err != nil || !out.Replayed || out.Response.Status != 201 {
+			t.Fatalf("retry after background completion: %+v, %v", out, err)
+		}
+		if e.ev.count(idem.EventCompleterRun) != 1 {
+			t.Fatal("completer run not observed")
+		}
 	})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		idem.Run(ctx, e.eng, op, request("t", "bgkey", "k"), threePhases("k", cd, &runs, "after-charge"))
-	}()
-	<-done
-	if n, err := e.eng.CompleteAbandoned(ctx, 10); n != 0 || err != nil {
-		t.Fatalf("completed %d (%v) while the lease was live", n, err)
-	}
-	e.expireLeases()
-	if n, err := e.eng.CompleteAbandoned(ctx, 10); n != 1 || err != nil {
-		t.Fatalf("CompleteAbandoned = %d, %v; want 1", n, err)
-	}
-	if runs != 1 || len(cd.charges) != 1 || e.count(`SELECT count(*) FROM rows WHERE note LIKE 'ch_%'`) != 1 {
-		t.Fatalf("record runs %d, charges %d", runs, len(cd.charges))
-	}
-	out, err := idem.Run(ctx, e.eng, op, request("t", "bgkey", "k"), threePhases("k", cd, &runs, ""))
-	if err != nil || !out.Replayed || out.Response.Status != 201 {
-		t.Fatalf("retry after background completion: %+v, %v", out, err)
-	}
-	if e.ev.count(idem.EventCompleterRun) != 1 {
-		t.Fatal("completer run not observed")
-	}
 }
 
 // TestExpiredRecordFreesKey: a record past retention no longer holds its key
 // even before the pruner runs.
 func TestExpiredRecordFreesKey(t *testing.T) {
-	e := newEnv(t)
-	// The test moves expires_at in the database; a cached copy would still
-	// expire with the real retention, so this engine caches nothing.
-	e.eng = mustEngineWith(t, e, idem.Options{Schema: e.schema, ReplayCacheBytes: -1})
-	ctx := context.Background()
-	if _, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), twoPhases("k")); err != nil {
-		t.Fatal(err)
-	}
-	e.exec(`UPDATE ` + e.schema + `.records SET expires_at = now() - interval '1 second'`)
-	out, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "different body"), twoPhases("k"))
-	if err != nil || out.Replayed {
-		t.Fatalf("after retention: %+v, %v; want a new execution", out, err)
-	}
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		// The test moves expires_at in the database; a cached copy would still
+		// expire with the real retention, so this engine caches nothing.
+		e.eng = mustEngineWith(t, e, idem.Options{ReplayCacheBytes: -1})
+		ctx := context.Background()
+		if _, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), twoPhases("k")); err != nil {
+			t.Fatal(err)
+		}
+		e.exec(`UPDATE ` + e.schema + `.records SET expires_at = now() - interval '1 second'`)
+		out, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "different body"), twoPhases("k"))
+		if err != nil || out.Replayed {
+			t.Fatalf("after retention: %+v, %v; want a new execution", out, err)
+		}
+	})
 }

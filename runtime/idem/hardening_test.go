@@ -36,40 +36,44 @@ func catch(f func()) (err error) {
 // lease commits; a retry that arrives while the owner is at the next
 // (foreign) phase must see a live lease (409), not take the key over.
 func TestCommitNeverShortensLease(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	op := &idem.Operation{ID: "longLocal", Policy: idem.Policy{Lease: time.Second, Claim: idem.ClaimSeparate}}
-	var foreignCalls atomic.Int32
-	var retryErr error
-	var retryOut *idem.Outcome
-	phases := []idem.Phase[payState]{
-		{Name: "record", Local: func(ctx context.Context, tx pgx.Tx, s *payState) error {
-			if _, err := tx.Exec(ctx, `INSERT INTO rows (key) VALUES ('long')`); err != nil {
-				return err
-			}
-			time.Sleep(1600 * time.Millisecond) // longer than the lease; refreshes keep it
-			return nil
-		}},
-		{Name: "charge", Foreign: func(ctx context.Context, key string, s *payState) error {
-			if foreignCalls.Add(1) == 1 {
-				// The owner is at the foreign call: a retry arrives now.
-				retryOut, retryErr = idem.Run(ctx, e.eng, op, request("t", "long", "b"), twoPhases("other"))
-			}
-			return nil
-		}},
-		{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
-			return created("{}"), nil
-		}},
-	}
-	if _, err := idem.Run(ctx, e.eng, op, request("t", "long", "b"), phases); err != nil {
-		t.Fatalf("owner: %v", err)
-	}
-	if kindOf(retryErr) != idemtype.KindInFlight {
-		t.Fatalf("retry during the owner's foreign call: %+v, %v; want 409 in-flight (the commit shortened the lease)", retryOut, retryErr)
-	}
-	if n := e.ev.count(idem.EventTakeover); n != 0 {
-		t.Fatalf("%d takeovers of a live owner", n)
-	}
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		op := &idem.Operation{ID: "longLocal", Policy: idem.Policy{Lease: time.Second}}
+		var foreignCalls atomic.Int32
+		var retryErr error
+		var retryOut *idem.Outcome
+		// The claim commits first in every mode: a phase in the claim's own
+		// transaction is bounded by the lease instead (TestLastModeIsBoundedByTheLease).
+		phases := committedFirst([]idem.Phase[payState]{
+			{Name: "record", Local: func(ctx context.Context, tx pgx.Tx, s *payState) error {
+				if _, err := tx.Exec(ctx, `INSERT INTO rows (key) VALUES ('long')`); err != nil {
+					return err
+				}
+				time.Sleep(1600 * time.Millisecond) // longer than the lease; refreshes keep it
+				return nil
+			}},
+			{Name: "charge", Foreign: func(ctx context.Context, key string, s *payState) error {
+				if foreignCalls.Add(1) == 1 {
+					// The owner is at the foreign call: a retry arrives now.
+					retryOut, retryErr = idem.Run(ctx, e.eng, op, request("t", "long", "b"), twoPhases("other"))
+				}
+				return nil
+			}},
+			{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
+				return created("{}"), nil
+			}},
+		})
+		if _, err := idem.Run(ctx, e.eng, op, request("t", "long", "b"), phases); err != nil {
+			t.Fatalf("owner: %v", err)
+		}
+		if kindOf(retryErr) != idemtype.KindInFlight {
+			t.Fatalf("retry during the owner's foreign call: %+v, %v; want 409 in-flight (the commit shortened the lease)", retryOut, retryErr)
+		}
+		if n := e.ev.count(idem.EventTakeover); n != 0 {
+			t.Fatalf("%d takeovers of a live owner", n)
+		}
+	})
 }
 
 // halfDone leaves a record of payOp claimed at recovery point "record",
@@ -91,8 +95,13 @@ func halfDone(t *testing.T, e *env, key string, cd *card, runs *int) {
 // point is never freed, by the claim path or by the pruner: a retry after
 // the retention resumes it instead of running committed phases again.
 func TestHalfDoneRecordOutlivesRetention(t *testing.T) {
+	t.Parallel()
+	inModes(t, testHalfDoneRecordOutlivesRetention)
+}
+
+func testHalfDoneRecordOutlivesRetention(t *testing.T, m *env) {
 	t.Run("claim path", func(t *testing.T) {
-		e := newEnv(t)
+		e := m.fresh(t)
 		cd, runs := &card{charges: map[string]string{}}, 0
 		halfDone(t, e, "k", cd, &runs)
 		out, err := idem.Run(context.Background(), e.eng, payOp, request("t", "k", "b"), threePhases("k", cd, &runs, ""))
@@ -104,7 +113,7 @@ func TestHalfDoneRecordOutlivesRetention(t *testing.T) {
 		}
 	})
 	t.Run("pruner", func(t *testing.T) {
-		e := newEnv(t)
+		e := m.fresh(t)
 		cd, runs := &card{charges: map[string]string{}}, 0
 		halfDone(t, e, "k", cd, &runs)
 		if n, err := e.eng.Prune(context.Background(), 100); n != 0 || err != nil {
@@ -120,32 +129,41 @@ func TestHalfDoneRecordOutlivesRetention(t *testing.T) {
 // after it was claimed moves expires_at forward: a completed record is
 // remembered for the whole retention from its completion.
 func TestRetentionRunsFromProgress(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	phases := twoPhases("k")
-	record := phases[0].Local
-	phases[0].Local = func(ctx context.Context, tx pgx.Tx, s *payState) error {
-		// The execution has been running for almost the whole retention.
-		if _, err := e.pool.Exec(ctx, `UPDATE `+e.schema+`.records SET expires_at = now() + interval '1 second'`); err != nil {
-			return err
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		// The claim commits first in every mode, so that the record exists while
+		// the phase runs.
+		phases := committedFirst(twoPhases("k"))
+		record := phases[1].Local
+		phases[1].Local = func(ctx context.Context, tx pgx.Tx, s *payState) error {
+			// The execution has been running for almost the whole retention.
+			if _, err := e.pool.Exec(ctx, `UPDATE `+e.schema+`.records SET expires_at = now() + interval '1 second'`); err != nil {
+				return err
+			}
+			return record(ctx, tx, s)
 		}
-		return record(ctx, tx, s)
-	}
-	if _, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), phases); err != nil {
-		t.Fatal(err)
-	}
-	if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records
+		if _, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), phases); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records
 WHERE expires_at >= now() + interval '23 hours'`); n != 1 {
-		t.Fatal("a record completed near its expiry still expires from its claim, not its completion")
-	}
+			t.Fatal("a record completed near its expiry still expires from its claim, not its completion")
+		}
+	})
 }
 
 // TestPanicInPhase: a panic is recovered and follows the failure rules: no
 // effect committed -> released; after a commit -> ambiguous, kept, resumable.
 func TestPanicInPhase(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
+	inModes(t, func(t *testing.T, m *env) { testPanicInPhase(ctx, t, m) })
+}
+
+func testPanicInPhase(ctx context.Context, t *testing.T, m *env) {
 	t.Run("before any commit", func(t *testing.T) {
-		e := newEnv(t)
+		e := m.fresh(t)
 		phases := twoPhases("k")
 		phases[0].Local = func(ctx context.Context, tx pgx.Tx, s *payState) error {
 			if _, err := tx.Exec(ctx, `INSERT INTO rows (key) VALUES ('k')`); err != nil {
@@ -168,7 +186,7 @@ func TestPanicInPhase(t *testing.T) {
 		}
 	})
 	t.Run("after a commit", func(t *testing.T) {
-		e := newEnv(t)
+		e := m.fresh(t)
 		cd, runs := &card{charges: map[string]string{}}, 0
 		phases := threePhases("k", cd, &runs, "")
 		phases[1].Foreign = func(ctx context.Context, key string, s *payState) error { panic("card client bug") }
@@ -185,7 +203,7 @@ func TestPanicInPhase(t *testing.T) {
 		}
 	})
 	t.Run("background completer", func(t *testing.T) {
-		e := newEnv(t)
+		e := m.fresh(t)
 		op := &idem.Operation{ID: "bgPanic", Policy: idem.Policy{Lease: 30 * time.Second, Complete: idemtype.CompleteBackground}}
 		cd, runs := &card{charges: map[string]string{}}, 0
 		idem.RegisterCompleter(e.eng, op, func(payload []byte) ([]idem.Phase[payState], error) {
@@ -229,36 +247,39 @@ func TestPanicInPhase(t *testing.T) {
 // TestDerivedKeyFollowsTheRequest: a released key reused with another body
 // must not present the foreign system the same key with other parameters.
 func TestDerivedKeyFollowsTheRequest(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	var keys []string
-	phases := []idem.Phase[payState]{
-		{Name: "charge", Foreign: func(ctx context.Context, key string, s *payState) error {
-			keys = append(keys, key)
-			return idem.Release(errors.New("card declined before any effect"))
-		}},
-		{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
-			return created("{}"), nil
-		}},
-	}
-	for _, body := range []string{`{"amount":100}`, `{"amount":999}`} {
-		if _, err := idem.Run(ctx, e.eng, payOp, request("t", "k", body), phases); err == nil {
-			t.Fatal("want the release error")
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		var keys []string
+		phases := []idem.Phase[payState]{
+			{Name: "charge", Foreign: func(ctx context.Context, key string, s *payState) error {
+				keys = append(keys, key)
+				return idem.Release(errors.New("card declined before any effect"))
+			}},
+			{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
+				return created("{}"), nil
+			}},
 		}
-	}
-	if len(keys) != 2 || keys[0] == keys[1] {
-		t.Fatalf("derived keys %q; want a different key for a different request", keys)
-	}
-	for _, k := range keys {
-		if len(k) > idem.MaxDerivedKeyLength {
-			t.Fatalf("derived key %q longer than %d", k, idem.MaxDerivedKeyLength)
+		for _, body := range []string{`{"amount":100}`, `{"amount":999}`} {
+			if _, err := idem.Run(ctx, e.eng, payOp, request("t", "k", body), phases); err == nil {
+				t.Fatal("want the release error")
+			}
 		}
-	}
+		if len(keys) != 2 || keys[0] == keys[1] {
+			t.Fatalf("derived keys %q; want a different key for a different request", keys)
+		}
+		for _, k := range keys {
+			if len(k) > idem.MaxDerivedKeyLength {
+				t.Fatalf("derived key %q longer than %d", k, idem.MaxDerivedKeyLength)
+			}
+		}
+	})
 }
 
 // TestInvalidPolicyIsRefused: a lease under a second, or negative, is an
 // error before anything is claimed, never a panic.
 func TestInvalidPolicyIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, lease := range []time.Duration{-time.Second, 500 * time.Millisecond} {
 		op := &idem.Operation{ID: "badLease", Policy: idem.Policy{Lease: lease}}
@@ -283,23 +304,25 @@ func TestInvalidPolicyIsRefused(t *testing.T) {
 // TestFirstResponseIsTheStoredForm: the first answer carries exactly the
 // headers every replay will carry, so the two are byte-identical.
 func TestFirstResponseIsTheStoredForm(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	first, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), twoPhases("k"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), twoPhases("k"))
-	if err != nil || !again.Replayed {
-		t.Fatalf("replay: %+v, %v", again, err)
-	}
-	if !sameResponse(first.Response, again.Response) {
-		t.Fatalf("first answer and replay differ:\nfirst  %d %v\nreplay %d %v", first.Response.Status, first.Response.Header,
-			again.Response.Status, again.Response.Header)
-	}
-	if first.Response.Header.Get("Set-Cookie") != "" {
-		t.Fatal("a never-stored header went out on the first answer")
-	}
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		first, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), twoPhases("k"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), twoPhases("k"))
+		if err != nil || !again.Replayed {
+			t.Fatalf("replay: %+v, %v", again, err)
+		}
+		if !sameResponse(first.Response, again.Response) {
+			t.Fatalf("first answer and replay differ:\nfirst  %d %v\nreplay %d %v", first.Response.Status, first.Response.Header,
+				again.Response.Status, again.Response.Header)
+		}
+		if first.Response.Header.Get("Set-Cookie") != "" {
+			t.Fatal("a never-stored header went out on the first answer")
+		}
+	})
 }
 
 // TestFenceWhileTakerRuns: A stalls past its lease, B takes over and is
@@ -307,6 +330,11 @@ func TestFirstResponseIsTheStoredForm(t *testing.T) {
 // phase, complete, release, give up its lease) is fenced by the owner token
 // alone, since the record is still claimed, and B completes undisturbed.
 func TestFenceWhileTakerRuns(t *testing.T) {
+	t.Parallel()
+	inModes(t, func(t *testing.T, m *env) { testFenceWhileTakerRuns(t, m) })
+}
+
+func testFenceWhileTakerRuns(t *testing.T, m *env) {
 	for _, tc := range []struct {
 		name    string
 		stallIn string // the phase in which A and B stall
@@ -319,10 +347,12 @@ func TestFenceWhileTakerRuns(t *testing.T) {
 		{"yield", "finish", errors.New("timeout"), func(err error) bool { return kindOf(err) == idemtype.KindFailed }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := m.fresh(t)
 			ctx := context.Background()
 			stall := func(owner string, in, proceed chan struct{}, result error) []idem.Phase[payState] {
-				phases := twoPhases("k")
+				// The claim commits first in every mode: a phase in the
+				// claim's own transaction has no record to take over.
+				phases := committedFirst(twoPhases("k"))
 				wait := func(ctx context.Context, tx pgx.Tx) error {
 					if _, err := tx.Exec(ctx, `INSERT INTO rows (key, note) VALUES ('k', $1)`, owner); err != nil {
 						return err
@@ -332,9 +362,9 @@ func TestFenceWhileTakerRuns(t *testing.T) {
 					return result
 				}
 				if tc.stallIn == "record" {
-					phases[0].Local = func(ctx context.Context, tx pgx.Tx, s *payState) error { return wait(ctx, tx) }
+					phases[1].Local = func(ctx context.Context, tx pgx.Tx, s *payState) error { return wait(ctx, tx) }
 				} else {
-					phases[1].Final = func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
+					phases[2].Final = func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
 						return created(`{"owner":"` + owner + `"}`), wait(ctx, tx)
 					}
 				}
@@ -395,85 +425,95 @@ func TestFenceWhileTakerRuns(t *testing.T) {
 // TestLargeResponseReplay: a body over MaxReplayBody goes out once in full;
 // a replay is the documented problem, never an empty success.
 func TestLargeResponseReplay(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	op := &idem.Operation{ID: "big", Policy: idem.Policy{MaxReplayBody: 10}}
-	big := []idem.Phase[payState]{{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
-		return created(`{"this body is longer than ten bytes":true}`), nil
-	}}}
-	first, err := idem.Run(ctx, e.eng, op, request("t", "k", "b"), big)
-	if err != nil || first.Response.Status != 201 || len(first.Response.Body) < 11 {
-		t.Fatalf("first: %+v, %v", first, err)
-	}
-	again, err := idem.Run(ctx, e.eng, op, request("t", "k", "b"), big)
-	if err != nil || !again.Replayed {
-		t.Fatalf("replay: %+v, %v", again, err)
-	}
-	if again.Response.Status == 201 || again.Response.Header.Get("Content-Type") != "application/problem+json" ||
-		!strings.Contains(string(again.Response.Body), "response-not-stored") {
-		t.Fatalf("replay of an unstored body: %d %v %q; want the response-not-stored problem", again.Response.Status,
-			again.Response.Header, again.Response.Body)
-	}
-	if again.Response.Status != http.StatusGone {
-		t.Fatalf("status %d; want 410", again.Response.Status)
-	}
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		op := &idem.Operation{ID: "big", Policy: idem.Policy{MaxReplayBody: 10}}
+		big := []idem.Phase[payState]{{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
+			return created(`{"this body is longer than ten bytes":true}`), nil
+		}}}
+		first, err := idem.Run(ctx, e.eng, op, request("t", "k", "b"), big)
+		if err != nil || first.Response.Status != 201 || len(first.Response.Body) < 11 {
+			t.Fatalf("first: %+v, %v", first, err)
+		}
+		again, err := idem.Run(ctx, e.eng, op, request("t", "k", "b"), big)
+		if err != nil || !again.Replayed {
+			t.Fatalf("replay: %+v, %v", again, err)
+		}
+		if again.Response.Status == 201 || again.Response.Header.Get("Content-Type") != "application/problem+json" ||
+			!strings.Contains(string(again.Response.Body), "response-not-stored") {
+			t.Fatalf("replay of an unstored body: %d %v %q; want the response-not-stored problem", again.Response.Status,
+				again.Response.Header, again.Response.Body)
+		}
+		if again.Response.Status != http.StatusGone {
+			t.Fatalf("status %d; want 410", again.Response.Status)
+		}
+	})
 }
 
 // TestPhasesSeeTheirCall: phases read the scope and key from their context
 // on the request path and in the background completer alike.
 func TestPhasesSeeTheirCall(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	op := &idem.Operation{ID: "bgCall", Policy: idem.Policy{Lease: 30 * time.Second, Complete: idemtype.CompleteBackground, Claim: idem.ClaimSeparate}}
-	var seen []idem.Call
-	phases := func(crash bool) []idem.Phase[payState] {
-		return []idem.Phase[payState]{
-			{Name: "record", Local: func(ctx context.Context, tx pgx.Tx, s *payState) error {
-				seen = append(seen, *idem.CallFrom(ctx))
-				return nil
-			}},
-			{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
-				seen = append(seen, *idem.CallFrom(ctx))
-				if crash {
-					runtime.Goexit()
-				}
-				return created("{}"), nil
-			}},
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		op := &idem.Operation{ID: "bgCall", Policy: idem.Policy{Lease: 30 * time.Second, Complete: idemtype.CompleteBackground}}
+		var seen []idem.Call
+		// The claim commits first in every mode, so that the record phase
+		// commits before the final phase dies.
+		phases := func(crash bool) []idem.Phase[payState] {
+			return committedFirst([]idem.Phase[payState]{
+				{Name: "record", Local: func(ctx context.Context, tx pgx.Tx, s *payState) error {
+					seen = append(seen, *idem.CallFrom(ctx))
+					return nil
+				}},
+				{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
+					seen = append(seen, *idem.CallFrom(ctx))
+					if crash {
+						runtime.Goexit()
+					}
+					return created("{}"), nil
+				}},
+			})
 		}
-	}
-	idem.RegisterCompleter(e.eng, op, func(payload []byte) ([]idem.Phase[payState], error) { return phases(false), nil })
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		idem.Run(ctx, e.eng, op, request("tenant-7", "k-1", "b"), phases(true))
-	}()
-	<-done
-	e.expireLeases()
-	if n, err := e.eng.CompleteAbandoned(ctx, 10); n != 1 || err != nil {
-		t.Fatalf("CompleteAbandoned = %d, %v", n, err)
-	}
-	if len(seen) != 3 {
-		t.Fatalf("phases ran %d times, want 3", len(seen))
-	}
-	for i, c := range seen {
-		if c.Scope != "tenant-7" || c.Key != "k-1" || c.Operation != "bgCall" {
-			t.Errorf("phase run %d saw %+v; want scope tenant-7, key k-1", i, c)
+		idem.RegisterCompleter(e.eng, op, func(payload []byte) ([]idem.Phase[payState], error) { return phases(false), nil })
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			idem.Run(ctx, e.eng, op, request("tenant-7", "k-1", "b"), phases(true))
+		}()
+		<-done
+		e.expireLeases()
+		if n, err := e.eng.CompleteAbandoned(ctx, 10); n != 1 || err != nil {
+			t.Fatalf("CompleteAbandoned = %d, %v", n, err)
 		}
-	}
-	if seen[0].Background || !seen[2].Background || !seen[2].Resumed {
-		t.Errorf("Background/Resumed flags wrong: %+v", seen)
-	}
+		if len(seen) != 3 {
+			t.Fatalf("phases ran %d times, want 3", len(seen))
+		}
+		for i, c := range seen {
+			if c.Scope != "tenant-7" || c.Key != "k-1" || c.Operation != "bgCall" {
+				t.Errorf("phase run %d saw %+v; want scope tenant-7, key k-1", i, c)
+			}
+		}
+		if seen[0].Background || !seen[2].Background || !seen[2].Resumed {
+			t.Errorf("Background/Resumed flags wrong: %+v", seen)
+		}
+	})
 }
 
 // TestDerivationIsVersioned: a record claimed before the derivation changed
 // (version 1) presents the same foreign key when it resumes after the
 // upgrade; new claims use version 2.
 func TestDerivationIsVersioned(t *testing.T) {
+	t.Parallel()
 	// Pinned: what the engine derived before versioning existed.
 	if got := idem.DeriveKey(idem.KeyDerivationV1, "createPayment", "tenant", "k", "charge_card", nil, 64); got != "idg-298ce04d20fc7d2d09fdbedd6830206c13db6840d568ee6408de80446415" {
 		t.Fatalf("version 1 derivation changed: %s", got)
 	}
-	e := newEnv(t)
+	inModes(t, testDerivationIsVersioned)
+}
+
+func testDerivationIsVersioned(t *testing.T, e *env) {
 	ctx := context.Background()
 	cd, runs := &card{charges: map[string]string{}}, 0
 	done := make(chan struct{})
@@ -503,51 +543,53 @@ func TestDerivationIsVersioned(t *testing.T) {
 // stuck (Inspect, Abandoned, the EventStuck count after a prune) and is
 // settled only by a deliberate Resolve.
 func TestAbandonedAndResolve(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	for _, k := range []string{"a", "b"} {
-		halfDone(t, e, k, &card{charges: map[string]string{}}, new(int))
-	}
-	var stuck int64 = -1
-	e.eng = mustEngine(t, e, idem.ObserverFunc(func(ev idem.Event) {
-		if ev.Kind == idem.EventStuck {
-			stuck = ev.Count
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		for _, k := range []string{"a", "b"} {
+			halfDone(t, e, k, &card{charges: map[string]string{}}, new(int))
 		}
-	}))
-	if _, err := e.eng.Prune(ctx, 100); err != nil || stuck != 2 {
-		t.Fatalf("Prune: %v; stuck count %d, want 2", err, stuck)
-	}
-	list, err := e.eng.Abandoned(ctx, true, 10)
-	if err != nil || len(list) != 2 || !list[0].Stuck || list[0].RecoveryPoint != "record" {
-		t.Fatalf("Abandoned = %+v, %v", list, err)
-	}
-	if info, err := e.eng.Inspect(ctx, "createPayment", "t", "a"); err != nil || !info.Stuck {
-		t.Fatalf("Inspect = %+v, %v; want stuck", info, err)
-	}
-	if err := e.eng.Resolve(ctx, "createPayment", "t", "a", idem.Resolution{Status: 502, Detail: "card network confirmed: no charge"}); err != nil {
-		t.Fatal(err)
-	}
-	out, err := idem.Run(ctx, e.eng, payOp, request("t", "a", "b"), twoPhases("a"))
-	if err != nil || !out.Replayed || out.Response.Status != 502 || !strings.Contains(string(out.Response.Body), "no charge") {
-		t.Fatalf("after resolving with a problem: %+v, %v", out, err)
-	}
-	if err := e.eng.Resolve(ctx, "createPayment", "t", "b", idem.Resolution{Delete: true}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.eng.Resolve(ctx, "createPayment", "t", "a", idem.Resolution{Delete: true}); !errors.Is(err, idem.ErrNotAbandoned) {
-		t.Fatalf("resolving a completed record: %v; want ErrNotAbandoned", err)
-	}
-	if err := e.eng.Resolve(ctx, "createPayment", "t", "none", idem.Resolution{Delete: true}); !errors.Is(err, pgx.ErrNoRows) {
-		t.Fatalf("resolving a missing record: %v; want no rows", err)
-	}
-	if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE id = ` + e.schema + `.record_id('createPayment', 't', 'b')`); n != 0 {
-		t.Fatal("the deleted record remains")
-	}
+		var stuck int64 = -1
+		e.eng = mustEngine(t, e, idem.ObserverFunc(func(ev idem.Event) {
+			if ev.Kind == idem.EventStuck {
+				stuck = ev.Count
+			}
+		}))
+		if _, err := e.eng.Prune(ctx, 100); err != nil || stuck != 2 {
+			t.Fatalf("Prune: %v; stuck count %d, want 2", err, stuck)
+		}
+		list, err := e.eng.Abandoned(ctx, true, 10)
+		if err != nil || len(list) != 2 || !list[0].Stuck || list[0].RecoveryPoint != "record" {
+			t.Fatalf("Abandoned = %+v, %v", list, err)
+		}
+		if info, err := e.eng.Inspect(ctx, "createPayment", "t", "a"); err != nil || !info.Stuck {
+			t.Fatalf("Inspect = %+v, %v; want stuck", info, err)
+		}
+		if err := e.eng.Resolve(ctx, "createPayment", "t", "a", idem.Resolution{Status: 502, Detail: "card network confirmed: no charge"}); err != nil {
+			t.Fatal(err)
+		}
+		out, err := idem.Run(ctx, e.eng, payOp, request("t", "a", "b"), twoPhases("a"))
+		if err != nil || !out.Replayed || out.Response.Status != 502 || !strings.Contains(string(out.Response.Body), "no charge") {
+			t.Fatalf("after resolving with a problem: %+v, %v", out, err)
+		}
+		if err := e.eng.Resolve(ctx, "createPayment", "t", "b", idem.Resolution{Delete: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.eng.Resolve(ctx, "createPayment", "t", "a", idem.Resolution{Delete: true}); !errors.Is(err, idem.ErrNotAbandoned) {
+			t.Fatalf("resolving a completed record: %v; want ErrNotAbandoned", err)
+		}
+		if err := e.eng.Resolve(ctx, "createPayment", "t", "none", idem.Resolution{Delete: true}); !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatalf("resolving a missing record: %v; want no rows", err)
+		}
+		if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE id = ` + e.schema + `.record_id('createPayment', 't', 'b')`); n != 0 {
+			t.Fatal("the deleted record remains")
+		}
+	})
 }
 
 func mustEngine(t *testing.T, e *env, obs idem.Observer) *idem.Engine {
 	t.Helper()
-	eng, err := idem.New(e.pool, idem.Options{Schema: e.schema, Observer: obs})
+	eng, err := idem.New(e.pool, idem.Options{Schema: e.schema, Claim: e.mode.claim, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -557,6 +599,7 @@ func mustEngine(t *testing.T, e *env, obs idem.Observer) *idem.Engine {
 // TestRegisterValidatesPolicies: bad policies are refused when the service
 // starts, each named.
 func TestRegisterValidatesPolicies(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	good := &idem.Operation{ID: "good"}
 	short := &idem.Operation{ID: "short", Policy: idem.Policy{Lease: 200 * time.Millisecond}}
@@ -580,41 +623,45 @@ func TestRegisterValidatesPolicies(t *testing.T) {
 // webhook receiver keeps its records), not a default that may be shorter:
 // a redelivery after a day must still get it.
 func TestResolveKeepsTheOperationsRetention(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	op := &idem.Operation{ID: "webhook", Policy: idem.Policy{Lease: 30 * time.Second, Retention: 72 * time.Hour, Claim: idem.ClaimSeparate}}
-	for _, key := range []string{"own", "given"} {
-		phases := twoPhases(key)
-		phases[1].Final = func(context.Context, pgx.Tx, *payState) (*idem.Response, error) {
-			runtime.Goexit() // dies after its first phase committed: abandoned
-			return nil, nil
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		op := &idem.Operation{ID: "webhook", Policy: idem.Policy{Lease: 30 * time.Second, Retention: 72 * time.Hour}}
+		for _, key := range []string{"own", "given"} {
+			// The claim commits first in every mode, so that the record
+			// phase commits before the final phase dies.
+			phases := committedFirst(twoPhases(key))
+			phases[2].Final = func(context.Context, pgx.Tx, *payState) (*idem.Response, error) {
+				runtime.Goexit() // dies after its first phase committed: abandoned
+				return nil, nil
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				idem.Run(ctx, e.eng, op, request("t", key, "b"), phases)
+			}()
+			<-done
 		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			idem.Run(ctx, e.eng, op, request("t", key, "b"), phases)
-		}()
-		<-done
-	}
-	e.expireLeases()
-	if err := e.eng.Resolve(ctx, "webhook", "t", "own", idem.Resolution{Status: 409, Detail: "applied by hand"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.eng.Resolve(ctx, "webhook", "t", "given", idem.Resolution{Status: 409, Retention: 2 * time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	hours := func(key string) float64 {
-		var h float64
-		if err := e.pool.QueryRow(ctx, `SELECT extract(epoch FROM expires_at - now()) / 3600 FROM `+e.schema+`.records
-WHERE id = `+e.schema+`.record_id('webhook', 't', $1)`, key).Scan(&h); err != nil {
+		e.expireLeases()
+		if err := e.eng.Resolve(ctx, "webhook", "t", "own", idem.Resolution{Status: 409, Detail: "applied by hand"}); err != nil {
 			t.Fatal(err)
 		}
-		return h
-	}
-	if h := hours("own"); h < 71.9 {
-		t.Errorf("the operator's answer is kept %.1f hours; want the operation's 72", h)
-	}
-	if h := hours("given"); h < 1.9 || h > 2.1 {
-		t.Errorf("with a retention of 2h the answer is kept %.1f hours", h)
-	}
+		if err := e.eng.Resolve(ctx, "webhook", "t", "given", idem.Resolution{Status: 409, Retention: 2 * time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		hours := func(key string) float64 {
+			var h float64
+			if err := e.pool.QueryRow(ctx, `SELECT extract(epoch FROM expires_at - now()) / 3600 FROM `+e.schema+`.records
+WHERE id = `+e.schema+`.record_id('webhook', 't', $1)`, key).Scan(&h); err != nil {
+				t.Fatal(err)
+			}
+			return h
+		}
+		if h := hours("own"); h < 71.9 {
+			t.Errorf("the operator's answer is kept %.1f hours; want the operation's 72", h)
+		}
+		if h := hours("given"); h < 1.9 || h > 2.1 {
+			t.Errorf("with a retention of 2h the answer is kept %.1f hours", h)
+		}
+	})
 }

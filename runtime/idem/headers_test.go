@@ -34,6 +34,7 @@ var headerCases = []http.Header{
 // TestHeaders: a block reads back as the headers written, names exactly as
 // they were, and a name of HPACK's static table costs one byte.
 func TestHeaders(t *testing.T) {
+	t.Parallel()
 	for _, h := range headerCases {
 		b := appendHeaders(nil, h)
 		if len(b) > 0 && (b[0] == '{' || b[0] == 'n') {
@@ -53,6 +54,7 @@ func TestHeaders(t *testing.T) {
 // TestHeadersBefore005: the JSON of records stored before migration 005
 // reads back, and a malformed block is an error, not headers.
 func TestHeadersBefore005(t *testing.T) {
+	t.Parallel()
 	for _, h := range headerCases {
 		j, err := json.Marshal(h)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 // index on lease_until each refresh would add an entry to every index of
 // the table.
 func TestRefreshIsHOT(t *testing.T) {
+	t.Parallel()
 	r := newRaceEnv(t)
 	ctx := context.Background()
 	var claims []*claim

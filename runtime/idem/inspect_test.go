@@ -11,6 +11,7 @@ import (
 )
 
 func TestInspect(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	if _, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), twoPhases("k")); err != nil {

@@ -3,8 +3,6 @@ package idem_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,28 +28,15 @@ func counted(key string, n *atomic.Int64) []idem.Phase[payState] {
 	return phases
 }
 
-// TestLastConcurrentSameKey: 64 goroutines send the same key at once to an
-// all-local operation. They may all run its phases, but exactly one
-// commits; the others roll back and replay its answer. Run with a business
-// table without a unique key (the losers fail on the record) and with one
-// (the losers fail in the phase, on the winner's row).
-func TestLastConcurrentSameKey(t *testing.T) {
-	for _, unique := range []bool{false, true} {
-		t.Run(fmt.Sprintf("unique=%t", unique), func(t *testing.T) {
-			e := newEnv(t)
-			if unique {
-				e.exec(`CREATE UNIQUE INDEX ON rows (key)`)
-			}
-			sameKeyRounds(t, e, lastOp, 20)
-		})
-	}
+// TestRetryDoesNotRunPhases: a retry of a completed key replays from the
+// store without running a phase, even with no cache in front of it.
+func TestRetryDoesNotRunPhases(t *testing.T) {
+	t.Parallel()
+	inModes(t, testRetryDoesNotRunPhases)
 }
 
-// TestLastRetryDoesNotRunPhases: a retry of a completed key replays from
-// the store without running a phase, even with no cache in front of it.
-func TestLastRetryDoesNotRunPhases(t *testing.T) {
-	e := newEnv(t)
-	e.eng = mustEngineWith(t, e, idem.Options{Schema: e.schema, ReplayCacheBytes: -1})
+func testRetryDoesNotRunPhases(t *testing.T, e *env) {
+	e.eng = mustEngineWith(t, e, idem.Options{ReplayCacheBytes: -1})
 	var runs atomic.Int64
 	first, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "b"), counted("k", &runs))
 	if err != nil || first.Replayed {
@@ -69,90 +54,10 @@ func TestLastRetryDoesNotRunPhases(t *testing.T) {
 	}
 }
 
-// TestLastCrashLeavesNothing: an execution that dies before its commit
-// leaves no record and no business row; the retry runs afresh.
-func TestLastCrashLeavesNothing(t *testing.T) {
-	e := newEnv(t)
-	phases := twoPhases("k")
-	phases[1].Final = func(context.Context, pgx.Tx, *payState) (*idem.Response, error) {
-		runtime.Goexit()
-		return nil, nil
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "b"), phases)
-	}()
-	<-done
-	if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records`); n != 0 {
-		t.Fatal("the crashed execution left a record")
-	}
-	if n := e.count(`SELECT count(*) FROM rows`); n != 0 {
-		t.Fatal("the crashed execution left a business row")
-	}
-	out, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "b"), twoPhases("k"))
-	if err != nil || out.Replayed || out.Response.Status != 201 {
-		t.Fatalf("retry: %+v, %v; want a fresh execution", out, err)
-	}
-}
-
-// TestLastFailureReleases: a phase that fails leaves nothing behind, and
-// its error is the answer; the retry runs again.
-func TestLastFailureReleases(t *testing.T) {
-	e := newEnv(t)
-	declined := idem.Release(errors.New("card declined"))
-	phases := twoPhases("k")
-	phases[1].Final = func(context.Context, pgx.Tx, *payState) (*idem.Response, error) { return nil, declined }
-	if _, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "b"), phases); !errors.Is(err, declined) {
-		t.Fatalf("err %v; want the phase's", err)
-	}
-	if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records`); n != 0 {
-		t.Fatal("a failed execution left a record")
-	}
-	if n := e.count(`SELECT count(*) FROM rows`); n != 0 {
-		t.Fatal("a failed execution left a business row")
-	}
-	if out, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "b"), twoPhases("k")); err != nil || out.Replayed {
-		t.Fatalf("retry: %+v, %v; want a fresh execution", out, err)
-	}
-}
-
-// TestLastWaitIsBounded: a ClaimLast execution whose key is held by an
-// uncommitted claim of its group (an execution that claims first) waits at
-// most ClaimWait for it, then answers 409 with Retry-After and rolls back.
-func TestLastWaitIsBounded(t *testing.T) {
-	e := newEnv(t)
-	e.eng = mustEngineWith(t, e, idem.Options{Schema: e.schema, ClaimWait: 200 * time.Millisecond})
-	release, owner := holdOwner(t, e, "k") // inlineOp claims first, in namespace "inline"
-	dup := &idem.Operation{ID: "lastInGroup", Namespace: inlineOp.ID, Policy: idem.Policy{Lease: 30 * time.Second}}
-	res := make(chan error, 1)
-	go func() {
-		_, err := idem.Run(context.Background(), e.eng, dup, request("t", "k", "b"), twoPhases("k"))
-		res <- err
-	}()
-	var err error
-	select {
-	case err = <-res:
-	case <-time.After(10 * time.Second):
-		release()
-		t.Fatal("the duplicate still waits on the uncommitted claim after 10s; want 409 after ClaimWait")
-	}
-	var perr *idem.Error
-	if kindOf(err) != idemtype.KindInFlight || !errors.As(err, &perr) || perr.RetryAfter <= 0 {
-		t.Fatalf("duplicate: %v; want 409 in-flight with Retry-After", err)
-	}
-	release()
-	if o := <-owner; o == nil || o.Response.Status != 201 {
-		t.Fatalf("owner: %+v", o)
-	}
-	if n := e.count(`SELECT count(*) FROM rows WHERE key = 'k'`); n != 1 {
-		t.Fatalf("%d business rows; want the owner's only", n)
-	}
-}
-
 // TestClaimLastNeedsLocalPhases: ClaimLast on an operation with a foreign
 // phase is refused before anything runs.
 func TestClaimLastNeedsLocalPhases(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	op := &idem.Operation{ID: "lastForeign", Policy: idem.Policy{Claim: idem.ClaimLast}}
 	phases := []idem.Phase[payState]{
@@ -170,6 +75,7 @@ func TestClaimLastNeedsLocalPhases(t *testing.T) {
 // which it would not had it run outside the transaction. And each path
 // works: the same statement, then success, commits one row and the record.
 func TestLastBeginTravelsWithTheFirstStatement(t *testing.T) {
+	t.Parallel()
 	const insert = `INSERT INTO rows (key) VALUES ($1)`
 	paths := map[string]func(ctx context.Context, tx pgx.Tx, key string) error{
 		"Exec": func(ctx context.Context, tx pgx.Tx, key string) error {
@@ -252,6 +158,7 @@ func TestLastBeginTravelsWithTheFirstStatement(t *testing.T) {
 // TestLastWithoutStatements: phases that send no statement still store
 // their answer.
 func TestLastWithoutStatements(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	phases := []idem.Phase[payState]{{Name: "only", Final: func(context.Context, pgx.Tx, *payState) (*idem.Response, error) {
 		return created(`{"static":true}`), nil
@@ -271,6 +178,7 @@ func TestLastWithoutStatements(t *testing.T) {
 // policy leaves it auto. With ClaimSeparate, the claim is committed (and
 // visible to others) while the phase runs; by default nothing is.
 func TestEngineClaimMode(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		claim   idem.ClaimMode
 		visible int
@@ -302,6 +210,7 @@ func TestEngineClaimMode(t *testing.T) {
 // goes on regardless must still be inside the transaction: its later
 // writes roll back with it, and none of them autocommits.
 func TestLastFirstStatementFailsBeforeBegin(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"exec", "query", "batch", "savepoint", "copy"} {
 		t.Run(how, func(t *testing.T) {
 			e := newEnv(t)
@@ -353,6 +262,7 @@ func TestLastFirstStatementFailsBeforeBegin(t *testing.T) {
 // transaction. A first statement that cannot be sent still returns rows
 // (closed, with the error), as pgx's Query does, for pgx.CollectRows.
 func TestLastFirstStatementScanFails(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	phases := []idem.Phase[payState]{{Name: "only", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
 		rows, err := tx.Query(ctx, `SELECT 'not a number' FROM generate_series(1, $1::int)`, 2)

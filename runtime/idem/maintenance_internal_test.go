@@ -14,6 +14,7 @@ import (
 // and claims beside it waited (docs/scaling.md, "The prune and the
 // claims").
 func TestMaintenanceReadsOnlyClaimed(t *testing.T) {
+	t.Parallel()
 	r := newRaceEnv(t)
 	ctx := context.Background()
 	// Nothing cleans up behind the prune, as on a table autovacuum has

@@ -16,6 +16,7 @@ import (
 )
 
 func TestMigrate(t *testing.T) {
+	t.Parallel()
 	pool, schema := idemtest.Pool(t)
 	ctx := context.Background()
 	// Four processes starting at once all migrate; exactly one applies.
@@ -70,6 +71,7 @@ func TestMigrate(t *testing.T) {
 // point with its state. Reverting 005 refuses while completed records
 // remain, which keep no key; without them it reverts and applies again.
 func TestUpgradeKeepsRecords(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	cd, runs := &card{charges: map[string]string{}}, 0
@@ -157,6 +159,7 @@ VALUES ('createPayment', 't', 'old', 'createPayment', $1, 'completed', 'finish',
 // the migration must not drop one a build is still working on. Once the
 // operator drops it, the migration builds it.
 func TestClaimedIndexBuiltAhead(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	claimed := func() (oid uint32, valid bool) {
@@ -218,6 +221,7 @@ FROM generate_series(1, 2) g`)
 // one: the migration locks the table before it copies, so it waits for
 // the open transaction and then copies what it committed.
 func TestUpgradeWaitsForWriters(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	if _, err := idem.MigrateDown(ctx, e.pool, e.schema, 4); err != nil {

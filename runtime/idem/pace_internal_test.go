@@ -10,6 +10,7 @@ import (
 // server can take (whole milliseconds, at most pruneMaxPause), whatever
 // those pauses really took.
 func TestPrunePace(t *testing.T) {
+	t.Parallel()
 	const ms = time.Millisecond
 	// pauses asks for n pauses, of which the server takes the first
 	// taken, each lasting took (0: as long as asked).

@@ -37,6 +37,7 @@ func settings(t *testing.T, pool *pgxpool.Pool) string {
 // phase that is foreign, a failed phase) leaves the connection's settings
 // as they were.
 func TestNoSessionStateLeft(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.pool.Config()
 	cfg.MaxConns = 1
@@ -58,6 +59,7 @@ func TestNoSessionStateLeft(t *testing.T) {
 	}
 	ctx := context.Background()
 	separate := &idem.Operation{ID: "separate", Policy: idem.Policy{Lease: 5 * time.Second, Claim: idem.ClaimSeparate}}
+	inlineOp := &idem.Operation{ID: "inline", Policy: idem.Policy{Lease: 5 * time.Second, Claim: idem.ClaimFirst}}
 	foreignFirst := []idem.Phase[payState]{
 		{Name: "charge", Foreign: func(context.Context, string, *payState) error { return nil }},
 		twoPhases("ff")[1],

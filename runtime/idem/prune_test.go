@@ -62,6 +62,7 @@ SELECT `+e.schema+`.record_id(namespace, scope, key), * FROM (VALUES
 // TestPrune: records past retention go, younger ones stay, claimed records
 // with a live lease stay, and claims proceed while the pruner runs.
 func TestPrune(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	e.seedSpread("old-", 5000, true)
@@ -101,6 +102,7 @@ func TestPrune(t *testing.T) {
 // instant; what is not freeable stays; and a claim of a key outside the
 // held rows is not blocked by them.
 func TestPruneSkipsLockedBatch(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		seed func(e *env)
@@ -151,6 +153,7 @@ func TestPruneSkipsLockedBatch(t *testing.T) {
 // expire one by one, many in one instant, or a few in one instant across
 // where one batch's range would end and the next begin.
 func TestPruneBatches(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		seed func(e *env)
@@ -203,6 +206,7 @@ func TestPruneBatches(t *testing.T) {
 // every freeable record, and a rest that is negative, more than a
 // thousand or not a number is refused before anything is deleted.
 func TestPruneWithRest(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	e.seedSpread("old-", 300, true)
@@ -251,6 +255,7 @@ func (e *env) tracedPrune(n int64, o idem.PruneOptions) (log *sqlLog, trips, pau
 // batches and one deletes them, each batch in a transaction of its own,
 // so small batches do not slow the pruner by a round trip each.
 func TestPruneRoundTrips(t *testing.T) {
+	t.Parallel()
 	log, trips, _, _ := newEnv(t).tracedPrune(1000, idem.PruneOptions{Batch: 100})
 	// Ten batches: the ranges of nine and their deletes (the walk stops
 	// at the last record, a batch short of a tenth range), the last
@@ -266,6 +271,7 @@ func TestPruneRoundTrips(t *testing.T) {
 // after a batch's COMMIT), so that the database's work comes in bursts of
 // a batch or two, and its pauses add no round trip.
 func TestPruneRestsInTheServer(t *testing.T) {
+	t.Parallel()
 	log, trips, pauses, endPaused := newEnv(t).tracedPrune(3000, idem.PruneOptions{Batch: 100, Rest: 1})
 	// Thirty batches: three walks and their deletes (the third a batch
 	// short of ten ranges), the last batch's walk and its batch, the walk

@@ -88,6 +88,7 @@ func final() Phase[st] {
 // releases, yields or completes, so no refresh lands after the end: a
 // yielded claim is resumable at once and no fenced event is reported.
 func TestKeeperStopsBeforeTheEnd(t *testing.T) {
+	t.Parallel()
 	const lease = time.Second
 	op := &Operation{ID: "op", Policy: Policy{Lease: lease}}
 	// After the outcome, wait longer than one refresh interval: a keeper
@@ -163,6 +164,7 @@ func (r *raceEnv) ownerRefreshes(key string) func() {
 // TestTakeoverRechecksLease: the retry read an expired lease, then the owner
 // refreshed it before the takeover: the takeover must not happen (409).
 func TestTakeoverRechecksLease(t *testing.T) {
+	t.Parallel()
 	r := newRaceEnv(t)
 	op := &Operation{ID: "op", Policy: Policy{Lease: 30 * time.Second}}
 	r.claimedAndExpired("k", "one", false)
@@ -180,6 +182,7 @@ func TestTakeoverRechecksLease(t *testing.T) {
 // whose lease had expired, then the owner refreshed it before the delete:
 // the record must stay (409), not be freed under its live owner.
 func TestExpiredDeleteRechecksLiveness(t *testing.T) {
+	t.Parallel()
 	r := newRaceEnv(t)
 	op := &Operation{ID: "op", Policy: Policy{Lease: 30 * time.Second}}
 	r.claimedAndExpired("k", "", true)

@@ -19,6 +19,7 @@ import (
 // TestReceiptFingerprint: the engine's receiptFingerprint, which a retry
 // is compared by, is the SQL function that completes a record.
 func TestReceiptFingerprint(t *testing.T) {
+	t.Parallel()
 	r := newRaceEnv(t)
 	for _, c := range []struct {
 		op string
@@ -48,6 +49,7 @@ func TestReceiptFingerprint(t *testing.T) {
 // tells the three parts apart, and a UUIDv7 key lends it its time, so
 // that new records come last in the primary key.
 func TestRecordID(t *testing.T) {
+	t.Parallel()
 	r := newRaceEnv(t)
 	id := func(ns, scope, key string) []byte {
 		t.Helper()
@@ -95,6 +97,7 @@ func TestRecordID(t *testing.T) {
 // and their lengths, as the engine does, whatever the database's encoding:
 // on a LATIN1 database, octet_length of a text is its LATIN1 length.
 func TestRecordIDOnALatin1Database(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := dbtest.URL(t)
 	cfg, err := pgxpool.ParseConfig(url)

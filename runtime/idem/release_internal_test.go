@@ -16,6 +16,7 @@ import (
 // engine believes nothing committed. The release must then leave the
 // record alone: deleting it would let a retry repeat the committed effects.
 func TestReleaseAfterLostCommitAck(t *testing.T) {
+	t.Parallel()
 	pool, schema := dbtest.Pool(t)
 	ctx := context.Background()
 	if _, err := Migrate(ctx, pool, schema); err != nil {

@@ -59,9 +59,10 @@ func uuidArg(b [16]byte) pgtype.UUID { return pgtype.UUID{Bytes: b, Valid: true}
 // micros passes a duration to SQL as microseconds (bigint).
 func micros(d time.Duration) int64 { return d.Microseconds() }
 
-// claimParams is c's claim, as Claim inserts it.
-func (c *claim) claimParams(payload []byte) *claimParams {
-	return &claimParams{ID: uuidArg(c.id), Namespace: c.ns, Scope: c.scope, Key: c.key, OwnerToken: uuidArg(c.token),
+// claimParams is c's claim, as Claim inserts it, waiting at most wait (in
+// milliseconds) for an uncommitted claim of the key.
+func (c *claim) claimParams(payload []byte, wait string) *claimParams {
+	return &claimParams{LockTimeout: wait, ID: uuidArg(c.id), Namespace: c.ns, Scope: c.scope, Key: c.key, OwnerToken: uuidArg(c.token),
 		Operation: c.op.ID, Fingerprint: c.fingerprint, LeaseUS: micros(c.policy.Lease), Request: payload,
 		Background: c.policy.Complete == idemtype.CompleteBackground, RetentionUS: micros(c.policy.Retention),
 		KeyDerivation: int16(CurrentKeyDerivation)}
@@ -73,13 +74,14 @@ func (c *claim) owner() *ownerParams {
 }
 
 // claim inserts c's record (Claim, or ClaimAsync) and reports whether it
-// did: false when the key is held.
+// did: false when the key is held. An uncommitted claim that holds the key
+// past the claim wait fails it with lock_not_available.
 func (s *store) claim(ctx context.Context, async bool, c *claim, payload []byte) (bool, error) {
 	st := &s.q.Claim
 	if async {
 		st = &s.q.ClaimAsync
 	}
-	tag, err := s.pool.Exec(ctx, st.sql, st.args(c.claimParams(payload))...)
+	tag, err := s.pool.Exec(ctx, st.sql, st.args(c.claimParams(payload, s.claimWait))...)
 	return tag.RowsAffected() == 1, err
 }
 
@@ -204,9 +206,9 @@ func (s *store) refresh(ctx context.Context, c *claim) (bool, error) {
 func (s *store) claimInTx(ctx context.Context, conn *pgx.Conn, c *claim, payload []byte) (tx pgx.Tx, rec *record, err error) {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	b.Queue(s.q.ClaimRead.sql, s.q.ClaimRead.args(&claimReadParams{ID: uuidArg(c.id), LockTimeout: s.claimWait,
+	b.Queue(s.q.ClaimRead.sql, s.q.ClaimRead.args(&claimReadParams{ID: uuidArg(c.id),
 		StatementTimeout: strconv.FormatInt(c.policy.Lease.Milliseconds(), 10)})...)
-	b.Queue(s.q.Claim.sql, s.q.Claim.args(c.claimParams(payload))...)
+	b.Queue(s.q.Claim.sql, s.q.Claim.args(c.claimParams(payload, s.claimWait))...)
 	b.Queue(s.q.EndWait.sql)
 	br := conn.SendBatch(ctx, b)
 	var tag pgconn.CommandTag

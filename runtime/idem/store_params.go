@@ -68,12 +68,12 @@ type claimParams struct {
 	Background    bool        `db:"background"`
 	RetentionUS   int64       `db:"retention_us"`
 	KeyDerivation int16       `db:"key_derivation"`
+	LockTimeout   string      `db:"lock_timeout"` // the claim wait, in milliseconds
 }
 
 type claimReadParams struct {
 	ID               pgtype.UUID `db:"id"`
-	LockTimeout      string      `db:"lock_timeout"`      // milliseconds
-	StatementTimeout string      `db:"statement_timeout"` // milliseconds
+	StatementTimeout string      `db:"statement_timeout"` // the lease, in milliseconds
 }
 
 type takeoverParams struct {

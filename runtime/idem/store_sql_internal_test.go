@@ -19,6 +19,7 @@ const statementsGolden = "testdata/statements.golden.sql"
 // sql/*.sql shows in its diff the SQL that runs. go test -run
 // TestStatementsGolden -update rewrites it.
 func TestStatementsGolden(t *testing.T) {
+	t.Parallel()
 	q, err := loadStatements(DefaultSchema)
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +51,7 @@ func TestStatementsGolden(t *testing.T) {
 // TestStatementBlocks checks what loading refuses: a block with a bad
 // header, a parameter with no field, a field with no parameter.
 func TestStatementBlocks(t *testing.T) {
+	t.Parallel()
 	if _, err := parseBlocks("x.sql", "-- name: Read\nSELECT 1"); err == nil || !strings.Contains(err.Error(), "x.sql:1") {
 		t.Errorf("a block without a kind: %v", err)
 	}

@@ -21,6 +21,7 @@ func (o *ctxObserver) ObserveContext(ctx context.Context, _ idem.Event) {
 // observer, with its context to a ContextObserver, and the engine reports
 // its events with the request's context.
 func TestObserversPassTheContext(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	co, plain := &ctxObserver{}, &events{n: map[idem.EventKind]int{}}
 	eng, err := idem.New(e.pool, idem.Options{Schema: e.schema, Observer: idem.Observers(plain, co)})

@@ -90,6 +90,7 @@ func tracedPool(t *testing.T, base *pgxpool.Pool, log *sqlLog, mode pgx.QueryExe
 // is that read alone; and a pool in the mode for poolers (cache_describe)
 // sends the same and writes the same record.
 func TestTracerSeesTheEngine(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	records := map[pgx.QueryExecMode]string{}
 	modes := []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe}
@@ -155,6 +156,7 @@ func hexOf(s string) string { return fmt.Sprintf("%x", s) }
 // cache does) and then works again. One connection, so that every
 // execution meets what the others prepared.
 func TestFirstStatements(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.pool.Config()
 	cfg.MaxConns = 1

@@ -12,6 +12,7 @@ import (
 // TestStoreUnavailable: a claim that cannot reach the store is a 503
 // problem, not an opaque error, and nothing is left behind.
 func TestStoreUnavailable(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.pool.Close()
 	_, err := idem.Run(context.Background(), e.eng, payOp, request("t", "k", "b"), twoPhases("k"))

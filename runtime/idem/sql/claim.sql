@@ -9,11 +9,19 @@
 -- (@owner_token) for a lease from now. A key that is held inserts nothing;
 -- the claim then reads the record that holds it (Read). A record is found by
 -- its id alone, recordID of its namespace, scope and key (migration 005).
+-- A key held by a claim not yet committed (a ClaimFirst claim, whose
+-- transaction runs its phases) is waited on for at most the claim wait
+-- (@lock_timeout, in milliseconds), set for the statement's own transaction
+-- by a one-time filter, evaluated before the row is formed and so before the
+-- insert looks at the index: past it the claim fails with
+-- lock_not_available, a 409. In a ClaimFirst claim the setting lasts to
+-- EndWait.
 INSERT INTO {{schema}}.records (id, namespace, scope, key, owner_token, operation, fingerprint,
     lease_until, request, background, expires_at, key_derivation)
 SELECT @id, @namespace, @scope, @key, @owner_token, @operation, @fingerprint,
     now() + @lease_us::bigint * interval '1 microsecond', @request, @background,
     now() + @retention_us::bigint * interval '1 microsecond', @key_derivation
+WHERE set_config('lock_timeout', @lock_timeout, true) IS NOT NULL
 ON CONFLICT DO NOTHING;
 
 -- name: ClaimAsync :execrows
@@ -26,7 +34,8 @@ INSERT INTO {{schema}}.records (id, namespace, scope, key, owner_token, operatio
 SELECT @id, @namespace, @scope, @key, @owner_token, @operation, @fingerprint,
     now() + @lease_us::bigint * interval '1 microsecond', @request, @background,
     now() + @retention_us::bigint * interval '1 microsecond', @key_derivation
-WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL
+WHERE set_config('lock_timeout', @lock_timeout, true) IS NOT NULL
+    AND set_config('synchronous_commit', 'off', true) IS NOT NULL
 ON CONFLICT DO NOTHING;
 
 -- name: Read :one
@@ -47,10 +56,8 @@ WHERE r.id = @id;
 -- The first statement of a ClaimFirst claim, sent in one batch after BEGIN
 -- and before Claim and EndWait (see store.claimInTx): Read's row (all NULL
 -- when no record holds the key), and, for the claim's transaction, the
--- settings that bound it: lock_timeout bounds Claim's wait on a concurrent
--- owner's uncommitted claim (EndWait restores it before the phases run);
--- statement_timeout and idle_in_transaction_session_timeout bound the open
--- transaction by the lease, since an uncommitted claim cannot be taken over.
+-- settings that bound it by the lease, since an uncommitted claim cannot be
+-- taken over: statement_timeout and idle_in_transaction_session_timeout.
 -- The settings are a subquery's volatile outputs, which the planner keeps
 -- and evaluates once, for the one row the join starts from.
 SELECT coalesce(r.operation, ''), r.fingerprint,
@@ -59,13 +66,14 @@ SELECT coalesce(r.operation, ''), r.fingerprint,
     coalesce(extract(epoch FROM r.lease_until - now()), 0)::float8, coalesce(r.expires_at <= now(), false),
     coalesce(extract(epoch FROM r.expires_at - now()), 0)::float8, coalesce(r.recovery_point, ''), r.phase_state,
     r.response_status, r.response_headers, r.response_body, coalesce(r.body_omitted, false)
-FROM (SELECT set_config('lock_timeout', @lock_timeout, true) AS lock_timeout,
-        set_config('statement_timeout', @statement_timeout, true) AS statement_timeout,
+FROM (SELECT set_config('statement_timeout', @statement_timeout, true) AS statement_timeout,
         set_config('idle_in_transaction_session_timeout', @statement_timeout, true) AS idle_timeout) AS settings
     LEFT JOIN {{schema}}.records AS r ON r.id = @id;
 
 -- name: EndWait :exec
--- Restores lock_timeout after a claim's bounded wait (ClaimRead, Commit).
+-- Restores lock_timeout after a claim's bounded wait (Claim, in a ClaimFirst
+-- claim's transaction; InsertCompleted), before the phases run or COMMIT
+-- runs their deferred checks.
 SET LOCAL lock_timeout TO DEFAULT;
 
 -- name: Takeover :one

@@ -14,11 +14,13 @@
 -- $10: @background
 -- $11: @retention_us
 -- $12: @key_derivation
+-- $13: @lock_timeout
 INSERT INTO idemgen.records (id, namespace, scope, key, owner_token, operation, fingerprint,
     lease_until, request, background, expires_at, key_derivation)
 SELECT $1, $2, $3, $4, $5, $6, $7,
     now() + $8::bigint * interval '1 microsecond', $9, $10,
     now() + $11::bigint * interval '1 microsecond', $12
+WHERE set_config('lock_timeout', $13, true) IS NOT NULL
 ON CONFLICT DO NOTHING;
 
 -- name: ClaimAsync :execrows
@@ -34,12 +36,14 @@ ON CONFLICT DO NOTHING;
 -- $10: @background
 -- $11: @retention_us
 -- $12: @key_derivation
+-- $13: @lock_timeout
 INSERT INTO idemgen.records (id, namespace, scope, key, owner_token, operation, fingerprint,
     lease_until, request, background, expires_at, key_derivation)
 SELECT $1, $2, $3, $4, $5, $6, $7,
     now() + $8::bigint * interval '1 microsecond', $9, $10,
     now() + $11::bigint * interval '1 microsecond', $12
-WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL
+WHERE set_config('lock_timeout', $13, true) IS NOT NULL
+    AND set_config('synchronous_commit', 'off', true) IS NOT NULL
 ON CONFLICT DO NOTHING;
 
 -- name: Read :one
@@ -54,19 +58,17 @@ FROM idemgen.records AS r
 WHERE r.id = $1;
 
 -- name: ClaimRead :one
--- $1: @lock_timeout
--- $2: @statement_timeout
--- $3: @id
+-- $1: @statement_timeout
+-- $2: @id
 SELECT coalesce(r.operation, ''), r.fingerprint,
     CASE WHEN r.owner_token IS NOT NULL THEN 'claimed' WHEN r.id IS NOT NULL THEN 'completed' END,
     r.owner_token, coalesce(r.lease_until > now(), false),
     coalesce(extract(epoch FROM r.lease_until - now()), 0)::float8, coalesce(r.expires_at <= now(), false),
     coalesce(extract(epoch FROM r.expires_at - now()), 0)::float8, coalesce(r.recovery_point, ''), r.phase_state,
     r.response_status, r.response_headers, r.response_body, coalesce(r.body_omitted, false)
-FROM (SELECT set_config('lock_timeout', $1, true) AS lock_timeout,
-        set_config('statement_timeout', $2, true) AS statement_timeout,
-        set_config('idle_in_transaction_session_timeout', $2, true) AS idle_timeout) AS settings
-    LEFT JOIN idemgen.records AS r ON r.id = $3;
+FROM (SELECT set_config('statement_timeout', $1, true) AS statement_timeout,
+        set_config('idle_in_transaction_session_timeout', $1, true) AS idle_timeout) AS settings
+    LEFT JOIN idemgen.records AS r ON r.id = $2;
 
 -- name: EndWait :exec
 SET LOCAL lock_timeout TO DEFAULT;
