@@ -31,7 +31,7 @@ func Example() {
 	op := &idem.Operation{ID: "createPayment"}
 	body := []byte(`{"cents":500}`)
 	fp := sha256.Sum256(body)
-	req := idem.Request{Scope: "acct_1", Key: "k-1", Fingerprint: fp[:]}
+	req := idem.KeyedRequest{Scope: "acct_1", Key: "k-1", Fingerprint: fp[:]}
 	phases := []idem.Phase[struct{}]{{Name: "insert",
 		Final: func(ctx context.Context, tx pgx.Tx, _ *struct{}) (*idem.Response, error) {
 			var id int64

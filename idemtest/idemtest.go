@@ -36,6 +36,7 @@ import (
 
 	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
 )
 
 // Main runs the package's tests, removes the database they used (if any
@@ -72,7 +73,7 @@ type Env struct {
 func New(tb testing.TB, opts idem.Options) *Env {
 	tb.Helper()
 	pool, schema := dbtest.Pool(tb)
-	if _, err := idem.Migrate(context.Background(), pool, schema); err != nil {
+	if _, err := idemmigrate.New(pool, schema).Up(context.Background()); err != nil {
 		tb.Fatalf("idemtest: migrating the engine's tables: %v", err)
 	}
 	opts.Schema = schema

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
 )
 
 func init() {
@@ -73,7 +74,7 @@ func runMigrate(args []string, stdout, stderr io.Writer) error {
 	ctx := context.Background()
 	switch fs.Arg(0) {
 	case "sql":
-		ms, err := idem.Migrations(*db.schema)
+		ms, err := idemmigrate.New(nil, *db.schema).Migrations()
 		if err != nil {
 			return err
 		}
@@ -96,19 +97,19 @@ func runMigrate(args []string, stdout, stderr io.Writer) error {
 		defer pool.Close()
 		var applied []int
 		if fs.Arg(0) == "up" {
-			applied, err = idem.Migrate(ctx, pool, *db.schema)
+			applied, err = idemmigrate.New(pool, *db.schema).Up(ctx)
 		} else {
 			target, perr := strconv.Atoi(fs.Arg(1))
 			if perr != nil {
 				fs.Usage()
 				return errUsage
 			}
-			applied, err = idem.MigrateDown(ctx, pool, *db.schema, target)
+			applied, err = idemmigrate.New(pool, *db.schema).Down(ctx, target)
 		}
 		if err != nil {
 			return err
 		}
-		v, err := idem.AppliedVersion(ctx, pool, *db.schema)
+		v, err := idemmigrate.New(pool, *db.schema).Version(ctx)
 		if err != nil {
 			return err
 		}

@@ -23,7 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/pglocal"
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
 )
 
 // A shape is one pgbench script: the statements of one request. Keys are
@@ -168,7 +168,7 @@ func setup(ctx context.Context, url string) error {
 		return err
 	}
 	defer pool.Close()
-	if _, err := idem.Migrate(ctx, pool, "m"); err != nil {
+	if _, err := idemmigrate.New(pool, "m").Up(ctx); err != nil {
 		return err
 	}
 	_, err = pool.Exec(ctx, `CREATE TABLE m.bench (id bigserial PRIMARY KEY, amount int, charge text);

@@ -21,6 +21,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
 )
 
 // config is one run's sizes and durations.
@@ -183,7 +184,7 @@ func run(ctx context.Context, url string, cfg config, w io.Writer) (*report, err
 		return nil, err
 	}
 	defer func() { b.pool.Close() }()
-	if _, err := idem.Migrate(ctx, b.pool, schema); err != nil {
+	if _, err := idemmigrate.New(b.pool, schema).Up(ctx); err != nil {
 		return nil, err
 	}
 	if cfg.fillfactor != 0 {
@@ -304,7 +305,7 @@ func (b *bench) request(ctx context.Context) error {
 	n := engineBase + b.seq.Add(1)
 	body := fmt.Appendf(nil, `{"id":%d,"status":"succeeded"}`, n)
 	fp := sha256.Sum256(body)
-	req := idem.Request{Scope: fmt.Sprintf("acct_%04d", rand.IntN(5000)), Key: idemclient.NewKey(), Fingerprint: fp[:]}
+	req := idem.KeyedRequest{Scope: fmt.Sprintf("acct_%04d", rand.IntN(5000)), Key: idemclient.NewKey(), Fingerprint: fp[:]}
 	_, err := idem.Run(ctx, b.eng, b.op, req, []idem.Phase[benchState]{{Name: "finish",
 		Final: func(ctx context.Context, tx pgx.Tx, s *benchState) (*idem.Response, error) {
 			s.PaymentID = n
@@ -778,7 +779,7 @@ func (b *bench) hot(ctx context.Context) (hotFigure, error) {
 		go func() {
 			defer wg.Done()
 			fp := sha256.Sum256([]byte{byte(i)})
-			req := idem.Request{Scope: fmt.Sprintf("acct_%04d", rand.IntN(5000)), Key: idemclient.NewKey(), Fingerprint: fp[:]}
+			req := idem.KeyedRequest{Scope: fmt.Sprintf("acct_%04d", rand.IntN(5000)), Key: idemclient.NewKey(), Fingerprint: fp[:]}
 			// The first phase is foreign: the claim commits alone, and the
 			// lease is refreshed while the phase waits.
 			_, err := idem.Run(ctx, b.eng, held, req, []idem.Phase[benchState]{

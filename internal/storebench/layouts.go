@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
 )
 
 // The layout study (-layouts): the bytes a completed record costs in the
@@ -138,7 +138,7 @@ func measureLayout(ctx context.Context, admin *pgx.Conn, url, name string, w io.
 		if err != nil {
 			return f, err
 		}
-		_, err = idem.Migrate(ctx, pool, schema)
+		_, err = idemmigrate.New(pool, schema).Up(ctx)
 		pool.Close()
 		if err != nil {
 			return f, err

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/internal/dbtest"
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -132,7 +132,7 @@ func TestLayouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := idem.Migrate(ctx, pool, schema); err != nil {
+	if _, err := idemmigrate.New(pool, schema).Up(ctx); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := pool.Query(ctx, `SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid

@@ -20,6 +20,7 @@ import (
 
 	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
@@ -98,7 +99,7 @@ func poolWithRows(t *testing.T, configure func(*pgxpool.Config)) (*pgxpool.Pool,
 	t.Helper()
 	ctx := context.Background()
 	pool, schema := dbtest.PoolWith(t, configure)
-	if _, err := idem.Migrate(ctx, pool, schema); err != nil {
+	if _, err := idemmigrate.New(pool, schema).Up(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `CREATE TABLE rows (key text NOT NULL, note text NOT NULL DEFAULT '')`); err != nil {

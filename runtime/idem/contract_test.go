@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
 )
 
 // The phase's pgx.Tx contract (docs/runtime.md, "A phase's transaction"):
@@ -390,7 +391,7 @@ func contractPool(t *testing.T, mode pgx.QueryExecMode) (*pgxpool.Pool, *idem.En
 	if _, err := pool.Exec(ctx, contractSchema); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := idem.Migrate(ctx, pool, schema); err != nil {
+	if _, err := idemmigrate.New(pool, schema).Up(ctx); err != nil {
 		t.Fatal(err)
 	}
 	ready.Store(true)

@@ -15,20 +15,19 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // Options configure an Engine.
 type Options struct {
-	// Schema holds the engine's tables (see Migrate). Default "idemgen".
+	// Schema holds the engine's tables (see idemmigrate). Default "idemgen".
 	Schema string
 	// Observer receives events for metrics. Default: none. A
 	// ContextObserver also gets each event's context.
@@ -91,6 +90,10 @@ const DefaultClaimWait = 2 * time.Second
 // rollbackTimeout bounds the ROLLBACK that ends an abandoned transaction.
 const rollbackTimeout = 5 * time.Second
 
+// DefaultSchema is the schema the engine's tables live in unless configured
+// (Options.Schema); idemmigrate creates them.
+const DefaultSchema = idemmigrate.DefaultSchema
+
 // Engine runs idempotent executions. It is safe for concurrent use.
 type Engine struct {
 	pool     *pgxpool.Pool
@@ -106,12 +109,12 @@ type Engine struct {
 }
 
 // New returns an engine on pool. The schema must have been migrated (see
-// Migrate); New does not touch the database.
+// idemmigrate); New does not touch the database.
 func New(pool *pgxpool.Pool, opts Options) (*Engine, error) {
 	if opts.Schema == "" {
 		opts.Schema = DefaultSchema
 	}
-	if err := checkSchema(opts.Schema); err != nil {
+	if err := idemmigrate.CheckSchema(opts.Schema); err != nil {
 		return nil, err
 	}
 	if opts.DerivedKeyLength != 0 && (opts.DerivedKeyLength < 20 || opts.DerivedKeyLength > MaxDerivedKeyLength) {
@@ -183,18 +186,9 @@ func (e *Engine) policy(op *Operation) (Policy, error) {
 	return p, nil
 }
 
-// Pool returns the engine's pool.
-func (e *Engine) Pool() *pgxpool.Pool { return e.pool }
-
-// PolicyURL returns the configured policy link, if any.
-func (e *Engine) PolicyURL() string { return e.opts.PolicyURL }
-
-// Observe reports an event to the engine's observer. Adapters use it for the
-// errors they detect before reaching the engine (missing or bad keys).
-func (e *Engine) Observe(ev Event) { e.observe(context.Background(), ev) }
-
-// Request is what identifies one idempotent request.
-type Request struct {
+// KeyedRequest is what identifies one idempotent request: its scope and
+// key, and the fingerprint of what it asks.
+type KeyedRequest struct {
 	Scope       string // resolved scope value ("" for global scope)
 	Key         string // the parsed Idempotency-Key
 	Fingerprint []byte // SHA-256 of the canonical request
@@ -269,7 +263,7 @@ func checkPhases[S any](phases []Phase[S]) error {
 //
 // The phases run detached from ctx's cancellation: a client that goes away
 // does not interrupt an execution midway; its retry finds the stored response.
-func Run[S any](ctx context.Context, e *Engine, op *Operation, req Request, phases []Phase[S]) (out *Outcome, err error) {
+func Run[S any](ctx context.Context, e *Engine, op *Operation, req KeyedRequest, phases []Phase[S]) (out *Outcome, err error) {
 	if err := checkPhases(phases); err != nil {
 		return nil, err
 	}
@@ -320,30 +314,12 @@ func Run[S any](ctx context.Context, e *Engine, op *Operation, req Request, phas
 // finding it changed under it.
 const maxAttempts = 5
 
-// MaxScopeLength bounds a scope value (a principal, a header's value), in bytes.
-const MaxScopeLength = 255
-
-// CheckScope refuses a scope value the store cannot hold or index well:
-// invalid UTF-8, a NUL character, or more than MaxScopeLength bytes. The
-// error is an *Error of kind idemtype.KindInvalidScope (400).
-func CheckScope(scope string) error {
-	switch {
-	case len(scope) > MaxScopeLength:
-		return errorf(idemtype.KindInvalidScope, "the scope value is %d bytes long; at most %d are allowed", len(scope), MaxScopeLength)
-	case !utf8.ValidString(scope):
-		return errorf(idemtype.KindInvalidScope, "the scope value is not valid UTF-8")
-	case strings.IndexByte(scope, 0) >= 0:
-		return errorf(idemtype.KindInvalidScope, "the scope value contains a NUL character")
-	}
-	return nil
-}
-
-// Call is the idempotent request an execution serves. Phases read it from
-// their context with CallFrom, on the request path and in the background
+// Execution is the idempotent request an execution serves. Phases read it
+// from their context with ExecutionFrom, on the request path and in the background
 // completer alike: identity that a phase needs (the tenant a row belongs to)
 // comes from here, not from values a middleware put in the request's
 // context, which the completer does not have.
-type Call struct {
+type Execution struct {
 	Operation string // the operationId
 	Namespace string // the key namespace (the group, or the operationId)
 	Scope     string // the resolved scope value: the principal, a header's value, or "" for global
@@ -354,46 +330,10 @@ type Call struct {
 	Background bool
 }
 
-type callKey struct{}
+type executionKey struct{}
 
-// CallFrom returns the call an execution serves, or nil outside one.
-func CallFrom(ctx context.Context) *Call {
-	c, _ := ctx.Value(callKey{}).(*Call)
+// ExecutionFrom returns the execution a phase runs in, or nil outside one.
+func ExecutionFrom(ctx context.Context) *Execution {
+	c, _ := ctx.Value(executionKey{}).(*Execution)
 	return c
-}
-
-// RunWithoutKey runs the phases once, unprotected, for a request that sent
-// no key to an operation whose key is optional: local phases still commit
-// atomically one by one, foreign phases get a fresh random key, and nothing
-// is recorded or replayed.
-func RunWithoutKey[S any](ctx context.Context, e *Engine, op *Operation, phases []Phase[S]) (*Response, error) {
-	if err := checkPhases(phases); err != nil {
-		return nil, err
-	}
-	var state S
-	nonce := newToken()
-	for _, p := range phases {
-		if p.foreign() {
-			if err := p.Foreign(ctx, DeriveKey(CurrentKeyDerivation, op.namespace(), "", string(nonce[:]), p.Name, nil, e.opts.DerivedKeyLength), &state); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		var resp *Response
-		err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-			var err error
-			if p.Final != nil {
-				resp, err = p.Final(ctx, tx, &state)
-				return err
-			}
-			return p.Local(ctx, tx, &state)
-		})
-		if err != nil {
-			return nil, err
-		}
-		if resp != nil {
-			return resp, nil
-		}
-	}
-	return nil, errors.New("idem: the last phase returned no response")
 }

@@ -222,9 +222,9 @@ type claim struct {
 	// ctx is the request's context, detached from its cancellation: the
 	// execution's events and logs carry it (its trace) to the end.
 	ctx context.Context
-	// call is what CallFrom returns to the phases (here, not allocated on
+	// call is what ExecutionFrom returns to the phases (here, not allocated on
 	// its own).
-	call Call
+	call Execution
 }
 
 func newToken() [16]byte {
@@ -238,7 +238,7 @@ func newToken() [16]byte {
 // acquire claims req's key in mode, or decides what the record holding it
 // means. It returns a claim to execute, or an outcome (a replay), or an
 // error.
-func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode claimer, req Request) (*claim, *Outcome, error) {
+func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode claimer, req KeyedRequest) (*claim, *Outcome, error) {
 	c := &claim{op: op, policy: p, ns: op.namespace(), scope: req.Scope, key: req.Key, token: newToken(), ctx: ctx,
 		fingerprint: req.Fingerprint, derivation: CurrentKeyDerivation, mode: mode}
 	if ent := e.cache.get(cacheKey{c.ns, c.scope, c.key}); ent != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/idemgen/idemgen/internal/testshort"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
@@ -117,7 +118,7 @@ func newEnvIn(t *testing.T, m mode, opts idem.Options) *env {
 		c.ConnConfig.DefaultQueryExecMode = m.exec
 		c.MaxConns = 8
 	})
-	if _, err := idem.Migrate(context.Background(), pool, schema); err != nil {
+	if _, err := idemmigrate.New(pool, schema).Up(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(context.Background(), `CREATE TABLE rows (key text NOT NULL, note text NOT NULL DEFAULT '')`); err != nil {
@@ -171,9 +172,9 @@ func (e *env) expireLeases() {
 	e.exec(`UPDATE ` + e.schema + `.records SET lease_until = now() - interval '1 second' WHERE owner_token IS NOT NULL`)
 }
 
-func request(scope, key, body string) idem.Request {
+func request(scope, key, body string) idem.KeyedRequest {
 	sum := sha256.Sum256([]byte(body))
-	return idem.Request{Scope: scope, Key: key, Fingerprint: sum[:], Payload: []byte(body)}
+	return idem.KeyedRequest{Scope: scope, Key: key, Fingerprint: sum[:], Payload: []byte(body)}
 }
 
 // payOp leaves the claim mode to the engine (Options.Claim), which the
@@ -565,13 +566,13 @@ func TestMismatch(t *testing.T) {
 	t.Parallel()
 	inModes(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
-		req := func(body string) idem.Request {
+		req := func(body string) idem.KeyedRequest {
 			fp, err := idemhttp.Fingerprint(idemhttp.Request{Method: "POST", Route: "/payments", ContentType: "application/json",
 				Body: []byte(body), Exclude: []string{"/client_ts"}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			return idem.Request{Scope: "t", Key: "k", Fingerprint: fp}
+			return idem.KeyedRequest{Scope: "t", Key: "k", Fingerprint: fp}
 		}
 		if _, err := idem.Run(ctx, e.eng, payOp, req(`{"amount":100,"currency":"EUR","client_ts":"1"}`), twoPhases("k")); err != nil {
 			t.Fatal(err)

@@ -1,12 +1,8 @@
 package idem
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"net/http"
-	"strconv"
 
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
@@ -44,20 +40,4 @@ func Release(err error) error {
 		return nil
 	}
 	return &ReleaseError{Err: err}
-}
-
-// ProblemResponse renders a protocol error as a complete response:
-// status, Content-Type application/problem+json, Retry-After where it applies,
-// a Link to the published policy when policyURL is set, and the JSON body.
-func ProblemResponse(e *Error, policyURL string) *Response {
-	body, _ := json.Marshal(e.Problem())
-	h := http.Header{}
-	h.Set("Content-Type", idemtype.ProblemContentType)
-	if e.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(e.RetryAfter.Seconds()))))
-	}
-	if policyURL != "" {
-		h.Set("Link", "<"+policyURL+`>; rel="describedby"`)
-	}
-	return &Response{Status: e.Status(), Header: h, Body: body}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgen/idemgen/internal/exampledb"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
 )
 
 // Example runs one payment through the engine under one key, as a
@@ -24,7 +25,7 @@ func Example() {
 	defer done()
 
 	// Once, at deployment: the engine's tables, and the application's.
-	if _, err := idem.Migrate(ctx, pool, "idemgen"); err != nil {
+	if _, err := idemmigrate.New(pool, "idemgen").Up(ctx); err != nil {
 		panic(err)
 	}
 	if _, err := pool.Exec(ctx, `CREATE SCHEMA shop;
@@ -67,9 +68,9 @@ func Example() {
 
 	// A request is its scope (here the account), its key and the
 	// fingerprint of its canonical body (runtime/idemhttp computes it).
-	request := func(body string) idem.Request {
+	request := func(body string) idem.KeyedRequest {
 		sum := sha256.Sum256([]byte(body))
-		return idem.Request{Scope: "acct_ada", Key: "order-42", Fingerprint: sum[:]}
+		return idem.KeyedRequest{Scope: "acct_ada", Key: "order-42", Fingerprint: sum[:]}
 	}
 	for range 2 {
 		out, err := idem.Run(ctx, eng, op, request(`{"amount":1000}`), phases)

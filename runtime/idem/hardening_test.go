@@ -458,17 +458,17 @@ func TestPhasesSeeTheirCall(t *testing.T) {
 	inModes(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		op := &idem.Operation{ID: "bgCall", Policy: idem.Policy{Lease: 30 * time.Second, Complete: idemtype.CompleteBackground}}
-		var seen []idem.Call
+		var seen []idem.Execution
 		// The claim commits first in every mode, so that the record phase
 		// commits before the final phase dies.
 		phases := func(crash bool) []idem.Phase[payState] {
 			return committedFirst([]idem.Phase[payState]{
 				{Name: "record", Local: func(ctx context.Context, tx pgx.Tx, s *payState) error {
-					seen = append(seen, *idem.CallFrom(ctx))
+					seen = append(seen, *idem.ExecutionFrom(ctx))
 					return nil
 				}},
 				{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
-					seen = append(seen, *idem.CallFrom(ctx))
+					seen = append(seen, *idem.ExecutionFrom(ctx))
 					if crash {
 						runtime.Goexit()
 					}

@@ -59,7 +59,7 @@ FROM pg_class c WHERE c.oid = $1::regclass`, r.schema+".records").Scan(&updated,
 
 // claimed claims req for op on r's engine and returns the claim, committed
 // when op's policy claims separately.
-func (r *raceEnv) claimed(op *Operation, req Request) *claim {
+func (r *raceEnv) claimed(op *Operation, req KeyedRequest) *claim {
 	r.t.Helper()
 	p, err := r.eng.policy(op)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgen/idemgen/idemtest"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
@@ -27,7 +28,7 @@ func TestMigrate(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			applied[i], errs[i] = idem.Migrate(ctx, pool, schema)
+			applied[i], errs[i] = idemmigrate.New(pool, schema).Up(ctx)
 		}()
 	}
 	wg.Wait()
@@ -38,25 +39,25 @@ func TestMigrate(t *testing.T) {
 		}
 		total += len(applied[i])
 	}
-	all, _ := idem.Migrations(schema)
+	all, _ := idemmigrate.New(nil, schema).Migrations()
 	if total != len(all) {
 		t.Fatalf("applied %d migrations in all, want %d once", total, len(all))
 	}
-	if v, err := idem.AppliedVersion(ctx, pool, schema); err != nil || v != all[len(all)-1].Version {
-		t.Fatalf("AppliedVersion = %d, %v", v, err)
+	if v, err := idemmigrate.New(pool, schema).Version(ctx); err != nil || v != all[len(all)-1].Version {
+		t.Fatalf("Version = %d, %v", v, err)
 	}
-	if _, err := idem.MigrateDown(ctx, pool, schema, 0); err != nil {
+	if _, err := idemmigrate.New(pool, schema).Down(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
 	var exists bool
 	pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, schema+".records").Scan(&exists)
 	if exists {
-		t.Fatal("records table survived MigrateDown(0)")
+		t.Fatal("records table survived Down(0)")
 	}
-	if got, err := idem.Migrate(ctx, pool, schema); err != nil || len(got) != len(all) {
+	if got, err := idemmigrate.New(pool, schema).Up(ctx); err != nil || len(got) != len(all) {
 		t.Fatalf("re-Migrate = %v, %v", got, err)
 	}
-	if _, err := idem.Migrate(ctx, pool, "Bad-Name"); err == nil {
+	if _, err := idemmigrate.New(pool, "Bad-Name").Up(ctx); err == nil {
 		t.Fatal("an invalid schema name was accepted")
 	}
 	if _, err := idem.New(pool, idem.Options{Schema: "x; DROP TABLE y"}); err == nil {
@@ -82,14 +83,14 @@ func TestUpgradeKeepsRecords(t *testing.T) {
 	}()
 	<-crashed
 	// The store as the engine before migration 003 left it.
-	if _, err := idem.MigrateDown(ctx, e.pool, e.schema, 2); err != nil {
+	if _, err := idemmigrate.New(e.pool, e.schema).Down(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
 	e.exec(`INSERT INTO `+e.schema+`.records (namespace, scope, key, operation, fingerprint, state, recovery_point,
     phase_state, response_status, response_headers, response_body, completed_at, expires_at)
 VALUES ('createPayment', 't', 'old', 'createPayment', $1, 'completed', 'finish', '{"recorded": true}', 201,
     '{"Content-Type": ["application/json"]}', '{"old":true}', now(), now() + interval '1 hour')`, request("t", "old", "b").Fingerprint)
-	if got, err := idem.Migrate(ctx, e.pool, e.schema); err != nil || !slices.Equal(got, []int{3, 4, 5}) {
+	if got, err := idemmigrate.New(e.pool, e.schema).Up(ctx); err != nil || !slices.Equal(got, []int{3, 4, 5}) {
 		t.Fatalf("Migrate = %v, %v; want migrations 3, 4 and 5 applied", got, err)
 	}
 	if n := e.count(`SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'records'
@@ -125,19 +126,19 @@ VALUES ('createPayment', 't', 'old', 'createPayment', $1, 'completed', 'finish',
 	old("upgraded")
 	half("upgraded")
 
-	_, err = idem.MigrateDown(ctx, e.pool, e.schema, 4)
+	_, err = idemmigrate.New(e.pool, e.schema).Down(ctx, 4)
 	if err == nil || !strings.Contains(err.Error(), "1 completed records keep no key") {
 		t.Fatalf("reverting 005 with a completed record: %v; want an error that says it keeps no key", err)
 	}
-	if v, err := idem.AppliedVersion(ctx, e.pool, e.schema); err != nil || v != 5 {
+	if v, err := idemmigrate.New(e.pool, e.schema).Version(ctx); err != nil || v != 5 {
 		t.Fatalf("after the refused revert: version %d, %v; want 5", v, err)
 	}
 	old("after the refused revert")
 	e.exec(`DELETE FROM ` + e.schema + `.records WHERE owner_token IS NULL`)
-	if got, err := idem.MigrateDown(ctx, e.pool, e.schema, 4); err != nil || !slices.Equal(got, []int{5}) {
+	if got, err := idemmigrate.New(e.pool, e.schema).Down(ctx, 4); err != nil || !slices.Equal(got, []int{5}) {
 		t.Fatalf("reverting 005 with claimed records only: %v, %v", got, err)
 	}
-	if got, err := idem.Migrate(ctx, e.pool, e.schema); err != nil || !slices.Equal(got, []int{5}) {
+	if got, err := idemmigrate.New(e.pool, e.schema).Up(ctx); err != nil || !slices.Equal(got, []int{5}) {
 		t.Fatalf("applying 005 again: %v, %v", got, err)
 	}
 	half("reverted and applied again")
@@ -171,14 +172,14 @@ func TestClaimedIndexBuiltAhead(t *testing.T) {
 		}
 		return oid, valid
 	}
-	if _, err := idem.MigrateDown(ctx, e.pool, e.schema, 3); err != nil {
+	if _, err := idemmigrate.New(e.pool, e.schema).Down(ctx, 3); err != nil {
 		t.Fatal(err)
 	}
 	e.exec(`CREATE INDEX CONCURRENTLY records_claimed ON ` + e.schema + `.records (expires_at) WHERE state = 'claimed'`)
 	ahead, _ := claimed()
 	// Migration 4 alone, as a tool that applies one file at a time would
 	// (005 makes the table anew, with indexes of its own).
-	all, err := idem.Migrations(e.schema)
+	all, err := idemmigrate.New(nil, e.schema).Migrations()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestClaimedIndexBuiltAhead(t *testing.T) {
 
 	// A concurrent build that fails leaves its index invalid: here a
 	// unique one, over two claimed records.
-	if _, err := idem.MigrateDown(ctx, e.pool, e.schema, 3); err != nil {
+	if _, err := idemmigrate.New(e.pool, e.schema).Down(ctx, 3); err != nil {
 		t.Fatal(err)
 	}
 	e.exec(`INSERT INTO ` + e.schema + `.records (namespace, scope, key, operation, fingerprint, state, owner_token, lease_until, expires_at)
@@ -202,12 +203,12 @@ FROM generate_series(1, 2) g`)
 	if _, valid := claimed(); valid {
 		t.Fatal("a failed concurrent build left a valid index")
 	}
-	got, err := idem.Migrate(ctx, e.pool, e.schema)
+	got, err := idemmigrate.New(e.pool, e.schema).Up(ctx)
 	if err == nil || !strings.Contains(err.Error(), "records_claimed") || !strings.Contains(err.Error(), "DROP INDEX CONCURRENTLY") {
 		t.Fatalf("left invalid: Migrate = %v, %v; want an error that says to drop records_claimed", got, err)
 	}
 	e.exec(`DROP INDEX CONCURRENTLY ` + e.schema + `.records_claimed`)
-	if got, err := idem.Migrate(ctx, e.pool, e.schema); err != nil || !slices.Equal(got, []int{4, 5}) {
+	if got, err := idemmigrate.New(e.pool, e.schema).Up(ctx); err != nil || !slices.Equal(got, []int{4, 5}) {
 		t.Fatalf("dropped: Migrate = %v, %v; want migrations 4 and 5 applied", got, err)
 	}
 	if _, valid := claimed(); !valid {
@@ -224,7 +225,7 @@ func TestUpgradeWaitsForWriters(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	if _, err := idem.MigrateDown(ctx, e.pool, e.schema, 4); err != nil {
+	if _, err := idemmigrate.New(e.pool, e.schema).Down(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
 	writer, err := e.pool.Begin(ctx)
@@ -239,7 +240,7 @@ VALUES ('createPayment', 't', 'during', 'createPayment', '\x00', 'claimed', gen_
 	}
 	migrated := make(chan error, 1)
 	go func() {
-		_, err := idem.Migrate(ctx, e.pool, e.schema)
+		_, err := idemmigrate.New(e.pool, e.schema).Up(ctx)
 		migrated <- err
 	}()
 	// The migration waits for the writer's lock on the table (at its

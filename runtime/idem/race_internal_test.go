@@ -16,6 +16,8 @@ import (
 
 	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/runtime/idemtype"
+
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
 )
 
 type raceEnv struct {
@@ -30,7 +32,7 @@ type raceEnv struct {
 func newRaceEnv(t *testing.T) *raceEnv {
 	t.Helper()
 	pool, schema := dbtest.Pool(t)
-	if _, err := Migrate(context.Background(), pool, schema); err != nil {
+	if _, err := idemmigrate.New(pool, schema).Up(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	r := &raceEnv{t: t, pool: pool, schema: schema, events: map[EventKind]int{}}
@@ -59,9 +61,9 @@ func (r *raceEnv) exec(sql string, args ...any) {
 	}
 }
 
-func raceReq(key string) Request {
+func raceReq(key string) KeyedRequest {
 	fp := sha256.Sum256([]byte("body"))
-	return Request{Scope: "s", Key: key, Fingerprint: fp[:]}
+	return KeyedRequest{Scope: "s", Key: key, Fingerprint: fp[:]}
 }
 
 func errKind(err error) idemtype.ErrorKind {

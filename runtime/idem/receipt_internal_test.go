@@ -14,6 +14,8 @@ import (
 
 	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/pglocal"
+
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
 )
 
 // TestReceiptFingerprint: the engine's receiptFingerprint, which a retry
@@ -122,7 +124,7 @@ func TestRecordIDOnALatin1Database(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := Migrate(ctx, pool, "latin"); err != nil {
+	if _, err := idemmigrate.New(pool, "latin").Up(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []string{"créerPaiement", "ünïcode", "plain"} {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/runtime/idemtype"
+
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
 )
 
 // TestReleaseAfterLostCommitAck: a phase's commit went through but its
@@ -19,7 +21,7 @@ func TestReleaseAfterLostCommitAck(t *testing.T) {
 	t.Parallel()
 	pool, schema := dbtest.Pool(t)
 	ctx := context.Background()
-	if _, err := Migrate(ctx, pool, schema); err != nil {
+	if _, err := idemmigrate.New(pool, schema).Up(ctx); err != nil {
 		t.Fatal(err)
 	}
 	e, err := New(pool, Options{Schema: schema})
@@ -29,7 +31,7 @@ func TestReleaseAfterLostCommitAck(t *testing.T) {
 	op := &Operation{ID: "op", Policy: Policy{Lease: 30 * time.Second, Claim: ClaimSeparate}}
 	fp := sha256.Sum256([]byte("body"))
 	p, _ := e.policy(op)
-	c, out, err := e.acquire(ctx, op, p, separateClaim{}, Request{Scope: "s", Key: "k", Fingerprint: fp[:]})
+	c, out, err := e.acquire(ctx, op, p, separateClaim{}, KeyedRequest{Scope: "s", Key: "k", Fingerprint: fp[:]})
 	if err != nil || out != nil {
 		t.Fatalf("claim: %v %v", out, err)
 	}

@@ -66,11 +66,6 @@ func (e *Engine) observe(ctx context.Context, ev Event) {
 	e.obs.Observe(ev)
 }
 
-// ObserveContext reports an event that happened in ctx to the engine's
-// observer. Adapters use it for the errors they detect before reaching the
-// engine (missing or bad keys).
-func (e *Engine) ObserveContext(ctx context.Context, ev Event) { e.observe(ctx, ev) }
-
 // Observers returns an observer that passes every event to each of obs in
 // turn, with its context to those that are ContextObservers (a Prometheus
 // and an OpenTelemetry adapter side by side, say).

@@ -22,6 +22,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
@@ -84,7 +85,7 @@ func newBenchService(b *testing.B, count *counter) *benchService {
 		b.Fatal(err)
 	}
 	b.Cleanup(pool.Close)
-	if _, err := idem.Migrate(ctx, pool, schema); err != nil {
+	if _, err := idemmigrate.New(pool, schema).Up(ctx); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `CREATE TABLE bench (id bigserial PRIMARY KEY, amount int, charge text)`); err != nil {

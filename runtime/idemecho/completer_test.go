@@ -52,7 +52,7 @@ func TestRuntimeRunsTheCompleter(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		idem.Run(ctx, env.Engine, op, idem.Request{Scope: "s", Key: "k", Fingerprint: []byte("f"), Payload: []byte("k")}, phases("k", true))
+		idem.Run(ctx, env.Engine, op, idem.KeyedRequest{Scope: "s", Key: "k", Fingerprint: []byte("f"), Payload: []byte("k")}, phases("k", true))
 	}()
 	<-done
 	deadline := time.Now().Add(30 * time.Second)

@@ -16,6 +16,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
@@ -27,7 +28,7 @@ func Example() {
 	ctx := context.Background()
 	pool, done := exampledb.Pool("idemgen", "shop") // your application's pool
 	defer done()
-	if _, err := idem.Migrate(ctx, pool, "idemgen"); err != nil {
+	if _, err := idemmigrate.New(pool, "idemgen").Up(ctx); err != nil {
 		panic(err)
 	}
 	if _, err := pool.Exec(ctx, `CREATE SCHEMA shop; CREATE TABLE shop.items (id bigserial PRIMARY KEY, name text)`); err != nil {

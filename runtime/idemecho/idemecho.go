@@ -108,7 +108,7 @@ type Spec struct {
 // request's context; Execute fills in the outcome.
 type Call struct {
 	Spec    *Spec
-	Request idem.Request // Key is "" when an optional key was not sent
+	Request idem.KeyedRequest // Key is "" when an optional key was not sent
 	// Replayed is set when the response is a stored one.
 	Replayed bool
 	// Resumed is set when this request continued an earlier execution.

@@ -31,7 +31,7 @@ type state struct{ ID int64 }
 // the route, Execute in the handler, the final phase rendered. hold, if
 // set, runs at the start of the first phase; claim is the operation's
 // claim mode.
-func server(t *testing.T, claim idem.ClaimMode, hold func()) (*httptest.Server, *idem.Engine) {
+func server(t *testing.T, claim idem.ClaimMode, hold func()) (*httptest.Server, *idemtest.Env) {
 	t.Helper()
 	env := idemtest.New(t, idem.Options{PolicyURL: "https://example.test/idempotency"})
 	if _, err := env.Pool.Exec(context.Background(), `CREATE TABLE items (id bigserial PRIMARY KEY, name text)`); err != nil {
@@ -78,7 +78,7 @@ func server(t *testing.T, claim idem.ClaimMode, hold func()) (*httptest.Server, 
 	}, idemecho.Middleware(rt, spec))
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
-	return srv, eng
+	return srv, env
 }
 
 type reply struct {
@@ -185,7 +185,7 @@ func TestHTTPConcurrentDuplicate(t *testing.T) {
 func TestHTTPConcurrentDuplicateLast(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	var calls atomic.Int32
-	srv, eng := server(t, idem.ClaimAuto, func() {
+	srv, env := server(t, idem.ClaimAuto, func() {
 		if calls.Add(1) == 1 {
 			close(entered)
 			<-release
@@ -206,7 +206,7 @@ func TestHTTPConcurrentDuplicateLast(t *testing.T) {
 		t.Fatalf("first %+v, second %+v; want both 201 with the same body", first, second)
 	}
 	var n int
-	if err := eng.Pool().QueryRow(context.Background(), `SELECT count(*) FROM items`).Scan(&n); err != nil || n != 1 {
+	if err := env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM items`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d items, %v; want 1", n, err)
 	}
 }

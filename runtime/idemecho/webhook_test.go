@@ -63,7 +63,7 @@ func webhookServer(t *testing.T, senders map[string]idemsig.Verifier) *receiver 
 			{Name: "apply", Final: func(ctx context.Context, tx pgx.Tx, _ *struct{}) (*idem.Response, error) {
 				var seq int64
 				if err := tx.QueryRow(ctx, `INSERT INTO events (sender, event_id, type) VALUES ($1, $2, $3) RETURNING seq`,
-					idem.CallFrom(ctx).Scope, ev.ID, ev.Type).Scan(&seq); err != nil {
+					idem.ExecutionFrom(ctx).Scope, ev.ID, ev.Type).Scan(&seq); err != nil {
 					return nil, err
 				}
 				return idemecho.Render(func(w http.ResponseWriter) error {

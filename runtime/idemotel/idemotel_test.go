@@ -82,9 +82,9 @@ func phases(key string, charge error) []idem.Phase[state] {
 	}
 }
 
-func request(key string) idem.Request {
+func request(key string) idem.KeyedRequest {
 	sum := sha256.Sum256([]byte("body"))
-	return idem.Request{Scope: "acct", Key: key, Fingerprint: sum[:]}
+	return idem.KeyedRequest{Scope: "acct", Key: key, Fingerprint: sum[:]}
 }
 
 var op = &idem.Operation{ID: "createPayment", Policy: idem.Policy{Lease: 5 * time.Second}}
@@ -220,7 +220,7 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	other := sha256.Sum256([]byte("another body"))
-	if _, err := idem.Run(ctx, e.eng, op, idem.Request{Scope: "acct", Key: "k", Fingerprint: other[:]}, phases("k", nil)); err == nil {
+	if _, err := idem.Run(ctx, e.eng, op, idem.KeyedRequest{Scope: "acct", Key: "k", Fingerprint: other[:]}, phases("k", nil)); err == nil {
 		t.Fatal("a reused key with another body was not refused")
 	}
 	if _, err := e.eng.Prune(ctx, 10); err != nil {

@@ -53,7 +53,7 @@ type accountKey struct{}
 // the engine provides on the request path and in the background completer
 // alike; elsewhere, the account Authenticate put in the request's context.
 func Account(ctx context.Context) string {
-	if call := idem.CallFrom(ctx); call != nil {
+	if call := idem.ExecutionFrom(ctx); call != nil {
 		return call.Scope
 	}
 	a, _ := ctx.Value(accountKey{}).(string)

@@ -1,5 +1,5 @@
 -- A: today's layout. The table and its indexes are the engine's migrations
--- (idem.Migrate, run into this schema before this file); this file only
+-- (idemmigrate's Up, run into this schema before this file); this file only
 -- loads the records as the engine stores a completed one (migration 005):
 -- the id, a digest of namespace, scope and key, in the primary key; the
 -- receipt's 16-byte fingerprint; the status, the headers coded and the

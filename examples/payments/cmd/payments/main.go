@@ -47,6 +47,7 @@ import (
 	"github.com/idemgen/idemgen/examples/payments/outbox"
 	"github.com/idemgen/idemgen/pglocal"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
 	"github.com/idemgen/idemgen/runtime/idemotel"
 	"github.com/idemgen/idemgen/runtime/idemprom"
 )
@@ -87,7 +88,7 @@ func run() error {
 		return err
 	}
 	defer pool.Close()
-	if _, err := idem.Migrate(ctx, pool, idem.DefaultSchema); err != nil {
+	if _, err := idemmigrate.New(pool, idem.DefaultSchema).Up(ctx); err != nil {
 		return fmt.Errorf("migrating the idempotency store: %w", err)
 	}
 	if err := api.Migrate(ctx, pool); err != nil {

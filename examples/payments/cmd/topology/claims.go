@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgen/idemgen/internal/topology"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
 )
 
 // claimProbe is how many claims the lost-claims probe makes before it
@@ -44,7 +45,7 @@ func lostClaims(ctx context.Context, c *cleanups, dir string, async bool, wait t
 		return 0, err
 	}
 	defer pool.Close()
-	if _, err := idem.Migrate(ctx, pool, idem.DefaultSchema); err != nil {
+	if _, err := idemmigrate.New(pool, idem.DefaultSchema).Up(ctx); err != nil {
 		return 0, err
 	}
 	eng, err := idem.New(pool, idem.Options{AsyncClaimCommit: async})
@@ -60,7 +61,7 @@ func lostClaims(ctx context.Context, c *cleanups, dir string, async bool, wait t
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			idem.Run(ctx, eng, op, idem.Request{Scope: "probe", Key: fmt.Sprint(i), Fingerprint: fp[:]}, []idem.Phase[struct{}]{
+			idem.Run(ctx, eng, op, idem.KeyedRequest{Scope: "probe", Key: fmt.Sprint(i), Fingerprint: fp[:]}, []idem.Phase[struct{}]{
 				{Name: "charge", Foreign: func(context.Context, string, *struct{}) error {
 					claimed <- struct{}{} // the claim committed
 					<-killed

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
 )
 
 // probeResult is what the engine did through the pooler in one mode.
@@ -61,7 +62,7 @@ func probe(ctx context.Context, url, mode string) (probeResult, error) {
 	}
 	defer pool.Close()
 	schema := "probe_" + strings.Fields(res.mode)[0] // probe_cache_statement, probe_cache_describe
-	if _, err := idem.Migrate(ctx, pool, schema); err != nil {
+	if _, err := idemmigrate.New(pool, schema).Up(ctx); err != nil {
 		return res, fmt.Errorf("migrating through the pooler: %w", err)
 	}
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+schema+`.rows (key text NOT NULL)`); err != nil {
@@ -92,7 +93,7 @@ func probe(ctx context.Context, url, mode string) (probeResult, error) {
 						return &idem.Response{Status: 201, Header: http.Header{}, Body: []byte(fmt.Sprint(n))}, err
 					}},
 				}
-				out, err := idem.Run(ctx, eng, op, idem.Request{Scope: "probe", Key: key, Fingerprint: fp[:]}, phases)
+				out, err := idem.Run(ctx, eng, op, idem.KeyedRequest{Scope: "probe", Key: key, Fingerprint: fp[:]}, phases)
 				mu.Lock()
 				res.requests++
 				switch {

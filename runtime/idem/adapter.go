@@ -1,0 +1,99 @@
+package idem
+
+// The calls here are for adapters (runtime/idemecho, and what a service of
+// another framework writes in its place), not for phase code or
+// operators: what an adapter needs besides Run to answer HTTP requests the
+// engine's way.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
+)
+
+// PolicyURL returns the configured policy link, if any.
+func (e *Engine) PolicyURL() string { return e.opts.PolicyURL }
+
+// ObserveContext reports an event that happened in ctx to the engine's
+// observer. Adapters use it for the errors they detect before reaching the
+// engine (missing or bad keys).
+func (e *Engine) ObserveContext(ctx context.Context, ev Event) { e.observe(ctx, ev) }
+
+// ProblemResponse renders a protocol error as a complete response:
+// status, Content-Type application/problem+json, Retry-After where it applies,
+// a Link to the published policy when policyURL is set, and the JSON body.
+func ProblemResponse(e *Error, policyURL string) *Response {
+	body, _ := json.Marshal(e.Problem())
+	h := http.Header{}
+	h.Set("Content-Type", idemtype.ProblemContentType)
+	if e.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(e.RetryAfter.Seconds()))))
+	}
+	if policyURL != "" {
+		h.Set("Link", "<"+policyURL+`>; rel="describedby"`)
+	}
+	return &Response{Status: e.Status(), Header: h, Body: body}
+}
+
+// MaxScopeLength bounds a scope value (a principal, a header's value), in bytes.
+const MaxScopeLength = 255
+
+// CheckScope refuses a scope value the store cannot hold or index well:
+// invalid UTF-8, a NUL character, or more than MaxScopeLength bytes. The
+// error is an *Error of kind idemtype.KindInvalidScope (400).
+func CheckScope(scope string) error {
+	switch {
+	case len(scope) > MaxScopeLength:
+		return errorf(idemtype.KindInvalidScope, "the scope value is %d bytes long; at most %d are allowed", len(scope), MaxScopeLength)
+	case !utf8.ValidString(scope):
+		return errorf(idemtype.KindInvalidScope, "the scope value is not valid UTF-8")
+	case strings.IndexByte(scope, 0) >= 0:
+		return errorf(idemtype.KindInvalidScope, "the scope value contains a NUL character")
+	}
+	return nil
+}
+
+// RunWithoutKey runs the phases once, unprotected, for a request that sent
+// no key to an operation whose key is optional: local phases still commit
+// atomically one by one, foreign phases get a fresh random key, and nothing
+// is recorded or replayed.
+func RunWithoutKey[S any](ctx context.Context, e *Engine, op *Operation, phases []Phase[S]) (*Response, error) {
+	if err := checkPhases(phases); err != nil {
+		return nil, err
+	}
+	var state S
+	nonce := newToken()
+	for _, p := range phases {
+		if p.foreign() {
+			if err := p.Foreign(ctx, DeriveKey(CurrentKeyDerivation, op.namespace(), "", string(nonce[:]), p.Name, nil, e.opts.DerivedKeyLength), &state); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		var resp *Response
+		err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+			var err error
+			if p.Final != nil {
+				resp, err = p.Final(ctx, tx, &state)
+				return err
+			}
+			return p.Local(ctx, tx, &state)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if resp != nil {
+			return resp, nil
+		}
+	}
+	return nil, errors.New("idem: the last phase returned no response")
+}
