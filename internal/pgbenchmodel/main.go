@@ -3,7 +3,7 @@
 // engine's own tables, at 1 and 16 clients, side by side on one durable
 // PostgreSQL, with prepared statements. `make bench-model` runs it;
 // docs/performance.md keeps the table. The shapes are written by hand after
-// the engine's statements (runtime/idem/store.go), with the same columns and
+// the engine's statements (runtime/idem/sql/*.sql), with the same columns and
 // indexes, so that the figures bound what the engine can reach.
 package main
 

@@ -143,6 +143,20 @@ func TestRetentionRunsFromProgress(t *testing.T) {
 			}
 			return record(ctx, tx, s)
 		}
+		finish := phases[2].Final
+		phases[2].Final = func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
+			// The record phase's commit advanced the record: its retention
+			// runs from there.
+			if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records
+WHERE recovery_point = 'record' AND expires_at >= now() + interval '23 hours'`); n != 1 {
+				t.Error("a record advanced near its expiry still expires from its claim, not its progress")
+			}
+			// And it is near its expiry again when it completes.
+			if _, err := e.pool.Exec(ctx, `UPDATE `+e.schema+`.records SET expires_at = now() + interval '1 second'`); err != nil {
+				return nil, err
+			}
+			return finish(ctx, tx, s)
+		}
 		if _, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), phases); err != nil {
 			t.Fatal(err)
 		}
@@ -575,8 +589,18 @@ func TestAbandonedAndResolve(t *testing.T) {
 		if err := e.eng.Resolve(ctx, "createPayment", "t", "b", idem.Resolution{Delete: true}); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.eng.Resolve(ctx, "createPayment", "t", "a", idem.Resolution{Delete: true}); !errors.Is(err, idem.ErrNotAbandoned) {
-			t.Fatalf("resolving a completed record: %v; want ErrNotAbandoned", err)
+		for _, r := range []idem.Resolution{{Delete: true}, {Status: 500}} {
+			if err := e.eng.Resolve(ctx, "createPayment", "t", "a", r); !errors.Is(err, idem.ErrNotAbandoned) {
+				t.Fatalf("resolving a completed record (%+v): %v; want ErrNotAbandoned", r, err)
+			}
+		}
+		// A claimed record whose owner's lease is live is not abandoned.
+		halfDone(t, e, "live", &card{charges: map[string]string{}}, new(int))
+		e.exec(`UPDATE ` + e.schema + `.records SET lease_until = now() + interval '1 hour' WHERE key = 'live'`)
+		for _, r := range []idem.Resolution{{Delete: true}, {Status: 500}} {
+			if err := e.eng.Resolve(ctx, "createPayment", "t", "live", r); !errors.Is(err, idem.ErrNotAbandoned) {
+				t.Fatalf("resolving a live claim (%+v): %v; want ErrNotAbandoned", r, err)
+			}
 		}
 		if err := e.eng.Resolve(ctx, "createPayment", "t", "none", idem.Resolution{Delete: true}); !errors.Is(err, pgx.ErrNoRows) {
 			t.Fatalf("resolving a missing record: %v; want no rows", err)

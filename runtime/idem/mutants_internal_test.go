@@ -42,6 +42,16 @@ var predicates = []struct {
 	{"lease in the pruner's skipping batch", "PruneSkipping", "lease_until <= now() AND ", "", "TestPruneSkipsLockedBatch"},
 	{"recovery point in the pruner's skipping batch", "PruneSkipping", " AND recovery_point = ''", "", "TestHalfDoneRecordOutlivesRetention/*/*/pruner"},
 	{"skipping locked rows in the pruner", "PruneSkipping", " SKIP LOCKED", "", "TestPruneSkipsLockedBatch/spread"},
+	{"the claim's bounded wait", "Claim", "set_config('lock_timeout', @lock_timeout, true) IS NOT NULL", "@lock_timeout::text IS NOT NULL", "TestDuplicateWaitIsBounded"},
+	{"the record-last insert's bounded wait", "InsertCompleted", "set_config('lock_timeout', @lock_timeout, true) IS NOT NULL", "@lock_timeout::text IS NOT NULL", "TestDuplicateWaitIsBounded/last/*"},
+	{"retention from progress in advance", "Advance", "GREATEST(expires_at, clock_timestamp() + @retention_us::bigint * interval '1 microsecond')", "expires_at + 0 * @retention_us::bigint * interval '1 microsecond'", "TestRetentionRunsFromProgress"},
+	{"retention from completion", "Complete", "expires_at = clock_timestamp() + @retention_us::bigint * interval '1 microsecond'", "expires_at = expires_at + 0 * @retention_us::bigint * interval '1 microsecond'", "TestRetentionRunsFromProgress"},
+	{"lease in the operator's delete", "ResolveDelete", " AND lease_until <= now()", "", "TestAbandonedAndResolve"},
+	{"lease in the operator's completion", "ResolveComplete", " AND lease_until <= now()", "", "TestAbandonedAndResolve"},
+	{"the completer's attempt bound", "AbandonedBackground", " AND attempts < @max_attempts", " AND @max_attempts::int IS NOT NULL", "TestPanicInPhase/*/*/background_completer"},
+	{"the fence's abort in advance", "Advance", "SELECT 1 / count(*) FROM advanced", "SELECT count(*) FROM advanced", "TestFenceWhileTakerRuns/*/*/advance"},
+	{"the end of the claim wait", "EndWait", "SET LOCAL lock_timeout TO DEFAULT", "SELECT NULL", "TestPhaseTxContract"},
+	{"the fence's abort in complete", "Complete", "SELECT 1 / count(*) FROM completed", "SELECT count(*) FROM completed", "TestFenceWhileTakerRuns/*/*/complete"},
 }
 
 // alsoIn names, for a clause that two statements hold so that either alone
