@@ -738,7 +738,9 @@ type refreshCounter struct {
 type isRefresh struct{}
 
 func (r *refreshCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.HasPrefix(d.SQL, r.prefix) {
+	// The statement as runtime/idem/sql/execution.sql's Refresh writes it,
+	// its white space aside.
+	if strings.HasPrefix(strings.Join(strings.Fields(d.SQL), " "), r.prefix) {
 		return context.WithValue(ctx, isRefresh{}, true)
 	}
 	return ctx
