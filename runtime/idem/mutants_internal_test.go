@@ -116,6 +116,7 @@ func TestSQLPredicates(t *testing.T) {
 	}
 	for _, p := range predicates {
 		t.Run(p.name, func(t *testing.T) {
+			t.Parallel() // each in a process of its own, on a schema of its own
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			// Each level of the test's name exactly; * is any name, such

@@ -1,6 +1,7 @@
-// Package idemecho connects the idempotency engine to echo. Generated code
-// installs Middleware on each idempotent route and calls Execute from the
-// operation's strict handler; users rarely call either directly.
+// Package idemecho connects the idempotency engine to echo, as a thin
+// adapter of runtime/idemstd, the protocol's framework-free core. Generated
+// code installs Middleware on each idempotent route and calls Execute from
+// the operation's strict handler; users rarely call either directly.
 //
 // The middleware does everything that needs the raw request: it verifies a
 // signed sender, parses the key (from its header or the JSON body), resolves
@@ -12,21 +13,17 @@
 package idemecho
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/idemhttp"
 	"github.com/idemgen/idemgen/runtime/idemsig"
+	"github.com/idemgen/idemgen/runtime/idemstd"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
@@ -63,10 +60,10 @@ type Runtime struct {
 }
 
 // DefaultMaxBodyBytes is Runtime.MaxBodyBytes' default.
-const DefaultMaxBodyBytes = 1 << 20
+const DefaultMaxBodyBytes = idemstd.DefaultMaxBodyBytes
 
 // DefaultCompleterInterval is Runtime.CompleterInterval's default.
-const DefaultCompleterInterval = 10 * time.Second
+const DefaultCompleterInterval = idemstd.DefaultCompleterInterval
 
 // StartCompleter starts the engine's background completer
 // (Engine.RunCompleter) in a goroutine of its own, every
@@ -75,79 +72,18 @@ const DefaultCompleterInterval = 10 * time.Second
 // operation with complete: background, so that such an operation is
 // finished without a retry and without code of the service's.
 func (rt *Runtime) StartCompleter() {
-	interval := rt.CompleterInterval
-	switch {
-	case interval < 0:
-		return
-	case interval == 0:
-		interval = DefaultCompleterInterval
-	}
-	ctx := rt.Context
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	go rt.Engine.RunCompleter(ctx, interval)
+	idemstd.StartCompleter(rt.Context, rt.Engine, rt.CompleterInterval)
 }
 
 // Spec is one idempotent operation as the generator describes it.
-type Spec struct {
-	Operation *idem.Operation
-	Key       idemhttp.KeyRule
-	// Scope is what keys are unique within; the zero Scope is the
-	// principal's.
-	Scope idemtype.Scope
-	// Route is the OpenAPI path template, e.g. /payments/{id}.
-	Route string
-	// Exclude lists JSON Pointers left out of the fingerprint.
-	Exclude []string
-	// Headers lists request headers that are part of the fingerprint.
-	Headers []string
-}
+type Spec = idemstd.Spec
 
 // Call is an idempotent request in flight. The middleware puts it in the
 // request's context; Execute fills in the outcome.
-type Call struct {
-	Spec    *Spec
-	Request idem.KeyedRequest // Key is "" when an optional key was not sent
-	// Replayed is set when the response is a stored one.
-	Replayed bool
-	// Resumed is set when this request continued an earlier execution.
-	Resumed bool
-	// problem is the refusal Execute answered with, if any.
-	problem *idemtype.Error
-
-	// The request's context and body as the middleware hands them on,
-	// allocated with the call.
-	ctx  callContext
-	body bodyReader
-}
-
-type callKey struct{}
-
-// callContext is the request's context with the call as the value of
-// callKey{}, as context.WithValue would make it.
-type callContext struct {
-	context.Context
-	call *Call
-}
-
-func (c *callContext) Value(key any) any {
-	if key == (callKey{}) {
-		return c.call
-	}
-	return c.Context.Value(key)
-}
-
-// bodyReader is the request body once read, for the handler to read again.
-type bodyReader struct{ bytes.Reader }
-
-func (*bodyReader) Close() error { return nil }
+type Call = idemstd.Call
 
 // CallFrom returns the idempotent call of ctx, or nil.
-func CallFrom(ctx context.Context) *Call {
-	c, _ := ctx.Value(callKey{}).(*Call)
-	return c
-}
+func CallFrom(ctx context.Context) *Call { return idemstd.CallFrom(ctx) }
 
 // Middleware returns the echo middleware for one idempotent route.
 //
@@ -163,30 +99,36 @@ func CallFrom(ctx context.Context) *Call {
 func Middleware(rt *Runtime, spec *Spec) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			call, err := prepare(c, rt, spec)
+			route := idemstd.Route{PathParams: func() map[string]string { return pathParams(c) }}
+			if rt.Principal != nil {
+				route.Principal = func() (string, error) { return rt.Principal(c) }
+			}
+			opts := idemstd.Options{Senders: rt.Senders, MaxBodyBytes: rt.MaxBodyBytes}
+			call, err := idemstd.Prepare(c.Request(), &opts, spec, route)
 			if err != nil {
 				var perr *idemtype.Error
-				if errors.As(err, &perr) {
-					rt.Engine.ObserveContext(c.Request().Context(), idem.Event{Kind: idem.EventBadRequest, Operation: spec.Operation.ID})
-					rt.log(c, call, perr.Status(), nil)
-					if err := WriteResponse(c.Response(), idem.ProblemResponse(perr, rt.Engine.PolicyURL()), false); err != nil {
+				var be *idemstd.BodyError
+				switch {
+				case errors.As(err, &perr):
+					idemstd.LogRequest(rt.Logger, c.Request(), call, perr.Status(), nil)
+					if err := idemstd.Refuse(c.Request().Context(), rt.Engine, c.Response(), spec, perr); err != nil {
 						return err
 					}
 					return refusal(perr)
+				case errors.As(err, &be):
+					return echo.NewHTTPError(be.Status, be.Err.Error())
 				}
 				return err
 			}
-			req := c.Request()
-			call.ctx = callContext{Context: req.Context(), call: call}
-			c.SetRequest(req.WithContext(&call.ctx))
+			c.SetRequest(call.Bind(c.Request()))
 			err = next(c)
 			if err != nil {
 				// Render the error now, so the log line has the status sent.
 				c.Error(err)
 			}
-			rt.log(c, call, c.Response().Status, err)
-			if err == nil && call.problem != nil {
-				return refusal(call.problem)
+			idemstd.LogRequest(rt.Logger, c.Request(), call, c.Response().Status, err)
+			if perr := call.Problem(); err == nil && perr != nil {
+				return refusal(perr)
 			}
 			return err
 		}
@@ -199,174 +141,19 @@ func refusal(perr *idemtype.Error) error {
 	return echo.NewHTTPError(perr.Status(), perr.Error()).SetInternal(perr)
 }
 
-func (rt *Runtime) log(c echo.Context, call *Call, status int, err error) {
-	if rt.Logger == nil {
-		return
+// pathParams are c's path parameters by name.
+func pathParams(c echo.Context) map[string]string {
+	names, values := c.ParamNames(), c.ParamValues()
+	if len(names) == 0 {
+		return nil
 	}
-	attrs := []any{"method", c.Request().Method, "path", c.Request().URL.Path, "status", status}
-	if call != nil {
-		attrs = append(attrs, "operation", call.Spec.Operation.ID, "idempotency_key", call.Request.Key,
-			"replayed", call.Replayed, "resumed", call.Resumed)
-	}
-	if err != nil {
-		attrs = append(attrs, "err", err.Error())
-	}
-	// With the request's context: a handler that reads it (idemotel's
-	// LogHandler) adds the request's trace to the line.
-	rt.Logger.InfoContext(c.Request().Context(), "idempotent request", attrs...)
-}
-
-// prepare reads what identifies the request: its key, its scope, its
-// fingerprint. A signed sender is verified first, over the raw body, so
-// that an unauthenticated request learns nothing about keys; otherwise the
-// key header and the scope are checked before the body is read, as cheap
-// refusals.
-func prepare(c echo.Context, rt *Runtime, spec *Spec) (*Call, error) {
-	r := c.Request()
-	call := &Call{Spec: spec}
-	signed := spec.Scope.Kind == idemtype.ScopeSender
-	headerKey := func() (err error) {
-		if spec.Key.Pointer == "" {
-			call.Request.Key, err = idemhttp.ParseKey(r.Header, spec.Key)
-		}
-		return err
-	}
-	var err error
-	if !signed {
-		if err := headerKey(); err != nil {
-			return call, err
-		}
-		if call.Request.Scope, err = rt.scope(c, spec); err != nil {
-			return call, err
+	params := make(map[string]string, len(names))
+	for i, name := range names {
+		if i < len(values) {
+			params[name] = values[i]
 		}
 	}
-	limit := rt.MaxBodyBytes
-	if limit <= 0 {
-		limit = DefaultMaxBodyBytes
-	}
-	body, err := readBody(r, limit)
-	if err != nil {
-		return call, echo.NewHTTPError(http.StatusBadRequest, "reading the request body: "+err.Error())
-	}
-	if int64(len(body)) > limit {
-		return call, echo.NewHTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body exceeds %d bytes", limit))
-	}
-	call.body.Reset(body)
-	r.Body = &call.body
-	if signed {
-		if call.Request.Scope, err = rt.verify(r, body, spec.Scope.Name, spec); err != nil {
-			return call, err
-		}
-		if err := headerKey(); err != nil {
-			return call, err
-		}
-	}
-	if spec.Key.Pointer != "" {
-		if call.Request.Key, err = idemhttp.BodyKey(body, spec.Key); err != nil {
-			return call, err
-		}
-	}
-	if call.Request.Key == "" {
-		return call, nil // optional key not sent: no fingerprint needed
-	}
-	var params map[string]string
-	if names, values := c.ParamNames(), c.ParamValues(); len(names) > 0 {
-		params = make(map[string]string, len(names))
-		for i, name := range names {
-			if i < len(values) {
-				params[name] = values[i]
-			}
-		}
-	}
-	var query url.Values
-	if r.URL.RawQuery != "" {
-		query = r.URL.Query()
-	}
-	call.Request.Fingerprint, err = idemhttp.Fingerprint(idemhttp.Request{
-		Method: r.Method, Route: spec.Route, PathParams: params, Query: query,
-		Header: r.Header, HeaderNames: spec.Headers, ContentType: r.Header.Get("Content-Type"),
-		Body: body, Exclude: spec.Exclude,
-	})
-	return call, err
-}
-
-// readBody reads at most limit+1 bytes of r's body (as io.ReadAll of an
-// io.LimitReader would), into a slice the size its Content-Length announces.
-func readBody(r *http.Request, limit int64) ([]byte, error) {
-	size := int64(512)
-	if r.ContentLength >= 0 && r.ContentLength <= limit {
-		size = r.ContentLength + 1 // room to read the end of the body
-	}
-	b := make([]byte, 0, size)
-	for int64(len(b)) <= limit {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		room := b[len(b):cap(b)]
-		if int64(len(room)) > limit+1-int64(len(b)) {
-			room = room[:limit+1-int64(len(b))]
-		}
-		n, err := r.Body.Read(room)
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return b, err
-		}
-	}
-	return b, nil
-}
-
-// verify runs the sender verifier of an operation scoped "sender:<name>"
-// and returns the sender. Refusals are invalid-signature problems; a
-// verifier's own failure goes to echo as is.
-func (rt *Runtime) verify(r *http.Request, body []byte, name string, spec *Spec) (string, error) {
-	v := rt.Senders[name]
-	if v == nil {
-		return "", errors.New("idemecho: operation " + spec.Operation.ID + " is scoped to sender " + name + " but Runtime.Senders has no verifier of that name")
-	}
-	sender, err := v.Verify(r, body)
-	if err != nil {
-		var perr *idemtype.Error // only here: errors.As makes it escape to the heap
-		switch {
-		case errors.Is(err, idemsig.ErrInvalid):
-			return "", &idemtype.Error{Kind: idemtype.KindInvalidSignature, Detail: err.Error()}
-		case errors.As(err, &perr):
-			return "", err
-		}
-		return "", fmt.Errorf("idemecho: verifying the sender of %s: %w", spec.Operation.ID, err)
-	}
-	if sender == "" {
-		return "", &idemtype.Error{Kind: idemtype.KindInvalidSignature, Detail: "the verifier found no sender"}
-	}
-	return sender, idem.CheckScope(sender)
-}
-
-func (rt *Runtime) scope(c echo.Context, spec *Spec) (string, error) {
-	switch spec.Scope.Kind {
-	case idemtype.ScopeGlobal:
-		return "", nil
-	case idemtype.ScopeHeader:
-		name := spec.Scope.Name
-		v := c.Request().Header.Get(name)
-		if v == "" {
-			return "", &idemtype.Error{Kind: idemtype.KindMissingScope, Detail: "send the " + name + " header: keys are scoped to it"}
-		}
-		return v, idem.CheckScope(v)
-	default: // principal
-		if rt.Principal == nil {
-			return "", errors.New("idemecho: operation " + spec.Operation.ID + " is scoped to the principal but Runtime.Principal is nil")
-		}
-		p, err := rt.Principal(c)
-		if err != nil {
-			return "", err
-		}
-		if p == "" {
-			return "", &idemtype.Error{Kind: idemtype.KindMissingScope, Detail: "authenticate: keys are scoped to the caller"}
-		}
-		return p, idem.CheckScope(p)
-	}
+	return params
 }
 
 // Execute runs the phases of the call in ctx's request for typed request
@@ -376,112 +163,25 @@ func (rt *Runtime) scope(c echo.Context, spec *Spec) (string, error) {
 // *echo.HTTPError from a phase, wrapped in idem.Release, to choose the
 // status).
 func Execute[S any](ctx context.Context, rt *Runtime, payload []byte, phases []idem.Phase[S]) (*idem.Response, error) {
-	call := CallFrom(ctx)
-	if call == nil {
-		return nil, errors.New("idemecho: Execute called outside the idempotency middleware")
-	}
-	op := call.Spec.Operation
-	if call.Request.Key == "" {
-		return idem.RunWithoutKey(ctx, rt.Engine, op, phases)
-	}
-	req := call.Request
-	req.Payload = payload
-	out, err := idem.Run(ctx, rt.Engine, op, req, phases)
-	if err != nil {
-		// Declared only here: errors.As makes them escape to the heap.
-		var perr *idemtype.Error
-		if errors.As(err, &perr) {
-			call.problem = perr
-			return idem.ProblemResponse(perr, rt.Engine.PolicyURL()), nil
-		}
-		var rel *idem.ReleaseError
-		if errors.As(err, &rel) {
-			return nil, rel.Err
-		}
-		return nil, err
-	}
-	call.Replayed, call.Resumed = out.Replayed, out.Resumed
-	return out.Response, nil
+	return idemstd.Execute(ctx, rt.Engine, payload, phases)
 }
 
 // Render runs a strict-server response visitor against a recorder and
-// returns the exact response it wrote, so the bytes can be stored before
-// anything reaches the client.
+// returns the exact response it wrote (idemstd.Render).
 func Render(visit func(http.ResponseWriter) error) (*idem.Response, error) {
-	rec := &recorder{resp: idem.Response{Header: http.Header{}}}
-	rec.body = *bytes.NewBuffer(rec.small[:0])
-	if err := visit(rec); err != nil {
-		return nil, err
-	}
-	if rec.resp.Status == 0 {
-		rec.resp.Status = http.StatusOK
-	}
-	rec.resp.Body = rec.body.Bytes()
-	return &rec.resp, nil
+	return idemstd.Render(visit)
 }
 
-// recorder is the response a visitor writes and the room for a small body,
-// in one allocation.
-type recorder struct {
-	resp  idem.Response
-	body  bytes.Buffer
-	small [128]byte
-}
-
-func (r *recorder) Header() http.Header { return r.resp.Header }
-func (r *recorder) WriteHeader(status int) {
-	if r.resp.Status == 0 {
-		r.resp.Status = status
-	}
-}
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.resp.Status == 0 {
-		r.resp.Status = http.StatusOK
-	}
-	return r.body.Write(b)
-}
-
-// WriteResponse writes a stored or fresh response. A replay carries
-// Idempotent-Replayed: true.
+// WriteResponse writes a stored or fresh response; a replay carries
+// Idempotent-Replayed: true (idemstd.WriteResponse).
 func WriteResponse(w http.ResponseWriter, r *idem.Response, replayed bool) error {
-	// The values are copied, so that nothing done to the response's
-	// headers reaches the stored response: into one slice, each header
-	// getting a part of it without room to append into the next.
-	n := 0
-	for _, v := range r.Header {
-		n += len(v)
-	}
-	if replayed {
-		n++
-	}
-	vals := make([]string, n)
-	h := w.Header()
-	for k, v := range r.Header {
-		if len(v) == 0 {
-			h[k] = nil
-			continue
-		}
-		c := copy(vals, v)
-		h[k], vals = vals[:c:c], vals[c:]
-	}
-	if replayed {
-		vals[0] = "true"
-		h[idemtype.ReplayedHeader] = vals[:1:1]
-	}
-	w.WriteHeader(r.Status)
-	_, err := w.Write(r.Body)
-	return err
+	return idemstd.WriteResponse(w, r, replayed)
 }
 
 // Writer is a strict-server response object for any generated response
-// interface: generated code wraps it so its Visit method writes the
-// engine's response, replay header included.
+// interface (idemstd.Writer).
 func Writer(ctx context.Context, r *idem.Response) func(http.ResponseWriter) error {
-	replayed := false
-	if call := CallFrom(ctx); call != nil {
-		replayed = call.Replayed
-	}
-	return func(w http.ResponseWriter) error { return WriteResponse(w, r, replayed) }
+	return idemstd.Writer(ctx, r)
 }
 
 // OperationMiddlewares returns the per-operation middlewares to give

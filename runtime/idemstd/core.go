@@ -1,0 +1,448 @@
+// Package idemstd connects the idempotency engine to net/http: the
+// standard library's ServeMux, and the routers whose handlers are
+// http.Handlers (chi, gorilla/mux). It is also the protocol's one
+// framework-free core, on net/http types, that every adapter builds on
+// (runtime/idemecho, and the gin adapter in a module of its own): reading
+// the key and the scope, fingerprinting the request, answering refusals,
+// running the phases through the engine and writing the stored response.
+//
+// Generated code installs Middleware on each idempotent route and calls
+// Execute from the operation's strict handler; users rarely call either
+// directly.
+package idemstd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemsig"
+	"github.com/idemgen/idemgen/runtime/idemtype"
+)
+
+// Spec is one idempotent operation as the generator describes it.
+type Spec struct {
+	Operation *idem.Operation
+	Key       idemhttp.KeyRule
+	// Scope is what keys are unique within; the zero Scope is the
+	// principal's.
+	Scope idemtype.Scope
+	// Route is the OpenAPI path template, e.g. /payments/{id}.
+	Route string
+	// Exclude lists JSON Pointers left out of the fingerprint.
+	Exclude []string
+	// Headers lists request headers that are part of the fingerprint.
+	Headers []string
+}
+
+// Call is an idempotent request in flight. An adapter's middleware puts it
+// in the request's context (Prepare, then Call.Bind); Execute fills in the
+// outcome.
+type Call struct {
+	Spec    *Spec
+	Request idem.KeyedRequest // Key is "" when an optional key was not sent
+	// Replayed is set when the response is a stored one.
+	Replayed bool
+	// Resumed is set when this request continued an earlier execution.
+	Resumed bool
+	// problem is the refusal Execute answered with, if any.
+	problem *idemtype.Error
+
+	// The request's context and body as the middleware hands them on,
+	// allocated with the call.
+	ctx  callContext
+	body bodyReader
+}
+
+// Problem is the refusal Execute answered the call with (a key in flight,
+// reused with another request, ...), or nil.
+func (c *Call) Problem() *idemtype.Error { return c.problem }
+
+type callKey struct{}
+
+// callContext is the request's context with the call as the value of
+// callKey{}, as context.WithValue would make it.
+type callContext struct {
+	context.Context
+	call *Call
+}
+
+func (c *callContext) Value(key any) any {
+	if key == (callKey{}) {
+		return c.call
+	}
+	return c.Context.Value(key)
+}
+
+// bodyReader is the request body once read, for the handler to read again.
+type bodyReader struct{ bytes.Reader }
+
+func (*bodyReader) Close() error { return nil }
+
+// CallFrom returns the idempotent call of ctx, or nil.
+func CallFrom(ctx context.Context) *Call {
+	c, _ := ctx.Value(callKey{}).(*Call)
+	return c
+}
+
+// Bind returns r with the call in its context and the body Prepare read
+// as its body, for the handler to read again.
+func (c *Call) Bind(r *http.Request) *http.Request {
+	c.ctx = callContext{Context: r.Context(), call: c}
+	r = r.WithContext(&c.ctx)
+	r.Body = &c.body
+	return r
+}
+
+// Options are what Prepare needs of a service's configuration.
+type Options struct {
+	// Senders verifies the senders of operations scoped "sender:<name>",
+	// by name (see Runtime.Senders).
+	Senders map[string]idemsig.Verifier
+	// MaxBodyBytes limits request bodies read for fingerprinting (default
+	// DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+}
+
+// DefaultMaxBodyBytes is the default limit of request bodies.
+const DefaultMaxBodyBytes = 1 << 20
+
+// Route is what an adapter's router knows of a request.
+type Route struct {
+	// PathParams returns the route's path parameters by name. Prepare asks
+	// only when it fingerprints the request.
+	PathParams func() map[string]string
+	// Principal resolves the principal of an operation scoped to it
+	// (nil: the service set no resolver).
+	Principal func() (string, error)
+}
+
+// BodyError is a request body Prepare could not take: its Status is 400
+// (the body did not read) or 413 (it is larger than the limit). An adapter
+// renders it its framework's way.
+type BodyError struct {
+	Status int
+	Err    error
+}
+
+func (e *BodyError) Error() string { return e.Err.Error() }
+func (e *BodyError) Unwrap() error { return e.Err }
+
+// Prepare reads what identifies the request: its key, its scope, its
+// fingerprint. A signed sender is verified first, over the raw body, so
+// that an unauthenticated request learns nothing about keys; otherwise the
+// key header and the scope are checked before the body is read, as cheap
+// refusals. A refusal is an *idemtype.Error, which the adapter answers as
+// a problem; a body it cannot take is a *BodyError; any other error is the
+// service's (a failing resolver or verifier). The call is returned with
+// every error, with what was read so far.
+func Prepare(r *http.Request, o *Options, spec *Spec, route Route) (*Call, error) {
+	call := &Call{Spec: spec}
+	signed := spec.Scope.Kind == idemtype.ScopeSender
+	headerKey := func() (err error) {
+		if spec.Key.Pointer == "" {
+			call.Request.Key, err = idemhttp.ParseKey(r.Header, spec.Key)
+		}
+		return err
+	}
+	var err error
+	if !signed {
+		if err := headerKey(); err != nil {
+			return call, err
+		}
+		if call.Request.Scope, err = scope(r, spec, route.Principal); err != nil {
+			return call, err
+		}
+	}
+	limit := o.MaxBodyBytes
+	if limit <= 0 {
+		limit = DefaultMaxBodyBytes
+	}
+	body, err := readBody(r, limit)
+	if err != nil {
+		return call, &BodyError{Status: http.StatusBadRequest, Err: fmt.Errorf("reading the request body: %w", err)}
+	}
+	if int64(len(body)) > limit {
+		return call, &BodyError{Status: http.StatusRequestEntityTooLarge, Err: fmt.Errorf("the request body exceeds %d bytes", limit)}
+	}
+	call.body.Reset(body)
+	r.Body = &call.body
+	if signed {
+		if call.Request.Scope, err = verify(r, body, o.Senders[spec.Scope.Name], spec); err != nil {
+			return call, err
+		}
+		if err := headerKey(); err != nil {
+			return call, err
+		}
+	}
+	if spec.Key.Pointer != "" {
+		if call.Request.Key, err = idemhttp.BodyKey(body, spec.Key); err != nil {
+			return call, err
+		}
+	}
+	if call.Request.Key == "" {
+		return call, nil // optional key not sent: no fingerprint needed
+	}
+	var params map[string]string
+	if route.PathParams != nil {
+		params = route.PathParams()
+	}
+	var query url.Values
+	if r.URL.RawQuery != "" {
+		query = r.URL.Query()
+	}
+	call.Request.Fingerprint, err = idemhttp.Fingerprint(idemhttp.Request{
+		Method: r.Method, Route: spec.Route, PathParams: params, Query: query,
+		Header: r.Header, HeaderNames: spec.Headers, ContentType: r.Header.Get("Content-Type"),
+		Body: body, Exclude: spec.Exclude,
+	})
+	return call, err
+}
+
+// readBody reads at most limit+1 bytes of r's body (as io.ReadAll of an
+// io.LimitReader would), into a slice the size its Content-Length announces.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	size := int64(512)
+	if r.ContentLength >= 0 && r.ContentLength <= limit {
+		size = r.ContentLength + 1 // room to read the end of the body
+	}
+	b := make([]byte, 0, size)
+	for int64(len(b)) <= limit {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		room := b[len(b):cap(b)]
+		if int64(len(room)) > limit+1-int64(len(b)) {
+			room = room[:limit+1-int64(len(b))]
+		}
+		n, err := r.Body.Read(room)
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+	return b, nil
+}
+
+// verify runs the sender verifier v of an operation scoped
+// "sender:<name>" and returns the sender. Refusals are invalid-signature
+// problems; a verifier's own failure is returned as the service's error.
+func verify(r *http.Request, body []byte, v idemsig.Verifier, spec *Spec) (string, error) {
+	if v == nil {
+		return "", errors.New("idem: operation " + spec.Operation.ID + " is scoped to sender " + spec.Scope.Name + " but the runtime's Senders has no verifier of that name")
+	}
+	sender, err := v.Verify(r, body)
+	if err != nil {
+		var perr *idemtype.Error // only here: errors.As makes it escape to the heap
+		switch {
+		case errors.Is(err, idemsig.ErrInvalid):
+			return "", &idemtype.Error{Kind: idemtype.KindInvalidSignature, Detail: err.Error()}
+		case errors.As(err, &perr):
+			return "", err
+		}
+		return "", fmt.Errorf("idem: verifying the sender of %s: %w", spec.Operation.ID, err)
+	}
+	if sender == "" {
+		return "", &idemtype.Error{Kind: idemtype.KindInvalidSignature, Detail: "the verifier found no sender"}
+	}
+	return sender, idem.CheckScope(sender)
+}
+
+func scope(r *http.Request, spec *Spec, principal func() (string, error)) (string, error) {
+	switch spec.Scope.Kind {
+	case idemtype.ScopeGlobal:
+		return "", nil
+	case idemtype.ScopeHeader:
+		name := spec.Scope.Name
+		v := r.Header.Get(name)
+		if v == "" {
+			return "", &idemtype.Error{Kind: idemtype.KindMissingScope, Detail: "send the " + name + " header: keys are scoped to it"}
+		}
+		return v, idem.CheckScope(v)
+	default: // principal
+		if principal == nil {
+			return "", errors.New("idem: operation " + spec.Operation.ID + " is scoped to the principal but the runtime's Principal is nil")
+		}
+		p, err := principal()
+		if err != nil {
+			return "", err
+		}
+		if p == "" {
+			return "", &idemtype.Error{Kind: idemtype.KindMissingScope, Detail: "authenticate: keys are scoped to the caller"}
+		}
+		return p, idem.CheckScope(p)
+	}
+}
+
+// Refuse answers a refusal of Prepare: it observes it and writes the
+// problem response.
+func Refuse(ctx context.Context, eng *idem.Engine, w http.ResponseWriter, spec *Spec, perr *idemtype.Error) error {
+	eng.ObserveContext(ctx, idem.Event{Kind: idem.EventBadRequest, Operation: spec.Operation.ID})
+	return WriteResponse(w, idem.ProblemResponse(perr, eng.PolicyURL()), false)
+}
+
+// Execute runs the phases of the call in ctx's request for typed request
+// payload (stored for background completion) on eng and returns the
+// response to send: a fresh one, a replay, or a problem. A ReleaseError's
+// cause is returned as the error, for the framework's error handling.
+func Execute[S any](ctx context.Context, eng *idem.Engine, payload []byte, phases []idem.Phase[S]) (*idem.Response, error) {
+	call := CallFrom(ctx)
+	if call == nil {
+		return nil, errors.New("idem: Execute called outside the idempotency middleware")
+	}
+	op := call.Spec.Operation
+	if call.Request.Key == "" {
+		return idem.RunWithoutKey(ctx, eng, op, phases)
+	}
+	req := call.Request
+	req.Payload = payload
+	out, err := idem.Run(ctx, eng, op, req, phases)
+	if err != nil {
+		// Declared only here: errors.As makes them escape to the heap.
+		var perr *idemtype.Error
+		if errors.As(err, &perr) {
+			call.problem = perr
+			return idem.ProblemResponse(perr, eng.PolicyURL()), nil
+		}
+		var rel *idem.ReleaseError
+		if errors.As(err, &rel) {
+			return nil, rel.Err
+		}
+		return nil, err
+	}
+	call.Replayed, call.Resumed = out.Replayed, out.Resumed
+	return out.Response, nil
+}
+
+// Render runs a strict-server response visitor against a recorder and
+// returns the exact response it wrote, so the bytes can be stored before
+// anything reaches the client.
+func Render(visit func(http.ResponseWriter) error) (*idem.Response, error) {
+	rec := &recorder{resp: idem.Response{Header: http.Header{}}}
+	rec.body = *bytes.NewBuffer(rec.small[:0])
+	if err := visit(rec); err != nil {
+		return nil, err
+	}
+	if rec.resp.Status == 0 {
+		rec.resp.Status = http.StatusOK
+	}
+	rec.resp.Body = rec.body.Bytes()
+	return &rec.resp, nil
+}
+
+// recorder is the response a visitor writes and the room for a small body,
+// in one allocation.
+type recorder struct {
+	resp  idem.Response
+	body  bytes.Buffer
+	small [128]byte
+}
+
+func (r *recorder) Header() http.Header { return r.resp.Header }
+func (r *recorder) WriteHeader(status int) {
+	if r.resp.Status == 0 {
+		r.resp.Status = status
+	}
+}
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.resp.Status == 0 {
+		r.resp.Status = http.StatusOK
+	}
+	return r.body.Write(b)
+}
+
+// WriteResponse writes a stored or fresh response. A replay carries
+// Idempotent-Replayed: true.
+func WriteResponse(w http.ResponseWriter, r *idem.Response, replayed bool) error {
+	// The values are copied, so that nothing done to the response's
+	// headers reaches the stored response: into one slice, each header
+	// getting a part of it without room to append into the next.
+	n := 0
+	for _, v := range r.Header {
+		n += len(v)
+	}
+	if replayed {
+		n++
+	}
+	vals := make([]string, n)
+	h := w.Header()
+	for k, v := range r.Header {
+		if len(v) == 0 {
+			h[k] = nil
+			continue
+		}
+		c := copy(vals, v)
+		h[k], vals = vals[:c:c], vals[c:]
+	}
+	if replayed {
+		vals[0] = "true"
+		h[idemtype.ReplayedHeader] = vals[:1:1]
+	}
+	w.WriteHeader(r.Status)
+	_, err := w.Write(r.Body)
+	return err
+}
+
+// Writer is a strict-server response object for any generated response
+// interface: generated code wraps it so its Visit method writes the
+// engine's response, replay header included.
+func Writer(ctx context.Context, r *idem.Response) func(http.ResponseWriter) error {
+	replayed := false
+	if call := CallFrom(ctx); call != nil {
+		replayed = call.Replayed
+	}
+	return func(w http.ResponseWriter) error { return WriteResponse(w, r, replayed) }
+}
+
+// LogRequest writes the one line an idempotent request gets, when logger
+// is set: the request, the status sent, the key and whether it was
+// replayed or resumed, and the error the handler returned.
+func LogRequest(logger *slog.Logger, r *http.Request, call *Call, status int, err error) {
+	if logger == nil {
+		return
+	}
+	attrs := []any{"method", r.Method, "path", r.URL.Path, "status", status}
+	if call != nil {
+		attrs = append(attrs, "operation", call.Spec.Operation.ID, "idempotency_key", call.Request.Key,
+			"replayed", call.Replayed, "resumed", call.Resumed)
+	}
+	if err != nil {
+		attrs = append(attrs, "err", err.Error())
+	}
+	// With the request's context: a handler that reads it (idemotel's
+	// LogHandler) adds the request's trace to the line.
+	logger.InfoContext(r.Context(), "idempotent request", attrs...)
+}
+
+// DefaultCompleterInterval is how often the background completer that a
+// generated Register starts looks for abandoned executions.
+const DefaultCompleterInterval = 10 * time.Second
+
+// StartCompleter starts eng's background completer (Engine.RunCompleter)
+// in a goroutine of its own, every interval (0: DefaultCompleterInterval)
+// until ctx (nil: the life of the process) is done; a negative interval
+// starts none. The generated Register calls it, through the adapter's
+// Runtime, when the spec has an operation with complete: background.
+func StartCompleter(ctx context.Context, eng *idem.Engine, interval time.Duration) {
+	switch {
+	case interval < 0:
+		return
+	case interval == 0:
+		interval = DefaultCompleterInterval
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	go eng.RunCompleter(ctx, interval)
+}

@@ -1,0 +1,170 @@
+package idemstd
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemsig"
+	"github.com/idemgen/idemgen/runtime/idemtype"
+)
+
+// Runtime is what every idempotent route of a net/http service shares.
+type Runtime struct {
+	Engine *idem.Engine
+	// Principal resolves scope "principal": the account or tenant a
+	// request's key is scoped to. An error goes to ErrorHandler; an empty
+	// principal is answered 401. Required when an operation uses it.
+	Principal func(r *http.Request) (string, error)
+	// Senders verifies the senders of operations scoped "sender:<name>",
+	// by name: the verifier runs over the raw body before anything is
+	// claimed, a refusal is 401 invalid-signature, and the sender it
+	// returns scopes the key. Required for each name an operation uses.
+	Senders map[string]idemsig.Verifier
+	// MaxBodyBytes limits request bodies read for fingerprinting (default
+	// DefaultMaxBodyBytes); larger bodies are answered 413.
+	MaxBodyBytes int64
+	// PathValue reads a path parameter of the route (default
+	// r.PathValue, which net/http's ServeMux and chi set). With
+	// gorilla/mux: func(r *http.Request, name string) string { return
+	// mux.Vars(r)[name] }.
+	PathValue func(r *http.Request, name string) string
+	// ErrorHandler answers an error that is not a protocol refusal: a body
+	// that does not read (400) or is too large (413, a *BodyError), or a
+	// failing Principal or verifier. Default: http.Error, with the
+	// BodyError's status or 500.
+	ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
+	// Logger, when set, gets one line per idempotent request with the key
+	// and whether it was replayed.
+	Logger *slog.Logger
+	// Context bounds the background work the generated Register starts
+	// (see StartCompleter). Default: the life of the process.
+	Context context.Context
+	// CompleterInterval is how often that completer looks for abandoned
+	// executions (default DefaultCompleterInterval). Negative: Register
+	// starts none, and the service runs Engine.RunCompleter itself.
+	CompleterInterval time.Duration
+}
+
+// StartCompleter starts the engine's background completer for rt (see the
+// function StartCompleter).
+func (rt *Runtime) StartCompleter() { StartCompleter(rt.Context, rt.Engine, rt.CompleterInterval) }
+
+func (rt *Runtime) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if rt.ErrorHandler != nil {
+		rt.ErrorHandler(w, r, err)
+		return
+	}
+	status := http.StatusInternalServerError
+	var be *BodyError
+	if errors.As(err, &be) {
+		status = be.Status
+	}
+	http.Error(w, err.Error(), status)
+}
+
+// Middleware returns the net/http middleware of one idempotent route, as
+// func(http.Handler) http.Handler: a protocol refusal (a missing key, a
+// reused one, a claim in flight) is answered as problem+json before next
+// runs; otherwise next serves the request with the call in its context,
+// for Execute.
+func Middleware(rt *Runtime, spec *Spec) func(http.Handler) http.Handler {
+	names := routeParams(spec.Route)
+	opts := &Options{Senders: rt.Senders, MaxBodyBytes: rt.MaxBodyBytes}
+	pathValue := rt.PathValue
+	if pathValue == nil {
+		pathValue = func(r *http.Request, name string) string { return r.PathValue(name) }
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			route := Route{PathParams: func() map[string]string {
+				if len(names) == 0 {
+					return nil
+				}
+				params := make(map[string]string, len(names))
+				for _, n := range names {
+					params[n] = pathValue(r, n)
+				}
+				return params
+			}}
+			if rt.Principal != nil {
+				route.Principal = func() (string, error) { return rt.Principal(r) }
+			}
+			call, err := Prepare(r, opts, spec, route)
+			if err != nil {
+				var perr *idemtype.Error
+				if !errors.As(err, &perr) {
+					rt.fail(w, r, err)
+					LogRequest(rt.Logger, r, call, statusOf(err), err)
+					return
+				}
+				if err := Refuse(r.Context(), rt.Engine, w, spec, perr); err != nil {
+					rt.fail(w, r, err)
+				}
+				LogRequest(rt.Logger, r, call, perr.Status(), nil)
+				return
+			}
+			if rt.Logger == nil {
+				next.ServeHTTP(w, call.Bind(r))
+				return
+			}
+			sw := &statusWriter{ResponseWriter: w}
+			next.ServeHTTP(sw, call.Bind(r))
+			LogRequest(rt.Logger, r, call, sw.status, nil)
+		})
+	}
+}
+
+// statusOf is the status rt.fail answers err with by default.
+func statusOf(err error) int {
+	var be *BodyError
+	if errors.As(err, &be) {
+		return be.Status
+	}
+	return http.StatusInternalServerError
+}
+
+// routeParams returns the names of the path parameters of an OpenAPI path
+// template, in order: {id} in /payments/{id}.
+func routeParams(route string) []string {
+	var names []string
+	for {
+		i := strings.IndexByte(route, '{')
+		if i < 0 {
+			return names
+		}
+		j := strings.IndexByte(route[i:], '}')
+		if j < 0 {
+			return names
+		}
+		names = append(names, route[i+1:i+j])
+		route = route[i+j+1:]
+	}
+}
+
+// statusWriter remembers the status a handler wrote, for the log line.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the writer beneath.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
