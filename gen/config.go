@@ -103,7 +103,21 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 	if f.Idemgen != nil {
 		cfg.Settings = *f.Idemgen
 	}
+	if _, err := cfg.glueServer(); err != nil {
+		return nil, fmt.Errorf("%s:%d: %w", path, lineOf(data, strings.SplitN(strings.TrimPrefix(err.Error(), "generate."), ":", 2)[0]+":"), err)
+	}
 	return cfg, nil
+}
+
+// lineOf is the line of data (from 1) where key first starts a line's
+// content, or 1.
+func lineOf(data []byte, key string) int {
+	for i, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), key) {
+			return i + 1
+		}
+	}
+	return 1
 }
 
 // configHint recognises the two formats a config may be in by mistake and
@@ -162,9 +176,44 @@ func (c *Config) Dir() string { return filepath.Dir(c.Output) }
 // Package is the generated package's name.
 func (c *Config) Package() string { return c.Codegen.PackageName }
 
-// generatesStrictEcho reports whether the config has oapi-codegen generate
-// what the glue implements and registers with: the echo server and the
-// strict server.
-func (c *Config) generatesStrictEcho() bool {
-	return c.Codegen.Generate.EchoServer && c.Codegen.Generate.Strict
+// A server is a router oapi-codegen generates a strict server for that
+// idemgen's glue serves.
+type server string
+
+const (
+	serverEcho    server = "echo-server"
+	serverStd     server = "std-http-server"
+	serverChi     server = "chi-server"
+	serverGorilla server = "gorilla-server"
+)
+
+// supportedServers lists, for errors, the config choices the glue serves.
+const supportedServers = "echo-server, std-http-server, chi-server or gorilla-server, with strict-server"
+
+// glueServer is the server the config has oapi-codegen generate, which
+// the glue implements and registers with: "" when it generates no
+// server. A server the glue cannot serve (fiber, iris, echo v5) is an
+// error that lists those it can.
+func (c *Config) glueServer() (server, error) {
+	g := c.Codegen.Generate
+	var s server
+	switch {
+	case g.EchoServer:
+		s = serverEcho
+	case g.StdHTTPServer:
+		s = serverStd
+	case g.ChiServer:
+		s = serverChi
+	case g.GorillaServer:
+		s = serverGorilla
+	case g.GinServer, g.FiberServer, g.FiberV3Server, g.IrisServer, g.Echo5Server:
+		name := map[bool]string{g.GinServer: "gin-server", g.FiberServer: "fiber-server", g.FiberV3Server: "fiber-v3-server", g.IrisServer: "iris-server", g.Echo5Server: "echo5-server"}[true]
+		return "", fmt.Errorf("generate.%s: idemgen's glue does not serve it; choose %s", name, supportedServers)
+	default:
+		return "", nil
+	}
+	if !g.Strict {
+		return "", nil
+	}
+	return s, nil
 }

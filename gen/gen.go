@@ -80,10 +80,14 @@ func Generate(cfg *Config, in *Input) (*Result, error) {
 			return nil, err
 		}
 		res.Files = append(res.Files, OutputFile{Path: filepath.Base(cfg.Output), Data: oapi})
-		if !cfg.generatesStrictEcho() {
+		srv, err := cfg.glueServer()
+		if err != nil {
+			return nil, err
+		}
+		if srv == "" {
 			if ops := doc.Idempotent(); len(ops) > 0 || cfg.ClientOut != "" {
-				return nil, fmt.Errorf("gen: %s generates no echo strict server, which idemgen's glue needs (%d operations with x-idempotency): set generate.echo-server and generate.strict-server",
-					cfg.Spec, len(ops))
+				return nil, fmt.Errorf("gen: %s generates no strict server that idemgen's glue serves (%d operations with x-idempotency): set generate.%s",
+					cfg.Spec, len(ops), supportedServers)
 			}
 			return res, nil
 		}
@@ -142,9 +146,19 @@ func describe(g codegen.GenerateOptions) string {
 		}
 	}
 	add(g.Models, "models")
-	add(g.EchoServer && g.Strict, "echo strict server")
-	add(g.EchoServer && !g.Strict, "echo server")
-	add(!g.EchoServer && g.Strict, "strict server")
+	router := ""
+	for _, r := range []struct {
+		on   bool
+		name string
+	}{{g.EchoServer, "echo"}, {g.StdHTTPServer, "net/http"}, {g.ChiServer, "chi"}, {g.GorillaServer, "gorilla"}, {g.GinServer, "gin"}} {
+		if r.on {
+			router = r.name
+			break
+		}
+	}
+	add(router != "" && g.Strict, router+" strict server")
+	add(router != "" && !g.Strict, router+" server")
+	add(router == "" && g.Strict, "strict server")
 	add(g.Client, "typed client")
 	add(g.EmbeddedSpec, "embedded spec")
 	if len(parts) == 0 {

@@ -16,6 +16,7 @@ import (
 type ir struct {
 	Package    string
 	SpecFile   string
+	Server     server // the router the glue serves, as the config chooses
 	Idempotent []*opIR    // in spec order
 	Plain      []*plainIR // in spec order
 	// Served is every operation served, idempotent or plain, in spec order.
@@ -98,7 +99,7 @@ var routeComment = regexp.MustCompile(`\((\w+) (\S+)\)`)
 // in glue-only mode follows the user's oapi-codegen, whatever its version
 // or options). It also returns every name the files declare at package
 // level.
-func strictMethods(files []Source) (map[string]strictMethod, map[string]bool, error) {
+func strictMethods(files []Source, srv server) (map[string]strictMethod, map[string]bool, error) {
 	declared := map[string]bool{}
 	visits := map[string]string{} // response interface -> its Visit method
 	var strict *ast.InterfaceType
@@ -133,7 +134,7 @@ func strictMethods(files []Source) (map[string]strictMethod, map[string]bool, er
 		}
 	}
 	var missing []string
-	for _, name := range []string{"StrictServerInterface", "NewStrictHandler", "StrictMiddlewareFunc", "EchoRouter", "RegisterHandlersWithOptions", "RegisterHandlersOptions"} {
+	for _, name := range append([]string{"StrictServerInterface", "StrictMiddlewareFunc"}, serverDecls[srv]...) {
 		if !declared[name] {
 			missing = append(missing, name)
 		}
@@ -143,8 +144,8 @@ func strictMethods(files []Source) (map[string]strictMethod, map[string]bool, er
 		for _, f := range files {
 			names = append(names, f.Name)
 		}
-		return nil, nil, fmt.Errorf("gen: oapi-codegen's generated code (%s) lacks %s: idemgen's glue needs oapi-codegen's echo server and strict server (generate: {echo-server: true, strict-server: true}) from a release that has RegisterHandlersOptions.OperationMiddlewares",
-			orNone(names), strings.Join(missing, ", "))
+		return nil, nil, fmt.Errorf("gen: oapi-codegen's generated code (%s) lacks %s: idemgen's glue for the config's %s needs oapi-codegen's %s and strict server (generate: {%s: true, strict-server: true})%s",
+			orNone(names), strings.Join(missing, ", "), srv, srv, srv, serverNote[srv])
 	}
 	out := map[string]strictMethod{}
 	for _, m := range strict.Methods.List {
@@ -174,11 +175,18 @@ func orNone(names []string) string {
 }
 
 func buildIR(cfg *Config, doc *spec.Document, sources []Source) (*ir, error) {
-	methods, declared, err := strictMethods(sources)
+	srv, err := cfg.glueServer()
 	if err != nil {
 		return nil, err
 	}
-	r := &ir{Package: cfg.Package(), SpecFile: cfg.Spec}
+	if srv == "" {
+		return nil, fmt.Errorf("gen: the config generates no strict server that idemgen's glue serves: set generate.%s", supportedServers)
+	}
+	methods, declared, err := strictMethods(sources, srv)
+	if err != nil {
+		return nil, err
+	}
+	r := &ir{Package: cfg.Package(), SpecFile: cfg.Spec, Server: srv}
 	var errs spec.Errors
 	for _, op := range doc.Operations {
 		m, ok := methods[op.Method+" "+op.Path]
@@ -234,6 +242,21 @@ func buildIR(cfg *Config, doc *spec.Document, sources []Source) (*ir, error) {
 		return nil, errs
 	}
 	return r, nil
+}
+
+// serverDecls are what the glue of each server uses of oapi-codegen's
+// output besides the strict server interface.
+var serverDecls = map[server][]string{
+	serverEcho:    {"NewStrictHandler", "EchoRouter", "RegisterHandlersWithOptions", "RegisterHandlersOptions"},
+	serverStd:     {"NewStrictHandlerWithOptions", "StrictHTTPServerOptions", "ServeMux", "HandlerWithOptions", "StdHTTPServerOptions", "MiddlewareFunc"},
+	serverChi:     {"NewStrictHandlerWithOptions", "StrictHTTPServerOptions", "HandlerWithOptions", "ChiServerOptions", "MiddlewareFunc"},
+	serverGorilla: {"NewStrictHandlerWithOptions", "StrictHTTPServerOptions", "HandlerWithOptions", "GorillaServerOptions", "MiddlewareFunc"},
+}
+
+// serverNote is what an error about a missing declaration adds for a
+// server.
+var serverNote = map[server]string{
+	serverEcho: " from a release that has RegisterHandlersOptions.OperationMiddlewares",
 }
 
 // camel turns a snake_case phase name into an exported Go name.

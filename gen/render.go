@@ -8,6 +8,7 @@ import (
 	"time"
 
 	. "github.com/dave/jennifer/jen"
+	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 
 	"github.com/idemgen/idemgen/runtime/idemtype"
 	"github.com/idemgen/idemgen/spec"
@@ -16,10 +17,13 @@ import (
 const (
 	pkgIdem     = "github.com/idemgen/idemgen/runtime/idem"
 	pkgIdemEcho = "github.com/idemgen/idemgen/runtime/idemecho"
+	pkgIdemStd  = "github.com/idemgen/idemgen/runtime/idemstd"
 	pkgIdemHTTP = "github.com/idemgen/idemgen/runtime/idemhttp"
 	pkgIdemType = "github.com/idemgen/idemgen/runtime/idemtype"
 	pkgPgx      = "github.com/jackc/pgx/v5"
 	pkgEcho     = "github.com/labstack/echo/v4"
+	pkgChi      = "github.com/go-chi/chi/v5"
+	pkgGorilla  = "github.com/gorilla/mux"
 )
 
 // importNames are the package names of what generated code imports.
@@ -27,8 +31,8 @@ const (
 // import is named from here.
 var importNames = map[string]string{
 	"context": "context",
-	pkgIdem:   "idem", pkgIdemEcho: "idemecho", pkgIdemHTTP: "idemhttp", pkgIdemType: "idemtype",
-	pkgPgx: "pgx", pkgEcho: "echo",
+	pkgIdem:   "idem", pkgIdemEcho: "idemecho", pkgIdemStd: "idemstd", pkgIdemHTTP: "idemhttp", pkgIdemType: "idemtype",
+	pkgPgx: "pgx", pkgEcho: "echo", pkgChi: "chi", pkgGorilla: "mux",
 }
 
 // renderGlue renders idempotency.gen.go.
@@ -45,12 +49,35 @@ func renderGlue(r *ir) ([]byte, error) {
 	renderPlainIface(f, r)
 	renderSpecs(f, r)
 	renderServer(f, r)
-	renderRegister(f, r)
+	if r.Server == serverEcho {
+		renderRegister(f, r)
+	} else {
+		renderRegisterHTTP(f, r)
+	}
 
 	return render(f, GlueFile)
 }
 
 func route(o *opIR) string { return o.Spec.Method + " " + o.Spec.Path }
+
+// adapter is the runtime package the glue of r's server builds on:
+// idemecho for echo, idemstd for the routers of http.Handlers.
+func (r *ir) adapter() string {
+	if r.Server == serverEcho {
+		return pkgIdemEcho
+	}
+	return pkgIdemStd
+}
+
+// execute writes the adapter's Execute call: idemecho's takes the runtime,
+// idemstd's the engine.
+func (r *ir) execute(payload, phases Code) Code {
+	rt := Id("s").Dot("rt")
+	if r.Server != serverEcho {
+		rt = rt.Dot("Engine")
+	}
+	return Qual(r.adapter(), "Execute").Call(Id("ctx"), rt, payload, phases)
+}
 
 // doc writes the operation's doc: lead, then the operation's summary and
 // route.
@@ -161,7 +188,7 @@ func renderSpecs(f *File, r *ir) {
 	for _, o := range r.Idempotent {
 		x := o.X
 		f.Add(doc(0, fmt.Sprintf("%s is the x-idempotency of %s (%s), as the runtime takes it.", o.idempotencyVar(), o.Spec.OperationID, nobreak(route(o)))))
-		f.Var().Id(o.idempotencyVar()).Op("=").Op("&").Qual(pkgIdemEcho, "Spec").Add(elements(
+		f.Var().Id(o.idempotencyVar()).Op("=").Op("&").Qual(r.adapter(), "Spec").Add(elements(
 			field("Operation", Op("&").Qual(pkgIdem, "Operation").Add(elements(
 				field("ID", Lit(o.Spec.OperationID)),
 				field("Namespace", lit(x.Group)),
@@ -233,7 +260,7 @@ func renderServer(f *File, r *ir) {
 	f.Type().Id("idemServer").Struct(
 		Id("plain").Id("PlainHandlers"),
 		Id("phases").Id("Phases"),
-		Id("rt").Op("*").Qual(pkgIdemEcho, "Runtime"),
+		Id("rt").Op("*").Qual(r.adapter(), "Runtime"),
 	)
 	f.Line()
 	f.Var().Id("_").Id("StrictServerInterface").Op("=").Parens(Op("*").Id("idemServer")).Parens(Nil())
@@ -258,10 +285,10 @@ func renderServer(f *File, r *ir) {
 			payload = Id("payload")
 		}
 		body = append(body,
-			List(Id("resp"), Err()).Op(":=").Qual(pkgIdemEcho, "Execute").Call(Id("ctx"), Id("s").Dot("rt"), payload,
-				Id(o.bindFunc()).Call(Id("s").Dot("phases").Dot(o.GoName), Id("request"))),
+			List(Id("resp"), Err()).Op(":=").Add(r.execute(payload,
+				Id(o.bindFunc()).Call(Id("s").Dot("phases").Dot(o.GoName), Id("request")))),
 			If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
-			Return(Id(o.outcomeType()).Call(Qual(pkgIdemEcho, "Writer").Call(Id("ctx"), Id("resp"))), Nil()),
+			Return(Id(o.outcomeType()).Call(Qual(r.adapter(), "Writer").Call(Id("ctx"), Id("resp"))), Nil()),
 		)
 		f.Add(doc(0, fmt.Sprintf("%s serves %s with the engine: it runs the phases of %s for a new key, or answers with the outcome a retry's key already has.", o.GoName, nobreak(route(o)), o.Spec.OperationID)))
 		f.Func().Params(Id("s").Op("*").Id("idemServer")).Add(strictSignature(o.GoName, o.RequestType, o.ResponseType)).
@@ -273,11 +300,11 @@ func renderServer(f *File, r *ir) {
 		f.Func().Params(Id("o").Id(o.outcomeType())).Id(o.VisitMethod).Params(Id("w").Qual("net/http", "ResponseWriter")).Error().
 			Block(Return(Id("o").Call(Id("w"))))
 		f.Line()
-		renderPhaseList(f, o)
+		renderPhaseList(f, r, o)
 	}
 }
 
-func renderPhaseList(f *File, o *opIR) {
+func renderPhaseList(f *File, r *ir, o *opIR) {
 	phaseT := Qual(pkgIdem, "Phase").Types(Id(o.StateType()))
 	var elems []Code
 	for _, p := range o.Phases {
@@ -289,7 +316,7 @@ func renderPhaseList(f *File, o *opIR) {
 				If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
 				If(Id("response").Op("==").Nil()).Block(Return(Nil(), Qual("errors", "New").Call(
 					Lit(fmt.Sprintf("%s: phase %s returned no response", o.Spec.OperationID, p.Name))))),
-				Return(Qual(pkgIdemEcho, "Render").Call(Id("response").Dot(o.VisitMethod))),
+				Return(Qual(r.adapter(), "Render").Call(Id("response").Dot(o.VisitMethod))),
 			)
 		} else {
 			body = Block(body)
@@ -339,6 +366,41 @@ func renderRegister(f *File, r *ir) {
 	f.Line()
 
 	f.Add(doc(0, "RegisterWithOptions is Register with the options of oapi-codegen's registration."))
+	body := registerSetup(r)
+	var idempotency []kv
+	for _, o := range r.Idempotent {
+		idempotency = append(idempotency, kv{Lit(o.Spec.OperationID), Qual(pkgIdemEcho, "Middleware").Call(Id("rt"), Id(o.idempotencyVar()))})
+	}
+	var operations []Code
+	for _, k := range r.MiddlewareKeys {
+		operations = append(operations, Lit(k))
+	}
+	body = append(body,
+		Id("server").Op(":=").Op("&").Id("idemServer").Add(elements(field("plain", Id("plain")), field("phases", Id("phases")), field("rt", Id("rt")))),
+		Id("idempotency").Op(":=").Map(String()).Qual(pkgEcho, "MiddlewareFunc").Add(elements(idempotency...)),
+		Id("operations").Op(":=").Index().String().Custom(oneALine("{", "}"), operations...),
+		Id("middlewares").Op(":=").Qual(pkgIdemEcho, "OperationMiddlewares").Call(
+			Id("options").Dot("OperationMiddlewares"), Id("idempotency"), Id("options").Dot("ErrorHandler"), Id("operations")),
+		Id("RegisterHandlersWithOptions").Call(Id("router"), Id("NewStrictHandler").Call(Id("server"), Id("options").Dot("StrictMiddlewares")),
+			Id("RegisterHandlersOptions").Add(elements(
+				field("BaseURL", Id("options").Dot("BaseURL")),
+				field("OperationMiddlewares", Id("middlewares")),
+			))),
+		Return(Nil()),
+	)
+	f.Func().Id("RegisterWithOptions").Params(Id("router").Id("EchoRouter"), Id("plain").Id("PlainHandlers"), Id("phases").Id("Phases"),
+		Id("rt").Op("*").Qual(pkgIdemEcho, "Runtime"), Id("options").Id("RegisterOptions")).Error().Block(body...)
+}
+
+// registerSetup writes what every RegisterWithOptions does before it
+// registers routes: check rt, plain and phases and the resolvers the
+// operations' scopes need, register the operations with the engine, and
+// the background completer of operations completed in the background.
+// failed is what the function returns besides an error.
+func registerSetup(r *ir, failed ...Code) []Code {
+	refuse := func(cond *Statement, msg string) Code {
+		return If(cond).Block(Return(append(append([]Code{}, failed...), Qual("errors", "New").Call(Lit(msg)))...))
+	}
 	body := []Code{refuse(Id("rt").Op("==").Nil().Op("||").Id("rt").Dot("Engine").Op("==").Nil(), "Register: rt and rt.Engine are required")}
 	if len(r.Plain) > 0 {
 		body = append(body, refuse(Id("plain").Op("==").Nil(), "Register: plain is nil, but the spec has operations without x-idempotency"))
@@ -371,7 +433,7 @@ func renderRegister(f *File, r *ir) {
 		ops = append(ops, Id(o.idempotencyVar()).Dot("Operation"))
 	}
 	body = append(body, If(Err().Op(":=").Id("rt").Dot("Engine").Dot("Register").Custom(oneALine("(", ")"), ops...), Err().Op("!=").Nil()).Block(
-		Return(Qual("fmt", "Errorf").Call(Lit("Register: %w"), Err()))))
+		Return(append(append([]Code{}, failed...), Qual("fmt", "Errorf").Call(Lit("Register: %w"), Err()))...)))
 	background := false
 	for _, o := range r.Idempotent {
 		if o.X.Complete != idemtype.CompleteBackground {
@@ -390,34 +452,7 @@ func renderRegister(f *File, r *ir) {
 		// Finished without a retry, and without code of the service's.
 		body = append(body, Id("rt").Dot("StartCompleter").Call())
 	}
-	var idempotency []kv
-	for _, o := range r.Idempotent {
-		idempotency = append(idempotency, kv{Lit(o.Spec.OperationID), Qual(pkgIdemEcho, "Middleware").Call(Id("rt"), Id(o.idempotencyVar()))})
-	}
-	var operations []Code
-	for _, k := range r.MiddlewareKeys {
-		operations = append(operations, Lit(k))
-	}
-	body = append(body,
-		Id("server").Op(":=").Op("&").Id("idemServer").Add(elements(field("plain", Id("plain")), field("phases", Id("phases")), field("rt", Id("rt")))),
-		Id("idempotency").Op(":=").Map(String()).Qual(pkgEcho, "MiddlewareFunc").Add(elements(idempotency...)),
-		Id("operations").Op(":=").Index().String().Custom(oneALine("{", "}"), operations...),
-		Id("middlewares").Op(":=").Qual(pkgIdemEcho, "OperationMiddlewares").Call(
-			Id("options").Dot("OperationMiddlewares"), Id("idempotency"), Id("options").Dot("ErrorHandler"), Id("operations")),
-		Id("RegisterHandlersWithOptions").Call(Id("router"), Id("NewStrictHandler").Call(Id("server"), Id("options").Dot("StrictMiddlewares")),
-			Id("RegisterHandlersOptions").Add(elements(
-				field("BaseURL", Id("options").Dot("BaseURL")),
-				field("OperationMiddlewares", Id("middlewares")),
-			))),
-		Return(Nil()),
-	)
-	f.Func().Id("RegisterWithOptions").Params(Id("router").Id("EchoRouter"), Id("plain").Id("PlainHandlers"), Id("phases").Id("Phases"),
-		Id("rt").Op("*").Qual(pkgIdemEcho, "Runtime"), Id("options").Id("RegisterOptions")).Error().Block(body...)
-}
-
-// refuse writes `if cond { return errors.New(msg) }`.
-func refuse(cond *Statement, msg string) Code {
-	return If(cond).Block(Return(Qual("errors", "New").Call(Lit(msg))))
+	return body
 }
 
 // isAre writes names as a subject: "a is", "a and b are", "a, b and c are".
@@ -426,4 +461,157 @@ func isAre(names []string) string {
 		return names[0] + " is"
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1] + " are"
+}
+
+// routerOf describes the routers of http.Handlers the glue serves: how
+// Register takes the router, how a request's route is named (as
+// oapi-codegen registers it), how a path parameter is read, and how
+// oapi-codegen writes a path for it.
+type routerOf struct {
+	param     func() Code // Register's router parameter type
+	options   string      // oapi-codegen's server options type
+	routeName Code        // func(*http.Request) string: the route's "METHOD pattern"
+	pathValue Code        // func(*http.Request, string) string, or nil for r.PathValue
+	path      func(string) string
+	doc       string
+}
+
+var httpRouters = map[server]routerOf{
+	serverStd: {
+		param:     func() Code { return Id("ServeMux") },
+		options:   "StdHTTPServerOptions",
+		routeName: Func().Params(Id("r").Op("*").Qual("net/http", "Request")).String().Block(Return(Id("r").Dot("Pattern"))),
+		path:      codegen.SwaggerUriToStdHttpUri,
+		doc:       "a ServeMux such as *http.ServeMux; nil for a new one",
+	},
+	serverChi: {
+		param:   func() Code { return Qual(pkgChi, "Router") },
+		options: "ChiServerOptions",
+		routeName: Func().Params(Id("r").Op("*").Qual("net/http", "Request")).String().Block(
+			Return(Id("r").Dot("Method").Op("+").Lit(" ").Op("+").Qual(pkgChi, "RouteContext").Call(Id("r").Dot("Context").Call()).Dot("RoutePattern").Call())),
+		pathValue: Func().Params(Id("r").Op("*").Qual("net/http", "Request"), Id("name").String()).String().Block(
+			Return(Qual(pkgChi, "URLParam").Call(Id("r"), Id("name")))),
+		path: codegen.SwaggerUriToChiUri,
+		doc:  "a chi.Router; nil for a new one",
+	},
+	serverGorilla: {
+		param:   func() Code { return Op("*").Qual(pkgGorilla, "Router") },
+		options: "GorillaServerOptions",
+		routeName: Func().Params(Id("r").Op("*").Qual("net/http", "Request")).String().Block(
+			List(Id("path"), Id("_")).Op(":=").Qual(pkgGorilla, "CurrentRoute").Call(Id("r")).Dot("GetPathTemplate").Call(),
+			Return(Id("r").Dot("Method").Op("+").Lit(" ").Op("+").Id("path"))),
+		pathValue: Func().Params(Id("r").Op("*").Qual("net/http", "Request"), Id("name").String()).String().Block(
+			Return(Qual(pkgGorilla, "Vars").Call(Id("r")).Index(Id("name")))),
+		path: codegen.SwaggerUriToGorillaUri,
+		doc:  "a *mux.Router; nil for a new one",
+	},
+}
+
+// renderRegisterHTTP writes Register for the routers of http.Handlers
+// (net/http's ServeMux, chi, gorilla/mux): oapi-codegen's HandlerWithOptions
+// with the strict handler, and the idempotency middleware of each
+// idempotent operation among its Middlewares, found by the request's route.
+func renderRegisterHTTP(f *File, r *ir) {
+	ro := httpRouters[r.Server]
+	f.Add(doc(0, "RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes on: those of HandlerWithOptions and NewStrictHandlerWithOptions."))
+	f.Type().Id("RegisterOptions").Struct(
+		doc(1, "BaseURL is prepended to every route, as by HandlerWithOptions."),
+		Id("BaseURL").String(),
+		doc(1, "Middlewares wrap each operation's handler, as HandlerWithOptions' do, outside the idempotency middleware of an idempotent operation. To authenticate before a key is claimed, wrap the handler Register returns, or use these."),
+		Id("Middlewares").Index().Id("MiddlewareFunc"),
+		doc(1, "ErrorHandlerFunc answers a parameter that does not bind, as HandlerWithOptions' does."),
+		Id("ErrorHandlerFunc").Func().Params(Id("w").Qual("net/http", "ResponseWriter"), Id("r").Op("*").Qual("net/http", "Request"), Id("err").Error()),
+		doc(1, "StrictMiddlewares wrap every strict handler, as NewStrictHandlerWithOptions' middlewares do: they see the typed request and response, of idempotent operations too (there, their response is what the engine stores and replays)."),
+		Id("StrictMiddlewares").Index().Id("StrictMiddlewareFunc"),
+		doc(1, "StrictOptions are NewStrictHandlerWithOptions' error handlers: a body that does not bind, and an error of a plain handler or of a phase."),
+		Id("StrictOptions").Id("StrictHTTPServerOptions"),
+	)
+	f.Line()
+	paragraphs := []string{"Register serves every operation of the spec on router (" + ro.doc + ") and returns the handler that serves them. Idempotent operations get the Idempotency-Key protocol and run their phases from phases through rt's engine; the others are served by plain (nil when every operation is idempotent). Operations completed in the background are registered with the engine's completer."}
+	f.Add(doc(0, paragraphs...))
+	f.Func().Id("Register").Params(Id("router").Add(ro.param()), Id("plain").Id("PlainHandlers"), Id("phases").Id("Phases"),
+		Id("rt").Op("*").Qual(pkgIdemStd, "Runtime")).Params(Qual("net/http", "Handler"), Error()).Block(
+		Return(Id("RegisterWithOptions").Call(Id("router"), Id("plain"), Id("phases"), Id("rt"), Id("RegisterOptions").Values())))
+	f.Line()
+
+	f.Add(doc(0, "RegisterWithOptions is Register with the options of oapi-codegen's registration."))
+	body := registerSetup(r, Nil())
+	if ro.pathValue != nil {
+		body = append(body, If(Id("rt").Dot("PathValue").Op("==").Nil()).Block(
+			Comment("The router's own path parameters, for the fingerprint."),
+			Id("withPaths").Op(":=").Op("*").Id("rt"),
+			Id("withPaths").Dot("PathValue").Op("=").Add(ro.pathValue),
+			Id("rt").Op("=").Op("&").Id("withPaths"),
+		))
+	} else if renamed := stdRenamed(r); len(renamed) > 0 {
+		// net/http's ServeMux names a wildcard as a Go identifier, as
+		// oapi-codegen writes it.
+		var pairs []kv
+		for _, k := range renamed {
+			pairs = append(pairs, kv{Lit(k[0]), Lit(k[1])})
+		}
+		body = append(body, If(Id("rt").Dot("PathValue").Op("==").Nil()).Block(
+			Comment("ServeMux's wildcards are named as Go identifiers, as oapi-codegen writes them."),
+			Id("wildcards").Op(":=").Map(String()).String().Add(elements(pairs...)),
+			Id("withPaths").Op(":=").Op("*").Id("rt"),
+			Id("withPaths").Dot("PathValue").Op("=").Func().Params(Id("r").Op("*").Qual("net/http", "Request"), Id("name").String()).String().Block(
+				If(List(Id("w"), Id("ok")).Op(":=").Id("wildcards").Index(Id("name")), Id("ok")).Block(Id("name").Op("=").Id("w")),
+				Return(Id("r").Dot("PathValue").Call(Id("name")))),
+			Id("rt").Op("=").Op("&").Id("withPaths"),
+		))
+	}
+	var routes []kv
+	for _, o := range r.Idempotent {
+		routes = append(routes, kv{Lit(o.Spec.Method + " ").Op("+").Id("options").Dot("BaseURL").Op("+").Lit(ro.path(o.Spec.Path)), Id(o.idempotencyVar())})
+	}
+	body = append(body,
+		Id("server").Op(":=").Op("&").Id("idemServer").Add(elements(field("plain", Id("plain")), field("phases", Id("phases")), field("rt", Id("rt")))),
+		Comment("Innermost of the operations' middlewares: oapi-codegen applies them in order, each around the ones before."),
+		Id("idempotency").Op(":=").Qual(pkgIdemStd, "Routes").Call(Id("rt"), ro.routeName, Map(String()).Op("*").Qual(pkgIdemStd, "Spec").Add(elements(routes...))),
+		Return(Id("HandlerWithOptions").Call(
+			Id("NewStrictHandlerWithOptions").Call(Id("server"), Id("options").Dot("StrictMiddlewares"), Id("options").Dot("StrictOptions")),
+			Id(ro.options).Add(elements(
+				field("BaseURL", Id("options").Dot("BaseURL")),
+				field("BaseRouter", Id("router")),
+				field("Middlewares", Append(Index().Id("MiddlewareFunc").Values(Id("idempotency")), Id("options").Dot("Middlewares").Op("..."))),
+				field("ErrorHandlerFunc", Id("options").Dot("ErrorHandlerFunc")),
+			))), Nil()),
+	)
+	f.Func().Id("RegisterWithOptions").Params(Id("router").Add(ro.param()), Id("plain").Id("PlainHandlers"), Id("phases").Id("Phases"),
+		Id("rt").Op("*").Qual(pkgIdemStd, "Runtime"), Id("options").Id("RegisterOptions")).Params(Qual("net/http", "Handler"), Error()).Block(body...)
+}
+
+// stdRenamed lists the path parameters of the idempotent operations whose
+// ServeMux wildcard oapi-codegen names otherwise (a name that is not a Go
+// identifier), as {OpenAPI name, wildcard} pairs, in spec order.
+func stdRenamed(r *ir) [][2]string {
+	var out [][2]string
+	seen := map[string]bool{}
+	for _, o := range r.Idempotent {
+		for _, name := range pathParamNames(o.Spec.Path) {
+			if w := codegen.SanitizeGoIdentifier(name); w != name && !seen[name] {
+				seen[name] = true
+				out = append(out, [2]string{name, w})
+			}
+		}
+	}
+	return out
+}
+
+// pathParamNames are the names of the parameters of an OpenAPI path
+// template, in order.
+func pathParamNames(path string) []string {
+	var names []string
+	for {
+		i := strings.IndexByte(path, '{')
+		if i < 0 {
+			return names
+		}
+		j := strings.IndexByte(path[i:], '}')
+		if j < 0 {
+			return names
+		}
+		names = append(names, path[i+1:i+j])
+		path = path[i+j+1:]
+	}
 }

@@ -3,6 +3,8 @@ module github.com/idemgen/idemgen/golden
 go 1.25.0
 
 require (
+	github.com/go-chi/chi/v5 v5.5.0
+	github.com/gorilla/mux v1.8.1
 	github.com/idemgen/idemgen v0.0.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/labstack/echo/v4 v4.16.0

@@ -168,3 +168,26 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the writer beneath.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Routes returns one middleware for every idempotent operation of a router
+// whose middlewares wrap each route's handler without being told its
+// operation (oapi-codegen's Middlewares option): it finds the request's
+// operation in specs by routeName, the route as "METHOD pattern" the way
+// the router names it (r.Pattern for net/http's ServeMux), and runs that
+// operation's Middleware; other routes go straight to their handler.
+// Generated Register functions call it.
+func Routes(rt *Runtime, routeName func(*http.Request) string, specs map[string]*Spec) func(http.Handler) http.Handler {
+	byRoute := make(map[string]func(http.Handler) http.Handler, len(specs))
+	for route, spec := range specs {
+		byRoute[route] = Middleware(rt, spec)
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if m := byRoute[routeName(r)]; m != nil {
+				m(next).ServeHTTP(w, r)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
