@@ -16,7 +16,7 @@ import (
 type ir struct {
 	Package    string
 	SpecFile   string
-	Server     server // the router the glue serves, as the config chooses
+	Server     server     // the router the glue serves, as the config chooses
 	Idempotent []*opIR    // in spec order
 	Plain      []*plainIR // in spec order
 	// Served is every operation served, idempotent or plain, in spec order.
