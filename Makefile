@@ -12,9 +12,11 @@ BENCHTIME ?= 2s
 
 # The modules whose packages make test runs: the toolkit, and examples/, a
 # module of its own so that the examples' dependencies (toxiproxy,
-# go-retryablehttp, zerolog) never reach the toolkit's users. golden/ is a
-# module too, compiled by gen's TestGoldenCompiles.
-MODULES := . examples
+# go-retryablehttp, zerolog) never reach the toolkit's users; and
+# runtime/idemgin, the gin adapter, a module of its own so that only gin's
+# users download gin. golden/ is a module too, compiled by gen's
+# TestGoldenCompiles.
+MODULES := . examples runtime/idemgin
 # Runs its argument in every module, stopping at the first failure.
 each = for m in $(MODULES); do (cd $$m && $(1)) || exit 1; done
 

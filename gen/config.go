@@ -185,10 +185,11 @@ const (
 	serverStd     server = "std-http-server"
 	serverChi     server = "chi-server"
 	serverGorilla server = "gorilla-server"
+	serverGin     server = "gin-server"
 )
 
 // supportedServers lists, for errors, the config choices the glue serves.
-const supportedServers = "echo-server, std-http-server, chi-server or gorilla-server, with strict-server"
+const supportedServers = "echo-server, std-http-server, chi-server, gorilla-server or gin-server, with strict-server"
 
 // glueServer is the server the config has oapi-codegen generate, which
 // the glue implements and registers with: "" when it generates no
@@ -206,8 +207,10 @@ func (c *Config) glueServer() (server, error) {
 		s = serverChi
 	case g.GorillaServer:
 		s = serverGorilla
-	case g.GinServer, g.FiberServer, g.FiberV3Server, g.IrisServer, g.Echo5Server:
-		name := map[bool]string{g.GinServer: "gin-server", g.FiberServer: "fiber-server", g.FiberV3Server: "fiber-v3-server", g.IrisServer: "iris-server", g.Echo5Server: "echo5-server"}[true]
+	case g.GinServer:
+		s = serverGin
+	case g.FiberServer, g.FiberV3Server, g.IrisServer, g.Echo5Server:
+		name := map[bool]string{g.FiberServer: "fiber-server", g.FiberV3Server: "fiber-v3-server", g.IrisServer: "iris-server", g.Echo5Server: "echo5-server"}[true]
 		return "", fmt.Errorf("generate.%s: idemgen's glue does not serve it; choose %s", name, supportedServers)
 	default:
 		return "", nil

@@ -251,6 +251,7 @@ var serverDecls = map[server][]string{
 	serverStd:     {"NewStrictHandlerWithOptions", "StrictHTTPServerOptions", "ServeMux", "HandlerWithOptions", "StdHTTPServerOptions", "MiddlewareFunc"},
 	serverChi:     {"NewStrictHandlerWithOptions", "StrictHTTPServerOptions", "HandlerWithOptions", "ChiServerOptions", "MiddlewareFunc"},
 	serverGorilla: {"NewStrictHandlerWithOptions", "StrictHTTPServerOptions", "HandlerWithOptions", "GorillaServerOptions", "MiddlewareFunc"},
+	serverGin:     {"NewStrictHandler", "RegisterHandlersWithOptions", "GinServerOptions", "MiddlewareFunc"},
 }
 
 // serverNote is what an error about a missing declaration adds for a

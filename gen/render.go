@@ -18,12 +18,14 @@ const (
 	pkgIdem     = "github.com/idemgen/idemgen/runtime/idem"
 	pkgIdemEcho = "github.com/idemgen/idemgen/runtime/idemecho"
 	pkgIdemStd  = "github.com/idemgen/idemgen/runtime/idemstd"
+	pkgIdemGin  = "github.com/idemgen/idemgen/runtime/idemgin"
 	pkgIdemHTTP = "github.com/idemgen/idemgen/runtime/idemhttp"
 	pkgIdemType = "github.com/idemgen/idemgen/runtime/idemtype"
 	pkgPgx      = "github.com/jackc/pgx/v5"
 	pkgEcho     = "github.com/labstack/echo/v4"
 	pkgChi      = "github.com/go-chi/chi/v5"
 	pkgGorilla  = "github.com/gorilla/mux"
+	pkgGin      = "github.com/gin-gonic/gin"
 )
 
 // importNames are the package names of what generated code imports.
@@ -31,8 +33,8 @@ const (
 // import is named from here.
 var importNames = map[string]string{
 	"context": "context",
-	pkgIdem:   "idem", pkgIdemEcho: "idemecho", pkgIdemStd: "idemstd", pkgIdemHTTP: "idemhttp", pkgIdemType: "idemtype",
-	pkgPgx: "pgx", pkgEcho: "echo", pkgChi: "chi", pkgGorilla: "mux",
+	pkgIdem:   "idem", pkgIdemEcho: "idemecho", pkgIdemStd: "idemstd", pkgIdemGin: "idemgin", pkgIdemHTTP: "idemhttp", pkgIdemType: "idemtype",
+	pkgPgx: "pgx", pkgEcho: "echo", pkgChi: "chi", pkgGorilla: "mux", pkgGin: "gin",
 }
 
 // renderGlue renders idempotency.gen.go.
@@ -49,9 +51,12 @@ func renderGlue(r *ir) ([]byte, error) {
 	renderPlainIface(f, r)
 	renderSpecs(f, r)
 	renderServer(f, r)
-	if r.Server == serverEcho {
+	switch r.Server {
+	case serverEcho:
 		renderRegister(f, r)
-	} else {
+	case serverGin:
+		renderRegisterGin(f, r)
+	default:
 		renderRegisterHTTP(f, r)
 	}
 
@@ -61,19 +66,23 @@ func renderGlue(r *ir) ([]byte, error) {
 func route(o *opIR) string { return o.Spec.Method + " " + o.Spec.Path }
 
 // adapter is the runtime package the glue of r's server builds on:
-// idemecho for echo, idemstd for the routers of http.Handlers.
+// idemecho for echo, idemgin for gin, idemstd for the routers of
+// http.Handlers.
 func (r *ir) adapter() string {
-	if r.Server == serverEcho {
+	switch r.Server {
+	case serverEcho:
 		return pkgIdemEcho
+	case serverGin:
+		return pkgIdemGin
 	}
 	return pkgIdemStd
 }
 
-// execute writes the adapter's Execute call: idemecho's takes the runtime,
-// idemstd's the engine.
+// execute writes the adapter's Execute call: idemecho's and idemgin's take
+// the runtime, idemstd's the engine.
 func (r *ir) execute(payload, phases Code) Code {
 	rt := Id("s").Dot("rt")
-	if r.Server != serverEcho {
+	if r.adapter() == pkgIdemStd {
 		rt = rt.Dot("Engine")
 	}
 	return Qual(r.adapter(), "Execute").Call(Id("ctx"), rt, payload, phases)
@@ -614,4 +623,50 @@ func pathParamNames(path string) []string {
 		names = append(names, path[i+1:i+j])
 		path = path[i+j+1:]
 	}
+}
+
+// renderRegisterGin writes Register for gin: oapi-codegen's
+// RegisterHandlersWithOptions with the strict handler, on a router that
+// puts the idempotency middleware of each idempotent operation in front
+// of its handler (idemgin.Router): oapi-codegen's gin Middlewares run one
+// after another inside the handler and could not see its end.
+func renderRegisterGin(f *File, r *ir) {
+	f.Add(doc(0, "RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes on: those of RegisterHandlersWithOptions and NewStrictHandler."))
+	f.Type().Id("RegisterOptions").Struct(
+		doc(1, "BaseURL is prepended to every route, as by RegisterHandlersWithOptions. To serve the API in a gin group, pass the group as the router."),
+		Id("BaseURL").String(),
+		doc(1, "Middlewares run before each operation's handler, as RegisterHandlersWithOptions' do: after the idempotency middleware of an idempotent operation. To authenticate before a key is claimed, use gin middleware on the router (router.Use)."),
+		Id("Middlewares").Index().Id("MiddlewareFunc"),
+		doc(1, "ErrorHandler answers a parameter that does not bind, as RegisterHandlersWithOptions' does."),
+		Id("ErrorHandler").Func().Params(Op("*").Qual(pkgGin, "Context"), Error(), Int()),
+		doc(1, "StrictMiddlewares wrap every strict handler, as NewStrictHandler's middlewares do: they see the typed request and response, of idempotent operations too (there, their response is what the engine stores and replays)."),
+		Id("StrictMiddlewares").Index().Id("StrictMiddlewareFunc"),
+	)
+	f.Line()
+	f.Add(doc(0, "Register serves every operation of the spec on router (a *gin.Engine or *gin.RouterGroup). Idempotent operations get the Idempotency-Key protocol and run their phases from phases through rt's engine; the others are served by plain (nil when every operation is idempotent). Operations completed in the background are registered with the engine's completer."))
+	f.Func().Id("Register").Params(Id("router").Qual(pkgGin, "IRouter"), Id("plain").Id("PlainHandlers"), Id("phases").Id("Phases"),
+		Id("rt").Op("*").Qual(pkgIdemGin, "Runtime")).Error().Block(
+		Return(Id("RegisterWithOptions").Call(Id("router"), Id("plain"), Id("phases"), Id("rt"), Id("RegisterOptions").Values())))
+	f.Line()
+	f.Add(doc(0, "RegisterWithOptions is Register with the options of oapi-codegen's registration."))
+	body := registerSetup(r)
+	var routes []kv
+	for _, o := range r.Idempotent {
+		routes = append(routes, kv{Lit(o.Spec.Method + " ").Op("+").Id("options").Dot("BaseURL").Op("+").Lit(codegen.SwaggerUriToGinUri(o.Spec.Path)),
+			Qual(pkgIdemGin, "Middleware").Call(Id("rt"), Id(o.idempotencyVar()))})
+	}
+	body = append(body,
+		Id("server").Op(":=").Op("&").Id("idemServer").Add(elements(field("plain", Id("plain")), field("phases", Id("phases")), field("rt", Id("rt")))),
+		Id("idempotency").Op(":=").Map(String()).Qual(pkgGin, "HandlerFunc").Add(elements(routes...)),
+		Id("RegisterHandlersWithOptions").Call(Qual(pkgIdemGin, "Router").Call(Id("router"), Id("idempotency")),
+			Id("NewStrictHandler").Call(Id("server"), Id("options").Dot("StrictMiddlewares")),
+			Id("GinServerOptions").Add(elements(
+				field("BaseURL", Id("options").Dot("BaseURL")),
+				field("Middlewares", Id("options").Dot("Middlewares")),
+				field("ErrorHandler", Id("options").Dot("ErrorHandler")),
+			))),
+		Return(Nil()),
+	)
+	f.Func().Id("RegisterWithOptions").Params(Id("router").Qual(pkgGin, "IRouter"), Id("plain").Id("PlainHandlers"), Id("phases").Id("Phases"),
+		Id("rt").Op("*").Qual(pkgIdemGin, "Runtime"), Id("options").Id("RegisterOptions")).Error().Block(body...)
 }
