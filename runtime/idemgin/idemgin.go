@@ -56,7 +56,9 @@ type Runtime struct {
 }
 
 // StartCompleter starts the engine's background completer for rt.
-func (rt *Runtime) StartCompleter() { idemstd.StartCompleter(rt.Context, rt.Engine, rt.CompleterInterval) }
+func (rt *Runtime) StartCompleter() {
+	idemstd.StartCompleter(rt.Context, rt.Engine, rt.CompleterInterval)
+}
 
 // CallFrom returns the idempotent call of ctx, which may be a *gin.Context
 // (as strict handlers get it), or nil.
