@@ -45,14 +45,15 @@ import (
 const ExecMode = "cache_describe"
 
 // ConformancePackages are the tests run through the pooler, by module
-// directory (relative to the repository): the engine's protocol, the echo
-// adapter and the OpenTelemetry adapter, and the payments example's API,
-// client and outbox.
+// directory (relative to the repository): the engine's protocol, the echo,
+// net/http and gin adapters (the conformance suite), the OpenTelemetry
+// adapter, and the payments example's API, client and outbox.
 var ConformancePackages = []struct {
 	Dir  string
 	Pkgs []string
 }{
-	{".", []string{"./runtime/idem", "./runtime/idemecho", "./runtime/idemotel"}},
+	{".", []string{"./runtime/idem", "./runtime/idemecho", "./runtime/idemstd", "./runtime/idemotel"}},
+	{"runtime/idemgin", []string{"."}},
 	{"examples", []string{"./payments/api", "./payments/payclient", "./payments/outbox"}},
 }
 
