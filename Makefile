@@ -15,7 +15,8 @@ BENCHTIME ?= 2s
 # go-retryablehttp, zerolog) never reach the toolkit's users; and
 # runtime/idemgin, the gin adapter, a module of its own so that only gin's
 # users download gin. golden/ is a module too, compiled by gen's
-# TestGoldenCompiles.
+# TestGoldenCompiles; its routers package runs the generated glue of every
+# router as a service.
 MODULES := . examples runtime/idemgin
 # Runs its argument in every module, stopping at the first failure.
 each = for m in $(MODULES); do (cd $$m && $(1)) || exit 1; done
@@ -24,10 +25,12 @@ each = for m in $(MODULES); do (cd $$m && $(1)) || exit 1; done
 test: lint
 	$(MAKE) --no-print-directory fuzz
 	$(call each,$(GO) test -race -count=1 -parallel 8 ./...)
+	cd golden && $(GO) test -race -count=1 ./routers
 
 ## test-short: the edit-test loop: lint, then the suite without its long tests (no race detector)
 test-short: lint
 	$(call each,$(GO) test -short -count=1 -parallel 8 ./...)
+	cd golden && $(GO) test -short -count=1 ./routers
 
 ## docs-check: run every command of the guides in temp dirs (needs curl)
 docs-check:
