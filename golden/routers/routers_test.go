@@ -34,8 +34,8 @@ func TestMain(m *testing.M) { idemtest.Main(m) }
 // generated packages: record inserts a row, notify calls nobody, finish
 // answers with the row's id.
 type deposit[Req, State any, Resp any] struct {
-	account func(Req) string
-	created func(id string) Resp
+	account  func(Req) string
+	created  func(id string) Resp
 	notified *int
 }
 
@@ -76,8 +76,10 @@ func TestGeneratedRouters(t *testing.T) {
 					id:      func(r stdapi.GetAccountRequestObject) string { return r.AccountId },
 					respond: func(id string) stdapi.GetAccountResponseObject { return stdapi.GetAccount200JSONResponse{Id: ptr(id)} }},
 				stdapi.Phases{CreateDeposit: &deposit[stdapi.CreateDepositRequestObject, stdapi.CreateDepositState, stdapi.CreateDepositResponseObject]{
-					account:  func(r stdapi.CreateDepositRequestObject) string { return r.AccountId },
-					created:  func(id string) stdapi.CreateDepositResponseObject { return stdapi.CreateDeposit201JSONResponse{Id: ptr(id)} },
+					account: func(r stdapi.CreateDepositRequestObject) string { return r.AccountId },
+					created: func(id string) stdapi.CreateDepositResponseObject {
+						return stdapi.CreateDeposit201JSONResponse{Id: ptr(id)}
+					},
 					notified: notified}},
 				&idemstd.Runtime{Engine: eng})
 		},
@@ -87,19 +89,25 @@ func TestGeneratedRouters(t *testing.T) {
 					id:      func(r chiapi.GetAccountRequestObject) string { return r.AccountId },
 					respond: func(id string) chiapi.GetAccountResponseObject { return chiapi.GetAccount200JSONResponse{Id: ptr(id)} }},
 				chiapi.Phases{CreateDeposit: &deposit[chiapi.CreateDepositRequestObject, chiapi.CreateDepositState, chiapi.CreateDepositResponseObject]{
-					account:  func(r chiapi.CreateDepositRequestObject) string { return r.AccountId },
-					created:  func(id string) chiapi.CreateDepositResponseObject { return chiapi.CreateDeposit201JSONResponse{Id: ptr(id)} },
+					account: func(r chiapi.CreateDepositRequestObject) string { return r.AccountId },
+					created: func(id string) chiapi.CreateDepositResponseObject {
+						return chiapi.CreateDeposit201JSONResponse{Id: ptr(id)}
+					},
 					notified: notified}},
 				&idemstd.Runtime{Engine: eng})
 		},
 		"gorilla": func(eng *idem.Engine, notified *int) (http.Handler, error) {
 			return gorillaapi.Register(mux.NewRouter(),
 				&account[gorillaapi.GetAccountRequestObject, gorillaapi.GetAccountResponseObject]{
-					id:      func(r gorillaapi.GetAccountRequestObject) string { return r.AccountId },
-					respond: func(id string) gorillaapi.GetAccountResponseObject { return gorillaapi.GetAccount200JSONResponse{Id: ptr(id)} }},
+					id: func(r gorillaapi.GetAccountRequestObject) string { return r.AccountId },
+					respond: func(id string) gorillaapi.GetAccountResponseObject {
+						return gorillaapi.GetAccount200JSONResponse{Id: ptr(id)}
+					}},
 				gorillaapi.Phases{CreateDeposit: &deposit[gorillaapi.CreateDepositRequestObject, gorillaapi.CreateDepositState, gorillaapi.CreateDepositResponseObject]{
-					account:  func(r gorillaapi.CreateDepositRequestObject) string { return r.AccountId },
-					created:  func(id string) gorillaapi.CreateDepositResponseObject { return gorillaapi.CreateDeposit201JSONResponse{Id: ptr(id)} },
+					account: func(r gorillaapi.CreateDepositRequestObject) string { return r.AccountId },
+					created: func(id string) gorillaapi.CreateDepositResponseObject {
+						return gorillaapi.CreateDeposit201JSONResponse{Id: ptr(id)}
+					},
 					notified: notified}},
 				&idemstd.Runtime{Engine: eng})
 		},
@@ -110,8 +118,10 @@ func TestGeneratedRouters(t *testing.T) {
 					id:      func(r ginapi.GetAccountRequestObject) string { return r.AccountId },
 					respond: func(id string) ginapi.GetAccountResponseObject { return ginapi.GetAccount200JSONResponse{Id: ptr(id)} }},
 				ginapi.Phases{CreateDeposit: &deposit[ginapi.CreateDepositRequestObject, ginapi.CreateDepositState, ginapi.CreateDepositResponseObject]{
-					account:  func(r ginapi.CreateDepositRequestObject) string { return r.AccountId },
-					created:  func(id string) ginapi.CreateDepositResponseObject { return ginapi.CreateDeposit201JSONResponse{Id: ptr(id)} },
+					account: func(r ginapi.CreateDepositRequestObject) string { return r.AccountId },
+					created: func(id string) ginapi.CreateDepositResponseObject {
+						return ginapi.CreateDeposit201JSONResponse{Id: ptr(id)}
+					},
 					notified: notified}},
 				&idemgin.Runtime{Engine: eng})
 			return e, err
