@@ -6,12 +6,14 @@ package routers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/go-chi/chi/v5"
@@ -22,8 +24,10 @@ import (
 	ginapi "github.com/idemgen/idemgen/golden/gin_server/out"
 	gorillaapi "github.com/idemgen/idemgen/golden/gorilla_server/out"
 	stdapi "github.com/idemgen/idemgen/golden/std_http_server/out"
+	"github.com/idemgen/idemgen/golden/std_http_server/out/depositclient"
 	"github.com/idemgen/idemgen/idemtest"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/idemgin"
 	"github.com/idemgen/idemgen/runtime/idemstd"
 )
@@ -66,6 +70,24 @@ func (a *account[Req, Resp]) GetAccount(_ context.Context, request Req) (Resp, e
 }
 
 func ptr(s string) *string { return &s }
+
+// dropFirst loses the first answer after the server sent it, as a broken
+// connection does.
+type dropFirst struct {
+	next    http.RoundTripper
+	dropped bool
+}
+
+func (d *dropFirst) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := d.next.RoundTrip(req)
+	if err == nil && !d.dropped {
+		d.dropped = true
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return nil, errors.New("connection reset by peer")
+	}
+	return res, err
+}
 
 func TestGeneratedRouters(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode)
@@ -177,6 +199,20 @@ func TestGeneratedRouters(t *testing.T) {
 			}
 			if notified != 1 {
 				t.Fatalf("the foreign phase ran %d times; want once", notified)
+			}
+			// The generated client, whose first answer is lost after the
+			// server committed it: its retry, under the same key, gets the
+			// stored answer.
+			drop := &dropFirst{next: http.DefaultTransport}
+			client, err := depositclient.NewIdempotentClient(srv.URL, idemclient.Policy{MinWait: time.Millisecond},
+				depositclient.WithHTTPClient(&http.Client{Transport: drop}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tenant := func(_ context.Context, req *http.Request) error { req.Header.Set("X-Tenant", "t1"); return nil }
+			resp, result, err := client.CreateDeposit(context.Background(), "", "acc-3", depositclient.CreateDepositJSONRequestBody{Amount: 7}, tenant)
+			if err != nil || resp.StatusCode() != 201 || result.Attempts != 2 || !result.Replayed || resp.JSON201 == nil || *resp.JSON201.Id != "acc-3-2" {
+				t.Fatalf("the client's call: %v, %+v, %v; want the stored 201 on its second attempt", err, result, resp)
 			}
 			res, err := http.Get(srv.URL + "/accounts/acc-9")
 			if err != nil {
