@@ -1,6 +1,7 @@
 # Summarises `go test -bench BenchmarkEngine` output (several -count runs):
 # per benchmark, the median of every reported metric, and the ratio of its
-# median requests/s to plain's and plain-tx's at the same concurrency.
+# median requests/s to plain's and plain-tx's at the same concurrency (the
+# net/http rows, std-*, to std-plain's and std-plain-tx's).
 /^BenchmarkEngine\// {
 	name = $1; sub(/^BenchmarkEngine\//, "", name); sub(/-[0-9]+$/, "", name)
 	if (!(name in seen)) { seen[name] = 1; order[++count] = name }
@@ -18,9 +19,11 @@ END {
 	printf "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
 	for (k = 1; k <= count; k++) {
 		name = order[k]; c = name; sub(/\/.*/, "", c)
+		# The net/http rows (std-*) against their own plain handlers.
+		base = (name ~ /\/std-/) ? "/std-" : "/"
 		rps = median(name, "req/s")
 		printf "| %s | %.0f | %.2fx | %.2fx | %.0f | %.0f | %.2f | %.2f | %.0f |\n", name, rps,
-			rps / median(c "/plain", "req/s"), rps / median(c "/plain-tx", "req/s"),
+			rps / median(c base "plain", "req/s"), rps / median(c base "plain-tx", "req/s"),
 			median(name, "p50-µs"), median(name, "p99-µs"), median(name, "trips/op"), median(name, "commits/op"),
 			median(name, "allocs/op")
 	}

@@ -2,6 +2,7 @@ package idemecho_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 	"github.com/idemgen/idemgen/runtime/idemmigrate"
+	"github.com/idemgen/idemgen/runtime/idemstd"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
@@ -61,10 +63,12 @@ func (c *counter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBat
 }
 func (c *counter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
-// benchService is every handler of the benchmark on one echo instance and
-// one pool. With a counter, the pool traces every statement into it.
+// benchService is every handler of the benchmark on one echo instance, the
+// same on one net/http ServeMux (paths under /std), and one pool. With a
+// counter, the pool traces every statement into it.
 type benchService struct {
 	e     *echo.Echo
+	std   *http.ServeMux
 	count *counter
 }
 
@@ -170,7 +174,54 @@ func newBenchService(b *testing.B, count *counter) *benchService {
 			}, idemecho.Middleware(rt, spec))
 		}
 	}
-	return &benchService{e: e, count: count}
+	std := stdBenchRoutes(b, pool, schema, single, respond)
+	return &benchService{e: e, std: std, count: count}
+}
+
+// stdBenchRoutes are the net/http rows' handlers: plain, plain-tx and
+// single-phase, as the echo ones, on a ServeMux with idemstd.
+func stdBenchRoutes[S any](b *testing.B, pool *pgxpool.Pool, schema string, single []idem.Phase[S], respond func(int64) (*idem.Response, error)) *http.ServeMux {
+	mux := http.NewServeMux()
+	created := func(w http.ResponseWriter, id int64) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(201)
+		json.NewEncoder(w).Encode(map[string]int64{"id": id})
+	}
+	mux.HandleFunc("POST /std/plain", func(w http.ResponseWriter, r *http.Request) {
+		var id int64
+		if err := pool.QueryRow(r.Context(), `INSERT INTO bench (amount) VALUES (100) RETURNING id`).Scan(&id); err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		created(w, id)
+	})
+	mux.HandleFunc("POST /std/plain-tx", func(w http.ResponseWriter, r *http.Request) {
+		var id int64
+		err := pgx.BeginFunc(r.Context(), pool, func(tx pgx.Tx) error {
+			return tx.QueryRow(r.Context(), `INSERT INTO bench (amount) VALUES (100) RETURNING id`).Scan(&id)
+		})
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		created(w, id)
+	})
+	eng, err := idem.New(pool, idem.Options{Schema: schema})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt := &idemstd.Runtime{Engine: eng, Principal: func(*http.Request) (string, error) { return "acct", nil }}
+	spec := &idemstd.Spec{Operation: &idem.Operation{ID: "std-single", Policy: idem.Policy{Lease: 30 * time.Second}},
+		Key: idemhttp.KeyRule{Required: true}, Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal}, Route: "/std/idem/single"}
+	mux.Handle("POST /std/idem/single", idemstd.Middleware(rt, spec)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resp, err := idemstd.Execute(r.Context(), eng, nil, single)
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		idemstd.Writer(r.Context(), resp)(w)
+	})))
+	return mux
 }
 
 func (s *benchService) do(b *testing.B, path, key string) {
@@ -180,7 +231,11 @@ func (s *benchService) do(b *testing.B, path, key string) {
 		req.Header.Set("Idempotency-Key", key)
 	}
 	rec := httptest.NewRecorder()
-	s.e.ServeHTTP(rec, req)
+	if strings.HasPrefix(path, "/std/") {
+		s.std.ServeHTTP(rec, req)
+	} else {
+		s.e.ServeHTTP(rec, req)
+	}
 	if rec.Code != 201 {
 		b.Fatalf("%s: %d %s", path, rec.Code, rec.Body)
 	}
@@ -219,6 +274,11 @@ func BenchmarkEngine(b *testing.B) {
 		{"three-phase", "/idem/three", func(r, i int64) string { return fmt.Sprintf("t-%d-%d", r, i) }},
 		{"replay", "/idem/single", func(int64, int64) string { return "replayed" }},
 		{"replay-cold", "/cold/single", func(int64, int64) string { return "replayed-cold" }},
+		// The same service on net/http's ServeMux with runtime/idemstd:
+		// its own plain handlers, its own ratios.
+		{"std-plain", "/std/plain", nil},
+		{"std-plain-tx", "/std/plain-tx", nil},
+		{"std-single-phase", "/std/idem/single", func(r, i int64) string { return fmt.Sprintf("n-%d-%d", r, i) }},
 	}
 	for _, clients := range []int{1, 16} {
 		for _, tc := range cases {
