@@ -121,18 +121,17 @@ func (r *record) response() *Response {
 }
 
 // scanRecord decodes the row of Read and ClaimRead. It returns nil, and no
-// error, for ClaimRead's row of NULLs: no record holds the key.
+// error, for ClaimRead's row without a record (state ''): no record holds
+// the key.
 func scanRecord(row pgx.Row) (*record, error) {
 	var r record
-	var state *string
 	var lease, expires float64
 	var headers []byte
-	err := row.Scan(&r.operation, &r.fingerprint, &state, &r.owner, &r.live, &lease, &r.pastRetention, &expires,
+	err := row.Scan(&r.operation, &r.fingerprint, &r.state, &r.owner, &r.live, &lease, &r.pastRetention, &expires,
 		&r.recovery, &r.phaseState, &r.status, &headers, &r.body, &r.bodyOmitted)
-	if err != nil || state == nil {
+	if err != nil || r.state == "" {
 		return nil, err
 	}
-	r.state = *state
 	if r.headers, err = parseHeaders(headers); err != nil {
 		return nil, err
 	}

@@ -42,9 +42,10 @@ ON CONFLICT DO NOTHING;
 -- The record holding a key, as a claim decides on it: its state (claimed
 -- while it has an owner), whether the owner's lease is live and for how
 -- long, whether it is past its retention, its recovery point and state, and
--- its stored response. The row shape is ClaimRead's, decoded by scanRecord.
+-- its stored response. The row shape is ClaimRead's, decoded by scanRecord;
+-- its state is '' where ClaimRead's join finds no record.
 SELECT coalesce(r.operation, ''), r.fingerprint,
-    CASE WHEN r.owner_token IS NOT NULL THEN 'claimed' WHEN r.id IS NOT NULL THEN 'completed' END,
+    CASE WHEN r.owner_token IS NOT NULL THEN 'claimed' WHEN r.id IS NOT NULL THEN 'completed' ELSE '' END,
     r.owner_token, coalesce(r.lease_until > now(), false),
     coalesce(extract(epoch FROM r.lease_until - now()), 0)::float8, coalesce(r.expires_at <= now(), false),
     coalesce(extract(epoch FROM r.expires_at - now()), 0)::float8, coalesce(r.recovery_point, ''), r.phase_state,
@@ -61,7 +62,7 @@ WHERE r.id = @id;
 -- The settings are a subquery's volatile outputs, which the planner keeps
 -- and evaluates once, for the one row the join starts from.
 SELECT coalesce(r.operation, ''), r.fingerprint,
-    CASE WHEN r.owner_token IS NOT NULL THEN 'claimed' WHEN r.id IS NOT NULL THEN 'completed' END,
+    CASE WHEN r.owner_token IS NOT NULL THEN 'claimed' WHEN r.id IS NOT NULL THEN 'completed' ELSE '' END,
     r.owner_token, coalesce(r.lease_until > now(), false),
     coalesce(extract(epoch FROM r.lease_until - now()), 0)::float8, coalesce(r.expires_at <= now(), false),
     coalesce(extract(epoch FROM r.expires_at - now()), 0)::float8, coalesce(r.recovery_point, ''), r.phase_state,

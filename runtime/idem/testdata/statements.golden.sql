@@ -49,7 +49,7 @@ ON CONFLICT DO NOTHING;
 -- name: Read :one
 -- $1: @id
 SELECT coalesce(r.operation, ''), r.fingerprint,
-    CASE WHEN r.owner_token IS NOT NULL THEN 'claimed' WHEN r.id IS NOT NULL THEN 'completed' END,
+    CASE WHEN r.owner_token IS NOT NULL THEN 'claimed' WHEN r.id IS NOT NULL THEN 'completed' ELSE '' END,
     r.owner_token, coalesce(r.lease_until > now(), false),
     coalesce(extract(epoch FROM r.lease_until - now()), 0)::float8, coalesce(r.expires_at <= now(), false),
     coalesce(extract(epoch FROM r.expires_at - now()), 0)::float8, coalesce(r.recovery_point, ''), r.phase_state,
@@ -61,7 +61,7 @@ WHERE r.id = $1;
 -- $1: @statement_timeout
 -- $2: @id
 SELECT coalesce(r.operation, ''), r.fingerprint,
-    CASE WHEN r.owner_token IS NOT NULL THEN 'claimed' WHEN r.id IS NOT NULL THEN 'completed' END,
+    CASE WHEN r.owner_token IS NOT NULL THEN 'claimed' WHEN r.id IS NOT NULL THEN 'completed' ELSE '' END,
     r.owner_token, coalesce(r.lease_until > now(), false),
     coalesce(extract(epoch FROM r.lease_until - now()), 0)::float8, coalesce(r.expires_at <= now(), false),
     coalesce(extract(epoch FROM r.expires_at - now()), 0)::float8, coalesce(r.recovery_point, ''), r.phase_state,
