@@ -10,6 +10,7 @@ import (
 	. "github.com/dave/jennifer/jen"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 
+	"github.com/idemgen/idemgen/runtime/idemhttp"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 	"github.com/idemgen/idemgen/spec"
 )
@@ -597,7 +598,7 @@ func stdRenamed(r *ir) [][2]string {
 	var out [][2]string
 	seen := map[string]bool{}
 	for _, o := range r.Idempotent {
-		for _, name := range pathParamNames(o.Spec.Path) {
+		for _, name := range idemhttp.RouteParams(o.Spec.Path) {
 			if w := codegen.SanitizeGoIdentifier(name); w != name && !seen[name] {
 				seen[name] = true
 				out = append(out, [2]string{name, w})
@@ -605,24 +606,6 @@ func stdRenamed(r *ir) [][2]string {
 		}
 	}
 	return out
-}
-
-// pathParamNames are the names of the parameters of an OpenAPI path
-// template, in order.
-func pathParamNames(path string) []string {
-	var names []string
-	for {
-		i := strings.IndexByte(path, '{')
-		if i < 0 {
-			return names
-		}
-		j := strings.IndexByte(path[i:], '}')
-		if j < 0 {
-			return names
-		}
-		names = append(names, path[i+1:i+j])
-		path = path[i+j+1:]
-	}
 }
 
 // renderRegisterGin writes Register for gin: oapi-codegen's

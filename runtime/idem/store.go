@@ -121,7 +121,7 @@ func (r *record) response() *Response {
 }
 
 // scanRecord decodes the row of Read and ClaimRead. It returns nil, and no
-// error, for ClaimRead's row without a record (state ''): no record holds
+// error, for ClaimRead's row without a record (an empty state): no record holds
 // the key.
 func scanRecord(row pgx.Row) (*record, error) {
 	var r record

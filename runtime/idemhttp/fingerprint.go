@@ -298,3 +298,22 @@ func checkPointer(p string) error {
 	}
 	return fmt.Errorf("idemhttp: %w", err)
 }
+
+// RouteParams returns the names of the path parameters of an OpenAPI path
+// template, in order: id in /payments/{id}. They are the names a
+// Request's PathParams are keyed by.
+func RouteParams(route string) []string {
+	var names []string
+	for {
+		i := strings.IndexByte(route, '{')
+		if i < 0 {
+			return names
+		}
+		j := strings.IndexByte(route[i:], '}')
+		if j < 0 {
+			return names
+		}
+		names = append(names, route[i+1:i+j])
+		route = route[i+j+1:]
+	}
+}

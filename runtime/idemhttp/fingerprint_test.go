@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -141,4 +142,17 @@ func FuzzCanonicalJSON(f *testing.F) {
 			t.Fatalf("canonical form not stable: %q then %q", c, again)
 		}
 	})
+}
+
+func TestRouteParams(t *testing.T) {
+	for route, want := range map[string][]string{
+		"/payments":                       nil,
+		"/payments/{id}":                  {"id"},
+		"/accounts/{account-id}/x/{item}": {"account-id", "item"},
+		"/broken/{id":                     nil,
+	} {
+		if got := RouteParams(route); !slices.Equal(got, want) {
+			t.Errorf("RouteParams(%q) = %q; want %q", route, got, want)
+		}
+	}
 }

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemhttp"
 	"github.com/idemgen/idemgen/runtime/idemsig"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
@@ -73,7 +73,7 @@ func (rt *Runtime) fail(w http.ResponseWriter, r *http.Request, err error) {
 // runs; otherwise next serves the request with the call in its context,
 // for Execute.
 func Middleware(rt *Runtime, spec *Spec) func(http.Handler) http.Handler {
-	names := routeParams(spec.Route)
+	names := idemhttp.RouteParams(spec.Route)
 	opts := &Options{Senders: rt.Senders, MaxBodyBytes: rt.MaxBodyBytes}
 	pathValue := rt.PathValue
 	if pathValue == nil {
@@ -126,24 +126,6 @@ func statusOf(err error) int {
 		return be.Status
 	}
 	return http.StatusInternalServerError
-}
-
-// routeParams returns the names of the path parameters of an OpenAPI path
-// template, in order: {id} in /payments/{id}.
-func routeParams(route string) []string {
-	var names []string
-	for {
-		i := strings.IndexByte(route, '{')
-		if i < 0 {
-			return names
-		}
-		j := strings.IndexByte(route[i:], '}')
-		if j < 0 {
-			return names
-		}
-		names = append(names, route[i+1:i+j])
-		route = route[i+j+1:]
-	}
 }
 
 // statusWriter remembers the status a handler wrote, for the log line.
