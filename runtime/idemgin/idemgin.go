@@ -113,7 +113,11 @@ func Middleware(rt *Runtime, spec *Spec) gin.HandlerFunc {
 		}
 		c.Request = call.Bind(c.Request)
 		c.Next()
-		idemstd.LogRequest(rt.Logger, c.Request, call, c.Writer.Status(), c.Errors.Last())
+		var last error // a nil *gin.Error would be an error that is not nil
+		if e := c.Errors.Last(); e != nil {
+			last = e
+		}
+		idemstd.LogRequest(rt.Logger, c.Request, call, c.Writer.Status(), last)
 		if perr := call.Problem(); perr != nil {
 			c.Error(perr)
 		}
