@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -68,6 +69,9 @@ type Service struct {
 	Principal    func(r *http.Request) (string, error)
 	Senders      map[string]idemsig.Verifier
 	MaxBodyBytes int64
+	// Logger is for the runtime's request lines: every case runs with one,
+	// so that each answer's log path runs too.
+	Logger *slog.Logger
 }
 
 // Adapter serves a Service: Serve returns the handler of the whole
@@ -157,6 +161,7 @@ func newEnv(t *testing.T, a Adapter) *env {
 		},
 		Senders:      map[string]idemsig.Verifier{"acme": &idemsig.HMAC{Header: "Acme-Signature", Secrets: []idemsig.Secret{{Sender: "acme", Key: acmeSecret}}}},
 		MaxBodyBytes: 1024,
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Routes: []Route{
 			{Method: http.MethodPost, Handle: create, Spec: &idemstd.Spec{
 				Operation: &idem.Operation{ID: "createItem", Policy: policy},

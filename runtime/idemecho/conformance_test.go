@@ -15,7 +15,7 @@ import (
 // echo's error chain and idemecho's HTTPErrorHandler.
 func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Adapter{Name: "echo", Serve: func(t *testing.T, s *conformance.Service) http.Handler {
-		rt := &idemecho.Runtime{Engine: s.Engine, Senders: s.Senders, MaxBodyBytes: s.MaxBodyBytes,
+		rt := &idemecho.Runtime{Engine: s.Engine, Senders: s.Senders, MaxBodyBytes: s.MaxBodyBytes, Logger: s.Logger,
 			Principal: func(c echo.Context) (string, error) { return s.Principal(c.Request()) }}
 		e := echo.New()
 		e.HTTPErrorHandler = idemecho.HTTPErrorHandler

@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { idemtest.Main(m) }
 func TestConformance(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode)
 	conformance.Run(t, conformance.Adapter{Name: "gin", Serve: func(t *testing.T, s *conformance.Service) http.Handler {
-		rt := &idemgin.Runtime{Engine: s.Engine, Senders: s.Senders, MaxBodyBytes: s.MaxBodyBytes,
+		rt := &idemgin.Runtime{Engine: s.Engine, Senders: s.Senders, MaxBodyBytes: s.MaxBodyBytes, Logger: s.Logger,
 			Principal: func(c *gin.Context) (string, error) { return s.Principal(c.Request) }}
 		e := gin.New()
 		mws := map[string]gin.HandlerFunc{}

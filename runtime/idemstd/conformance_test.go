@@ -15,7 +15,7 @@ func TestMain(m *testing.M) { idemtest.Main(m) }
 // the standard library's ServeMux.
 func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Adapter{Name: "net/http", Serve: func(t *testing.T, s *conformance.Service) http.Handler {
-		rt := &idemstd.Runtime{Engine: s.Engine, Principal: s.Principal, Senders: s.Senders, MaxBodyBytes: s.MaxBodyBytes}
+		rt := &idemstd.Runtime{Engine: s.Engine, Principal: s.Principal, Senders: s.Senders, MaxBodyBytes: s.MaxBodyBytes, Logger: s.Logger}
 		mux := http.NewServeMux()
 		for _, r := range s.Routes {
 			handle := r.Handle
