@@ -14,11 +14,15 @@ import (
 
 // ir is the intermediate representation the renderers work from.
 type ir struct {
-	Package    string
-	SpecFile   string
-	Server     server     // the router the glue serves, as the config chooses
-	Idempotent []*opIR    // in spec order
-	Plain      []*plainIR // in spec order
+	Package  string
+	SpecFile string
+	Server   server // the router the glue serves, as the config chooses
+	// MiddlewareFirstToLast: the config has oapi-codegen apply the
+	// Middlewares of the net/http, chi or gorilla server last to first
+	// (compatibility apply-chi- or apply-gorilla-middleware-first-to-last).
+	MiddlewareFirstToLast bool
+	Idempotent            []*opIR    // in spec order
+	Plain                 []*plainIR // in spec order
 	// Served is every operation served, idempotent or plain, in spec order.
 	Served []served
 	// MiddlewareKeys are the keys of oapi-codegen's OperationMiddlewares of
@@ -187,6 +191,12 @@ func buildIR(cfg *Config, doc *spec.Document, sources []Source) (*ir, error) {
 		return nil, err
 	}
 	r := &ir{Package: cfg.Package(), SpecFile: cfg.Spec, Server: srv}
+	switch compat := cfg.Codegen.Compatibility; srv {
+	case serverStd, serverChi:
+		r.MiddlewareFirstToLast = compat.ApplyChiMiddlewareFirstToLast
+	case serverGorilla:
+		r.MiddlewareFirstToLast = compat.ApplyGorillaMiddlewareFirstToLast
+	}
 	var errs spec.Errors
 	for _, op := range doc.Operations {
 		m, ok := methods[op.Method+" "+op.Path]

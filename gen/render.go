@@ -497,8 +497,13 @@ var httpRouters = map[server]routerOf{
 	serverChi: {
 		param:   func() Code { return Qual(pkgChi, "Router") },
 		options: "ChiServerOptions",
+		// The pattern of the router the route was registered on, as
+		// oapi-codegen registered it: RoutePattern would join those of
+		// the routers it is mounted under, and drop a trailing slash.
 		routeName: Func().Params(Id("r").Op("*").Qual("net/http", "Request")).String().Block(
-			Return(Id("r").Dot("Method").Op("+").Lit(" ").Op("+").Qual(pkgChi, "RouteContext").Call(Id("r").Dot("Context").Call()).Dot("RoutePattern").Call())),
+			Id("patterns").Op(":=").Qual(pkgChi, "RouteContext").Call(Id("r").Dot("Context").Call()).Dot("RoutePatterns"),
+			If(Len(Id("patterns")).Op("==").Lit(0)).Block(Return(Lit(""))),
+			Return(Id("r").Dot("Method").Op("+").Lit(" ").Op("+").Id("patterns").Index(Len(Id("patterns")).Op("-").Lit(1)))),
 		pathValue: Func().Params(Id("r").Op("*").Qual("net/http", "Request"), Id("name").String()).String().Block(
 			Return(Qual(pkgChi, "URLParam").Call(Id("r"), Id("name")))),
 		path: codegen.SwaggerUriToChiUri,
@@ -513,7 +518,7 @@ var httpRouters = map[server]routerOf{
 		pathValue: Func().Params(Id("r").Op("*").Qual("net/http", "Request"), Id("name").String()).String().Block(
 			Return(Qual(pkgGorilla, "Vars").Call(Id("r")).Index(Id("name")))),
 		path: codegen.SwaggerUriToGorillaUri,
-		doc:  "a *mux.Router; nil for a new one",
+		doc:  "a *mux.Router, nil for a new one; to serve under a prefix, set RegisterOptions.BaseURL rather than passing a PathPrefix sub-router, whose prefix the route's path template would carry",
 	},
 }
 
@@ -576,19 +581,38 @@ func renderRegisterHTTP(f *File, r *ir) {
 	}
 	body = append(body,
 		Id("server").Op(":=").Op("&").Id("idemServer").Add(elements(field("plain", Id("plain")), field("phases", Id("phases")), field("rt", Id("rt")))),
-		Comment("Innermost of the operations' middlewares: oapi-codegen applies them in order, each around the ones before."),
+		Comment(innermost(r.MiddlewareFirstToLast)),
 		Id("idempotency").Op(":=").Qual(pkgIdemStd, "Routes").Call(Id("rt"), ro.routeName, Map(String()).Op("*").Qual(pkgIdemStd, "Spec").Add(elements(routes...))),
 		Return(Id("HandlerWithOptions").Call(
 			Id("NewStrictHandlerWithOptions").Call(Id("server"), Id("options").Dot("StrictMiddlewares"), Id("options").Dot("StrictOptions")),
 			Id(ro.options).Add(elements(
 				field("BaseURL", Id("options").Dot("BaseURL")),
 				field("BaseRouter", Id("router")),
-				field("Middlewares", Append(Index().Id("MiddlewareFunc").Values(Id("idempotency")), Id("options").Dot("Middlewares").Op("..."))),
+				field("Middlewares", middlewaresCode(r.MiddlewareFirstToLast)),
 				field("ErrorHandlerFunc", Id("options").Dot("ErrorHandlerFunc")),
 			))), Nil()),
 	)
 	f.Func().Id("RegisterWithOptions").Params(Id("router").Add(ro.param()), Id("plain").Id("PlainHandlers"), Id("phases").Id("Phases"),
 		Id("rt").Op("*").Qual(pkgIdemStd, "Runtime"), Id("options").Id("RegisterOptions")).Params(Qual("net/http", "Handler"), Error()).Block(body...)
+}
+
+// innermost says where the idempotency middleware goes among
+// oapi-codegen's Middlewares: innermost, next to the strict handler, so
+// that the service's own (authentication) run before a key is claimed.
+func innermost(firstToLast bool) string {
+	if firstToLast {
+		return "Innermost of the operations' middlewares: with the config's apply-*-middleware-first-to-last, oapi-codegen applies them last to first, the last innermost."
+	}
+	return "Innermost of the operations' middlewares: oapi-codegen applies them in order, each around the ones before."
+}
+
+// middlewaresCode writes the Middlewares option: the service's, with the
+// idempotency middleware where it runs innermost.
+func middlewaresCode(firstToLast bool) Code {
+	if firstToLast {
+		return Append(Append(Index().Id("MiddlewareFunc").Values(), Id("options").Dot("Middlewares").Op("...")), Id("idempotency"))
+	}
+	return Append(Index().Id("MiddlewareFunc").Values(Id("idempotency")), Id("options").Dot("Middlewares").Op("..."))
 }
 
 // stdRenamed lists the path parameters of the idempotent operations whose

@@ -71,6 +71,34 @@ func (a *account[Req, Resp]) GetAccount(_ context.Context, request Req) (Resp, e
 
 func ptr(s string) *string { return &s }
 
+var stdPlain = &account[stdapi.GetAccountRequestObject, stdapi.GetAccountResponseObject]{
+	id:      func(r stdapi.GetAccountRequestObject) string { return r.AccountId },
+	respond: func(id string) stdapi.GetAccountResponseObject { return stdapi.GetAccount200JSONResponse{Id: ptr(id)} }}
+
+func stdDeposit(notified *int) *deposit[stdapi.CreateDepositRequestObject, stdapi.CreateDepositState, stdapi.CreateDepositResponseObject] {
+	return &deposit[stdapi.CreateDepositRequestObject, stdapi.CreateDepositState, stdapi.CreateDepositResponseObject]{
+		account: func(r stdapi.CreateDepositRequestObject) string { return r.AccountId },
+		created: func(id string) stdapi.CreateDepositResponseObject {
+			return stdapi.CreateDeposit201JSONResponse{Id: ptr(id)}
+		},
+		notified: notified}
+}
+
+var gorillaPlain = &account[gorillaapi.GetAccountRequestObject, gorillaapi.GetAccountResponseObject]{
+	id: func(r gorillaapi.GetAccountRequestObject) string { return r.AccountId },
+	respond: func(id string) gorillaapi.GetAccountResponseObject {
+		return gorillaapi.GetAccount200JSONResponse{Id: ptr(id)}
+	}}
+
+func gorillaDeposit(notified *int) *deposit[gorillaapi.CreateDepositRequestObject, gorillaapi.CreateDepositState, gorillaapi.CreateDepositResponseObject] {
+	return &deposit[gorillaapi.CreateDepositRequestObject, gorillaapi.CreateDepositState, gorillaapi.CreateDepositResponseObject]{
+		account: func(r gorillaapi.CreateDepositRequestObject) string { return r.AccountId },
+		created: func(id string) gorillaapi.CreateDepositResponseObject {
+			return gorillaapi.CreateDeposit201JSONResponse{Id: ptr(id)}
+		},
+		notified: notified}
+}
+
 // dropFirst loses the first answer after the server sent it, as a broken
 // connection does.
 type dropFirst struct {
@@ -149,7 +177,27 @@ func TestGeneratedRouters(t *testing.T) {
 			return e, err
 		},
 	}
+	// Mounted under /v1 the router's way: a chi sub-router, and, as
+	// oapi-codegen has it, a BaseURL for net/http, gorilla and gin.
+	servers["chi mounted"] = func(eng *idem.Engine, notified *int) (http.Handler, error) {
+		sub, err := servers["chi"](eng, notified)
+		root := chi.NewRouter()
+		root.Mount("/v1", sub)
+		return root, err
+	}
+	prefixes := map[string]string{"chi mounted": "/v1"}
+	for name, base := range map[string]func(eng *idem.Engine, notified *int) (http.Handler, error){
+		"net/http base URL": func(eng *idem.Engine, notified *int) (http.Handler, error) {
+			return stdapi.RegisterWithOptions(nil, stdPlain, stdapi.Phases{CreateDeposit: stdDeposit(notified)}, &idemstd.Runtime{Engine: eng}, stdapi.RegisterOptions{BaseURL: "/v1"})
+		},
+		"gorilla base URL": func(eng *idem.Engine, notified *int) (http.Handler, error) {
+			return gorillaapi.RegisterWithOptions(nil, gorillaPlain, gorillaapi.Phases{CreateDeposit: gorillaDeposit(notified)}, &idemstd.Runtime{Engine: eng}, gorillaapi.RegisterOptions{BaseURL: "/v1"})
+		},
+	} {
+		servers[name], prefixes[name] = base, "/v1"
+	}
 	for name, serve := range servers {
+		prefix := prefixes[name]
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			env := idemtest.New(t, idem.Options{})
@@ -164,7 +212,7 @@ func TestGeneratedRouters(t *testing.T) {
 			srv := httptest.NewServer(h)
 			defer srv.Close()
 			post := func(account, key, body string) (int, string, http.Header) {
-				req, _ := http.NewRequest(http.MethodPost, srv.URL+"/accounts/"+account+"/deposits", strings.NewReader(body))
+				req, _ := http.NewRequest(http.MethodPost, srv.URL+prefix+"/accounts/"+account+"/deposits", strings.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("X-Tenant", "t1")
 				if key != "" {
@@ -204,7 +252,7 @@ func TestGeneratedRouters(t *testing.T) {
 			// server committed it: its retry, under the same key, gets the
 			// stored answer.
 			drop := &dropFirst{next: http.DefaultTransport}
-			client, err := depositclient.NewIdempotentClient(srv.URL, idemclient.Policy{MinWait: time.Millisecond},
+			client, err := depositclient.NewIdempotentClient(srv.URL+prefix, idemclient.Policy{MinWait: time.Millisecond},
 				depositclient.WithHTTPClient(&http.Client{Transport: drop}))
 			if err != nil {
 				t.Fatal(err)
@@ -214,7 +262,7 @@ func TestGeneratedRouters(t *testing.T) {
 			if err != nil || resp.StatusCode() != 201 || result.Attempts != 2 || !result.Replayed || resp.JSON201 == nil || *resp.JSON201.Id != "acc-3-2" {
 				t.Fatalf("the client's call: %v, %+v, %v; want the stored 201 on its second attempt", err, result, resp)
 			}
-			res, err := http.Get(srv.URL + "/accounts/acc-9")
+			res, err := http.Get(srv.URL + prefix + "/accounts/acc-9")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -300,8 +300,9 @@ func checkPointer(p string) error {
 }
 
 // RouteParams returns the names of the path parameters of an OpenAPI path
-// template, in order: id in /payments/{id}. They are the names a
-// Request's PathParams are keyed by.
+// template, in order: id in /payments/{id}, and in {.id}, {;id} and {id*},
+// as oapi-codegen names them. They are the names a Request's PathParams
+// are keyed by.
 func RouteParams(route string) []string {
 	var names []string
 	for {
@@ -313,7 +314,7 @@ func RouteParams(route string) []string {
 		if j < 0 {
 			return names
 		}
-		names = append(names, route[i+1:i+j])
+		names = append(names, strings.TrimSuffix(strings.TrimLeft(route[i+1:i+j], ".;?"), "*"))
 		route = route[i+j+1:]
 	}
 }

@@ -150,6 +150,7 @@ func TestRouteParams(t *testing.T) {
 		"/payments/{id}":                  {"id"},
 		"/accounts/{account-id}/x/{item}": {"account-id", "item"},
 		"/broken/{id":                     nil,
+		"/x/{.id}/{;y}/{z*}":              {"id", "y", "z"},
 	} {
 		if got := RouteParams(route); !slices.Equal(got, want) {
 			t.Errorf("RouteParams(%q) = %q; want %q", route, got, want)

@@ -299,7 +299,8 @@ func Refuse(ctx context.Context, eng *idem.Engine, w http.ResponseWriter, spec *
 func Execute[S any](ctx context.Context, eng *idem.Engine, payload []byte, phases []idem.Phase[S]) (*idem.Response, error) {
 	call := CallFrom(ctx)
 	if call == nil {
-		return nil, errors.New("idem: Execute called outside the idempotency middleware")
+		return nil, errors.New("idem: Execute called outside the idempotency middleware: the route's middleware did not run " +
+			"(with gorilla/mux, serve under a prefix with RegisterOptions.BaseURL, not a PathPrefix sub-router)")
 	}
 	op := call.Spec.Operation
 	if call.Request.Key == "" {

@@ -36,7 +36,8 @@ type Runtime struct {
 	// ErrorHandler answers an error that is not a protocol refusal: a body
 	// that does not read (400) or is too large (413, a *BodyError), or a
 	// failing Principal or verifier. Default: http.Error, with the
-	// BodyError's status or 500.
+	// BodyError's status and text, or a plain 500 whose cause goes to
+	// Logger only.
 	ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
 	// Logger, when set, gets one line per idempotent request with the key
 	// and whether it was replayed.
@@ -59,12 +60,17 @@ func (rt *Runtime) fail(w http.ResponseWriter, r *http.Request, err error) {
 		rt.ErrorHandler(w, r, err)
 		return
 	}
-	status := http.StatusInternalServerError
 	var be *BodyError
 	if errors.As(err, &be) {
-		status = be.Status
+		http.Error(w, be.Error(), be.Status)
+		return
 	}
-	http.Error(w, err.Error(), status)
+	// The service's own failure (a Principal or verifier that failed): its
+	// text stays in the log, as the frameworks' default handlers keep it.
+	if rt.Logger != nil {
+		rt.Logger.ErrorContext(r.Context(), "idem: the idempotency middleware failed", "path", r.URL.Path, "err", err)
+	}
+	http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
 }
 
 // Middleware returns the net/http middleware of one idempotent route, as
@@ -114,6 +120,9 @@ func Middleware(rt *Runtime, spec *Spec) func(http.Handler) http.Handler {
 			}
 			sw := &statusWriter{ResponseWriter: w}
 			next.ServeHTTP(sw, call.Bind(r))
+			if sw.status == 0 {
+				sw.status = http.StatusOK // what net/http sends for a handler that wrote nothing
+			}
 			LogRequest(rt.Logger, r, call, sw.status, nil)
 		})
 	}

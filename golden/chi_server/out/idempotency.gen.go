@@ -198,7 +198,11 @@ func RegisterWithOptions(router chi.Router, plain PlainHandlers, phases Phases, 
 	}
 	// Innermost of the operations' middlewares: oapi-codegen applies them in order, each around the ones before.
 	idempotency := idemstd.Routes(rt, func(r *http.Request) string {
-		return r.Method + " " + chi.RouteContext(r.Context()).RoutePattern()
+		patterns := chi.RouteContext(r.Context()).RoutePatterns
+		if len(patterns) == 0 {
+			return ""
+		}
+		return r.Method + " " + patterns[len(patterns)-1]
 	}, map[string]*idemstd.Spec{
 		"POST " + options.BaseURL + "/accounts/{account-id}/deposits": createDepositIdempotency,
 	})

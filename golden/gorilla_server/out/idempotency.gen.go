@@ -158,11 +158,12 @@ type RegisterOptions struct {
 	StrictOptions StrictHTTPServerOptions
 }
 
-// Register serves every operation of the spec on router (a *mux.Router; nil for a new one) and
-// returns the handler that serves them. Idempotent operations get the Idempotency-Key protocol and
-// run their phases from phases through rt's engine; the others are served by plain (nil when every
-// operation is idempotent). Operations completed in the background are registered with the engine's
-// completer.
+// Register serves every operation of the spec on router (a *mux.Router, nil for a new one; to serve
+// under a prefix, set RegisterOptions.BaseURL rather than passing a PathPrefix sub-router, whose
+// prefix the route's path template would carry) and returns the handler that serves them.
+// Idempotent operations get the Idempotency-Key protocol and run their phases from phases through
+// rt's engine; the others are served by plain (nil when every operation is idempotent). Operations
+// completed in the background are registered with the engine's completer.
 func Register(router *mux.Router, plain PlainHandlers, phases Phases, rt *idemstd.Runtime) (http.Handler, error) {
 	return RegisterWithOptions(router, plain, phases, rt, RegisterOptions{})
 }
