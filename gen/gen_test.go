@@ -3,6 +3,7 @@ package gen
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -48,6 +49,42 @@ func TestGenerateReadsNothing(t *testing.T) {
 		}
 		if diff := cmp.Diff(string(want), string(f.Data)); diff != "" {
 			t.Errorf("%s differs from the golden file (-want +got):\n%s", f.Path, diff)
+		}
+	}
+}
+
+// TestMiddlewareOrderFollowsTheConfig: oapi-codegen applies the net/http,
+// chi and gorilla servers' Middlewares in order (the first innermost), or,
+// with apply-chi- and apply-gorilla-middleware-first-to-last, last to first
+// (the last innermost); the idempotency middleware is placed to be
+// innermost either way.
+func TestMiddlewareOrderFollowsTheConfig(t *testing.T) {
+	for _, c := range []struct {
+		srv, compat string
+		want        string
+	}{
+		{"chi-server", "", "append([]MiddlewareFunc{idempotency}, options.Middlewares...)"},
+		{"chi-server", "apply-chi-middleware-first-to-last", "append(append([]MiddlewareFunc{}, options.Middlewares...), idempotency)"},
+		{"std-http-server", "apply-chi-middleware-first-to-last", "append(append([]MiddlewareFunc{}, options.Middlewares...), idempotency)"},
+		{"gorilla-server", "apply-gorilla-middleware-first-to-last", "append(append([]MiddlewareFunc{}, options.Middlewares...), idempotency)"},
+	} {
+		dir := t.TempDir()
+		if err := os.CopyFS(dir, os.DirFS(filepath.Join(goldenDir, "chi_server"))); err != nil {
+			t.Fatal(err)
+		}
+		config := "package: api\noutput: api.gen.go\ngenerate: {models: true, " + c.srv + ": true, strict-server: true}\n"
+		if c.compat != "" {
+			config += "compatibility: {" + c.compat + ": true}\n"
+		}
+		if err := os.WriteFile(filepath.Join(dir, "idemgen.yaml"), []byte(config), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files, err := generateCase(t, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if glue := string(files[GlueFile]); !strings.Contains(glue, "Middlewares:      "+c.want) {
+			t.Errorf("%s with %q: the glue's Middlewares are not %s:\n%s", c.srv, c.compat, c.want, glue[strings.Index(glue, "return HandlerWithOptions"):])
 		}
 	}
 }
