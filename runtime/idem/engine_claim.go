@@ -101,13 +101,13 @@ func (firstClaim) commit(ctx context.Context, e *Engine, c *claim, phase string,
 		// anything outside the database happens.
 		return e.store.commitClaim(ctx, c.sess.tx.conn, e.opts.AsyncClaimCommit)
 	case resp != nil:
-		return e.store.commitResponse(ctx, c.sess.tx.conn, c, resp, omitted)
+		return e.commit(ctx, c.sess.tx.conn, c, phase, nil, resp, omitted)
 	}
 	st, err := state()
 	if err != nil {
 		return err
 	}
-	return e.store.commitProgress(ctx, c.sess.tx.conn, c, phase, st)
+	return e.commit(ctx, c.sess.tx.conn, c, phase, st, nil, false)
 }
 
 func (firstClaim) phaseFailed(_ *Engine, _ *claim, err error) error { return err }

@@ -285,3 +285,12 @@ func (e *Engine) remember(c *claim, resp *Response, omitted bool, since time.Tim
 	skew := min(c.policy.Retention/10, time.Minute)
 	e.cache.put(cacheKey{c.ns, c.scope, c.key}, c.op.ID, c.fingerprint, resp, since.Add(min(c.policy.Retention-skew, e.opts.ReplayCacheTTL)))
 }
+
+// commit stores c's progress (phase and state) or, with resp, its
+// response, and commits the transaction open on conn.
+func (e *Engine) commit(ctx context.Context, conn *pgx.Conn, c *claim, phase string, state []byte, resp *Response, omitted bool) error {
+	if resp != nil {
+		return e.store.commitResponse(ctx, conn, c, resp, omitted)
+	}
+	return e.store.commitProgress(ctx, conn, c, phase, state)
+}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
@@ -85,15 +83,6 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 	e.yield(c)
 	e.hooks.run(e.hooks.afterEnd)
 	return nil, failure
-}
-
-// commit stores c's progress (phase and state) or, with resp, its
-// response, and commits the transaction open on conn.
-func (e *Engine) commit(ctx context.Context, conn *pgx.Conn, c *claim, phase string, state []byte, resp *Response, omitted bool) error {
-	if resp != nil {
-		return e.store.commitResponse(ctx, conn, c, resp, omitted)
-	}
-	return e.store.commitProgress(ctx, conn, c, phase, state)
 }
 
 func (e *Engine) storeFailure(ctx context.Context, c *claim, resp *Response) error {
