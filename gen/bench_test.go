@@ -29,14 +29,14 @@ func BenchmarkGenerate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg.Spec, cfg.OpenAPIOut = "api.yaml", "openapi.json"
+	cfg.Spec, cfg.OpenAPIOut = filepath.Join(dir, "api.yaml"), "openapi.json"
 	if err := cfg.Complete(); err != nil {
 		b.Fatal(err)
 	}
 	b.Run("golden", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			in, err := Load(cfg, dir)
+			in, err := Load(cfg, "")
 			if err != nil {
 				b.Fatal(err)
 			}

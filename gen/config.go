@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -31,6 +32,13 @@ type Config struct {
 	Output string
 	// Settings are idemgen's own, from the config's idemgen section.
 	Settings
+	// ConfigDir is the directory of the config file LoadConfig read, as
+	// its path was given ("" without a config file). The paths the file
+	// names (output, output-options.overlay.path, file user-templates,
+	// idemgen.templates) are relative to it, not to the working directory,
+	// so that one config means the same files from wherever it is named:
+	// LoadConfig joins them with it.
+	ConfigDir string
 }
 
 // Settings are what the config's idemgen section holds: everything that is
@@ -79,12 +87,66 @@ type configFile struct {
 
 // LoadConfig reads the config file at path. It is the one config loader:
 // the idemgen command and the golden tests both read their configs with it.
+// The relative paths in the file are made relative to its directory (see
+// Config.ConfigDir).
 func LoadConfig(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("config file %s not found%s", path, resolvedAgainst("", path))
+		}
 		return nil, err
 	}
-	return ParseConfig(path, data)
+	cfg, err := ParseConfig(path, data)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConfigDir = filepath.Dir(path)
+	rebase := func(p *string) { *p = within(cfg.ConfigDir, *p) }
+	if cfg.Output != "" {
+		rebase(&cfg.Output)
+	}
+	rebase(&cfg.Codegen.OutputOptions.Overlay.Path)
+	rebase(&cfg.Templates)
+	for name, v := range cfg.Codegen.OutputOptions.UserTemplates {
+		if !strings.Contains(v, "\n") && !strings.Contains(v, "://") {
+			rebase(&v)
+			cfg.Codegen.OutputOptions.UserTemplates[name] = v
+		}
+	}
+	return cfg, nil
+}
+
+// resolvedAgainst says where a relative path that names no file was looked
+// for: the absolute path, and why there: the config file's directory when p
+// came from the config in configDir, the working directory otherwise.
+func resolvedAgainst(configDir, p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil || filepath.IsAbs(p) {
+		return ""
+	}
+	if configDir != "" && configDir != "." && strings.HasPrefix(p, configDir+string(filepath.Separator)) {
+		d, _ := filepath.Abs(configDir)
+		return fmt.Sprintf(" (looked for %s: paths in a config file are relative to its directory, %s)", abs, d)
+	}
+	wd, _ := os.Getwd()
+	return fmt.Sprintf(" (looked for %s, relative to the working directory %s)", abs, wd)
+}
+
+// mustExist is nil when the file or directory the config names at p (kind
+// says which setting) exists, relative to wd, and otherwise an error that
+// names it and where it was looked for.
+func (c *Config) mustExist(kind, p, wd string) error {
+	if p == "" {
+		return nil
+	}
+	if _, err := os.Stat(within(wd, p)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s %q not found%s", kind, p, resolvedAgainst(c.ConfigDir, within(wd, p)))
+		}
+		return err
+	}
+	return nil
 }
 
 // ParseConfig reads a config file's contents; path names it in errors.

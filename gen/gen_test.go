@@ -23,11 +23,11 @@ func TestGenerateReadsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Spec = "api.yaml"
+	cfg.Spec = filepath.Join(dir, "api.yaml")
 	if err := cfg.Complete(); err != nil {
 		t.Fatal(err)
 	}
-	in, err := Load(cfg, dir)
+	in, err := Load(cfg, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,8 +81,9 @@ var linkedOapiCodegen = sync.OnceValue(func() string {
 })
 
 // generateCase runs every config of the case in dir, as the idemgen command
-// does, with dir as the working directory, and returns the files by path
-// relative to dir.
+// does when run in dir (the config's paths are relative to its own
+// directory, the spec's to the working directory), and returns the files by
+// path relative to dir.
 func generateCase(t testing.TB, dir string) (map[string][]byte, error) {
 	t.Helper()
 	files := map[string][]byte{}
@@ -91,11 +92,11 @@ func generateCase(t testing.TB, dir string) (map[string][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		cfg.Spec = run.spec
+		cfg.Spec = filepath.Join(dir, run.spec)
 		if err := cfg.Complete(); err != nil {
 			return nil, err
 		}
-		in, err := Load(cfg, dir)
+		in, err := Load(cfg, "")
 		if err != nil {
 			return nil, err
 		}
@@ -105,7 +106,11 @@ func generateCase(t testing.TB, dir string) (map[string][]byte, error) {
 			return nil, err
 		}
 		for _, f := range res.Files {
-			files[filepath.Join(cfg.Dir(), f.Path)] = f.Data
+			rel, err := filepath.Rel(dir, filepath.Join(cfg.Dir(), f.Path))
+			if err != nil {
+				return nil, err
+			}
+			files[rel] = f.Data
 		}
 	}
 	return files, nil

@@ -56,6 +56,9 @@ type Source struct {
 func Load(cfg *Config, wd string) (*Input, error) {
 	at := func(p string) string { return within(wd, p) }
 	in := &Input{OapiCodegen: LinkedOapiCodegen()}
+	if err := cfg.mustExist("templates", cfg.Templates, wd); err != nil {
+		return nil, err
+	}
 	doc, data, err := LoadSpec(cfg, wd)
 	if err != nil {
 		return nil, err
@@ -96,6 +99,9 @@ func LoadSpec(cfg *Config, wd string) (*openapi3.T, []byte, error) {
 	at := func(p string) string { return within(wd, p) }
 	path := at(cfg.Spec)
 	overlay := cfg.Codegen.OutputOptions.Overlay
+	if err := cfg.mustExist("overlay", overlay.Path, wd); err != nil {
+		return nil, nil, err
+	}
 	opts := util.LoadSwaggerWithOverlayOpts{Path: at(overlay.Path), Strict: true, AllowRemoteRefsFrom: cfg.Codegen.AllowRemoteRefsFrom}
 	if overlay.Strict != nil {
 		opts.Strict = *overlay.Strict

@@ -295,3 +295,41 @@ func TestGenerateClient(t *testing.T) {
 		t.Errorf("-client-package: %v", err)
 	}
 }
+
+// TestConfigPathsRelativeToTheConfig: the paths a config file names
+// (output, overlay, templates) resolve against the config file's directory,
+// so that `generate -check -config api/idemgen.yaml api/api.yaml` from the
+// module root agrees with the `go generate` run in api/. A missing overlay
+// is an error that names the file and the directory it was looked for in.
+func TestConfigPathsRelativeToTheConfig(t *testing.T) {
+	dir := t.TempDir()
+	spec, _ := os.ReadFile("../../golden/minimal_true/api.yaml")
+	overlay := "overlay: 1.0.0\ninfo: {title: retitle, version: \"1\"}\nactions:\n  - target: $.info\n    update: {title: overlaid}\n"
+	writeFiles(t, dir, map[string]string{
+		"api/api.yaml":       string(spec),
+		"api/overlay.yaml":   overlay,
+		"api/idemgen.yaml":   "package: jobs\noutput: gen/api.gen.go\noutput-options:\n  overlay: {path: overlay.yaml}\n",
+		"api/missing.yaml":   "package: jobs\noutput: gen/api.gen.go\noutput-options:\n  overlay: {path: nowhere.yaml}\n",
+		"api/templates.yaml": "package: jobs\noutput: gen/api.gen.go\nidemgen:\n  templates: tmpl\n",
+	})
+	t.Chdir(filepath.Join(dir, "api"))
+	if code, _, errs := runCLI(t, "generate", "-config", "idemgen.yaml", "api.yaml"); code != 0 {
+		t.Fatalf("generate in api/: exit %d: %s", code, errs)
+	}
+	t.Chdir(dir)
+	if code, out, errs := runCLI(t, "generate", "-check", "-config", "api/idemgen.yaml", "api/api.yaml"); code != 0 || out != "" {
+		t.Errorf("-check from the root: exit %d\n%.2000s\n%s", code, out, errs)
+	}
+	if code, _, errs := runCLI(t, "generate", "-check", "-config", "api/missing.yaml", "api/api.yaml"); code != 1 ||
+		!strings.Contains(errs, `overlay "api/nowhere.yaml" not found`) || !strings.Contains(errs, filepath.Join(dir, "api")) {
+		t.Errorf("a missing overlay: exit %d, %q", code, errs)
+	}
+	if code, _, errs := runCLI(t, "generate", "-check", "-config", "api/templates.yaml", "api/api.yaml"); code != 1 ||
+		!strings.Contains(errs, `templates "api/tmpl" not found`) || !strings.Contains(errs, filepath.Join(dir, "api")) {
+		t.Errorf("a missing templates directory: exit %d, %q", code, errs)
+	}
+	if code, _, errs := runCLI(t, "generate", "-config", "api/nothere.yaml", "api/api.yaml"); code != 1 ||
+		!strings.Contains(errs, "api/nothere.yaml") || !strings.Contains(errs, dir) {
+		t.Errorf("a missing config: exit %d, %q", code, errs)
+	}
+}

@@ -38,7 +38,7 @@ func TestInit(t *testing.T) {
 	if err != nil {
 		t.Fatalf("generate's loader rejects the starter config: %v", err)
 	}
-	if cfg.Package() != "api" || cfg.Output != "api.gen.go" || !cfg.Codegen.Generate.EchoServer || !cfg.Codegen.Generate.Strict || !cfg.Codegen.Generate.Models {
+	if cfg.Package() != "api" || cfg.Output != filepath.Join(dir, "api.gen.go") || !cfg.Codegen.Generate.EchoServer || !cfg.Codegen.Generate.Strict || !cfg.Codegen.Generate.Models {
 		t.Errorf("starter config reads as %+v", cfg)
 	}
 	src, _ := os.ReadFile(filepath.Join(dir, initGenerate))
