@@ -1,7 +1,6 @@
 package spec
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -10,16 +9,16 @@ import (
 // Warning is advice about an operation that is valid but probably not safe
 // to retry.
 type Warning struct {
+	File                      string // the file the operation is in, as errors name it
+	Line                      int    // the operation's line; 0 when unknown
 	Method, Path, OperationID string
 	Message                   string
 }
 
+// String is the warning as errors read: "file:line: METHOD path (id): message".
 func (w Warning) String() string {
-	id := ""
-	if w.OperationID != "" {
-		id = " (" + w.OperationID + ")"
-	}
-	return fmt.Sprintf("%s %s%s: %s", w.Method, w.Path, id, w.Message)
+	e := Error{File: w.File, Line: w.Line, Method: w.Method, Path: w.Path, OperationID: w.OperationID, Message: w.Message}
+	return e.Error()
 }
 
 var preconditions = []string{"If-Match", "If-None-Match", "If-Unmodified-Since"}
@@ -32,7 +31,7 @@ func Lint(d *Document) []Warning {
 		if op.Idempotency != nil {
 			continue
 		}
-		w := Warning{Method: op.Method, Path: op.Path, OperationID: op.OperationID}
+		w := Warning{File: op.file, Line: op.src.line(op.at, ""), Method: op.Method, Path: op.Path, OperationID: op.OperationID}
 		switch op.Method {
 		case "POST", "PATCH":
 			w.Message = "no x-idempotency: a client's retry after a timeout can apply this request twice"

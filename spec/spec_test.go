@@ -273,9 +273,14 @@ paths:
 	}
 	var got []string
 	for _, w := range Lint(doc) {
-		got = append(got, w.Method+" "+w.OperationID)
+		got = append(got, w.String())
 	}
-	if diff := cmp.Diff([]string{"POST a", "PUT putA"}, got); diff != "" {
+	// Each warning is located, as errors are: the operation's line.
+	want := []string{
+		"lint.yaml:6: POST /a (a): no x-idempotency: a client's retry after a timeout can apply this request twice",
+		"lint.yaml:7: PUT /a (putA): neither x-idempotency nor a precondition header (If-Match, If-None-Match, If-Unmodified-Since): concurrent retries can overwrite each other's effects",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatal(diff)
 	}
 }

@@ -135,7 +135,7 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 	}
 	warnings := spec.Lint(doc)
 	for _, w := range warnings {
-		fmt.Fprintf(stdout, "warning: %s: %s\n", fs.Arg(0), w)
+		fmt.Fprintln(stdout, "warning:", w)
 	}
 	fmt.Fprintf(stdout, "%s: %d operations, %d idempotent, %d errors, %d warnings\n",
 		fs.Arg(0), len(doc.Operations), len(doc.Idempotent()), len(es), len(warnings))
