@@ -35,8 +35,11 @@ type Options struct {
 	// Tracer is told when each request, its claim and its phases begin and
 	// end (runtime/idemotel makes spans of them). Default: none.
 	Tracer Tracer
-	// Logger receives warnings (refresh failures, refused releases).
-	// Default: slog.Default().
+	// Logger receives warnings (refresh failures, refused releases) and
+	// one line per failed execution ("idem: execution failed": operation,
+	// scope, key, phase, recovery point, resumed, outcome, err and its
+	// SQLSTATE; Info when the key was released, Error otherwise; see
+	// PhaseError). Default: slog.Default().
 	Logger *slog.Logger
 	// AsyncClaimCommit commits with synchronous_commit=off the claims that
 	// commit on their own: every claim in ClaimSeparate, and a ClaimFirst
@@ -209,6 +212,9 @@ type Outcome struct {
 	Response *Response
 	Replayed bool // the response is a stored one, from an earlier execution
 	Resumed  bool // this execution continued from an earlier one's recovery point
+	// FailedPhase names the phase whose failure Response stores (the
+	// ambiguous-store policy); "" when the execution succeeded.
+	FailedPhase string
 }
 
 // Phase is one step of an operation. Exactly one of Local, Foreign and Final

@@ -208,6 +208,7 @@ type claim struct {
 	recovery string          // last committed phase, "" for none
 	state    json.RawMessage // state saved with the recovery point
 	resumed  bool
+	phase    string // the phase running, or the last one run
 	// fingerprint and derivation determine the derived keys of foreign phases.
 	fingerprint []byte
 	derivation  KeyDerivation

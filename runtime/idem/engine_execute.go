@@ -63,7 +63,7 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 		switch {
 		case errors.As(err, &unknown):
 			// Either all of it committed or nothing did.
-			return e.fail(c, false, false, err)
+			return e.failed(c, false, false, err)
 		case errors.Is(err, errLostRace), errors.Is(err, errStale):
 			return nil, err
 		case err != nil:
@@ -71,7 +71,7 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 			// effect remain.
 			e.observe(ctx, Event{Kind: EventRelease, Operation: c.op.ID})
 			e.hooks.run(e.hooks.afterEnd)
-			return nil, err
+			return nil, e.report(c, err, nil, err)
 		case resp != nil:
 			e.observe(ctx, Event{Kind: EventComplete, Operation: c.op.ID})
 			e.hooks.run(e.hooks.afterEnd)
@@ -86,6 +86,7 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 	defer c.keeper.close()
 	for ; i < len(phases); i++ {
 		p := phases[i]
+		c.phase = p.Name
 		began := time.Now()
 		var resp *Response
 		pctx, endPhase := e.start(ctx, Step{Kind: StepPhase, Operation: c.op.ID, Phase: p.Name, Background: c.background})
@@ -113,7 +114,7 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 		endPhase(err)
 		if err != nil {
 			e.logPanic(pctx, c, p.Name, err)
-			return e.fail(c, committed, foreignTried, err)
+			return e.failed(c, committed, foreignTried, err)
 		}
 		if resp != nil {
 			e.observe(ctx, Event{Kind: EventComplete, Operation: c.op.ID})
@@ -145,6 +146,7 @@ func runInClaimTx[S any](ctx context.Context, e *Engine, c *claim, phases []Phas
 		return nil, mode.commit(ctx, e, c, "", nil, nil, false)
 	}
 	for _, p := range phases {
+		c.phase = p.Name
 		began := time.Now()
 		pctx, endPhase := e.start(ctx, Step{Kind: StepPhase, Operation: c.op.ID, Phase: p.Name, Background: c.background})
 		err := recovered(p.Name, func() error {

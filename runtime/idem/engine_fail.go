@@ -3,10 +3,56 @@ package idem
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
+
+// failed is fail, reported: the failure's one log line, and the error Run
+// returns, a *PhaseError.
+func (e *Engine) failed(c *claim, committed, foreignTried bool, err error) (*Outcome, error) {
+	out, ferr := e.fail(c, committed, foreignTried, err)
+	if errors.Is(ferr, errStale) {
+		return out, ferr // decided again by Run: not an outcome yet
+	}
+	return out, e.report(c, err, out, ferr)
+}
+
+// report logs, once, why c's execution failed (cause: the phase's error)
+// and what became of it (out and answer: what fail decided), and returns
+// answer as a *PhaseError (nil when the failure was stored as the answer).
+// A released failure is logged at Info, since it is often the client's (bad
+// input); the others at Error.
+func (e *Engine) report(c *claim, cause error, out *Outcome, answer error) error {
+	outcome, level := "released", slog.LevelInfo
+	switch kindOf(answer) {
+	case idemtype.KindFailed:
+		outcome, level = "failed", slog.LevelError
+	case idemtype.KindUnavailable:
+		outcome, level = "outcome unknown", slog.LevelError
+	case idemtype.KindInFlight:
+		outcome, level = "fenced", slog.LevelWarn
+	}
+	if out != nil {
+		outcome, level = "failure stored for replay", slog.LevelError
+	}
+	attrs := make([]slog.Attr, 0, 10)
+	attrs = append(attrs, slog.String("operation", c.op.ID), slog.String("scope", c.scope), slog.String("idempotency_key", c.key),
+		slog.String("phase", c.phase), slog.String("recovery_point", c.recovery), slog.Bool("resumed", c.resumed),
+		slog.Bool("background", c.background), slog.String("outcome", outcome), slog.String("err", cause.Error()))
+	var pg *pgconn.PgError
+	if errors.As(cause, &pg) {
+		attrs = append(attrs, slog.String("sqlstate", pg.Code))
+	}
+	e.log.LogAttrs(c.ctx, level, "idem: execution failed", attrs...)
+	if answer == nil {
+		return nil
+	}
+	return &PhaseError{Operation: c.op.ID, Phase: c.phase, RecoveryPoint: c.recovery, Resumed: c.resumed, Err: answer}
+}
 
 // fail applies the outcome rules to a failed phase.
 func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outcome, error) {
@@ -74,7 +120,7 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 		serr := e.storeFailure(ctx, c, resp)
 		if serr == nil {
 			e.observe(ctx, Event{Kind: EventComplete, Operation: c.op.ID})
-			return &Outcome{Response: resp}, nil
+			return &Outcome{Response: resp, Resumed: c.resumed, FailedPhase: c.phase}, nil
 		}
 		if errors.Is(serr, ErrFenced) {
 			e.observe(ctx, Event{Kind: EventFenced, Operation: c.op.ID})

@@ -24,6 +24,27 @@ var ErrNotImplemented = &Error{Kind: idemtype.KindNotImplemented, Detail: "this 
 // were rolled back and nothing it did after the takeover was committed.
 var ErrFenced = errors.New("idem: fenced: another execution owns this key")
 
+// PhaseError is what Run returns when a claimed execution failed in a
+// phase (or in the commit after it): which operation and phase, the
+// recovery point the execution had reached, and whether it had resumed an
+// earlier execution (a takeover). Err is what the request is answered
+// with: the phase's own error when the key was released, or an *Error
+// (failed, unavailable when the commit's outcome is unknown, in flight when
+// the execution was fenced); errors.As and errors.Is see through it. The
+// engine logs each PhaseError once, at its Logger.
+type PhaseError struct {
+	Operation     string
+	Phase         string // the phase that failed, or whose commit did
+	RecoveryPoint string // the last phase committed; "" for none
+	Resumed       bool
+	Err           error
+}
+
+func (e *PhaseError) Error() string {
+	return e.Operation + ": phase " + e.Phase + ": " + e.Err.Error()
+}
+func (e *PhaseError) Unwrap() error { return e.Err }
+
 // ReleaseError marks a failure that happened before any effect: the claim is
 // deleted and the same key may be used again. Create it with Release.
 type ReleaseError struct{ Err error }

@@ -51,8 +51,11 @@ type Call struct {
 	Request idem.KeyedRequest // Key is "" when an optional key was not sent
 	// Replayed is set when the response is a stored one.
 	Replayed bool
-	// Resumed is set when this request continued an earlier execution.
+	// Resumed is set when this request continued an earlier execution
+	// (a takeover), whether or not it then succeeded.
 	Resumed bool
+	// FailedPhase names the phase that failed, when one did.
+	FailedPhase string
 	// problem is the refusal Execute answered with, if any.
 	problem *idemtype.Error
 
@@ -311,6 +314,12 @@ func Execute[S any](ctx context.Context, eng *idem.Engine, payload []byte, phase
 	out, err := idem.Run(ctx, eng, op, req, phases)
 	if err != nil {
 		// Declared only here: errors.As makes them escape to the heap.
+		var phase *idem.PhaseError
+		if errors.As(err, &phase) {
+			// The service's error handler gets the error as the phase
+			// returned it, as it would without idemgen.
+			call.Resumed, call.FailedPhase, err = phase.Resumed, phase.Phase, phase.Err
+		}
 		var perr *idemtype.Error
 		if errors.As(err, &perr) {
 			call.problem = perr
@@ -322,7 +331,7 @@ func Execute[S any](ctx context.Context, eng *idem.Engine, payload []byte, phase
 		}
 		return nil, err
 	}
-	call.Replayed, call.Resumed = out.Replayed, out.Resumed
+	call.Replayed, call.Resumed, call.FailedPhase = out.Replayed, out.Resumed, out.FailedPhase
 	return out.Response, nil
 }
 
@@ -417,6 +426,9 @@ func LogRequest(logger *slog.Logger, r *http.Request, call *Call, status int, er
 	if call != nil {
 		attrs = append(attrs, "operation", call.Spec.Operation.ID, "idempotency_key", call.Request.Key,
 			"replayed", call.Replayed, "resumed", call.Resumed)
+		if call.FailedPhase != "" {
+			attrs = append(attrs, "failed_phase", call.FailedPhase)
+		}
 	}
 	if err != nil {
 		attrs = append(attrs, "err", err.Error())

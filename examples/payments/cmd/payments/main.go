@@ -217,8 +217,11 @@ type eventLog struct {
 func (l eventLog) Observe(ev idem.Event) { l.ObserveContext(context.Background(), ev) }
 
 func (l eventLog) ObserveContext(ctx context.Context, ev idem.Event) {
-	switch ev.Kind {
-	case idem.EventTakeover, idem.EventFenced, idem.EventResume, idem.EventAmbiguous, idem.EventRelease:
+	switch {
+	case ev.Kind == idem.EventPhase && ev.Err != nil:
+		// Why a phase failed, beside the engine's own failure line.
+		l.log.InfoContext(ctx, "idem event", "event", string(ev.Kind), "operation", ev.Operation, "phase", ev.Phase, "err", ev.Err.Error())
+	case ev.Kind == idem.EventTakeover, ev.Kind == idem.EventFenced, ev.Kind == idem.EventResume, ev.Kind == idem.EventAmbiguous, ev.Kind == idem.EventRelease:
 		l.log.InfoContext(ctx, "idem event", "event", string(ev.Kind), "operation", ev.Operation)
 	}
 	l.next.ObserveContext(ctx, ev)

@@ -1,0 +1,114 @@
+package idem_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtype"
+)
+
+// logLines is a slog handler's output, safe for concurrent writes.
+type logLines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// records returns the JSON records whose msg is msg.
+func (l *logLines) records(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if r["msg"] == msg {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestFailureSaysWhy: a failed execution is logged once, at the engine's
+// logger, with its operation, scope, key, phase, recovery point, whether it
+// resumed, what became of it and the error with its SQLSTATE; Run's error
+// says which phase failed and that the execution had resumed (a takeover),
+// and still unwraps to what the request is answered with.
+func TestFailureSaysWhy(t *testing.T) {
+	t.Parallel()
+	inModes(t, func(t *testing.T, m *env) {
+		var logs logLines
+		e := newEnvIn(t, m.mode, idem.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+		ctx := context.Background()
+		cd := &card{charges: map[string]string{}}
+		runs := 0
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), threePhases("k", cd, &runs, "after-charge"))
+		}()
+		<-done
+		e.expireLeases()
+		phases := threePhases("k", cd, &runs, "")
+		phases[2].Final = func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
+			_, err := tx.Exec(ctx, `SELECT 1/0`)
+			return nil, err
+		}
+		_, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), phases)
+		var pe *idem.PhaseError
+		if !errors.As(err, &pe) || pe.Phase != "finish" || pe.RecoveryPoint != "record" || !pe.Resumed || pe.Operation != payOp.ID {
+			t.Fatalf("the takeover's failure: %#v (%v); want a PhaseError in finish, resumed from record", pe, err)
+		}
+		if kindOf(err) != idemtype.KindFailed {
+			t.Errorf("answered %q; want failed", kindOf(err))
+		}
+		got := logs.records(t, "idem: execution failed")
+		if len(got) != 1 {
+			t.Fatalf("%d failure lines; want 1:\n%s", len(got), logs.buf.String())
+		}
+		want := map[string]any{"level": "ERROR", "operation": payOp.ID, "scope": "t", "idempotency_key": "k", "phase": "finish",
+			"recovery_point": "record", "resumed": true, "outcome": "failed", "sqlstate": "22012"}
+		for k, v := range want {
+			if got[0][k] != v {
+				t.Errorf("the failure line's %s is %v; want %v", k, got[0][k], v)
+			}
+		}
+		if !strings.Contains(got[0]["err"].(string), "division by zero") {
+			t.Errorf("the failure line's err is %v", got[0]["err"])
+		}
+
+		// A failure with no effect releases the key: logged at Info, and Run
+		// still returns the phase's own error beneath the PhaseError.
+		bad := errors.New("amount must be positive")
+		_, err = idem.Run(ctx, e.eng, payOp, request("t", "k2", "b"), []idem.Phase[payState]{
+			{Name: "validate", Final: func(context.Context, pgx.Tx, *payState) (*idem.Response, error) { return nil, idem.Release(bad) }},
+		})
+		if !errors.As(err, &pe) || pe.Phase != "validate" || pe.Resumed || !errors.Is(err, bad) {
+			t.Fatalf("a released failure: %v", err)
+		}
+		got = logs.records(t, "idem: execution failed")
+		if len(got) != 2 || got[1]["level"] != "INFO" || got[1]["outcome"] != "released" || got[1]["idempotency_key"] != "k2" {
+			t.Errorf("the released failure's line: %v", got[1:])
+		}
+	})
+}
