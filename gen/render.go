@@ -216,6 +216,7 @@ func renderSpecs(f *File, r *ir) {
 			field("Route", Lit(o.Spec.Path)),
 			field("Exclude", strs(x.Fingerprint.Exclude)),
 			field("Headers", strs(x.Fingerprint.Headers)),
+			field("MaxBodyBytes", lit(x.Request.MaxBodyBytes)),
 		))
 		f.Line()
 	}

@@ -20,6 +20,7 @@ type Extension struct {
 	Retention   time.Duration
 	Lease       time.Duration
 	Fingerprint Fingerprint
+	Request     Request
 	Replay      Replay
 	Ambiguous   idemtype.Ambiguous
 	Complete    idemtype.Complete
@@ -54,6 +55,17 @@ type Fingerprint struct {
 	Exclude []string // JSON Pointers into the body
 	Headers []string // request headers that are part of identity
 }
+
+// Request bounds what of a request is read.
+type Request struct {
+	// MaxBodyBytes is the largest request body the operation takes (a
+	// larger one is the request-too-large problem, 413, before anything is
+	// claimed); 0 leaves it to the runtime's limit (1 MiB by default).
+	MaxBodyBytes int
+}
+
+// MaxRequestBody is the largest request.maxBodyBytes the extension allows.
+const MaxRequestBody = 1 << 30
 
 // Replay says what of a response is stored.
 type Replay struct {

@@ -44,12 +44,13 @@ func Parse(v any) (*Extension, []FieldError) {
 		return nil, p.errs
 	}
 	x := Default()
-	m, _ := p.object(ExtensionName, v, "key", "scope", "group", "retention", "lease", "fingerprint", "replay", "ambiguous", "complete", "phases")
+	m, _ := p.object(ExtensionName, v, "key", "scope", "group", "retention", "lease", "fingerprint", "request", "replay", "ambiguous", "complete", "phases")
 	p.key(&x.Key, m)
 	p.scope(&x.Scope, m)
 	p.group(&x.Group, m)
 	p.lifetimes(x, m)
 	p.fingerprint(&x.Fingerprint, m)
+	p.request(&x.Request, m)
 	p.replay(&x.Replay, m)
 	p.modes(x, m)
 	if v, ok := m["phases"]; ok {
@@ -186,6 +187,19 @@ func (p *parser) fingerprint(f *Fingerprint, m map[string]any) {
 	if v, ok := fm["headers"]; ok {
 		if l, ok := p.headerNames(field+".headers", v, nil); ok {
 			f.Headers = l
+		}
+	}
+}
+
+// request reads request: the largest request body the operation takes.
+func (p *parser) request(r *Request, m map[string]any) {
+	rm, ok := p.section(m, "request", "maxBodyBytes")
+	if !ok {
+		return
+	}
+	if v, ok := rm["maxBodyBytes"]; ok {
+		if n, ok := p.integer(ExtensionName+".request.maxBodyBytes", v, 1, MaxRequestBody); ok {
+			r.MaxBodyBytes = n
 		}
 	}
 }

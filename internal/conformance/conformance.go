@@ -171,7 +171,7 @@ func newEnv(t *testing.T, a Adapter) *env {
 			{Method: http.MethodPost, Handle: create, Spec: &idemstd.Spec{
 				Operation: &idem.Operation{ID: "createTenantItem", Policy: policy},
 				Key:       idemhttp.KeyRule{Required: true}, Scope: idemtype.Scope{Kind: idemtype.ScopeHeader, Name: "X-Tenant"},
-				Route: "/tenant-items",
+				Route: "/tenant-items", MaxBodyBytes: 4096, // above the service's 1024
 			}},
 			{Method: http.MethodPost, Handle: create, Spec: &idemstd.Spec{
 				Operation: &idem.Operation{ID: "createOptional", Policy: policy},
@@ -353,11 +353,16 @@ var cases = []struct {
 	}},
 	{"large body", func(t *testing.T, e *env) {
 		big := `{"name":"` + strings.Repeat("x", 2000) + `"}`
-		if r := e.post("/items/g1", keyed("big"), big); r.status != http.StatusRequestEntityTooLarge {
-			t.Fatalf("%d; want 413", r.status)
+		if r := e.post("/items/g1", keyed("big"), big); r.status != http.StatusRequestEntityTooLarge || !r.problem(idemtype.KindTooLarge) {
+			t.Fatalf("%+v; want the 413 request-too-large problem", r)
 		}
 		if n := e.runs.Load(); n != 0 {
 			t.Fatal("the phase ran for an oversized body")
+		}
+		// An operation's own limit (request.maxBodyBytes) overrides the
+		// service's, up or down.
+		if r := e.post("/tenant-items", map[string]string{"Idempotency-Key": "big", "X-Tenant": "t1"}, big); r.status != http.StatusCreated {
+			t.Fatalf("%+v; want 201 under the operation's larger limit", r)
 		}
 	}},
 	{"concurrent duplicates", func(t *testing.T, e *env) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/idemgen/idemgen/idemtest"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
@@ -34,9 +35,9 @@ func (t *trickle) Read(p []byte) (int, error) {
 
 // TestBodyLimit: the middleware reads at most MaxBodyBytes, whether the
 // request announces its length or not, and hands the handler the whole
-// body; a read error is 400.
+// body; a read error is 400, a body over the limit the 413 problem.
 func TestBodyLimit(t *testing.T) {
-	rt := &idemecho.Runtime{MaxBodyBytes: 16}
+	rt := &idemecho.Runtime{Engine: idemtest.New(t, idem.Options{}).Engine, MaxBodyBytes: 16}
 	spec := &idemecho.Spec{Operation: &idem.Operation{ID: "op"}, Key: idemhttp.KeyRule{Required: true}, Scope: idemtype.Scope{Kind: idemtype.ScopeGlobal}, Route: "/op"}
 	e := echo.New()
 	e.POST("/op", func(c echo.Context) error {
@@ -81,6 +82,9 @@ func TestBodyLimit(t *testing.T) {
 			}
 			if tc.status == 400 && !strings.Contains(rec.Body.String(), "connection reset") {
 				t.Fatalf("read error not reported: %s", rec.Body)
+			}
+			if tc.status == 413 && !strings.Contains(rec.Body.String(), `"type":"urn:idemgen:problem:request-too-large"`) {
+				t.Fatalf("the 413 is not the request-too-large problem: %s", rec.Body)
 			}
 		})
 	}

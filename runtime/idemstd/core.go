@@ -41,6 +41,9 @@ type Spec struct {
 	Exclude []string
 	// Headers lists request headers that are part of the fingerprint.
 	Headers []string
+	// MaxBodyBytes limits this operation's request body (the extension's
+	// request.max-body-bytes); 0 leaves it to Options.MaxBodyBytes.
+	MaxBodyBytes int64
 }
 
 // Call is an idempotent request in flight. An adapter's middleware puts it
@@ -128,9 +131,9 @@ type Route struct {
 	Principal func() (string, error)
 }
 
-// BodyError is a request body Prepare could not take: its Status is 400
-// (the body did not read) or 413 (it is larger than the limit). An adapter
-// renders it its framework's way.
+// BodyError is a request body Prepare could not read: its Status is 400.
+// An adapter renders it its framework's way. (A body over the limit is a
+// refusal, an *idemtype.Error of kind request-too-large: a 413 problem.)
 type BodyError struct {
 	Status int
 	Err    error
@@ -165,7 +168,10 @@ func Prepare(r *http.Request, o *Options, spec *Spec, route Route) (*Call, error
 			return call, err
 		}
 	}
-	limit := o.MaxBodyBytes
+	limit := spec.MaxBodyBytes
+	if limit <= 0 {
+		limit = o.MaxBodyBytes
+	}
 	if limit <= 0 {
 		limit = DefaultMaxBodyBytes
 	}
@@ -174,7 +180,7 @@ func Prepare(r *http.Request, o *Options, spec *Spec, route Route) (*Call, error
 		return call, &BodyError{Status: http.StatusBadRequest, Err: fmt.Errorf("reading the request body: %w", err)}
 	}
 	if int64(len(body)) > limit {
-		return call, &BodyError{Status: http.StatusRequestEntityTooLarge, Err: fmt.Errorf("the request body exceeds %d bytes", limit)}
+		return call, &idemtype.Error{Kind: idemtype.KindTooLarge, Detail: fmt.Sprintf("the request body exceeds the %d bytes this operation accepts", limit)}
 	}
 	call.body.Reset(body)
 	r.Body = &call.body

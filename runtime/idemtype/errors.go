@@ -19,6 +19,7 @@ const (
 	KindFailed         ErrorKind = "failed"              // 500: an execution failed after it may have had effects
 	KindUnavailable    ErrorKind = "unavailable"         // 503: the store could not be reached (nothing was claimed), or a commit's outcome is unknown
 	KindNotStored      ErrorKind = "response-not-stored" // 410: the request completed, but its body was too large to store for replay
+	KindTooLarge       ErrorKind = "request-too-large"   // 413: the request body exceeds the operation's limit; nothing was claimed
 	// KindInvalidSignature (401): a signed sender's signature is missing,
 	// malformed, outside its time tolerance or wrong (see runtime/idemsig).
 	KindInvalidSignature ErrorKind = "invalid-signature"
@@ -44,6 +45,7 @@ var kindStatus = map[ErrorKind]int{
 	KindFailed:         500,
 	KindUnavailable:    503,
 	KindNotStored:      410,
+	KindTooLarge:       413,
 
 	KindInvalidSignature: 401,
 }
@@ -60,6 +62,7 @@ var kindTitle = map[ErrorKind]string{
 	KindFailed:         "Request failed; retry with the same Idempotency-Key to resume",
 	KindUnavailable:    "The idempotency store is unavailable; retry with the same Idempotency-Key",
 	KindNotStored:      "The request completed, but its response was too large to store for replay",
+	KindTooLarge:       "The request body is larger than this operation accepts",
 
 	KindInvalidSignature: "The request's signature is missing or invalid",
 }

@@ -121,7 +121,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown field", hdrs("k-unknown"), `{"amount":1000,"currency":"EUR","customer":"a","tip":5}`, 400, "about:blank"},
 		{"wrong type", hdrs("k-type"), `{"amount":"1000","currency":"EUR","customer":"a"}`, 400, "about:blank"},
 		{"invalid values (released by the phase)", hdrs("k-invalid"), `{"amount":-5,"currency":"EURO","customer":""}`, 400, "about:blank"},
-		{"body over the limit", hdrs("k-big"), `{"customer":"` + strings.Repeat("x", 1<<20) + `"}`, 413, "about:blank"},
+		{"body over the limit", hdrs("k-big"), `{"customer":"` + strings.Repeat("x", 1<<20) + `"}`, 413, "urn:idemgen:problem:request-too-large"},
 		{"NUL in a JSON string", hdrs("k-nul"), `{"amount":1000,"currency":"EUR","customer":"ada\u0000@example.com"}`, 400, "urn:idemgen:problem:invalid-request"},
 		{"NUL in a member name", hdrs("k-nul-name"), `{"amount":1000,"currency":"EUR","customer":"a","x\u0000":1}`, 400, "urn:idemgen:problem:invalid-request"},
 		{"principal over the bound", [][2]string{{"Authorization", "Bearer " + strings.Repeat("a", 300)}, {"Content-Type", "application/json"}, {"Idempotency-Key", "k-long-principal"}}, payment, 400, "urn:idemgen:problem:invalid-scope"},

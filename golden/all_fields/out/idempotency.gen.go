@@ -66,10 +66,11 @@ var createTransferIdempotency = &idemecho.Spec{
 		MaxLength: 64,
 		Format:    idemtype.KeyFormatUUID,
 	},
-	Scope:   idemtype.Scope{Kind: idemtype.ScopePrincipal},
-	Route:   "/transfers",
-	Exclude: []string{"/client_ts", "/metadata/trace_id"},
-	Headers: []string{"X-Account"},
+	Scope:        idemtype.Scope{Kind: idemtype.ScopePrincipal},
+	Route:        "/transfers",
+	Exclude:      []string{"/client_ts", "/metadata/trace_id"},
+	Headers:      []string{"X-Account"},
+	MaxBodyBytes: 2097152,
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the
