@@ -198,8 +198,12 @@ func enrichOperation(op *spec.Operation) *openapi3.Operation {
 		idemtype.ScopePrincipal: "the authenticated caller",
 		idemtype.ScopeGlobal:    "the whole service",
 		idemtype.ScopeHeader:    "the value of the " + x.Scope.Name + " header",
+		idemtype.ScopePath:      "the value of the path parameter " + x.Scope.Name,
 		idemtype.ScopeSender:    "the signed sender (verifier " + x.Scope.Name + ")",
 	}[x.Scope.Kind]
+	if x.Scope.Principal {
+		scope = "the authenticated caller and " + scope
+	}
 	ns := "this operation"
 	if x.Group != "" {
 		ns = "the operations of group " + x.Group

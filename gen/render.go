@@ -242,6 +242,9 @@ func scopeCode(sc spec.Scope) Code {
 	if sc.Name != "" {
 		fields = append(fields, Id("Name").Op(":").Lit(sc.Name))
 	}
+	if sc.Principal {
+		fields = append(fields, Id("Principal").Op(":").True())
+	}
 	return Qual(pkgIdemType, "Scope").Values(fields...)
 }
 
@@ -250,7 +253,7 @@ func scopeCode(sc spec.Scope) Code {
 // type never finds the constant of another.
 var vocabNames = map[any]string{
 	idemtype.ScopePrincipal: "ScopePrincipal", idemtype.ScopeGlobal: "ScopeGlobal",
-	idemtype.ScopeHeader: "ScopeHeader", idemtype.ScopeSender: "ScopeSender",
+	idemtype.ScopeHeader: "ScopeHeader", idemtype.ScopeSender: "ScopeSender", idemtype.ScopePath: "ScopePath",
 	idemtype.KeyFormatAny: "KeyFormatAny", idemtype.KeyFormatUUID: "KeyFormatUUID",
 	idemtype.AmbiguousResume: "AmbiguousResume", idemtype.AmbiguousStore: "AmbiguousStore",
 	idemtype.CompleteOnRetry: "CompleteOnRetry", idemtype.CompleteBackground: "CompleteBackground",
@@ -421,10 +424,10 @@ func registerSetup(r *ir, failed ...Code) []Code {
 	bySender := map[string][]string{}
 	for _, o := range r.Idempotent {
 		body = append(body, refuse(Id("phases").Dot(o.GoName).Op("==").Nil(), fmt.Sprintf("Register: phases.%s is nil", o.GoName)))
-		switch sc := o.X.Scope; sc.Kind {
-		case idemtype.ScopePrincipal:
+		switch sc := o.X.Scope; {
+		case sc.NeedsPrincipal():
 			principal = append(principal, o.Spec.OperationID)
-		case idemtype.ScopeSender:
+		case sc.Kind == idemtype.ScopeSender:
 			if bySender[sc.Name] == nil {
 				senders = append(senders, sc.Name)
 			}

@@ -45,8 +45,8 @@ paths:
 		got = append(got, e.Error())
 	}
 	want := []string{
-		root + `:7: POST /a (createA): x-idempotency.scope: "tenant" is not a scope; use principal, global, header:<Header-Name> or sender:<name>`,
-		filepath.Join(dir, "paths", "b.yaml") + `:5: POST /b (createB): x-idempotency.scope: "nobody" is not a scope; use principal, global, header:<Header-Name> or sender:<name>`,
+		root + `:7: POST /a (createA): x-idempotency.scope: "tenant" is not a scope; use principal, global, header:<Header-Name>, path:<param> or sender:<name> (principal+header:<Header-Name> or principal+path:<param> for both)`,
+		filepath.Join(dir, "paths", "b.yaml") + `:5: POST /b (createB): x-idempotency.scope: "nobody" is not a scope; use principal, global, header:<Header-Name>, path:<param> or sender:<name> (principal+header:<Header-Name> or principal+path:<param> for both)`,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)

@@ -46,7 +46,7 @@ func TestParseErrors(t *testing.T) {
 		{map[string]any{"lease": "500ms"}, []string{"x-idempotency.lease: 500ms is shorter than 1s"}},
 		{map[string]any{"retention": "30s"}, []string{"x-idempotency.retention: 30s must be longer than lease 30s"}},
 		{map[string]any{"scope": "header:"}, []string{`x-idempotency.scope: "header:" is not a scope`}},
-		{map[string]any{"scope": "sender:"}, []string{`x-idempotency.scope: "sender:" is not a scope; use principal, global, header:<Header-Name> or sender:<name>`}},
+		{map[string]any{"scope": "sender:"}, []string{`x-idempotency.scope: "sender:" is not a scope; use principal, global, header:<Header-Name>, path:<param> or sender:<name> (principal+header:<Header-Name> or principal+path:<param> for both)`}},
 		{map[string]any{"key": map[string]any{"pointer": "id"}}, []string{`x-idempotency.key.pointer: "id" is not a JSON Pointer`}},
 		{map[string]any{"key": map[string]any{"pointer": "/id", "header": "X-Key"}}, []string{"x-idempotency.key.pointer: key.header and key.pointer exclude each other"}},
 		{map[string]any{"key": map[string]any{"pointer": "/id", "required": false}}, []string{"x-idempotency.key.required: a key in the body is always required"}},
@@ -331,5 +331,37 @@ func TestSchemaDefaultsMatchParser(t *testing.T) {
 	want, _ := Parse(true)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("the schema's defaults %v are not the parser's (-parser +schema):\n%s", spelled, diff)
+	}
+}
+
+// TestPathScopeNamesAParameter: path:<param> must name a parameter of the
+// operation's path, located at the scope's line.
+func TestPathScopeNamesAParameter(t *testing.T) {
+	_, err := LoadData("scope.yaml", []byte(`openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /tenants/{tenant}/jobs:
+    parameters: [{name: tenant, in: path, required: true, schema: {type: string}}]
+    post:
+      operationId: createJob
+      x-idempotency:
+        scope: path:tenant_id
+      responses: {"201": {description: created}}
+  /jobs:
+    post:
+      operationId: createLooseJob
+      x-idempotency: {scope: principal+path:tenant}
+      responses: {"201": {description: created}}
+  /tenants/{tenant}/ok:
+    parameters: [{name: tenant, in: path, required: true, schema: {type: string}}]
+    post:
+      operationId: fine
+      x-idempotency: {scope: principal+path:tenant}
+      responses: {"201": {description: created}}
+`))
+	want := "scope.yaml:9: POST /tenants/{tenant}/jobs (createJob): x-idempotency.scope: path:tenant_id names no parameter of the path /tenants/{tenant}/jobs; its parameters are tenant\n" +
+		"scope.yaml:14: POST /jobs (createLooseJob): x-idempotency.scope: path:tenant names no parameter of the path /jobs, which has none; scope by a header, the principal or globally instead"
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v\nwant %s", err, want)
 	}
 }

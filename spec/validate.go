@@ -2,10 +2,13 @@ package spec
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // Validate checks the extensions of a loaded document. data is the
@@ -49,6 +52,7 @@ func Validate(file string, data []byte, doc *openapi3.T) (*Document, error) {
 			}
 			checkBody(op, at)
 			checkReplayFits(op, at)
+			checkPathScope(op, at)
 		}
 	}
 	errs = append(errs, checkGroups(d)...)
@@ -89,4 +93,38 @@ func checkGroups(d *Document) Errors {
 		}
 	}
 	return errs
+}
+
+// checkPathScope checks that a path scope names one of the path's
+// parameters: the router gives the runtime nothing else by that name.
+func checkPathScope(op *Operation, at func(field, format string, args ...any)) {
+	sc := op.Idempotency.Scope
+	if sc.Kind != idemtype.ScopePath {
+		return
+	}
+	params := pathParams(op.Path)
+	if !slices.Contains(params, sc.Name) {
+		if len(params) == 0 {
+			at(ExtensionName+".scope", "path:%s names no parameter of the path %s, which has none; scope by a header, the principal or globally instead", sc.Name, op.Path)
+			return
+		}
+		at(ExtensionName+".scope", "path:%s names no parameter of the path %s; its parameters are %s", sc.Name, op.Path, strings.Join(params, ", "))
+	}
+}
+
+// pathParams are the names of a path template's parameters, in order.
+func pathParams(path string) []string {
+	var out []string
+	for {
+		i := strings.IndexByte(path, '{')
+		if i < 0 {
+			return out
+		}
+		j := strings.IndexByte(path[i:], '}')
+		if j < 0 {
+			return out
+		}
+		out = append(out, path[i+1:i+j])
+		path = path[i+j+1:]
+	}
 }

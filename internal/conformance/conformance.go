@@ -174,6 +174,16 @@ func newEnv(t *testing.T, a Adapter) *env {
 				Route: "/tenant-items", MaxBodyBytes: 4096, // above the service's 1024
 			}},
 			{Method: http.MethodPost, Handle: create, Spec: &idemstd.Spec{
+				Operation: &idem.Operation{ID: "createPathItem", Policy: policy},
+				Key:       idemhttp.KeyRule{Required: true}, Scope: idemtype.Scope{Kind: idemtype.ScopePath, Name: "group"},
+				Route: "/tenant-paths/{group}",
+			}},
+			{Method: http.MethodPost, Handle: create, Spec: &idemstd.Spec{
+				Operation: &idem.Operation{ID: "createOwnPathItem", Policy: policy},
+				Key:       idemhttp.KeyRule{Required: true}, Scope: idemtype.Scope{Kind: idemtype.ScopePath, Name: "group", Principal: true},
+				Route: "/own-paths/{group}",
+			}},
+			{Method: http.MethodPost, Handle: create, Spec: &idemstd.Spec{
 				Operation: &idem.Operation{ID: "createOptional", Policy: policy},
 				Key:       idemhttp.KeyRule{}, Scope: idemtype.Scope{Kind: idemtype.ScopeGlobal},
 				Route: "/optional",
@@ -322,6 +332,29 @@ var cases = []struct {
 		}
 		if r := e.post("/tenant-items", map[string]string{"Idempotency-Key": "k"}, `{"name":"a"}`); !r.problem(idemtype.KindMissingScope) {
 			t.Fatalf("no X-Tenant: %+v; want missing-scope", r)
+		}
+	}},
+	{"path scopes", func(t *testing.T, e *env) {
+		// path:group: one key space per value of the path parameter.
+		t1 := e.post("/tenant-paths/t1", map[string]string{"Idempotency-Key": "k"}, `{"name":"a"}`)
+		t2 := e.post("/tenant-paths/t2", map[string]string{"Idempotency-Key": "k"}, `{"name":"a"}`)
+		again := e.post("/tenant-paths/t1", map[string]string{"Idempotency-Key": "k"}, `{"name":"a"}`)
+		if t1.status != 201 || t2.status != 201 || t1.body == t2.body || again.body != t1.body || again.header.Get(idemtype.ReplayedHeader) != "true" {
+			t.Fatalf("path scopes: %+v, %+v, %+v; want an execution per tenant and the replay", t1, t2, again)
+		}
+		// principal+path:group: per caller and tenant.
+		a1 := e.post("/own-paths/t1", keyed("k"), `{"name":"a"}`)
+		b1 := e.post("/own-paths/t1", map[string]string{"Idempotency-Key": "k", "Authorization": "Bearer acct2"}, `{"name":"a"}`)
+		a2 := e.post("/own-paths/t2", keyed("k"), `{"name":"a"}`)
+		a1again := e.post("/own-paths/t1", keyed("k"), `{"name":"a"}`)
+		if a1.status != 201 || b1.status != 201 || a2.status != 201 || a1.body == b1.body || a1.body == a2.body || a1again.body != a1.body {
+			t.Fatalf("principal and path: %+v, %+v, %+v, %+v; want an execution per caller and tenant", a1, b1, a2, a1again)
+		}
+		if r := e.post("/own-paths/t1", map[string]string{"Idempotency-Key": "k"}, `{"name":"a"}`); !r.problem(idemtype.KindMissingScope) {
+			t.Fatalf("no principal: %+v; want missing-scope", r)
+		}
+		if n := e.runs.Load(); n != 5 {
+			t.Fatalf("%d executions; want 5", n)
 		}
 	}},
 	{"optional key", func(t *testing.T, e *env) {

@@ -164,7 +164,7 @@ func Prepare(r *http.Request, o *Options, spec *Spec, route Route) (*Call, error
 		if err := headerKey(); err != nil {
 			return call, err
 		}
-		if call.Request.Scope, err = scope(r, spec, route.Principal); err != nil {
+		if call.Request.Scope, err = scope(r, spec, route); err != nil {
 			return call, err
 		}
 	}
@@ -268,30 +268,50 @@ func verify(r *http.Request, body []byte, v idemsig.Verifier, spec *Spec) (strin
 	return sender, idem.CheckScope(sender)
 }
 
-func scope(r *http.Request, spec *Spec, principal func() (string, error)) (string, error) {
-	switch spec.Scope.Kind {
+func scope(r *http.Request, spec *Spec, route Route) (string, error) {
+	var v string
+	switch sc := spec.Scope; sc.Kind {
 	case idemtype.ScopeGlobal:
 		return "", nil
 	case idemtype.ScopeHeader:
-		name := spec.Scope.Name
-		v := r.Header.Get(name)
+		if v = r.Header.Get(sc.Name); v == "" {
+			return "", &idemtype.Error{Kind: idemtype.KindMissingScope, Detail: "send the " + sc.Name + " header: keys are scoped to it"}
+		}
+	case idemtype.ScopePath:
+		if route.PathParams != nil {
+			v = route.PathParams()[sc.Name]
+		}
 		if v == "" {
-			return "", &idemtype.Error{Kind: idemtype.KindMissingScope, Detail: "send the " + name + " header: keys are scoped to it"}
+			return "", &idemtype.Error{Kind: idemtype.KindMissingScope, Detail: "the path parameter " + sc.Name + " is empty: keys are scoped to it"}
 		}
-		return v, idem.CheckScope(v)
 	default: // principal
-		if principal == nil {
-			return "", errors.New("idem: operation " + spec.Operation.ID + " is scoped to the principal but the runtime's Principal is nil")
-		}
-		p, err := principal()
-		if err != nil {
-			return "", err
-		}
-		if p == "" {
-			return "", &idemtype.Error{Kind: idemtype.KindMissingScope, Detail: "authenticate: keys are scoped to the caller"}
-		}
-		return p, idem.CheckScope(p)
+		return principalOf(spec, route.Principal)
 	}
+	if err := idem.CheckScope(v); err != nil || !spec.Scope.Principal {
+		return v, err
+	}
+	p, err := principalOf(spec, route.Principal)
+	if err != nil {
+		return "", err
+	}
+	// Each part escaped, so that no two pairs make the same value.
+	both := url.PathEscape(p) + "/" + url.PathEscape(v)
+	return both, idem.CheckScope(both)
+}
+
+// principalOf resolves the caller a principal scope names.
+func principalOf(spec *Spec, principal func() (string, error)) (string, error) {
+	if principal == nil {
+		return "", errors.New("idem: operation " + spec.Operation.ID + " is scoped to the principal but the runtime's Principal is nil")
+	}
+	p, err := principal()
+	if err != nil {
+		return "", err
+	}
+	if p == "" {
+		return "", &idemtype.Error{Kind: idemtype.KindMissingScope, Detail: "authenticate: keys are scoped to the caller"}
+	}
+	return p, idem.CheckScope(p)
 }
 
 // Refuse answers a refusal of Prepare: it observes it and writes the

@@ -15,7 +15,7 @@ func ExampleParseScope() {
 	fmt.Println(err)
 	// Output:
 	// header X-Tenant header:X-Tenant <nil>
-	// "tenant" is not a scope; use principal, global, header:<Header-Name> or sender:<name>
+	// "tenant" is not a scope; use principal, global, header:<Header-Name>, path:<param> or sender:<name> (principal+header:<Header-Name> or principal+path:<param> for both)
 }
 
 // Every protocol error kind has a status, a title and a problem type.

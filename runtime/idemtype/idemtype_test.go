@@ -16,6 +16,14 @@ func TestParseScope(t *testing.T) {
 		{"principal", Scope{Kind: ScopePrincipal}, true},
 		{"global", Scope{Kind: ScopeGlobal}, true},
 		{"header:X-Tenant", Scope{Kind: ScopeHeader, Name: "X-Tenant"}, true},
+		{"path:tenant", Scope{Kind: ScopePath, Name: "tenant"}, true},
+		{"principal+path:tenant", Scope{Kind: ScopePath, Name: "tenant", Principal: true}, true},
+		{"principal+header:X-Tenant", Scope{Kind: ScopeHeader, Name: "X-Tenant", Principal: true}, true},
+		{"principal+global", Scope{}, false},
+		{"principal+principal", Scope{}, false},
+		{"principal+sender:acme", Scope{}, false},
+		{"path:", Scope{}, false},
+		{"path:a/b", Scope{}, false},
 		{"sender:cardnet", Scope{Kind: ScopeSender, Name: "cardnet"}, true},
 		{"sender:a.b-c_9", Scope{Kind: ScopeSender, Name: "a.b-c_9"}, true},
 		{"", Scope{}, false},
@@ -93,7 +101,7 @@ func TestParseValues(t *testing.T) {
 		{second(ParseAmbiguous("x")), `ambiguous "x" is not one of resume, store`},
 		{second(ParseComplete("x")), `complete "x" is not one of on-retry, background`},
 		{second(ParsePhaseKind("x")), `phase kind "x" is not one of local, foreign`},
-		{second(ParseScope("x")), `"x" is not a scope; use principal, global, header:<Header-Name> or sender:<name>`},
+		{second(ParseScope("x")), `"x" is not a scope; use principal, global, header:<Header-Name>, path:<param> or sender:<name> (principal+header:<Header-Name> or principal+path:<param> for both)`},
 	} {
 		if tc.err == nil || tc.err.Error() != tc.want {
 			t.Errorf("error %v, want %s", tc.err, tc.want)

@@ -20,46 +20,76 @@ const (
 	// ScopeSender scopes keys to a signed sender, verified by a named
 	// verifier.
 	ScopeSender ScopeKind = "sender"
+	// ScopePath scopes keys to the value of a path parameter (the tenant
+	// of /tenants/{tenant}/jobs).
+	ScopePath ScopeKind = "path"
 )
 
 func (k ScopeKind) String() string { return string(k) }
 
-// Scope is a parsed x-idempotency scope: its kind and, for ScopeHeader and
-// ScopeSender, a name. The runtime takes a Scope as it is, without parsing
-// anything per request; the zero Scope is treated as ScopePrincipal.
+// Scope is a parsed x-idempotency scope: its kind and, for ScopeHeader,
+// ScopePath and ScopeSender, a name. The runtime takes a Scope as it is,
+// without parsing anything per request; the zero Scope is treated as
+// ScopePrincipal.
 type Scope struct {
 	Kind ScopeKind
-	// Name is the header's name for ScopeHeader, the verifier's name for
-	// ScopeSender, and "" otherwise.
+	// Name is the header's name for ScopeHeader, the path parameter's for
+	// ScopePath, the verifier's name for ScopeSender, and "" otherwise.
 	Name string
+	// Principal, for ScopeHeader and ScopePath only, scopes keys to the
+	// authenticated caller as well ("principal+path:tenant"): the scope
+	// value is both, each percent-encoded, joined by "/".
+	Principal bool
 }
 
 // ParseScope parses a scope as the extension writes it: "principal",
-// "global", "header:<Header-Name>" or "sender:<name>". A header name is an
-// RFC 9110 token; a sender name is as ValidName says.
+// "global", "header:<Header-Name>", "path:<param>", "sender:<name>", or
+// "principal+" before a header or path scope. A header or path parameter
+// name is an RFC 9110 token; a sender name is as ValidName says.
 func ParseScope(s string) (Scope, error) {
+	rest, both := strings.CutPrefix(s, string(ScopePrincipal)+"+")
+	var sc Scope
 	switch {
-	case s == string(ScopePrincipal) || s == string(ScopeGlobal):
-		return Scope{Kind: ScopeKind(s)}, nil
-	case strings.HasPrefix(s, "header:") && ValidHeaderName(s[len("header:"):]):
-		return Scope{Kind: ScopeHeader, Name: s[len("header:"):]}, nil
-	case strings.HasPrefix(s, "sender:") && ValidName(s[len("sender:"):]):
-		return Scope{Kind: ScopeSender, Name: s[len("sender:"):]}, nil
+	case rest == string(ScopePrincipal) || rest == string(ScopeGlobal):
+		sc = Scope{Kind: ScopeKind(rest)}
+	case strings.HasPrefix(rest, "header:") && ValidHeaderName(rest[len("header:"):]):
+		sc = Scope{Kind: ScopeHeader, Name: rest[len("header:"):]}
+	case strings.HasPrefix(rest, "path:") && ValidHeaderName(rest[len("path:"):]):
+		sc = Scope{Kind: ScopePath, Name: rest[len("path:"):]}
+	case strings.HasPrefix(rest, "sender:") && ValidName(rest[len("sender:"):]):
+		sc = Scope{Kind: ScopeSender, Name: rest[len("sender:"):]}
+	default:
+		return Scope{}, fmt.Errorf("%q is not a scope; use principal, global, header:<Header-Name>, path:<param> or sender:<name> "+
+			"(principal+header:<Header-Name> or principal+path:<param> for both)", s)
 	}
-	return Scope{}, fmt.Errorf("%q is not a scope; use principal, global, header:<Header-Name> or sender:<name>", s)
+	if both {
+		if sc.Kind != ScopeHeader && sc.Kind != ScopePath {
+			return Scope{}, fmt.Errorf("%q is not a scope: only a header or path scope combines with the principal (principal+header:<Header-Name>, principal+path:<param>)", s)
+		}
+		sc.Principal = true
+	}
+	return sc, nil
 }
 
 // String returns the scope as the extension writes it, which ParseScope
 // reads back.
 func (s Scope) String() string {
+	prefix := ""
+	if s.Principal {
+		prefix = string(ScopePrincipal) + "+"
+	}
 	switch s.Kind {
-	case ScopeHeader, ScopeSender:
-		return string(s.Kind) + ":" + s.Name
+	case ScopeHeader, ScopeSender, ScopePath:
+		return prefix + string(s.Kind) + ":" + s.Name
 	case "":
 		return string(ScopePrincipal)
 	}
 	return string(s.Kind)
 }
+
+// NeedsPrincipal reports whether resolving the scope needs the caller's
+// identity.
+func (s Scope) NeedsPrincipal() bool { return s.Kind == "" || s.Kind == ScopePrincipal || s.Principal }
 
 // ValidHeaderName reports whether name is an HTTP field name: a non-empty
 // RFC 9110 token.

@@ -1,0 +1,31 @@
+package api
+
+// This file is yours. idemgen wrote it because it was missing and will never
+// overwrite it. If the spec changes createBatch's phases, the assertion
+// below stops compiling until these methods match CreateBatchPhases again.
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// CreateBatchState is what the phases of createBatch hand to each other. It is
+// saved as JSON with every local phase's commit, and a resumed execution
+// starts from the saved copy: keep its fields exported and JSON-encodable.
+type CreateBatchState struct {
+}
+
+// CreateBatchImpl implements CreateBatchPhases. Put its dependencies here.
+type CreateBatchImpl struct {
+}
+
+var _ CreateBatchPhases = (*CreateBatchImpl)(nil)
+
+// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+// returns; that response is replayed byte for byte to every retry.
+func (p *CreateBatchImpl) Execute(ctx context.Context, tx pgx.Tx, request CreateBatchRequestObject, state *CreateBatchState) (CreateBatchResponseObject, error) {
+	return nil, idem.ErrNotImplemented
+}
