@@ -44,10 +44,14 @@ func checkBody(op *Operation, at func(field, format string, args ...any)) {
 			// reported by Parse
 		case jsonSchema == nil && formSchema == nil:
 			at(field, "%q cannot apply: the operation has no JSON or form request body", ptr)
-		case jsonSchema != nil && resolves(jsonSchema, toks, 0):
+		case jsonSchema != nil && unresolved(jsonSchema, toks, "", 0) == "":
 		case formSchema != nil && len(toks) == 1 && resolves(formSchema, toks, 0):
+		case jsonSchema != nil:
+			at(field, "%q does not resolve against the request body schema: %s", ptr, unresolved(jsonSchema, toks, "", 0))
+		case len(toks) > 1:
+			at(field, "%q cannot apply to the form body: a form field has one level, so a pointer names a field by its one step (/%s)", ptr, toks[0])
 		default:
-			at(field, "%q does not resolve against the request body schema%s", ptr, propertyHint(jsonSchema, formSchema))
+			at(field, "%q does not resolve against the request body schema%s", ptr, propertyHint(formSchema))
 		}
 	}
 	if x.Key.Pointer != "" {
@@ -324,6 +328,73 @@ func sortedKeys[V any](m map[string]V) []string {
 func keyTokens(p string) []string {
 	toks, _ := idemtype.ParsePointer(p)
 	return toks
+}
+
+// unresolved returns "" when the pointer tokens name a place the schema
+// allows, as resolves does, and otherwise why not, naming the step that
+// fails (at is the pointer up to s). An array's step is an element's index
+// or *, every element.
+func unresolved(s *openapi3.Schema, toks []string, at string, depth int) string {
+	if len(toks) == 0 {
+		return ""
+	}
+	if s == nil || depth > 32 {
+		return orRoot(at) + " cannot be followed further"
+	}
+	why := ""
+	for _, group := range [][]*openapi3.SchemaRef{s.AllOf, s.OneOf, s.AnyOf} {
+		for _, sub := range group {
+			if sub == nil {
+				continue
+			}
+			w := unresolved(sub.Value, toks, at, depth+1)
+			if w == "" {
+				return ""
+			}
+			if why == "" {
+				why = w
+			}
+		}
+	}
+	next := at + "/" + idemtype.EscapePointerToken(toks[0])
+	if s.Items != nil {
+		if toks[0] == idemtype.EveryElement || isIndex(toks[0]) {
+			return unresolved(s.Items.Value, toks[1:], next, depth+1)
+		}
+		return fmt.Sprintf("%s is an array, so the step after it is an element's index (0, 1, ...) or %s for every element, not %q", orRoot(at), idemtype.EveryElement, toks[0])
+	}
+	if p, ok := s.Properties[toks[0]]; ok {
+		if p == nil {
+			return ""
+		}
+		return unresolved(p.Value, toks[1:], next, depth+1)
+	}
+	ap := s.AdditionalProperties
+	switch {
+	case ap.Schema != nil:
+		return unresolved(ap.Schema.Value, toks[1:], next, depth+1)
+	case ap.Has != nil && *ap.Has:
+		return ""
+	case ap.Has == nil && len(s.Properties) == 0 && len(s.AllOf)+len(s.OneOf)+len(s.AnyOf) == 0:
+		return "" // free-form
+	case why != "" && len(s.Properties) == 0:
+		return why
+	}
+	return fmt.Sprintf("%s has no property %q%s", orRoot(at), toks[0], hintAt(at, s.Properties))
+}
+
+// isIndex reports whether tok is an array index: digits without a leading
+// zero.
+func isIndex(tok string) bool {
+	if tok == "" || len(tok) > 1 && tok[0] == '0' {
+		return false
+	}
+	for i := 0; i < len(tok); i++ {
+		if tok[i] < '0' || tok[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // resolves reports whether the pointer tokens name a place the schema

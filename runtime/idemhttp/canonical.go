@@ -108,6 +108,7 @@ type canon struct {
 	cursors  []cursor // the cursors of the values being read
 	targets  []target // the cursors that go into the elements of open arrays
 	removals []int    // the elements excluded from open arrays, sorted per array
+	every    []cursor // the cursors that go into every element of open arrays
 }
 
 var canonPool = sync.Pool{New: func() any { return new(canon) }}
@@ -125,6 +126,7 @@ func (p *canon) release() {
 	*p = canon{
 		out: p.out[:0], stack: p.stack[:0], members: p.members[:0], objects: p.objects[:0],
 		keys: p.keys[:0], scratch: p.scratch[:0], cursors: p.cursors[:0], targets: p.targets[:0], removals: p.removals[:0],
+		every: p.every[:0],
 	}
 	canonPool.Put(p)
 }
@@ -304,8 +306,22 @@ func (p *canon) array(depth int, cur []cursor) error {
 	// Resolve the cursors in pointer order: each index counts the elements
 	// that earlier pointers left, as when they were removed one by one.
 	rmMark, tMark := len(p.removals), len(p.targets)
+	// A * step (idemtype.EveryElement) names every element: at the
+	// pointer's end it removes them all; before it, its cursor goes on into
+	// each element that remains (whatever the order of the pointers: an
+	// element removed by another pointer is gone either way).
+	all := false
+	wMark := len(p.every)
 	for _, c := range cur {
 		tok, next := p.refToken(c)
+		if tok == idemtype.EveryElement {
+			if next < 0 {
+				all = true
+			} else {
+				p.every = append(p.every, cursor{ptr: c.ptr, off: next})
+			}
+			continue
+		}
 		i, ok := arrayIndex(tok, len(p.in))
 		if !ok {
 			continue
@@ -322,16 +338,22 @@ func (p *canon) array(depth int, cur []cursor) error {
 		at, _ := slices.BinarySearch(p.removals[rmMark:], i)
 		p.removals = slices.Insert(p.removals, rmMark+at, i)
 	}
-	removals, targets := p.removals[rmMark:], p.targets[tMark:]
+	removals, targets, every := p.removals[rmMark:], p.targets[tMark:], p.every[wMark:]
 	written := 0
 	for elem := 0; p.more(); elem++ {
 		mark := len(p.cursors)
-		excluded := slices.Contains(removals, elem)
+		excluded := all || slices.Contains(removals, elem)
 		if !excluded {
 			for _, t := range targets {
 				if t.elem == elem {
 					p.cursors = append(p.cursors, t.cur)
 				}
+			}
+			if len(every) > 0 {
+				// Cursors go on in pointer order, which the index steps
+				// below count in.
+				p.cursors = append(p.cursors, every...)
+				slices.SortStableFunc(p.cursors[mark:], func(a, b cursor) int { return cmp.Compare(a.ptr, b.ptr) })
 			}
 		}
 		outMark := len(p.out)
@@ -348,7 +370,7 @@ func (p *canon) array(depth int, cur []cursor) error {
 			written++
 		}
 	}
-	p.removals, p.targets = p.removals[:rmMark], p.targets[:tMark]
+	p.removals, p.targets, p.every = p.removals[:rmMark], p.targets[:tMark], p.every[:wMark]
 	if _, err := p.token(); err != nil { // ']'
 		return p.fail(malformed(err))
 	}

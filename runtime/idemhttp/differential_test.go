@@ -118,7 +118,8 @@ func TestCanonicalJSONExcludeMatchesReference(t *testing.T) {
 		`"items":[{"x":1},{"x":2},{"x":3,"y":[0,1,2,3]}],"m\u002fx":6,"arr":[[0,1],[2,3]],"\u00e9":7}`
 	pointers := []string{"/client_ts", "/metadata/trace_id", "/a~1b", "/m~0n", "/~01", "/~", "/~2", "/", "//", "/items/0",
 		"/items/1", "/items/2/y/1", "/items/0/x", "/items/00", "/items/-1", "/items/+1", "/items/-", "/items/3", "/items/99999999999999999999",
-		"/absent/deep", "/amount/0", "/m~1x", "/arr/0/1", "/arr/1", "/arr/0", "/é", "/items/2/y/0", "/items/2/y/3"}
+		"/absent/deep", "/amount/0", "/m~1x", "/arr/0/1", "/arr/1", "/arr/0", "/é", "/items/2/y/0", "/items/2/y/3",
+		"/items/*", "/items/*/x", "/items/*/y/*", "/items/*/y/1", "/arr/*/0", "/arr/*/*", "/*", "/metadata/*", "/items/**"}
 	for _, p := range pointers {
 		checkCanonicalJSON(t, []byte(body), []string{p})
 	}
@@ -365,6 +366,8 @@ func FuzzCanonicalJSONExclude(f *testing.F) {
 	f.Add([]byte(`{"a/b":{"~":1}}`), "/a~1b/~0")
 	f.Add([]byte(`[{"x":1},{"x":2}]`), "/1/x\n/0")
 	f.Add([]byte(`{"a":1}`), "\n/a")
+	f.Add([]byte(`{"a":[{"t":1,"u":[1,2]},{"t":2}]}`), "/a/*/t\n/a/0/u/*\n/a/1")
+	f.Add([]byte(`[[1,2],[3]]`), "/0\n/*/0")
 	f.Fuzz(func(t *testing.T, body []byte, pointers string) {
 		var ex []string
 		if pointers != "" {
@@ -388,4 +391,28 @@ func FuzzFingerprint(f *testing.F) {
 			HeaderNames: []string{"x-a", header}, ContentType: contentType, Body: body, Exclude: []string{"/a", "/b/0"},
 		})
 	})
+}
+
+// TestExcludeEveryElement: * steps into every element of an array, and
+// only of an array: an object's member named "*" is that member.
+func TestExcludeEveryElement(t *testing.T) {
+	for _, tc := range []struct {
+		body    string
+		exclude []string
+		want    string
+	}{
+		{`[{"a":1,"ts":1},{"a":2,"ts":2}]`, []string{"/*/ts"}, `[{"a":1},{"a":2}]`},
+		{`{"items":[{"a":1,"ts":1},{"a":2}],"ts":3}`, []string{"/items/*/ts"}, `{"items":[{"a":1},{"a":2}],"ts":3}`},
+		{`{"items":[1,2,3]}`, []string{"/items/*"}, `{"items":[]}`},
+		{`{"m":[[{"x":1,"y":1}],[{"x":2}]]}`, []string{"/m/*/*/x"}, `{"m":[[{"y":1}],[{}]]}`},
+		{`{"*":1,"a":2}`, []string{"/*"}, `{"a":2}`},
+		{`{"o":{"a":1}}`, []string{"/o/*"}, `{"o":{"a":1}}`},
+		{`{"items":[{"x":1},{"x":2},{"x":3}]}`, []string{"/items/0", "/items/*/x"}, `{"items":[{},{}]}`},
+	} {
+		got, err := CanonicalJSON([]byte(tc.body), tc.exclude)
+		if err != nil || string(got) != tc.want {
+			t.Errorf("CanonicalJSON(%s, %v) = %s, %v; want %s", tc.body, tc.exclude, got, err, tc.want)
+		}
+		checkCanonicalJSON(t, []byte(tc.body), tc.exclude)
+	}
 }

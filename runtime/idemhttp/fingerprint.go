@@ -265,7 +265,8 @@ func CanonicalForm(body []byte, exclude []string) ([]byte, error) {
 // CanonicalJSON parses body and writes it back with object members sorted
 // by name (byte order), no insignificant whitespace, numbers in a normal
 // form that keeps their exact value (1.0, 1 and 10e-1 are the same number),
-// and the members or elements named by the JSON Pointers in exclude removed.
+// and the members or elements named by the JSON Pointers in exclude removed
+// (a * step at an array, idemtype.EveryElement, names every element).
 // Invalid UTF-8, duplicate member names, nesting deeper than MaxJSONDepth
 // and trailing data are errors. CanonicalJSON of its own output returns the
 // same bytes.

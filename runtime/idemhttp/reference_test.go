@@ -262,6 +262,15 @@ func refRemovePointer(v any, toks []string) any {
 			n[toks[0]] = refRemovePointer(child, toks[1:])
 		}
 	case []any:
+		if toks[0] == "*" { // every element
+			if last {
+				return []any{}
+			}
+			for i := range n {
+				n[i] = refRemovePointer(n[i], toks[1:])
+			}
+			return n
+		}
 		i, err := strconv.Atoi(toks[0])
 		if err != nil || i < 0 || i >= len(n) || strconv.Itoa(i) != toks[0] {
 			return v

@@ -6,6 +6,14 @@ import (
 	"strings"
 )
 
+// EveryElement is the reference token that, in a fingerprint exclusion,
+// steps into every element of an array: /items/*/client_ts leaves out each
+// item's client_ts, /items/* every item. RFC 6901 has no wildcard; "*" is
+// one only where the body has an array (an object's member named "*" is
+// still that member), and "-", which RFC 6901 gives to the element after
+// the last, keeps that meaning: it names nothing in a request.
+const EveryElement = "*"
+
 // ErrEmptyPointer is CheckPointer's error for "", the pointer to the whole
 // document, which no x-idempotency field may name.
 var ErrEmptyPointer = errors.New("empty JSON Pointer")
