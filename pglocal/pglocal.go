@@ -1,18 +1,25 @@
-// Package pglocal starts a throwaway PostgreSQL cluster from the server
-// binaries installed on the machine (initdb and postgres), for tests, demos
-// and local development.
+// Package pglocal starts a PostgreSQL cluster from the server binaries
+// installed on the machine (initdb and postgres): a throwaway one for tests
+// and demos (Start, Open), or one whose data stays in a directory across
+// restarts, for a service run locally without a database of its own
+// (StartIn, Persistent).
 //
-// The cluster lives in a temporary directory, listens on a unix socket in that
-// directory (and optionally on a loopback TCP port), and is removed by Stop.
-// When the calling process runs as root, the server runs as the "postgres"
-// user, since PostgreSQL refuses to run as root.
+// A throwaway cluster lives in a temporary directory, listens on a unix
+// socket in that directory (and optionally on a loopback TCP port), and is
+// removed by Stop; one left behind by a process that died without Stop is
+// removed by the next Start. When the calling process runs as root, the
+// server runs as the "postgres" user, since PostgreSQL refuses to run as
+// root.
 package pglocal
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -26,6 +33,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Options configure a cluster. The zero value is a fast, non-durable cluster
@@ -46,7 +54,8 @@ type Options struct {
 // Cluster is a running throwaway PostgreSQL server.
 type Cluster struct {
 	opts    Options
-	dir     string
+	dir     string // the temporary directory: the socket's, and the data's unless kept
+	kept    bool   // dataDir is the caller's, kept by Stop
 	dataDir string
 	sockDir string
 	port    int // the port number of the socket file, and of TCP when enabled
@@ -84,15 +93,98 @@ func BinDir() (string, error) {
 // Start creates and starts a new cluster. Call Stop to shut it down and
 // remove its files.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	return startCluster(ctx, "", opts)
+}
+
+// StartIn starts a durable cluster whose data lives in dataDir: created
+// (initdb) when dataDir holds none, reused as it is otherwise, and kept by
+// Stop. It is what a service run locally without DATABASE_URL needs, so
+// that a retry after a restart finds the records of the first attempt.
+// Options.Durable is forced on: a record acknowledged must survive a crash.
+// Only the socket lives in a temporary directory (a unix socket's path is
+// limited to about 100 bytes). Run as root, when the postgres user cannot
+// reach dataDir (a parent of mode 0700), the data goes under that user's
+// home directory instead, in a folder named after dataDir; DataDir says
+// where. A server another process still runs on
+// dataDir is waited for up to 30s (a fast shutdown in progress), then an
+// error.
+func StartIn(ctx context.Context, dataDir string, opts Options) (*Cluster, error) {
+	if dataDir == "" {
+		return nil, errors.New("pglocal: StartIn needs a data directory")
+	}
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("pglocal: %w", err)
+	}
+	opts.Durable = true
+	cred, err := ServerUser()
+	if err != nil {
+		return nil, err
+	}
+	if cred != nil && !reachable(filepath.Dir(abs), cred) {
+		abs = elsewhere(abs)
+	}
+	return startCluster(ctx, abs, opts)
+}
+
+// reachable reports whether a process with cred may traverse every
+// directory from / down to dir, by their mode bits.
+func reachable(dir string, cred *syscall.Credential) bool {
+	for d := dir; ; d = filepath.Dir(d) {
+		var st syscall.Stat_t
+		if err := syscall.Stat(d, &st); err == nil {
+			var bit uint32 = 0o001
+			switch {
+			case st.Uid == cred.Uid:
+				bit = 0o100
+			case st.Gid == cred.Gid:
+				bit = 0o010
+			}
+			if st.Mode&bit == 0 {
+				return false
+			}
+		}
+		if d == filepath.Dir(d) {
+			return true
+		}
+	}
+}
+
+// elsewhere is where a root process keeps the data it was asked to keep in
+// dir when the postgres user cannot reach dir (a home or temporary
+// directory of mode 0700): under that user's home directory, in a folder
+// named after dir, so that the same dir finds the same data again.
+func elsewhere(dir string) string {
+	home := "/var/tmp"
+	if u, err := user.Lookup("postgres"); err == nil && u.HomeDir != "" {
+		if _, err := os.Stat(u.HomeDir); err == nil {
+			home = u.HomeDir
+		}
+	}
+	sum := sha256.Sum256([]byte(dir))
+	return filepath.Join(home, "idemgen", sanitize(filepath.Base(dir))+"-"+hex.EncodeToString(sum[:4]))
+}
+
+func startCluster(ctx context.Context, dataDir string, opts Options) (*Cluster, error) {
 	bin, err := BinDir()
 	if err != nil {
 		return nil, err
 	}
+	sweep()
 	dir, err := os.MkdirTemp("", "pglocal-")
 	if err != nil {
 		return nil, fmt.Errorf("pglocal: %w", err)
 	}
+	// The owner's pid, so that a later Start removes the directory if
+	// this process dies without Stop.
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("pglocal: %w", err)
+	}
 	c := &Cluster{opts: opts, dir: dir, dataDir: filepath.Join(dir, "data"), sockDir: dir, bin: bin}
+	if dataDir != "" {
+		c.dataDir, c.kept = dataDir, true
+	}
 	if err := c.init(ctx); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -102,6 +194,54 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// ownerFile, in a cluster's temporary directory, holds the pid of the
+// process that started it.
+const ownerFile = "pglocal.owner"
+
+// sweep removes the temporary directories of clusters whose owner died
+// without Stop (a killed test binary, a crashed demo): their server got
+// SIGINT when the owner died, so nothing uses them. A directory without an
+// owner file, or whose owner lives, is left alone.
+func sweep() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "pglocal-*"))
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, ownerFile))
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 || alive(pid) {
+			continue
+		}
+		if pm, err := os.ReadFile(filepath.Join(d, "data", "postmaster.pid")); err == nil {
+			if spid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(pm), "\n", 2)[0])); err == nil && alive(spid) {
+				continue // its server is still shutting down
+			}
+		}
+		os.RemoveAll(d)
+	}
+}
+
+// alive reports whether a process with this pid exists.
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// serverPid is the pid in dataDir's postmaster.pid when that process is
+// alive, else 0.
+func serverPid(dataDir string) int {
+	pm, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(pm), "\n", 2)[0]))
+	if err != nil || !alive(pid) {
+		return 0
+	}
+	return pid
 }
 
 // ServerUser returns the credential PostgreSQL's programs must run with:
@@ -130,6 +270,11 @@ func (c *Cluster) init(ctx context.Context) error {
 			return fmt.Errorf("pglocal: %w", err)
 		}
 	}
+	if c.kept {
+		if err := c.prepareKept(); err != nil {
+			return err
+		}
+	}
 	port := c.opts.TCPPort
 	if port <= 0 {
 		p, err := freePort()
@@ -139,13 +284,49 @@ func (c *Cluster) init(ctx context.Context) error {
 		port = p
 	}
 	c.port = port
+	if c.kept {
+		if _, err := os.Stat(filepath.Join(c.dataDir, "PG_VERSION")); err == nil {
+			return nil // a cluster already: reused as it is
+		}
+	}
 	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "initdb"),
 		"-D", c.dataDir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
 	if out, err := cmd.CombinedOutput(); err != nil {
+		if c.kept && c.cred != nil {
+			return fmt.Errorf("pglocal: initdb in %s: %w (the postgres user must be able to reach that directory)\n%s", c.dataDir, err, out)
+		}
 		return fmt.Errorf("pglocal: initdb: %w\n%s", err, out)
 	}
 	return nil
+}
+
+// prepareKept makes the caller's data directory usable: created (mode
+// 0700, owned by the server's user) when missing, and free of a server
+// that another process still runs on it.
+func (c *Cluster) prepareKept() error {
+	// Parents the server's user may traverse, the data its own alone.
+	if err := os.MkdirAll(filepath.Dir(c.dataDir), 0o755); err != nil {
+		return fmt.Errorf("pglocal: %w", err)
+	}
+	if err := os.Mkdir(c.dataDir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("pglocal: %w", err)
+	}
+	if c.cred != nil {
+		if err := os.Chown(c.dataDir, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+			return fmt.Errorf("pglocal: %w", err)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		pid := serverPid(c.dataDir)
+		if pid == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pglocal: a PostgreSQL server (pid %d) still runs on %s: is another process using that directory?", pid, c.dataDir)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func (c *Cluster) start(ctx context.Context) error {
@@ -235,11 +416,15 @@ func (c *Cluster) Restart(ctx context.Context) error {
 	return c.start(ctx)
 }
 
-// Stop shuts the server down and removes all of its files.
+// Stop shuts the server down and removes its files: all of them, or, for
+// a cluster StartIn started, all but its data directory.
 func (c *Cluster) Stop() error {
 	c.stopServer()
 	return os.RemoveAll(c.dir)
 }
+
+// DataDir is the cluster's data directory.
+func (c *Cluster) DataDir() string { return c.dataDir }
 
 func (c *Cluster) stopServer() {
 	c.mu.Lock()
@@ -327,6 +512,33 @@ func Open(ctx context.Context, prefix string, opts Options) (*Env, error) {
 		return nil, err
 	}
 	return &Env{URL: c.URL(name), Cluster: c, close: func() { c.Stop() }}, nil
+}
+
+// Persistent gives a service its database named db: on the server named
+// by DATABASE_URL when it is set (db is then that URL's own, as given), or
+// else on a cluster StartIn keeps in dataDir, db created on first use.
+// Close stops the cluster and keeps its data: the next Persistent on
+// dataDir finds every row again.
+func Persistent(ctx context.Context, dataDir, db string, opts Options) (*Env, error) {
+	url, err := databaseURL()
+	if err != nil {
+		return nil, err
+	}
+	if url != "" {
+		return &Env{URL: url, close: func() {}}, nil
+	}
+	c, err := StartIn(ctx, dataDir, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.CreateDatabase(ctx, db); err != nil {
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "42P04" { // duplicate_database: made on an earlier run
+			c.Stop()
+			return nil, err
+		}
+	}
+	return &Env{URL: c.URL(db), Cluster: c, close: func() { c.Stop() }}, nil
 }
 
 // databaseURL returns the DATABASE_URL environment variable, "" when it is

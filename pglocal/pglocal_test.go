@@ -2,6 +2,10 @@ package pglocal
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -70,5 +74,82 @@ func TestOpenChecksDatabaseURLFirst(t *testing.T) {
 			strings.Contains(msg, "dial") || strings.Contains(msg, "secret") {
 			t.Errorf("DATABASE_URL=%q: %v\nwant an error that names the variable, before any connection, without the password", bad, err)
 		}
+	}
+}
+
+// TestStartInKeepsData: a cluster StartIn keeps its data in the caller's
+// directory across Stop and a new start, and Persistent finds its database
+// again.
+func TestStartInKeepsData(t *testing.T) {
+	t.Setenv("DATABASE_URL", "")
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "state", "pg")
+	env, err := Persistent(ctx, dir, "svc", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// dir, or, as root when the postgres user cannot reach it, elsewhere.
+	data := env.Cluster.DataDir()
+	t.Cleanup(func() { os.RemoveAll(data) })
+	conn, err := pgx.Connect(ctx, env.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE kept (v int); INSERT INTO kept VALUES (7)"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	env.Close()
+	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); err != nil {
+		t.Fatalf("Close removed the data: %v", err)
+	}
+	env, err = Persistent(ctx, dir, "svc", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	if env.Cluster.DataDir() != data {
+		t.Fatalf("the second start used %s, the first %s", env.Cluster.DataDir(), data)
+	}
+	conn, err = pgx.Connect(ctx, env.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var v int
+	if err := conn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v); err != nil || v != 7 {
+		t.Fatalf("after a restart: v=%d err=%v", v, err)
+	}
+	var fsync string
+	if err := conn.QueryRow(ctx, "SHOW fsync").Scan(&fsync); err != nil || fsync != "on" {
+		t.Errorf("fsync is %q (%v); a kept cluster must be durable", fsync, err)
+	}
+}
+
+// TestSweepRemovesOrphans: the temporary directory of a cluster whose
+// owner died is removed by the next Start; a live owner's is kept.
+func TestSweepRemovesOrphans(t *testing.T) {
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	orphan, err := os.MkdirTemp("", "pglocal-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, err := os.MkdirTemp("", "pglocal-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(mine)
+	os.WriteFile(filepath.Join(orphan, ownerFile), []byte(strconv.Itoa(dead.Process.Pid)), 0o644)
+	os.WriteFile(filepath.Join(mine, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644)
+	sweep()
+	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
+		os.RemoveAll(orphan)
+		t.Errorf("the orphan's directory is still there (%v)", err)
+	}
+	if _, err := os.Stat(mine); err != nil {
+		t.Errorf("a live owner's directory was removed: %v", err)
 	}
 }

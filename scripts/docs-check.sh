@@ -10,6 +10,10 @@ doc=${1:?usage: scripts/docs-check.sh [-q] docs/GUIDE.md}
 case $doc in /*) ;; *) doc=$PWD/$doc ;; esac
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# Reachable by others: run as root, a guide's local PostgreSQL runs as the
+# postgres user, and keeps its data under the guide's directory (removed
+# with it) only when that user can reach it.
+chmod 755 "$work"
 script="$work/steps.sh"
 # A guide's background jobs (a service it started) end with it, also when
 # one of its commands fails.

@@ -33,9 +33,9 @@ func main() {
 }
 
 func run(ctx context.Context, addr string) error {
-	// DATABASE_URL, or, to try the service out, a throwaway PostgreSQL
-	// started from the local binaries.
-	env, err := pglocal.Open(ctx, "petstore", pglocal.Options{})
+	// DATABASE_URL, or, to try the service out, a PostgreSQL started from
+	// the local binaries that keeps its data in .idemgen/postgres.
+	env, err := pglocal.Persistent(ctx, ".idemgen/postgres", "petstore", pglocal.Options{})
 	if err != nil {
 		return err
 	}

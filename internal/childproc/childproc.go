@@ -22,6 +22,7 @@ type Process struct {
 	Bin  string
 	Args []string
 	Env  []string // added to this process's environment
+	Dir  string   // the working directory; "" for this process's
 	Log  string   // the child's stderr is appended here
 
 	starting sync.Mutex // one Start at a time
@@ -49,6 +50,7 @@ func (p *Process) Start(timeout time.Duration) error {
 	}
 	cmd := exec.Command(p.Bin, p.Args...)
 	cmd.Env = append(os.Environ(), p.Env...)
+	cmd.Dir = p.Dir
 	cmd.Stderr = logf
 	// If the harness dies, its children die too instead of lingering.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

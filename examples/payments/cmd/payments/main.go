@@ -67,6 +67,7 @@ func run() error {
 	sinkPath := flag.String("mail-sink", filepath.Join(os.TempDir(), "payments-mail.jsonl"), "file the outbox relay delivers receipts to")
 	asyncClaim := flag.Bool("async-claim-commit", false, "commit claims that commit alone with synchronous_commit=off (idem.Options.AsyncClaimCommit)")
 	separateClaim := flag.Bool("separate-claim", false, "commit every operation's claim on its own, before its first phase (idem.ClaimSeparate)")
+	pgData := flag.String("pgdata", filepath.Join(".idemgen", "postgres"), "without DATABASE_URL: the directory of the local PostgreSQL, created on first use and kept")
 	flag.Parse()
 	log := slog.New(idemotel.LogHandler(slog.NewJSONHandler(os.Stderr, nil)))
 
@@ -75,12 +76,15 @@ func run() error {
 
 	dbURL := os.Getenv("DATABASE_URL")
 	if dbURL == "" {
-		log.Info("DATABASE_URL is not set: starting a throwaway PostgreSQL")
-		env, err := pglocal.Open(ctx, "payments", pglocal.Options{})
+		// A local PostgreSQL whose data outlives this process: a retry
+		// after a restart must find the first attempt's record.
+		env, err := pglocal.Persistent(ctx, *pgData, "payments", pglocal.Options{})
 		if err != nil {
-			return err
+			return fmt.Errorf("DATABASE_URL is not set, and the local PostgreSQL in %s did not start: %w", *pgData, err)
 		}
 		defer env.Close()
+		log.Info("DATABASE_URL is not set: a local PostgreSQL keeps the records across restarts; delete its directory to start afresh",
+			"dir", env.Cluster.DataDir())
 		dbURL = env.URL
 	}
 	pool, err := pgxpool.New(ctx, dbURL)
