@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	. "github.com/dave/jennifer/jen"
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 
 	"github.com/idemgen/idemgen/spec"
@@ -40,12 +41,12 @@ func clientPackage(cfg *Config) (string, error) {
 
 // generateClient renders the client package: oapi-codegen's models and
 // typed client, and idemgen's idempotent wrapper around it.
-func generateClient(cfg *Config, in *Input, r *ir) ([]OutputFile, error) {
+func generateClient(cfg *Config, in *Input, doc *openapi3.T, r *ir) ([]OutputFile, error) {
 	pkg, err := clientPackage(cfg)
 	if err != nil {
 		return nil, err
 	}
-	client, err := runCodegen(cfg, in, codegen.GenerateOptions{Client: true, Models: true}, pkg)
+	client, err := runCodegen(cfg, in, doc, codegen.GenerateOptions{Client: true, Models: true}, pkg)
 	if err != nil {
 		return nil, err
 	}

@@ -30,6 +30,32 @@ const problemSchema = "IdempotencyProblem"
 // the rest is shared. doc must not have been through oapi-codegen, which
 // prunes unused components from the document it generates from.
 func Enrich(doc *spec.Document, outName string) ([]byte, error) {
+	t := enrichedDoc(doc, true)
+	out, err := json.MarshalIndent(t, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if strings.HasSuffix(outName, ".json") {
+		return append(out, '\n'), nil
+	}
+	var node yaml.Node
+	if err := yaml.Unmarshal(out, &node); err != nil {
+		return nil, err
+	}
+	clearStyle(&node)
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&node); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), enc.Close()
+}
+
+// enrichedDoc is the document Enrich writes: withKey adds the key header
+// parameter too, which the client's document leaves out (its wrapper sends
+// the key; a parameter would change oapi-codegen's method signatures).
+func enrichedDoc(doc *spec.Document, withKey bool) *openapi3.T {
 	src := doc.OpenAPI
 	t := *src
 	if src.Components == nil {
@@ -56,31 +82,12 @@ func Enrich(doc *spec.Document, outName string) ([]byte, error) {
 	}
 	enriched := map[*openapi3.Operation]*openapi3.Operation{}
 	for _, op := range doc.Idempotent() {
-		enriched[op.Op] = enrichOperation(op)
+		enriched[op.Op] = enrichOperation(op, withKey, t.Components.Schemas[problemSchema].Value)
 	}
 	if len(enriched) > 0 {
 		t.Paths = withOperations(src.Paths, enriched)
 	}
-	out, err := json.MarshalIndent(&t, "", "  ")
-
-	if err != nil {
-		return nil, err
-	}
-	if strings.HasSuffix(outName, ".json") {
-		return append(out, '\n'), nil
-	}
-	var node yaml.Node
-	if err := yaml.Unmarshal(out, &node); err != nil {
-		return nil, err
-	}
-	clearStyle(&node)
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(&node); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), enc.Close()
+	return &t
 }
 
 // clearStyle drops the JSON flow style so the YAML reads as block YAML.
@@ -128,11 +135,11 @@ func withOperations(paths *openapi3.Paths, repl map[*openapi3.Operation]*openapi
 
 // enrichOperation returns a copy of op's operation with the key parameter,
 // the problem responses and the policy paragraph added.
-func enrichOperation(op *spec.Operation) *openapi3.Operation {
+func enrichOperation(op *spec.Operation, withKey bool, problem *openapi3.Schema) *openapi3.Operation {
 	x := op.Idempotency
 	c := *op.Op
 	o := &c
-	declared := x.Key.Pointer != "" // a body key is documented in the description, not as a parameter
+	declared := x.Key.Pointer != "" || !withKey // a body key is documented in the description, not as a parameter
 	for _, p := range o.Parameters {
 		if p.Value != nil && p.Value.In == openapi3.ParameterInHeader && strings.EqualFold(p.Value.Name, x.Key.Header) {
 			declared = true
@@ -149,51 +156,13 @@ func enrichOperation(op *spec.Operation) *openapi3.Operation {
 			Schema:      openapi3.NewSchemaRef("", schema),
 		}})
 	}
-	if o.Responses == nil {
-		o.Responses = openapi3.NewResponses()
-	} else {
-		responses := o.Responses.Map()
-		r := openapi3.NewResponsesWithCapacity(len(responses) + 4)
-		r.Extensions, r.Origin = o.Responses.Extensions, o.Responses.Origin
-		for code, resp := range responses {
-			r.Set(code, resp)
-		}
-		o.Responses = r
-	}
 	missing := "The Idempotency-Key header is missing or malformed, or the body cannot be fingerprinted."
 	if x.Key.Pointer != "" {
 		missing = fmt.Sprintf("The idempotency key, the body's %s, is missing or malformed, or the body cannot be fingerprinted.", x.Key.Pointer)
 	} else if x.Key.Header != idemtype.DefaultKeyHeader {
 		missing = fmt.Sprintf("The idempotency key, the %s header, is missing or malformed, or the body cannot be fingerprinted.", x.Key.Header)
 	}
-	// Each response documents kinds of one status, which idemtype gives.
-	type response struct {
-		kind []idemtype.ErrorKind
-		desc string
-	}
-	responses := []response{
-		{[]idemtype.ErrorKind{idemtype.KindMissingKey, idemtype.KindInvalidKey, idemtype.KindInvalidRequest}, missing},
-		{[]idemtype.ErrorKind{idemtype.KindInFlight}, "A request with this key is still in progress; retry after Retry-After seconds."},
-		{[]idemtype.ErrorKind{idemtype.KindMismatch}, "This key was already used with a different request."},
-	}
-	if x.Scope.Kind == idemtype.ScopeSender {
-		responses = append(responses, response{[]idemtype.ErrorKind{idemtype.KindInvalidSignature},
-			"The request's signature is missing, malformed, too old or does not match its body; nothing was recorded."})
-	}
-	for _, r := range responses {
-		code := strconv.Itoa(r.kind[0].Status())
-		if o.Responses.Value(code) != nil {
-			continue
-		}
-		kinds := make([]string, len(r.kind))
-		for i, k := range r.kind {
-			kinds[i] = k.ProblemType()
-		}
-		desc := r.desc + " Problem types: " + strings.Join(kinds, ", ") + "."
-		o.Responses.Set(code, &openapi3.ResponseRef{Value: openapi3.NewResponse().WithDescription(desc).
-			WithContent(openapi3.Content{idemtype.ProblemContentType: openapi3.NewMediaType().WithSchemaRef(
-				openapi3.NewSchemaRef("#/components/schemas/"+problemSchema, nil))})})
-	}
+	o.Responses = withResponses(o.Responses, refusals(x, missing), problem)
 	scope := map[idemtype.ScopeKind]string{
 		idemtype.ScopePrincipal: "the authenticated caller",
 		idemtype.ScopeGlobal:    "the whole service",
@@ -224,6 +193,87 @@ func enrichOperation(op *spec.Operation) *openapi3.Operation {
 	}
 	o.Description += policy
 	return o
+}
+
+// refusal documents the refusals of one status: the problem kinds it
+// carries, and whether it sends Retry-After.
+type refusal struct {
+	kinds      []idemtype.ErrorKind
+	desc       string
+	retryAfter bool
+}
+
+// refusals are every answer the idempotency middleware and the engine can
+// give an operation with policy x besides its own responses, by status:
+// each status once, its kinds as idemtype defines them. missing describes
+// the 400.
+func refusals(x *spec.Extension, missing string) []refusal {
+	bad := []idemtype.ErrorKind{idemtype.KindMissingKey, idemtype.KindInvalidKey, idemtype.KindInvalidRequest}
+	var unauthorized []idemtype.ErrorKind
+	var why []string
+	switch x.Scope.Kind {
+	case idemtype.ScopeGlobal:
+	case idemtype.ScopeSender:
+		unauthorized = append(unauthorized, idemtype.KindInvalidSignature)
+		why = append(why, "the request's signature is missing, malformed, too old or does not match its body")
+	default:
+		bad = append(bad, idemtype.KindInvalidScope)
+		unauthorized = append(unauthorized, idemtype.KindMissingScope)
+		why = append(why, "there is no "+map[bool]string{true: "caller", false: "value"}[x.Scope.Kind == idemtype.ScopePrincipal || x.Scope.Kind == ""]+" to scope the key to")
+	}
+	if x.Scope.Principal {
+		why = []string{"there is no caller to scope the key to"}
+	}
+	out := []refusal{{kinds: bad, desc: missing}}
+	if len(unauthorized) > 0 {
+		out = append(out, refusal{kinds: unauthorized, desc: "Unauthorized for an idempotent request: " + strings.Join(why, "; ") + "; nothing was recorded."})
+	}
+	return append(out,
+		refusal{kinds: []idemtype.ErrorKind{idemtype.KindInFlight}, desc: "A request with this key is still in progress; retry after Retry-After seconds.", retryAfter: true},
+		refusal{kinds: []idemtype.ErrorKind{idemtype.KindNotStored}, desc: "The request with this key completed, but its response was too large to store for replay; the detail gives its status."},
+		refusal{kinds: []idemtype.ErrorKind{idemtype.KindTooLarge}, desc: "The request body is larger than this operation accepts; nothing was recorded."},
+		refusal{kinds: []idemtype.ErrorKind{idemtype.KindMismatch}, desc: "This key was already used with a different request."},
+		refusal{kinds: []idemtype.ErrorKind{idemtype.KindFailed}, desc: "The request failed after it may have had effects; retry with the same key to resume it."},
+		refusal{kinds: []idemtype.ErrorKind{idemtype.KindUnavailable}, desc: "The idempotency store did not answer, or a commit's outcome is unknown; retry with the same key after Retry-After seconds.", retryAfter: true},
+	)
+}
+
+// withResponses returns a copy of responses (nil: none) with a problem
+// response for each refusal whose status it does not declare, referring to
+// the problem schema (resolved: oapi-codegen reads the value).
+func withResponses(responses *openapi3.Responses, rs []refusal, problem *openapi3.Schema) *openapi3.Responses {
+	var out *openapi3.Responses
+	if responses == nil {
+		out = openapi3.NewResponses()
+	} else {
+		m := responses.Map()
+		out = openapi3.NewResponsesWithCapacity(len(m) + len(rs))
+		out.Extensions, out.Origin = responses.Extensions, responses.Origin
+		for code, resp := range m {
+			out.Set(code, resp)
+		}
+	}
+	for _, r := range rs {
+		code := strconv.Itoa(r.kinds[0].Status())
+		if out.Value(code) != nil {
+			continue
+		}
+		kinds := make([]string, len(r.kinds))
+		for i, k := range r.kinds {
+			kinds[i] = k.ProblemType()
+		}
+		resp := openapi3.NewResponse().WithDescription(r.desc + " Problem types: " + strings.Join(kinds, ", ") + ".").
+			WithContent(openapi3.Content{idemtype.ProblemContentType: openapi3.NewMediaType().WithSchemaRef(
+				openapi3.NewSchemaRef("#/components/schemas/"+problemSchema, problem))})
+		if r.retryAfter {
+			resp.Headers = openapi3.Headers{"Retry-After": &openapi3.HeaderRef{Value: &openapi3.Header{Parameter: openapi3.Parameter{
+				Description: "Seconds to wait before retrying with the same key.",
+				Schema:      openapi3.NewSchemaRef("", openapi3.NewIntegerSchema().WithMin(0)),
+			}}}}
+		}
+		out.Set(code, &openapi3.ResponseRef{Value: resp})
+	}
+	return out
 }
 
 // humanDuration turns 24h0m0s into 24h.

@@ -21,6 +21,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 )
 
@@ -72,10 +73,16 @@ func Generate(cfg *Config, in *Input) (*Result, error) {
 			return nil, err
 		}
 	}
+	// So is the client's: the spec with every refusal documented, so that
+	// oapi-codegen's response types have a typed field for each.
+	var clientDoc *openapi3.T
+	if cfg.ClientOut != "" {
+		clientDoc = enrichedDoc(doc, false)
+	}
 	res := &Result{}
 	sources := in.Sources
 	if !cfg.GlueOnly {
-		oapi, err := runCodegen(cfg, in, cfg.Codegen.Generate, cfg.Package())
+		oapi, err := runCodegen(cfg, in, doc.OpenAPI, cfg.Codegen.Generate, cfg.Package())
 		if err != nil {
 			return nil, err
 		}
@@ -110,7 +117,7 @@ func Generate(cfg *Config, in *Input) (*Result, error) {
 		res.Files = append(res.Files, scaffolds...)
 	}
 	if cfg.ClientOut != "" {
-		client, err := generateClient(cfg, in, ir)
+		client, err := generateClient(cfg, in, clientDoc, ir)
 		if err != nil {
 			return nil, err
 		}
@@ -125,11 +132,11 @@ func Generate(cfg *Config, in *Input) (*Result, error) {
 // runCodegen runs oapi-codegen on the document with cfg's configuration,
 // generating what opts says into package pkg, and gives the file idemgen's
 // header.
-func runCodegen(cfg *Config, in *Input, opts codegen.GenerateOptions, pkg string) ([]byte, error) {
+func runCodegen(cfg *Config, in *Input, doc *openapi3.T, opts codegen.GenerateOptions, pkg string) ([]byte, error) {
 	c := cfg.Codegen
 	c.PackageName, c.Generate = pkg, opts
 	c.OutputOptions.UserTemplates = in.UserTemplates
-	src, err := codegen.Generate(in.Doc.OpenAPI, c)
+	src, err := codegen.Generate(doc, c)
 	if err != nil {
 		return nil, fmt.Errorf("gen: oapi-codegen: %w", err)
 	}

@@ -262,6 +262,17 @@ func TestGeneratedRouters(t *testing.T) {
 			if err != nil || resp.StatusCode() != 201 || result.Attempts != 2 || !result.Replayed || resp.JSON201 == nil || *resp.JSON201.Id != "acc-3-2" {
 				t.Fatalf("the client's call: %v, %+v, %v; want the stored 201 on its second attempt", err, result, resp)
 			}
+			// The same key with another body: the client's response type
+			// has the refusal as a typed field, as it has every status the
+			// middleware answers.
+			resp, _, err = client.CreateDeposit(context.Background(), result.Key, "acc-3", depositclient.CreateDepositJSONRequestBody{Amount: 8}, tenant)
+			if err != nil || resp.StatusCode() != 422 || resp.ApplicationproblemJSON422 == nil || resp.ApplicationproblemJSON422.Type != "urn:idemgen:problem:key-reused" {
+				t.Fatalf("a reused key through the client: %v, %+v; want the typed 422 key-reused problem", err, resp)
+			}
+			resp, _, err = client.CreateDeposit(context.Background(), "k-new", "acc-3", depositclient.CreateDepositJSONRequestBody{Amount: 8})
+			if err != nil || resp.StatusCode() != 401 || resp.ApplicationproblemJSON401 == nil || resp.ApplicationproblemJSON401.Type != "urn:idemgen:problem:missing-scope" {
+				t.Fatalf("no scope through the client: %v, %+v; want the typed 401 missing-scope problem", err, resp)
+			}
 			res, err := http.Get(srv.URL + prefix + "/accounts/acc-9")
 			if err != nil {
 				t.Fatal(err)

@@ -102,6 +102,14 @@ type CardEvent struct {
 // CardEventType defines model for CardEvent.Type.
 type CardEventType string
 
+// IdempotencyProblem An RFC 9457 problem. type is urn:idemgen:problem:<kind>.
+type IdempotencyProblem struct {
+	Detail *string `json:"detail,omitempty"`
+	Status int     `json:"status"`
+	Title  string  `json:"title"`
+	Type   string  `json:"type"`
+}
+
 // NewOrder defines model for NewOrder.
 type NewOrder struct {
 	Item     string `json:"item"`
@@ -273,12 +281,16 @@ type ClientInterface interface {
 
 	// CreatePaymentWithBody Charge a customer's card.
 	//
+	// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /payments (the `CreatePayment` operationId).
 	CreatePaymentWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreatePayment Charge a customer's card.
+	//
+	// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -290,12 +302,16 @@ type ClientInterface interface {
 
 	// CreateRefundWithBody Refund part or all of a payment.
 	//
+	// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /refunds (the `CreateRefund` operationId).
 	CreateRefundWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateRefund Refund part or all of a payment.
+	//
+	// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -306,6 +322,9 @@ type ClientInterface interface {
 	//
 	// The card network delivers each event at least once, signed (Cardnet-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>, see docs/webhooks.md), and delivers it again until it gets a 2xx. The event's id is the idempotency key, scoped to the verified sender: a second delivery gets the first one's answer. It is not behind Bearer authentication; the signature is its authentication. An event about a charge whose payment has not finished yet is answered 503 and nothing is recorded, so the network delivers it again later.
 	//
+	//
+	// Idempotent: the key is the request body's /id (required, at most 255 characters). Keys are unique per the signed sender (verifier cardnet) and this operation, and remembered for 72h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true. Requests must be signed: a missing or bad signature is 401 and nothing is recorded.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /webhooks/cardnet (the `ReceiveCardnetEvent` operationId).
@@ -314,6 +333,9 @@ type ClientInterface interface {
 	// ReceiveCardnetEvent Apply an event the card network sends about one of its charges, once per event.
 	//
 	// The card network delivers each event at least once, signed (Cardnet-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>, see docs/webhooks.md), and delivers it again until it gets a 2xx. The event's id is the idempotency key, scoped to the verified sender: a second delivery gets the first one's answer. It is not behind Bearer authentication; the signature is its authentication. An event about a charge whose payment has not finished yet is answered 503 and nothing is recorded, so the network delivers it again later.
+	//
+	//
+	// Idempotent: the key is the request body's /id (required, at most 255 characters). Keys are unique per the signed sender (verifier cardnet) and this operation, and remembered for 72h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true. Requests must be signed: a missing or bad signature is 401 and nothing is recorded.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -357,6 +379,8 @@ func (c *Client) PutOrder(ctx context.Context, id string, params *PutOrderParams
 
 // CreatePaymentWithBody Charge a customer's card.
 //
+// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /payments (the `CreatePayment` operationId).
@@ -373,6 +397,8 @@ func (c *Client) CreatePaymentWithBody(ctx context.Context, contentType string, 
 }
 
 // CreatePayment Charge a customer's card.
+//
+// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -404,6 +430,8 @@ func (c *Client) GetPayment(ctx context.Context, id int64, reqEditors ...Request
 
 // CreateRefundWithBody Refund part or all of a payment.
 //
+// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /refunds (the `CreateRefund` operationId).
@@ -420,6 +448,8 @@ func (c *Client) CreateRefundWithBody(ctx context.Context, contentType string, b
 }
 
 // CreateRefund Refund part or all of a payment.
+//
+// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -440,6 +470,8 @@ func (c *Client) CreateRefund(ctx context.Context, body CreateRefundJSONRequestB
 //
 // The card network delivers each event at least once, signed (Cardnet-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>, see docs/webhooks.md), and delivers it again until it gets a 2xx. The event's id is the idempotency key, scoped to the verified sender: a second delivery gets the first one's answer. It is not behind Bearer authentication; the signature is its authentication. An event about a charge whose payment has not finished yet is answered 503 and nothing is recorded, so the network delivers it again later.
 //
+// Idempotent: the key is the request body's /id (required, at most 255 characters). Keys are unique per the signed sender (verifier cardnet) and this operation, and remembered for 72h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true. Requests must be signed: a missing or bad signature is 401 and nothing is recorded.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /webhooks/cardnet (the `ReceiveCardnetEvent` operationId).
@@ -458,6 +490,8 @@ func (c *Client) ReceiveCardnetEventWithBody(ctx context.Context, contentType st
 // ReceiveCardnetEvent Apply an event the card network sends about one of its charges, once per event.
 //
 // The card network delivers each event at least once, signed (Cardnet-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>, see docs/webhooks.md), and delivers it again until it gets a 2xx. The event's id is the idempotency key, scoped to the verified sender: a second delivery gets the first one's answer. It is not behind Bearer authentication; the signature is its authentication. An event about a charge whose payment has not finished yet is answered 503 and nothing is recorded, so the network delivers it again later.
+//
+// Idempotent: the key is the request body's /id (required, at most 255 characters). Keys are unique per the signed sender (verifier cardnet) and this operation, and remembered for 72h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true. Requests must be signed: a missing or bad signature is 401 and nothing is recorded.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -748,12 +782,16 @@ type ClientWithResponsesInterface interface {
 
 	// CreatePaymentWithBodyWithResponse Charge a customer's card.
 	//
+	// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /payments (the `CreatePayment` operationId).
 	CreatePaymentWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePaymentResponse, error)
 
 	// CreatePaymentWithResponse Charge a customer's card.
+	//
+	// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -767,12 +805,16 @@ type ClientWithResponsesInterface interface {
 
 	// CreateRefundWithBodyWithResponse Refund part or all of a payment.
 	//
+	// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /refunds (the `CreateRefund` operationId).
 	CreateRefundWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateRefundResponse, error)
 
 	// CreateRefundWithResponse Refund part or all of a payment.
+	//
+	// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -783,6 +825,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// The card network delivers each event at least once, signed (Cardnet-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>, see docs/webhooks.md), and delivers it again until it gets a 2xx. The event's id is the idempotency key, scoped to the verified sender: a second delivery gets the first one's answer. It is not behind Bearer authentication; the signature is its authentication. An event about a charge whose payment has not finished yet is answered 503 and nothing is recorded, so the network delivers it again later.
 	//
+	//
+	// Idempotent: the key is the request body's /id (required, at most 255 characters). Keys are unique per the signed sender (verifier cardnet) and this operation, and remembered for 72h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true. Requests must be signed: a missing or bad signature is 401 and nothing is recorded.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /webhooks/cardnet (the `ReceiveCardnetEvent` operationId).
@@ -791,6 +836,9 @@ type ClientWithResponsesInterface interface {
 	// ReceiveCardnetEventWithResponse Apply an event the card network sends about one of its charges, once per event.
 	//
 	// The card network delivers each event at least once, signed (Cardnet-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>, see docs/webhooks.md), and delivers it again until it gets a 2xx. The event's id is the idempotency key, scoped to the verified sender: a second delivery gets the first one's answer. It is not behind Bearer authentication; the signature is its authentication. An event about a charge whose payment has not finished yet is answered 503 and nothing is recorded, so the network delivers it again later.
+	//
+	//
+	// Idempotent: the key is the request body's /id (required, at most 255 characters). Keys are unique per the signed sender (verifier cardnet) and this operation, and remembered for 72h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true. Requests must be signed: a missing or bad signature is 401 and nothing is recorded.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -851,15 +899,45 @@ type CreatePaymentResponse201Headers struct {
 	Location *string
 }
 
+// CreatePaymentResponse409Headers the declared response headers of an HTTP 409 response for CreatePayment
+type CreatePaymentResponse409Headers struct {
+	RetryAfter *int
+}
+
+// CreatePaymentResponse503Headers the declared response headers of an HTTP 503 response for CreatePayment
+type CreatePaymentResponse503Headers struct {
+	RetryAfter *int
+}
+
 type CreatePaymentResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *Payment
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *IdempotencyProblem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *IdempotencyProblem
 	// ApplicationproblemJSON402 the response for an HTTP 402 `application/problem+json` response
 	ApplicationproblemJSON402 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *IdempotencyProblem
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *IdempotencyProblem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *IdempotencyProblem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *IdempotencyProblem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *IdempotencyProblem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *IdempotencyProblem
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreatePaymentResponse201Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreatePaymentResponse409Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreatePaymentResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -867,9 +945,49 @@ func (r CreatePaymentResponse) GetJSON201() *Payment {
 	return r.JSON201
 }
 
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreatePaymentResponse) GetApplicationproblemJSON400() *IdempotencyProblem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreatePaymentResponse) GetApplicationproblemJSON401() *IdempotencyProblem {
+	return r.ApplicationproblemJSON401
+}
+
 // GetApplicationproblemJSON402 returns the response for an HTTP 402 `application/problem+json` response
 func (r CreatePaymentResponse) GetApplicationproblemJSON402() *Problem {
 	return r.ApplicationproblemJSON402
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreatePaymentResponse) GetApplicationproblemJSON409() *IdempotencyProblem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r CreatePaymentResponse) GetApplicationproblemJSON410() *IdempotencyProblem {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreatePaymentResponse) GetApplicationproblemJSON413() *IdempotencyProblem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreatePaymentResponse) GetApplicationproblemJSON422() *IdempotencyProblem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreatePaymentResponse) GetApplicationproblemJSON500() *IdempotencyProblem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreatePaymentResponse) GetApplicationproblemJSON503() *IdempotencyProblem {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -949,20 +1067,51 @@ func (r GetPaymentResponse) ContentType() string {
 	return ""
 }
 
+// CreateRefundResponse503Headers the declared response headers of an HTTP 503 response for CreateRefund
+type CreateRefundResponse503Headers struct {
+	RetryAfter *int
+}
+
 type CreateRefundResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *Refund
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *IdempotencyProblem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *IdempotencyProblem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *IdempotencyProblem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *IdempotencyProblem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *IdempotencyProblem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *IdempotencyProblem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *IdempotencyProblem
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateRefundResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r CreateRefundResponse) GetJSON201() *Refund {
 	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateRefundResponse) GetApplicationproblemJSON400() *IdempotencyProblem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateRefundResponse) GetApplicationproblemJSON401() *IdempotencyProblem {
+	return r.ApplicationproblemJSON401
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -973,6 +1122,31 @@ func (r CreateRefundResponse) GetApplicationproblemJSON404() *Problem {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r CreateRefundResponse) GetApplicationproblemJSON409() *Problem {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r CreateRefundResponse) GetApplicationproblemJSON410() *IdempotencyProblem {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateRefundResponse) GetApplicationproblemJSON413() *IdempotencyProblem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateRefundResponse) GetApplicationproblemJSON422() *IdempotencyProblem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreateRefundResponse) GetApplicationproblemJSON500() *IdempotencyProblem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateRefundResponse) GetApplicationproblemJSON503() *IdempotencyProblem {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -1004,16 +1178,86 @@ func (r CreateRefundResponse) ContentType() string {
 	return ""
 }
 
+// ReceiveCardnetEventResponse409Headers the declared response headers of an HTTP 409 response for ReceiveCardnetEvent
+type ReceiveCardnetEventResponse409Headers struct {
+	RetryAfter *int
+}
+
+// ReceiveCardnetEventResponse503Headers the declared response headers of an HTTP 503 response for ReceiveCardnetEvent
+type ReceiveCardnetEventResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ReceiveCardnetEventResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *AppliedEvent
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *IdempotencyProblem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *IdempotencyProblem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *IdempotencyProblem
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *IdempotencyProblem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *IdempotencyProblem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *IdempotencyProblem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *IdempotencyProblem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *IdempotencyProblem
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ReceiveCardnetEventResponse409Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReceiveCardnetEventResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ReceiveCardnetEventResponse) GetJSON200() *AppliedEvent {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ReceiveCardnetEventResponse) GetApplicationproblemJSON400() *IdempotencyProblem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReceiveCardnetEventResponse) GetApplicationproblemJSON401() *IdempotencyProblem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ReceiveCardnetEventResponse) GetApplicationproblemJSON409() *IdempotencyProblem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r ReceiveCardnetEventResponse) GetApplicationproblemJSON410() *IdempotencyProblem {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r ReceiveCardnetEventResponse) GetApplicationproblemJSON413() *IdempotencyProblem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ReceiveCardnetEventResponse) GetApplicationproblemJSON422() *IdempotencyProblem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ReceiveCardnetEventResponse) GetApplicationproblemJSON500() *IdempotencyProblem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ReceiveCardnetEventResponse) GetApplicationproblemJSON503() *IdempotencyProblem {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -1073,6 +1317,8 @@ func (c *ClientWithResponses) PutOrderWithResponse(ctx context.Context, id strin
 
 // CreatePaymentWithBodyWithResponse Charge a customer's card.
 //
+// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /payments (the `CreatePayment` operationId).
@@ -1085,6 +1331,8 @@ func (c *ClientWithResponses) CreatePaymentWithBodyWithResponse(ctx context.Cont
 }
 
 // CreatePaymentWithResponse Charge a customer's card.
+//
+// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -1110,6 +1358,8 @@ func (c *ClientWithResponses) GetPaymentWithResponse(ctx context.Context, id int
 
 // CreateRefundWithBodyWithResponse Refund part or all of a payment.
 //
+// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /refunds (the `CreateRefund` operationId).
@@ -1122,6 +1372,8 @@ func (c *ClientWithResponses) CreateRefundWithBodyWithResponse(ctx context.Conte
 }
 
 // CreateRefundWithResponse Refund part or all of a payment.
+//
+// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -1138,6 +1390,8 @@ func (c *ClientWithResponses) CreateRefundWithResponse(ctx context.Context, body
 //
 // The card network delivers each event at least once, signed (Cardnet-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>, see docs/webhooks.md), and delivers it again until it gets a 2xx. The event's id is the idempotency key, scoped to the verified sender: a second delivery gets the first one's answer. It is not behind Bearer authentication; the signature is its authentication. An event about a charge whose payment has not finished yet is answered 503 and nothing is recorded, so the network delivers it again later.
 //
+// Idempotent: the key is the request body's /id (required, at most 255 characters). Keys are unique per the signed sender (verifier cardnet) and this operation, and remembered for 72h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true. Requests must be signed: a missing or bad signature is 401 and nothing is recorded.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /webhooks/cardnet (the `ReceiveCardnetEvent` operationId).
@@ -1152,6 +1406,8 @@ func (c *ClientWithResponses) ReceiveCardnetEventWithBodyWithResponse(ctx contex
 // ReceiveCardnetEventWithResponse Apply an event the card network sends about one of its charges, once per event.
 //
 // The card network delivers each event at least once, signed (Cardnet-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>, see docs/webhooks.md), and delivers it again until it gets a 2xx. The event's id is the idempotency key, scoped to the verified sender: a second delivery gets the first one's answer. It is not behind Bearer authentication; the signature is its authentication. An event about a charge whose payment has not finished yet is answered 503 and nothing is recorded, so the network delivers it again later.
+//
+// Idempotent: the key is the request body's /id (required, at most 255 characters). Keys are unique per the signed sender (verifier cardnet) and this operation, and remembered for 72h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true. Requests must be signed: a missing or bad signature is 401 and nothing is recorded.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -1218,12 +1474,68 @@ func ParseCreatePaymentResponse(rsp *http.Response) (*CreatePaymentResponse, err
 		}
 		response.JSON201 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 402:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON402 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -1238,6 +1550,26 @@ func ParseCreatePaymentResponse(rsp *http.Response) (*CreatePaymentResponse, err
 			headers.Location = &value
 		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreatePaymentResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreatePaymentResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -1297,6 +1629,20 @@ func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error
 		}
 		response.JSON201 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -1311,6 +1657,54 @@ func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error
 		}
 		response.ApplicationproblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers CreateRefundResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -1337,6 +1731,85 @@ func ParseReceiveCardnetEventResponse(rsp *http.Response) (*ReceiveCardnetEventR
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 409:
+		var headers ReceiveCardnetEventResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReceiveCardnetEventResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/oapi-codegen/runtime"
 )
 
 // Defines values for EventType.
@@ -55,6 +57,14 @@ type Event struct {
 
 // EventType defines model for Event.Type.
 type EventType string
+
+// IdempotencyProblem An RFC 9457 problem. type is urn:idemgen:problem:<kind>.
+type IdempotencyProblem struct {
+	Detail *string `json:"detail,omitempty"`
+	Status int     `json:"status"`
+	Title  string  `json:"title"`
+	Type   string  `json:"type"`
+}
 
 // PostLedgerEntryJSONBody defines parameters for PostLedgerEntry.
 type PostLedgerEntryJSONBody struct {
@@ -147,12 +157,16 @@ type ClientInterface interface {
 
 	// PostLedgerEntryWithBody Post an entry whose sequence number, set by the upstream ledger, is its identity.
 	//
+	// Idempotent: the key is the request body's /entry/sequence (required, at most 255 characters). Keys are unique per the whole service and this operation, and remembered for 24h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /ledger/entries (the `PostLedgerEntry` operationId).
 	PostLedgerEntryWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PostLedgerEntry Post an entry whose sequence number, set by the upstream ledger, is its identity.
+	//
+	// Idempotent: the key is the request body's /entry/sequence (required, at most 255 characters). Keys are unique per the whole service and this operation, and remembered for 24h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -161,12 +175,16 @@ type ClientInterface interface {
 
 	// ReceiveAcmeEventWithBody Apply an event Acme sends, once per event id.
 	//
+	// Idempotent: the key is the request body's /id (required, at most 64 characters). Keys are unique per the signed sender (verifier acme) and this operation, and remembered for 72h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true. Requests must be signed: a missing or bad signature is 401 and nothing is recorded.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /webhooks/acme (the `ReceiveAcmeEvent` operationId).
 	ReceiveAcmeEventWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReceiveAcmeEvent Apply an event Acme sends, once per event id.
+	//
+	// Idempotent: the key is the request body's /id (required, at most 64 characters). Keys are unique per the signed sender (verifier acme) and this operation, and remembered for 72h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true. Requests must be signed: a missing or bad signature is 401 and nothing is recorded.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -175,6 +193,8 @@ type ClientInterface interface {
 }
 
 // PostLedgerEntryWithBody Post an entry whose sequence number, set by the upstream ledger, is its identity.
+//
+// Idempotent: the key is the request body's /entry/sequence (required, at most 255 characters). Keys are unique per the whole service and this operation, and remembered for 24h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true.
 //
 // Takes any type of body and a specified content type.
 //
@@ -193,6 +213,8 @@ func (c *Client) PostLedgerEntryWithBody(ctx context.Context, contentType string
 
 // PostLedgerEntry Post an entry whose sequence number, set by the upstream ledger, is its identity.
 //
+// Idempotent: the key is the request body's /entry/sequence (required, at most 255 characters). Keys are unique per the whole service and this operation, and remembered for 24h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /ledger/entries (the `PostLedgerEntry` operationId).
@@ -210,6 +232,8 @@ func (c *Client) PostLedgerEntry(ctx context.Context, body PostLedgerEntryJSONRe
 
 // ReceiveAcmeEventWithBody Apply an event Acme sends, once per event id.
 //
+// Idempotent: the key is the request body's /id (required, at most 64 characters). Keys are unique per the signed sender (verifier acme) and this operation, and remembered for 72h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true. Requests must be signed: a missing or bad signature is 401 and nothing is recorded.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /webhooks/acme (the `ReceiveAcmeEvent` operationId).
@@ -226,6 +250,8 @@ func (c *Client) ReceiveAcmeEventWithBody(ctx context.Context, contentType strin
 }
 
 // ReceiveAcmeEvent Apply an event Acme sends, once per event id.
+//
+// Idempotent: the key is the request body's /id (required, at most 64 characters). Keys are unique per the signed sender (verifier acme) and this operation, and remembered for 72h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true. Requests must be signed: a missing or bad signature is 401 and nothing is recorded.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -368,12 +394,16 @@ type ClientWithResponsesInterface interface {
 
 	// PostLedgerEntryWithBodyWithResponse Post an entry whose sequence number, set by the upstream ledger, is its identity.
 	//
+	// Idempotent: the key is the request body's /entry/sequence (required, at most 255 characters). Keys are unique per the whole service and this operation, and remembered for 24h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /ledger/entries (the `PostLedgerEntry` operationId).
 	PostLedgerEntryWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostLedgerEntryResponse, error)
 
 	// PostLedgerEntryWithResponse Post an entry whose sequence number, set by the upstream ledger, is its identity.
+	//
+	// Idempotent: the key is the request body's /entry/sequence (required, at most 255 characters). Keys are unique per the whole service and this operation, and remembered for 24h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -382,6 +412,8 @@ type ClientWithResponsesInterface interface {
 
 	// ReceiveAcmeEventWithBodyWithResponse Apply an event Acme sends, once per event id.
 	//
+	// Idempotent: the key is the request body's /id (required, at most 64 characters). Keys are unique per the signed sender (verifier acme) and this operation, and remembered for 72h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true. Requests must be signed: a missing or bad signature is 401 and nothing is recorded.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /webhooks/acme (the `ReceiveAcmeEvent` operationId).
@@ -389,10 +421,22 @@ type ClientWithResponsesInterface interface {
 
 	// ReceiveAcmeEventWithResponse Apply an event Acme sends, once per event id.
 	//
+	// Idempotent: the key is the request body's /id (required, at most 64 characters). Keys are unique per the signed sender (verifier acme) and this operation, and remembered for 72h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true. Requests must be signed: a missing or bad signature is 401 and nothing is recorded.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /webhooks/acme (the `ReceiveAcmeEvent` operationId).
 	ReceiveAcmeEventWithResponse(ctx context.Context, body ReceiveAcmeEventJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceiveAcmeEventResponse, error)
+}
+
+// PostLedgerEntryResponse409Headers the declared response headers of an HTTP 409 response for PostLedgerEntry
+type PostLedgerEntryResponse409Headers struct {
+	RetryAfter *int
+}
+
+// PostLedgerEntryResponse503Headers the declared response headers of an HTTP 503 response for PostLedgerEntry
+type PostLedgerEntryResponse503Headers struct {
+	RetryAfter *int
 }
 
 type PostLedgerEntryResponse struct {
@@ -400,11 +444,64 @@ type PostLedgerEntryResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *Applied
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *IdempotencyProblem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *IdempotencyProblem
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *IdempotencyProblem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *IdempotencyProblem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *IdempotencyProblem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *IdempotencyProblem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *IdempotencyProblem
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *PostLedgerEntryResponse409Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PostLedgerEntryResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r PostLedgerEntryResponse) GetJSON201() *Applied {
 	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PostLedgerEntryResponse) GetApplicationproblemJSON400() *IdempotencyProblem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PostLedgerEntryResponse) GetApplicationproblemJSON409() *IdempotencyProblem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r PostLedgerEntryResponse) GetApplicationproblemJSON410() *IdempotencyProblem {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PostLedgerEntryResponse) GetApplicationproblemJSON413() *IdempotencyProblem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PostLedgerEntryResponse) GetApplicationproblemJSON422() *IdempotencyProblem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PostLedgerEntryResponse) GetApplicationproblemJSON500() *IdempotencyProblem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PostLedgerEntryResponse) GetApplicationproblemJSON503() *IdempotencyProblem {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -436,16 +533,86 @@ func (r PostLedgerEntryResponse) ContentType() string {
 	return ""
 }
 
+// ReceiveAcmeEventResponse409Headers the declared response headers of an HTTP 409 response for ReceiveAcmeEvent
+type ReceiveAcmeEventResponse409Headers struct {
+	RetryAfter *int
+}
+
+// ReceiveAcmeEventResponse503Headers the declared response headers of an HTTP 503 response for ReceiveAcmeEvent
+type ReceiveAcmeEventResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ReceiveAcmeEventResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Applied
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *IdempotencyProblem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *IdempotencyProblem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *IdempotencyProblem
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *IdempotencyProblem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *IdempotencyProblem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *IdempotencyProblem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *IdempotencyProblem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *IdempotencyProblem
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ReceiveAcmeEventResponse409Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReceiveAcmeEventResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ReceiveAcmeEventResponse) GetJSON200() *Applied {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ReceiveAcmeEventResponse) GetApplicationproblemJSON400() *IdempotencyProblem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReceiveAcmeEventResponse) GetApplicationproblemJSON401() *IdempotencyProblem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ReceiveAcmeEventResponse) GetApplicationproblemJSON409() *IdempotencyProblem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r ReceiveAcmeEventResponse) GetApplicationproblemJSON410() *IdempotencyProblem {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r ReceiveAcmeEventResponse) GetApplicationproblemJSON413() *IdempotencyProblem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ReceiveAcmeEventResponse) GetApplicationproblemJSON422() *IdempotencyProblem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ReceiveAcmeEventResponse) GetApplicationproblemJSON500() *IdempotencyProblem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ReceiveAcmeEventResponse) GetApplicationproblemJSON503() *IdempotencyProblem {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -479,6 +646,8 @@ func (r ReceiveAcmeEventResponse) ContentType() string {
 
 // PostLedgerEntryWithBodyWithResponse Post an entry whose sequence number, set by the upstream ledger, is its identity.
 //
+// Idempotent: the key is the request body's /entry/sequence (required, at most 255 characters). Keys are unique per the whole service and this operation, and remembered for 24h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /ledger/entries (the `PostLedgerEntry` operationId).
@@ -491,6 +660,8 @@ func (c *ClientWithResponses) PostLedgerEntryWithBodyWithResponse(ctx context.Co
 }
 
 // PostLedgerEntryWithResponse Post an entry whose sequence number, set by the upstream ledger, is its identity.
+//
+// Idempotent: the key is the request body's /entry/sequence (required, at most 255 characters). Keys are unique per the whole service and this operation, and remembered for 24h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -505,6 +676,8 @@ func (c *ClientWithResponses) PostLedgerEntryWithResponse(ctx context.Context, b
 
 // ReceiveAcmeEventWithBodyWithResponse Apply an event Acme sends, once per event id.
 //
+// Idempotent: the key is the request body's /id (required, at most 64 characters). Keys are unique per the signed sender (verifier acme) and this operation, and remembered for 72h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true. Requests must be signed: a missing or bad signature is 401 and nothing is recorded.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /webhooks/acme (the `ReceiveAcmeEvent` operationId).
@@ -517,6 +690,8 @@ func (c *ClientWithResponses) ReceiveAcmeEventWithBodyWithResponse(ctx context.C
 }
 
 // ReceiveAcmeEventWithResponse Apply an event Acme sends, once per event id.
+//
+// Idempotent: the key is the request body's /id (required, at most 64 characters). Keys are unique per the signed sender (verifier acme) and this operation, and remembered for 72h; a request with the same key and body gets the stored response, marked Idempotent-Replayed: true. Requests must be signed: a missing or bad signature is 401 and nothing is recorded.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -550,6 +725,78 @@ func ParsePostLedgerEntryResponse(rsp *http.Response) (*PostLedgerEntryResponse,
 		}
 		response.JSON201 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 409:
+		var headers PostLedgerEntryResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 503:
+		var headers PostLedgerEntryResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -576,6 +823,85 @@ func ParseReceiveAcmeEventResponse(rsp *http.Response) (*ReceiveAcmeEventRespons
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 409:
+		var headers ReceiveAcmeEventResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReceiveAcmeEventResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

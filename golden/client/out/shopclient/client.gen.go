@@ -17,6 +17,14 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// IdempotencyProblem An RFC 9457 problem. type is urn:idemgen:problem:<kind>.
+type IdempotencyProblem struct {
+	Detail *string `json:"detail,omitempty"`
+	Status int     `json:"status"`
+	Title  string  `json:"title"`
+	Type   string  `json:"type"`
+}
+
 // NewOrder defines model for NewOrder.
 type NewOrder struct {
 	Item     string `json:"item"`
@@ -130,6 +138,8 @@ type ClientInterface interface {
 
 	// CreateOrderWithBody Place an order.
 	//
+	// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /orders (the `CreateOrder` operationId).
@@ -137,20 +147,28 @@ type ClientInterface interface {
 
 	// CreateOrder Place an order.
 	//
+	// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /orders (the `CreateOrder` operationId).
 	CreateOrder(ctx context.Context, body CreateOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CancelOrder performs a DELETE /orders/{id} (the `CancelOrder` operationId) request.
+	//
+	// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 	CancelOrder(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RefundOrderWithBody performs a POST /stores/{key}/refunds (the `RefundOrder` operationId) request,
 	// with any type of body and a specified content type.
+	//
+	// Idempotent: send the X-Request-Id header (required). Keys are unique per the value of the X-Tenant header and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 	RefundOrderWithBody(ctx context.Context, key string, params *RefundOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RefundOrderWithFormdataBody performs a POST /stores/{key}/refunds (the `RefundOrder` operationId) request.
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Idempotent: send the X-Request-Id header (required). Keys are unique per the value of the X-Tenant header and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 	RefundOrderWithFormdataBody(ctx context.Context, key string, params *RefundOrderParams, body RefundOrderFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
@@ -169,6 +187,8 @@ func (c *Client) ListOrders(ctx context.Context, params *ListOrdersParams, reqEd
 
 // CreateOrderWithBody Place an order.
 //
+// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /orders (the `CreateOrder` operationId).
@@ -186,6 +206,8 @@ func (c *Client) CreateOrderWithBody(ctx context.Context, contentType string, bo
 
 // CreateOrder Place an order.
 //
+// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /orders (the `CreateOrder` operationId).
@@ -202,6 +224,8 @@ func (c *Client) CreateOrder(ctx context.Context, body CreateOrderJSONRequestBod
 }
 
 // CancelOrder performs a DELETE /orders/{id} (the `CancelOrder` operationId) request.
+//
+// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 func (c *Client) CancelOrder(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCancelOrderRequest(c.Server, id)
 	if err != nil {
@@ -216,6 +240,8 @@ func (c *Client) CancelOrder(ctx context.Context, id openapi_types.UUID, reqEdit
 
 // RefundOrderWithBody performs a POST /stores/{key}/refunds (the `RefundOrder` operationId) request,
 // with any type of body and a specified content type.
+//
+// Idempotent: send the X-Request-Id header (required). Keys are unique per the value of the X-Tenant header and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 func (c *Client) RefundOrderWithBody(ctx context.Context, key string, params *RefundOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRefundOrderRequestWithBody(c.Server, key, params, contentType, body)
 	if err != nil {
@@ -230,6 +256,8 @@ func (c *Client) RefundOrderWithBody(ctx context.Context, key string, params *Re
 
 // RefundOrderWithFormdataBody performs a POST /stores/{key}/refunds (the `RefundOrder` operationId) request.
 // Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Idempotent: send the X-Request-Id header (required). Keys are unique per the value of the X-Tenant header and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 func (c *Client) RefundOrderWithFormdataBody(ctx context.Context, key string, params *RefundOrderParams, body RefundOrderFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRefundOrderRequestWithFormdataBody(c.Server, key, params, body)
 	if err != nil {
@@ -508,12 +536,16 @@ type ClientWithResponsesInterface interface {
 
 	// CreateOrderWithBodyWithResponse Place an order.
 	//
+	// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /orders (the `CreateOrder` operationId).
 	CreateOrderWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateOrderResponse, error)
 
 	// CreateOrderWithResponse Place an order.
+	//
+	// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -522,17 +554,23 @@ type ClientWithResponsesInterface interface {
 
 	// CancelOrderWithResponse performs a DELETE /orders/{id} (the `CancelOrder` operationId) request.
 	//
+	// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	CancelOrderWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*CancelOrderResponse, error)
 
 	// RefundOrderWithBodyWithResponse performs a POST /stores/{key}/refunds (the `RefundOrder` operationId) request,
 	// with any type of body and a specified content type.
 	//
+	// Idempotent: send the X-Request-Id header (required). Keys are unique per the value of the X-Tenant header and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	RefundOrderWithBodyWithResponse(ctx context.Context, key string, params *RefundOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RefundOrderResponse, error)
 
 	// RefundOrderWithFormdataBodyWithResponse performs a POST /stores/{key}/refunds (the `RefundOrder` operationId) request.
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Idempotent: send the X-Request-Id header (required). Keys are unique per the value of the X-Tenant header and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 	RefundOrderWithFormdataBodyWithResponse(ctx context.Context, key string, params *RefundOrderParams, body RefundOrderFormdataRequestBody, reqEditors ...RequestEditorFn) (*RefundOrderResponse, error)
 }
 
@@ -577,16 +615,86 @@ func (r ListOrdersResponse) ContentType() string {
 	return ""
 }
 
+// CreateOrderResponse409Headers the declared response headers of an HTTP 409 response for CreateOrder
+type CreateOrderResponse409Headers struct {
+	RetryAfter *int
+}
+
+// CreateOrderResponse503Headers the declared response headers of an HTTP 503 response for CreateOrder
+type CreateOrderResponse503Headers struct {
+	RetryAfter *int
+}
+
 type CreateOrderResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *Order
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *IdempotencyProblem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *IdempotencyProblem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *IdempotencyProblem
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *IdempotencyProblem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *IdempotencyProblem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *IdempotencyProblem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *IdempotencyProblem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *IdempotencyProblem
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateOrderResponse409Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateOrderResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r CreateOrderResponse) GetJSON201() *Order {
 	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateOrderResponse) GetApplicationproblemJSON400() *IdempotencyProblem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateOrderResponse) GetApplicationproblemJSON401() *IdempotencyProblem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateOrderResponse) GetApplicationproblemJSON409() *IdempotencyProblem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r CreateOrderResponse) GetApplicationproblemJSON410() *IdempotencyProblem {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateOrderResponse) GetApplicationproblemJSON413() *IdempotencyProblem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateOrderResponse) GetApplicationproblemJSON422() *IdempotencyProblem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreateOrderResponse) GetApplicationproblemJSON500() *IdempotencyProblem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateOrderResponse) GetApplicationproblemJSON503() *IdempotencyProblem {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -618,9 +726,79 @@ func (r CreateOrderResponse) ContentType() string {
 	return ""
 }
 
+// CancelOrderResponse409Headers the declared response headers of an HTTP 409 response for CancelOrder
+type CancelOrderResponse409Headers struct {
+	RetryAfter *int
+}
+
+// CancelOrderResponse503Headers the declared response headers of an HTTP 503 response for CancelOrder
+type CancelOrderResponse503Headers struct {
+	RetryAfter *int
+}
+
 type CancelOrderResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *IdempotencyProblem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *IdempotencyProblem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *IdempotencyProblem
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *IdempotencyProblem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *IdempotencyProblem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *IdempotencyProblem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *IdempotencyProblem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *IdempotencyProblem
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CancelOrderResponse409Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CancelOrderResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CancelOrderResponse) GetApplicationproblemJSON400() *IdempotencyProblem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CancelOrderResponse) GetApplicationproblemJSON401() *IdempotencyProblem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CancelOrderResponse) GetApplicationproblemJSON409() *IdempotencyProblem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r CancelOrderResponse) GetApplicationproblemJSON410() *IdempotencyProblem {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CancelOrderResponse) GetApplicationproblemJSON413() *IdempotencyProblem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CancelOrderResponse) GetApplicationproblemJSON422() *IdempotencyProblem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CancelOrderResponse) GetApplicationproblemJSON500() *IdempotencyProblem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CancelOrderResponse) GetApplicationproblemJSON503() *IdempotencyProblem {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -652,9 +830,79 @@ func (r CancelOrderResponse) ContentType() string {
 	return ""
 }
 
+// RefundOrderResponse409Headers the declared response headers of an HTTP 409 response for RefundOrder
+type RefundOrderResponse409Headers struct {
+	RetryAfter *int
+}
+
+// RefundOrderResponse503Headers the declared response headers of an HTTP 503 response for RefundOrder
+type RefundOrderResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RefundOrderResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *IdempotencyProblem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *IdempotencyProblem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *IdempotencyProblem
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *IdempotencyProblem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *IdempotencyProblem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *IdempotencyProblem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *IdempotencyProblem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *IdempotencyProblem
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RefundOrderResponse409Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RefundOrderResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RefundOrderResponse) GetApplicationproblemJSON400() *IdempotencyProblem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RefundOrderResponse) GetApplicationproblemJSON401() *IdempotencyProblem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RefundOrderResponse) GetApplicationproblemJSON409() *IdempotencyProblem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r RefundOrderResponse) GetApplicationproblemJSON410() *IdempotencyProblem {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r RefundOrderResponse) GetApplicationproblemJSON413() *IdempotencyProblem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RefundOrderResponse) GetApplicationproblemJSON422() *IdempotencyProblem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RefundOrderResponse) GetApplicationproblemJSON500() *IdempotencyProblem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RefundOrderResponse) GetApplicationproblemJSON503() *IdempotencyProblem {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -699,6 +947,8 @@ func (c *ClientWithResponses) ListOrdersWithResponse(ctx context.Context, params
 
 // CreateOrderWithBodyWithResponse Place an order.
 //
+// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /orders (the `CreateOrder` operationId).
@@ -711,6 +961,8 @@ func (c *ClientWithResponses) CreateOrderWithBodyWithResponse(ctx context.Contex
 }
 
 // CreateOrderWithResponse Place an order.
+//
+// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -725,6 +977,8 @@ func (c *ClientWithResponses) CreateOrderWithResponse(ctx context.Context, body 
 
 // CancelOrderWithResponse performs a DELETE /orders/{id} (the `CancelOrder` operationId) request.
 //
+// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
+//
 // Returns a wrapper object for the known response body format(s).
 func (c *ClientWithResponses) CancelOrderWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*CancelOrderResponse, error) {
 	rsp, err := c.CancelOrder(ctx, id, reqEditors...)
@@ -737,6 +991,8 @@ func (c *ClientWithResponses) CancelOrderWithResponse(ctx context.Context, id op
 // RefundOrderWithBodyWithResponse performs a POST /stores/{key}/refunds (the `RefundOrder` operationId) request,
 // with any type of body and a specified content type.
 //
+// Idempotent: send the X-Request-Id header (required). Keys are unique per the value of the X-Tenant header and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
+//
 // Returns a wrapper object for the known response body format(s).
 func (c *ClientWithResponses) RefundOrderWithBodyWithResponse(ctx context.Context, key string, params *RefundOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RefundOrderResponse, error) {
 	rsp, err := c.RefundOrderWithBody(ctx, key, params, contentType, body, reqEditors...)
@@ -748,6 +1004,8 @@ func (c *ClientWithResponses) RefundOrderWithBodyWithResponse(ctx context.Contex
 
 // RefundOrderWithFormdataBodyWithResponse performs a POST /stores/{key}/refunds (the `RefundOrder` operationId) request.
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Idempotent: send the X-Request-Id header (required). Keys are unique per the value of the X-Tenant header and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 func (c *ClientWithResponses) RefundOrderWithFormdataBodyWithResponse(ctx context.Context, key string, params *RefundOrderParams, body RefundOrderFormdataRequestBody, reqEditors ...RequestEditorFn) (*RefundOrderResponse, error) {
 	rsp, err := c.RefundOrderWithFormdataBody(ctx, key, params, body, reqEditors...)
 	if err != nil {
@@ -803,9 +1061,88 @@ func ParseCreateOrderResponse(rsp *http.Response) (*CreateOrderResponse, error) 
 		}
 		response.JSON201 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
 	case rsp.StatusCode == 402:
 		break // No content-type
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 409:
+		var headers CreateOrderResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateOrderResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -824,6 +1161,91 @@ func ParseCancelOrderResponse(rsp *http.Response) (*CancelOrderResponse, error) 
 		HTTPResponse: rsp,
 	}
 
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 409:
+		var headers CancelOrderResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 503:
+		var headers CancelOrderResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -838,6 +1260,91 @@ func ParseRefundOrderResponse(rsp *http.Response) (*RefundOrderResponse, error) 
 	response := &RefundOrderResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 409:
+		var headers RefundOrderResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 503:
+		var headers RefundOrderResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

@@ -16,6 +16,14 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// IdempotencyProblem An RFC 9457 problem. type is urn:idemgen:problem:<kind>.
+type IdempotencyProblem struct {
+	Detail *string `json:"detail,omitempty"`
+	Status int     `json:"status"`
+	Title  string  `json:"title"`
+	Type   string  `json:"type"`
+}
+
 // CreateDepositJSONBody defines parameters for CreateDeposit.
 type CreateDepositJSONBody struct {
 	Amount int `json:"amount"`
@@ -103,10 +111,14 @@ type ClientInterface interface {
 
 	// CreateDepositWithBody performs a POST /accounts/{account-id}/deposits (the `CreateDeposit` operationId) request,
 	// with any type of body and a specified content type.
+	//
+	// Idempotent: send the Idempotency-Key header (required). Keys are unique per the value of the X-Tenant header and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 	CreateDepositWithBody(ctx context.Context, accountId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateDeposit performs a POST /accounts/{account-id}/deposits (the `CreateDeposit` operationId) request.
 	// Takes a body of the `application/json` content type.
+	//
+	// Idempotent: send the Idempotency-Key header (required). Keys are unique per the value of the X-Tenant header and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 	CreateDeposit(ctx context.Context, accountId string, body CreateDepositJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
@@ -125,6 +137,8 @@ func (c *Client) GetAccount(ctx context.Context, accountId string, reqEditors ..
 
 // CreateDepositWithBody performs a POST /accounts/{account-id}/deposits (the `CreateDeposit` operationId) request,
 // with any type of body and a specified content type.
+//
+// Idempotent: send the Idempotency-Key header (required). Keys are unique per the value of the X-Tenant header and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 func (c *Client) CreateDepositWithBody(ctx context.Context, accountId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateDepositRequestWithBody(c.Server, accountId, contentType, body)
 	if err != nil {
@@ -139,6 +153,8 @@ func (c *Client) CreateDepositWithBody(ctx context.Context, accountId string, co
 
 // CreateDeposit performs a POST /accounts/{account-id}/deposits (the `CreateDeposit` operationId) request.
 // Takes a body of the `application/json` content type.
+//
+// Idempotent: send the Idempotency-Key header (required). Keys are unique per the value of the X-Tenant header and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 func (c *Client) CreateDeposit(ctx context.Context, accountId string, body CreateDepositJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateDepositRequest(c.Server, accountId, body)
 	if err != nil {
@@ -284,11 +300,15 @@ type ClientWithResponsesInterface interface {
 	// CreateDepositWithBodyWithResponse performs a POST /accounts/{account-id}/deposits (the `CreateDeposit` operationId) request,
 	// with any type of body and a specified content type.
 	//
+	// Idempotent: send the Idempotency-Key header (required). Keys are unique per the value of the X-Tenant header and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	CreateDepositWithBodyWithResponse(ctx context.Context, accountId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateDepositResponse, error)
 
 	// CreateDepositWithResponse performs a POST /accounts/{account-id}/deposits (the `CreateDeposit` operationId) request.
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Idempotent: send the Idempotency-Key header (required). Keys are unique per the value of the X-Tenant header and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 	CreateDepositWithResponse(ctx context.Context, accountId string, body CreateDepositJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateDepositResponse, error)
 }
 
@@ -337,6 +357,16 @@ func (r GetAccountResponse) ContentType() string {
 	return ""
 }
 
+// CreateDepositResponse409Headers the declared response headers of an HTTP 409 response for CreateDeposit
+type CreateDepositResponse409Headers struct {
+	RetryAfter *int
+}
+
+// CreateDepositResponse503Headers the declared response headers of an HTTP 503 response for CreateDeposit
+type CreateDepositResponse503Headers struct {
+	RetryAfter *int
+}
+
 type CreateDepositResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -344,6 +374,26 @@ type CreateDepositResponse struct {
 	JSON201 *struct {
 		Id *string `json:"id,omitempty"`
 	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *IdempotencyProblem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *IdempotencyProblem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *IdempotencyProblem
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *IdempotencyProblem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *IdempotencyProblem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *IdempotencyProblem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *IdempotencyProblem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *IdempotencyProblem
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateDepositResponse409Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateDepositResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -351,6 +401,46 @@ func (r CreateDepositResponse) GetJSON201() *struct {
 	Id *string `json:"id,omitempty"`
 } {
 	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateDepositResponse) GetApplicationproblemJSON400() *IdempotencyProblem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateDepositResponse) GetApplicationproblemJSON401() *IdempotencyProblem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateDepositResponse) GetApplicationproblemJSON409() *IdempotencyProblem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r CreateDepositResponse) GetApplicationproblemJSON410() *IdempotencyProblem {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateDepositResponse) GetApplicationproblemJSON413() *IdempotencyProblem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateDepositResponse) GetApplicationproblemJSON422() *IdempotencyProblem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreateDepositResponse) GetApplicationproblemJSON500() *IdempotencyProblem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateDepositResponse) GetApplicationproblemJSON503() *IdempotencyProblem {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -396,6 +486,8 @@ func (c *ClientWithResponses) GetAccountWithResponse(ctx context.Context, accoun
 // CreateDepositWithBodyWithResponse performs a POST /accounts/{account-id}/deposits (the `CreateDeposit` operationId) request,
 // with any type of body and a specified content type.
 //
+// Idempotent: send the Idempotency-Key header (required). Keys are unique per the value of the X-Tenant header and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
+//
 // Returns a wrapper object for the known response body format(s).
 func (c *ClientWithResponses) CreateDepositWithBodyWithResponse(ctx context.Context, accountId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateDepositResponse, error) {
 	rsp, err := c.CreateDepositWithBody(ctx, accountId, contentType, body, reqEditors...)
@@ -407,6 +499,8 @@ func (c *ClientWithResponses) CreateDepositWithBodyWithResponse(ctx context.Cont
 
 // CreateDepositWithResponse performs a POST /accounts/{account-id}/deposits (the `CreateDeposit` operationId) request.
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Idempotent: send the Idempotency-Key header (required). Keys are unique per the value of the X-Tenant header and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
 func (c *ClientWithResponses) CreateDepositWithResponse(ctx context.Context, accountId string, body CreateDepositJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateDepositResponse, error) {
 	rsp, err := c.CreateDeposit(ctx, accountId, body, reqEditors...)
 	if err != nil {
@@ -466,6 +560,85 @@ func ParseCreateDepositResponse(rsp *http.Response) (*CreateDepositResponse, err
 		}
 		response.JSON201 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 409:
+		var headers CreateDepositResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateDepositResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
