@@ -98,6 +98,7 @@ type item struct {
 	ClientTS string `json:"client_ts,omitempty"`
 	Panic    bool   `json:"panic,omitempty"`
 	Hold     bool   `json:"hold,omitempty"`
+	Count    int    `json:"count,omitempty"`
 }
 
 type state struct {
@@ -332,6 +333,28 @@ var cases = []struct {
 		}
 		if r := e.post("/tenant-items", map[string]string{"Idempotency-Key": "k"}, `{"name":"a"}`); !r.problem(idemtype.KindMissingScope) {
 			t.Fatalf("no X-Tenant: %+v; want missing-scope", r)
+		}
+	}},
+	{"a replay does not depend on the binder", func(t *testing.T, e *env) {
+		first := e.post("/items/g1", keyed("bind"), `{"name":"a","count":9}`)
+		if first.status != 201 {
+			t.Fatalf("%+v; want 201", first)
+		}
+		// 9.0 does not bind to an integer, but it is the same number: the
+		// same request, whose stored answer is replayed.
+		again := e.post("/items/g1", keyed("bind"), `{"name":"a","count":9.0}`)
+		if again.status != 201 || again.body != first.body || again.header.Get(idemtype.ReplayedHeader) != "true" {
+			t.Fatalf("the retry the binder refuses: %+v; want the replay of %+v", again, first)
+		}
+		// Under a new key it is the binder's 400, and nothing is recorded.
+		if r := e.post("/items/g1", keyed("bind-new"), `{"name":"a","count":9.0}`); r.status != 400 {
+			t.Fatalf("a new key the binder refuses: %+v; want 400", r)
+		}
+		if r := e.post("/items/g1", keyed("bind-new"), `{"name":"a","count":9}`); r.status != 201 || r.header.Get(idemtype.ReplayedHeader) != "" {
+			t.Fatalf("the same key, bound: %+v; want a first execution", r)
+		}
+		if n := e.runs.Load(); n != 2 {
+			t.Fatalf("%d executions; want 2", n)
 		}
 	}},
 	{"path scopes", func(t *testing.T, e *env) {

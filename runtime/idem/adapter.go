@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -96,4 +97,45 @@ func RunWithoutKey[S any](ctx context.Context, e *Engine, op *Operation, phases 
 		}
 	}
 	return nil, errors.New("idem: the last phase returned no response")
+}
+
+// Replay returns the stored answer for req's key when its record is
+// complete and was made by the same request (operation and fingerprint);
+// nil when there is none to give (no record, one in progress, another
+// request's, one past its retention). It claims nothing and runs nothing:
+// it is what Run would replay, read on its own. An adapter asks it when a
+// keyed request fails before it reaches Run (a body the framework's binder
+// refuses, though its fingerprint matches a completed execution's), so that
+// a completed key's answer never depends on the binder. A replay it returns
+// is observed as one.
+func (e *Engine) Replay(ctx context.Context, op *Operation, req KeyedRequest) (*Response, error) {
+	ns := op.namespace()
+	same := func(recOp string, recFP []byte) bool {
+		return recOp == "" && string(recFP) == string(receiptFingerprint(op.ID, req.Fingerprint)) ||
+			recOp == op.ID && string(recFP) == string(req.Fingerprint)
+	}
+	if ent := e.cache.get(cacheKey{ns, req.Scope, req.Key}); ent != nil {
+		if !same(ent.operation, ent.fingerprint) {
+			return nil, nil
+		}
+		e.observe(ctx, Event{Kind: EventReplay, Operation: op.ID})
+		return ent.resp, nil
+	}
+	var rec *record
+	err := againIfStale(func() (err error) {
+		rec, err = e.store.read(ctx, e.pool, recordID(ns, req.Scope, req.Key))
+		return err
+	})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, unavailable("reading the record", err)
+	case rec.state != stateCompleted || rec.pastRetention || !same(rec.operation, rec.fingerprint):
+		return nil, nil
+	}
+	e.observe(ctx, Event{Kind: EventReplay, Operation: op.ID})
+	resp := e.replay(rec)
+	e.cache.put(cacheKey{ns, req.Scope, req.Key}, rec.operation, rec.fingerprint, resp, time.Now().Add(min(rec.expiresIn, e.opts.ReplayCacheTTL)))
+	return resp, nil
 }

@@ -112,3 +112,57 @@ func TestFailureSaysWhy(t *testing.T) {
 		}
 	})
 }
+
+// TestReplayReadsWithoutClaiming: Engine.Replay gives a completed key's
+// stored answer to the same request, and nothing otherwise: not to another
+// body, not for a key in progress, not for one never used; it claims
+// nothing.
+func TestReplayReadsWithoutClaiming(t *testing.T) {
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		if resp, err := e.eng.Replay(ctx, payOp, request("t", "never", "b")); resp != nil || err != nil {
+			t.Fatalf("a key never used: %v, %v", resp, err)
+		}
+		if e.count(`SELECT count(*) FROM `+e.schema+`.records`) != 0 {
+			t.Fatal("Replay claimed a key")
+		}
+		out, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), []idem.Phase[payState]{
+			{Name: "finish", Final: func(context.Context, pgx.Tx, *payState) (*idem.Response, error) { return created(`{"n":1}`), nil }},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fresh := range []bool{false, true} {
+			eng := e.eng
+			if fresh { // no replay cache: read from the table
+				eng = mustEngineWith(t, e, idem.Options{})
+			}
+			resp, err := eng.Replay(ctx, payOp, request("t", "k", "b"))
+			if err != nil || resp == nil || string(resp.Body) != string(out.Response.Body) || resp.Status != 201 {
+				t.Fatalf("the same request (fresh engine %t): %v, %v; want the stored 201", fresh, resp, err)
+			}
+			if resp, err := eng.Replay(ctx, payOp, request("t", "k", "other")); resp != nil || err != nil {
+				t.Fatalf("another body (fresh engine %t): %v, %v; want nothing", fresh, resp, err)
+			}
+		}
+		held, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			idem.Run(ctx, e.eng, payOp, request("t", "busy", "b"), committedFirst([]idem.Phase[payState]{
+				{Name: "finish", Final: func(context.Context, pgx.Tx, *payState) (*idem.Response, error) {
+					close(held)
+					<-release
+					return created(`{}`), nil
+				}},
+			}))
+		}()
+		<-held
+		resp, err := e.eng.Replay(ctx, payOp, request("t", "busy", "b"))
+		close(release)
+		<-done
+		if resp != nil || err != nil {
+			t.Fatalf("a key in progress: %v, %v; want nothing", resp, err)
+		}
+	})
+}

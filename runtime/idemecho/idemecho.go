@@ -121,12 +121,22 @@ func Middleware(rt *Runtime, spec *Spec) echo.MiddlewareFunc {
 				return err
 			}
 			c.SetRequest(call.Bind(c.Request()))
+			// A binder's 400 becomes the key's stored answer when there is
+			// one (idemstd.Guard).
+			res := c.Response()
+			g := call.Guard(c.Request().Context(), res.Writer, rt.Engine)
+			res.Writer = g
 			err = next(c)
 			if err != nil {
 				// Render the error now, so the log line has the status sent.
 				c.Error(err)
 			}
-			idemstd.LogRequest(rt.Logger, c.Request(), call, c.Response().Status, err)
+			res.Writer = g.ResponseWriter
+			status := res.Status
+			if g.Status() != 0 {
+				status = g.Status() // a replay in place of the binder's 400
+			}
+			idemstd.LogRequest(rt.Logger, c.Request(), call, status, err)
 			if perr := call.Problem(); err == nil && perr != nil {
 				return refusal(perr)
 			}

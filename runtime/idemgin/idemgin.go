@@ -112,9 +112,14 @@ func Middleware(rt *Runtime, spec *Spec) gin.HandlerFunc {
 			return
 		}
 		c.Request = call.Bind(c.Request)
+		// A binder's 400 becomes the key's stored answer when there is one
+		// (idemstd.Guard).
+		w := c.Writer
+		c.Writer = &guardWriter{ResponseWriter: w, g: call.Guard(c.Request.Context(), w, rt.Engine)}
 		c.Next()
+		c.Writer = w
 		var last error // a nil *gin.Error would be an error that is not nil
-		if e := c.Errors.Last(); e != nil {
+		if e := c.Errors.Last(); e != nil && !call.Replayed {
 			last = e
 		}
 		idemstd.LogRequest(rt.Logger, c.Request, call, c.Writer.Status(), last)
@@ -123,6 +128,16 @@ func Middleware(rt *Runtime, spec *Spec) gin.HandlerFunc {
 		}
 	}
 }
+
+// guardWriter is gin's writer with idemstd.Guard in front of its writes.
+type guardWriter struct {
+	gin.ResponseWriter
+	g *idemstd.Guard
+}
+
+func (w *guardWriter) WriteHeader(status int)            { w.g.WriteHeader(status) }
+func (w *guardWriter) Write(b []byte) (int, error)       { return w.g.Write(b) }
+func (w *guardWriter) WriteString(s string) (int, error) { return w.g.Write([]byte(s)) }
 
 // Execute runs the phases of the call in ctx's request (ctx may be the
 // *gin.Context) for typed request payload and returns the response to

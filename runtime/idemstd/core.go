@@ -61,12 +61,78 @@ type Call struct {
 	FailedPhase string
 	// problem is the refusal Execute answered with, if any.
 	problem *idemtype.Error
+	// executed is set once Execute runs: from then on the engine answers.
+	executed bool
 
-	// The request's context and body as the middleware hands them on,
-	// allocated with the call.
-	ctx  callContext
-	body bodyReader
+	// The request's context, body and response writer as the middleware
+	// hands them on, allocated with the call.
+	ctx   callContext
+	body  bodyReader
+	guard Guard
 }
+
+// Guard is the response writer a handler writes a keyed request's answer
+// through (Call.Guard). It remembers the status sent, for the log line; and
+// a 400 written before Execute ran (a body the framework's binder refuses)
+// becomes the key's stored answer instead, when the key's record is
+// complete for this very request (Engine.Replay): a completed key's answer
+// does not depend on the binder, which may refuse what the fingerprint
+// reads as equal (9.0 for an integer 9). Other answers pass unchanged.
+type Guard struct {
+	http.ResponseWriter
+	call     *Call
+	eng      *idem.Engine
+	ctx      context.Context
+	status   int
+	replayed bool // the 400 was replaced: what the handler writes next is dropped
+}
+
+// Guard returns the call's writer in front of w, for the handler to write
+// through.
+func (c *Call) Guard(ctx context.Context, w http.ResponseWriter, eng *idem.Engine) *Guard {
+	c.guard = Guard{ResponseWriter: w, call: c, eng: eng, ctx: ctx}
+	return &c.guard
+}
+
+// WriteHeader sends status, or the stored answer in place of a binder's
+// 400.
+func (w *Guard) WriteHeader(status int) {
+	switch {
+	case w.replayed:
+		return
+	case w.status == 0 && status == http.StatusBadRequest && !w.call.executed && w.call.Request.Key != "":
+		if resp, err := w.eng.Replay(w.ctx, w.call.Spec.Operation, w.call.Request); err == nil && resp != nil {
+			// The binder's own headers describe its body, which is dropped.
+			h := w.ResponseWriter.Header()
+			h.Del("Content-Type")
+			h.Del("Content-Length")
+			w.replayed, w.status, w.call.Replayed = true, resp.Status, true
+			WriteResponse(w.ResponseWriter, resp, true)
+			return
+		}
+	}
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+// Write writes b, or drops it after a replaced 400.
+func (w *Guard) Write(b []byte) (int, error) {
+	if w.replayed {
+		return len(b), nil
+	}
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Status is the status sent, 0 before anything was.
+func (w *Guard) Status() int { return w.status }
+
+// Unwrap lets http.ResponseController reach the writer beneath.
+func (w *Guard) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Problem is the refusal Execute answered the call with (a key in flight,
 // reused with another request, ...), or nil.
@@ -332,6 +398,7 @@ func Execute[S any](ctx context.Context, eng *idem.Engine, payload []byte, phase
 			"(with gorilla/mux, serve under a prefix with RegisterOptions.BaseURL, not a PathPrefix sub-router)")
 	}
 	op := call.Spec.Operation
+	call.executed = true
 	if call.Request.Key == "" {
 		return idem.RunWithoutKey(ctx, eng, op, phases)
 	}

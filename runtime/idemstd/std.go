@@ -114,16 +114,14 @@ func Middleware(rt *Runtime, spec *Spec) func(http.Handler) http.Handler {
 				LogRequest(rt.Logger, r, call, perr.Status(), nil)
 				return
 			}
-			if rt.Logger == nil {
-				next.ServeHTTP(w, call.Bind(r))
-				return
+			r = call.Bind(r)
+			g := call.Guard(r.Context(), w, rt.Engine)
+			next.ServeHTTP(g, r)
+			status := g.Status()
+			if status == 0 {
+				status = http.StatusOK // what net/http sends for a handler that wrote nothing
 			}
-			sw := &statusWriter{ResponseWriter: w}
-			next.ServeHTTP(sw, call.Bind(r))
-			if sw.status == 0 {
-				sw.status = http.StatusOK // what net/http sends for a handler that wrote nothing
-			}
-			LogRequest(rt.Logger, r, call, sw.status, nil)
+			LogRequest(rt.Logger, r, call, status, nil)
 		})
 	}
 }
@@ -136,29 +134,6 @@ func statusOf(err error) int {
 	}
 	return http.StatusInternalServerError
 }
-
-// statusWriter remembers the status a handler wrote, for the log line.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(status int) {
-	if w.status == 0 {
-		w.status = status
-	}
-	w.ResponseWriter.WriteHeader(status)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the writer beneath.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Routes returns one middleware for every idempotent operation of a router
 // whose middlewares wrap each route's handler without being told its

@@ -234,3 +234,25 @@ func FuzzRequestPath(f *testing.F) {
 		}
 	})
 }
+
+// TestReplayBeforeTheBinder: a retry whose body echo's binder refuses
+// (1000.0 for an int64) but whose fingerprint is the completed request's
+// gets the stored answer, not the binder's 400.
+func TestReplayBeforeTheBinder(t *testing.T) {
+	s := newService(t)
+	url := s.url + "/payments"
+	first := do(t, url, hdrs("k-bind"), payment)
+	if first.status != 201 {
+		t.Fatalf("the payment: %+v", first)
+	}
+	again := do(t, url, hdrs("k-bind"), strings.Replace(payment, `1000`, `1000.0`, 1))
+	if again.status != 201 || again.body != first.body {
+		t.Fatalf("the retry with 1000.0: %+v; want the stored %+v", again, first)
+	}
+	if r := do(t, url, hdrs("k-bind-new"), strings.Replace(payment, `1000`, `1000.0`, 1)); r.status != 400 {
+		t.Fatalf("1000.0 under a new key: %+v; want the binder's 400", r)
+	}
+	if n := len(s.cards.Charges()); n != 1 {
+		t.Fatalf("%d charges; want 1", n)
+	}
+}
