@@ -3,6 +3,7 @@ package gen
 import (
 	"fmt"
 	"go/ast"
+	"go/types"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -198,10 +199,19 @@ func renderClient(pkg string, r *ir, cs *clientSource) ([]byte, error) {
 	}
 
 	f.Add(doc(0, "IdempotentClient calls the API through oapi-codegen's typed client. Each method of an operation with x-idempotency takes the intent's idempotency key, or mints one, and sends it on every attempt; the other operations' methods pass through. Retries follow the idemclient.Policy given to NewIdempotentClient."))
-	f.Type().Id("IdempotentClient").Struct(
+	fields := []Code{
 		doc(1, "Client is the typed client underneath. Its idempotent operations called directly carry no key."),
 		Id("Client").Id("ClientWithResponsesInterface"),
-	)
+	}
+	for _, op := range r.Served {
+		if op.plain != nil && op.plain.Precondition != "" && cs.readBack(op.plain.Path) != nil {
+			fields = append(fields, Line(),
+				doc(1, "SameResource decides whether a conditional write's resource, read back after a 412 on a retry, holds what the write sent (both JSON bodies, with the operation's id): then an earlier attempt made it, and the call's Result is Confirmed. Nil means idemclient.SameJSON: every member sent, with the same value."),
+				Id("SameResource").Func().Params(Id("operationID").String(), List(Id("sent"), Id("current")).Index().Byte()).Bool())
+			break
+		}
+	}
+	f.Type().Id("IdempotentClient").Struct(fields...)
 	f.Line()
 	f.Add(doc(0, "NewIdempotentClient returns a client of the API at server. Each attempt is sent by the client's doer (an *http.Client unless opts set one with WithHTTPClient, whose Timeout then bounds each attempt); policy decides which answers are retried and how long to wait. The context of each call bounds all its attempts."))
 	f.Func().Id("NewIdempotentClient").Params(Id("server").String(), Id("policy").Qual(pkgIdemClient, "Policy"), Id("opts").Op("...").Id("ClientOption")).
@@ -219,9 +229,15 @@ func renderClient(pkg string, r *ir, cs *clientSource) ([]byte, error) {
 		if len(methods) == 0 {
 			return nil, fmt.Errorf("gen: oapi-codegen generated no client method for %s", op.route())
 		}
+		var readBack *clientMethod
+		if op.plain != nil && op.plain.Precondition != "" {
+			readBack = cs.readBack(op.plain.Path)
+		}
 		for _, m := range methods {
 			var err error
 			switch o := op.idem; {
+			case o == nil && readBack != nil:
+				err = renderConditionalMethod(f, cs, op.plain, m, *readBack)
 			case o == nil:
 				err = renderPlainMethod(f, cs, op.plain, m)
 			case o.X.Key.Pointer != "":
@@ -311,6 +327,92 @@ func renderIdempotentMethod(f *File, cs *clientSource, o *opIR, m clientMethod) 
 	)
 	f.Func().Params(Id("c").Op("*").Id("IdempotentClient")).Id(name).Params(all...).
 		Params(result, Qual(pkgIdemClient, "Result"), Error()).Block(body...)
+	return nil
+}
+
+// readBack is the client method that reads the resource at path back
+// (GET path) when its parameters are the path's (a conditional write's
+// method passes its own) and, at most, an optional parameters struct; nil
+// otherwise.
+func (cs *clientSource) readBack(path string) *clientMethod {
+	for _, m := range cs.byRoute["GET "+path] {
+		ok := true
+		for _, p := range m.params {
+			if _, isPtr := p.Type.(*ast.StarExpr); isPtr && p.Names[0].Name == "params" {
+				continue
+			}
+			if _, isIdent := p.Type.(*ast.Ident); !isIdent {
+				ok = false
+			}
+		}
+		if ok {
+			return &m
+		}
+	}
+	return nil
+}
+
+// renderConditionalMethod renders the method of a conditional write (a PUT
+// or DELETE with a required If-None-Match or If-Match) whose resource can
+// be read back: a 412 on a retry is checked against it (idemclient.Conditional).
+func renderConditionalMethod(f *File, cs *clientSource, p *plainIR, m, get clientMethod) error {
+	params, args, taken, err := cs.params(m)
+	if err != nil {
+		return err
+	}
+	result, err := cs.typeCode(m.result)
+	if err != nil {
+		return err
+	}
+	// The read's arguments: the write's parameter of the same name and
+	// type (its path parameters), nil for an optional parameters struct.
+	mine := map[string]string{}
+	for _, q := range m.params {
+		mine[q.Names[0].Name] = types.ExprString(q.Type)
+	}
+	getArgs := []Code{Id("ctx")}
+	for _, q := range get.params {
+		switch name := q.Names[0].Name; {
+		case mine[name] == types.ExprString(q.Type):
+			getArgs = append(getArgs, Id(name))
+		default:
+			getArgs = append(getArgs, Nil())
+		}
+	}
+	getArgs = append(getArgs, Id("reqEditors").Op("..."))
+	call := fresh(taken, "call", "condCall")
+	resp := fresh(taken, "resp", "condResp")
+	read := fresh(taken, "read", "readBack")
+	name := strings.TrimSuffix(m.name, "WithResponse")
+	getName := strings.TrimSuffix(get.name, "WithResponse")
+	f.Line()
+	f.Add(doc(0, append([]string{fmt.Sprintf("%s calls %s, a conditional write (%s): it sends no key, and the policy retries it; a 412 on a retry may answer an earlier attempt whose own answer was lost. %s then reads the resource back (%s, GET %s) and, when c.SameResource (nil: idemclient.SameJSON) finds that it holds the body sent, sets the Result's Confirmed: the write is done, and resp is the 412. reqEditors apply to the read too.",
+		name, p.name(), p.Precondition, name, getName, nobreak(p.Path))}, opParagraphs(p.Summary, p.Method, p.Path)...)...))
+	all := append([]Code{Id("ctx").Qual("context", "Context")}, params...)
+	all = append(all, Id("reqEditors").Op("...").Id("RequestEditorFn"))
+	callArgs := append([]Code{Id(call).Dot("Context").Call()}, args...)
+	callArgs = append(callArgs, Append(Qual("slices", "Clip").Call(Id("reqEditors")), Id(call).Dot("Capture")).Op("..."))
+	f.Func().Params(Id("c").Op("*").Id("IdempotentClient")).Id(name).Params(all...).
+		Params(result, Qual(pkgIdemClient, "Result"), Error()).Block(
+		Id(call).Op(":=").Qual(pkgIdemClient, "NewConditional").Call(Id("ctx")),
+		List(Id(resp), Err()).Op(":=").Id("c").Dot("Client").Dot(m.name).Call(callArgs...),
+		If(Err().Op("!=").Nil().Op("||").Id(resp).Dot("StatusCode").Call().Op("!=").Qual("net/http", "StatusPreconditionFailed")).Block(
+			Return(Id(resp), Id(call).Dot("Result").Call(), Err()),
+		),
+		Id(read).Op(":=").Func().Params(Id("ctx").Qual("context", "Context")).Params(Int(), Index().Byte(), Error()).Block(
+			List(Id("r"), Err()).Op(":=").Id("c").Dot("Client").Dot(get.name).Call(getArgs...),
+			If(Err().Op("!=").Nil()).Block(Return(Lit(0), Nil(), Err())),
+			Return(Id("r").Dot("StatusCode").Call(), Id("r").Dot("Body"), Nil()),
+		),
+		Var().Id("same").Func().Params(List(Id("sent"), Id("current")).Index().Byte()).Bool(),
+		If(Id("c").Dot("SameResource").Op("!=").Nil()).Block(
+			Id("same").Op("=").Func().Params(List(Id("sent"), Id("current")).Index().Byte()).Bool().Block(
+				Return(Id("c").Dot("SameResource").Call(Lit(p.OperationID), Id("sent"), Id("current"))),
+			),
+		),
+		List(Id("_"), Err()).Op("=").Id(call).Dot("Confirm").Call(Id("ctx"), Id(read), Id("same")),
+		Return(Id(resp), Id(call).Dot("Result").Call(), Err()),
+	)
 	return nil
 }
 

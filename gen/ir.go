@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/getkin/kin-openapi/openapi3"
+
 	"github.com/idemgen/idemgen/spec"
 )
 
@@ -66,6 +68,10 @@ type plainIR struct {
 	Method, Path                      string
 	OperationID                       string // may be empty
 	Summary                           string
+	// Precondition names the required precondition header (If-None-Match,
+	// If-Match) of a PUT or DELETE: a conditional write, whose client method
+	// reads the resource back after a 412 on a retry. "" otherwise.
+	Precondition string
 }
 
 // name is how comments name the operation: its operationId, or its route.
@@ -218,7 +224,7 @@ func buildIR(cfg *Config, doc *spec.Document, sources []Source) (*ir, error) {
 		r.MiddlewareKeys = append(r.MiddlewareKeys, key)
 		if op.Idempotency == nil {
 			p := &plainIR{GoName: m.name, RequestType: m.request, ResponseType: m.response, Method: op.Method, Path: op.Path,
-				OperationID: op.OperationID, Summary: op.Op.Summary}
+				OperationID: op.OperationID, Summary: op.Op.Summary, Precondition: precondition(op)}
 			r.Plain = append(r.Plain, p)
 			r.Served = append(r.Served, served{plain: p})
 			continue
@@ -313,4 +319,19 @@ func excluded(cfg *Config, op *spec.Operation) bool {
 	return (len(o.IncludeTags) > 0 && !anyTag(o.IncludeTags)) || anyTag(o.ExcludeTags) ||
 		(len(o.IncludeOperationIDs) > 0 && !slices.Contains(o.IncludeOperationIDs, op.OperationID)) ||
 		slices.Contains(o.ExcludeOperationIDs, op.OperationID)
+}
+
+// precondition is the required If-None-Match or If-Match header of a PUT or
+// DELETE operation, as the spec names it; "" when it has none.
+func precondition(op *spec.Operation) string {
+	if op.Method != "PUT" && op.Method != "DELETE" {
+		return ""
+	}
+	for _, p := range op.Op.Parameters {
+		if v := p.Value; v != nil && v.In == openapi3.ParameterInHeader && v.Required &&
+			(strings.EqualFold(v.Name, "If-None-Match") || strings.EqualFold(v.Name, "If-Match")) {
+			return v.Name
+		}
+	}
+	return ""
 }

@@ -124,6 +124,11 @@ type Result struct {
 	Waited time.Duration
 	// Status is the last answer's status, 0 when the last attempt failed.
 	Status int
+	// Confirmed is set on a conditional write (Conditional) whose 412 on a
+	// retry was checked against the resource read back: it holds what the
+	// call sent, so an earlier attempt, whose answer was lost, made it.
+	// Treat the write as done.
+	Confirmed bool
 }
 
 // Tracker collects the Result of the calls made with its context. It is

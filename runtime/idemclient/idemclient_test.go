@@ -575,3 +575,28 @@ func TestABodyKeyedCallIsRetried(t *testing.T) {
 		t.Fatalf("an integer key: %v, %+v", err, got)
 	}
 }
+
+// TestSameJSON: what was sent is in what is read back, members the server
+// added aside, numbers by value.
+func TestSameJSON(t *testing.T) {
+	for _, tc := range []struct {
+		sent, current string
+		want          bool
+	}{
+		{`{"item":"book","quantity":1}`, `{"id":"o-1","item":"book","quantity":1}`, true},
+		{`{"quantity":1}`, `{"quantity":1.0}`, true},
+		{`{"quantity":1}`, `{"quantity":2}`, false},
+		{`{"item":"book"}`, `{"id":"o-1"}`, false},
+		{`{"tags":["a","b"]}`, `{"tags":["a","b"]}`, true},
+		{`{"tags":["a"]}`, `{"tags":["a","b"]}`, false},
+		{`{"lines":[{"sku":"x"}]}`, `{"lines":[{"sku":"x","n":1}]}`, true},
+		{`{"a":null}`, `{"a":null}`, true},
+		{`{"a":null}`, `{}`, false},
+		{`{"a":1}`, `not json`, false},
+		{`{"a":1} {}`, `{"a":1}`, false},
+	} {
+		if got := idemclient.SameJSON([]byte(tc.sent), []byte(tc.current)); got != tc.want {
+			t.Errorf("SameJSON(%s, %s) = %t; want %t", tc.sent, tc.current, got, tc.want)
+		}
+	}
+}

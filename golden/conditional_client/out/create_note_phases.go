@@ -1,0 +1,31 @@
+package api
+
+// This file is yours. idemgen wrote it because it was missing and will never
+// overwrite it. If the spec changes createNote's phases, the assertion
+// below stops compiling until these methods match CreateNotePhases again.
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// CreateNoteState is what the phases of createNote hand to each other. It is
+// saved as JSON with every local phase's commit, and a resumed execution
+// starts from the saved copy: keep its fields exported and JSON-encodable.
+type CreateNoteState struct {
+}
+
+// CreateNoteImpl implements CreateNotePhases. Put its dependencies here.
+type CreateNoteImpl struct {
+}
+
+var _ CreateNotePhases = (*CreateNoteImpl)(nil)
+
+// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+// returns; that response is replayed byte for byte to every retry.
+func (p *CreateNoteImpl) Execute(ctx context.Context, tx pgx.Tx, request CreateNoteRequestObject, state *CreateNoteState) (CreateNoteResponseObject, error) {
+	return nil, idem.ErrNotImplemented
+}
