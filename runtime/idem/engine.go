@@ -35,7 +35,7 @@ type Options struct {
 	// Tracer is told when each request, its claim and its phases begin and
 	// end (runtime/idemotel makes spans of them). Default: none.
 	Tracer Tracer
-	// Logger receives warnings (refresh failures, refused releases) and
+	// Logger receives warnings (failed lease refreshes and releases) and
 	// one line per failed execution ("idem: execution failed": operation,
 	// scope, key, phase, recovery point, resumed, outcome, err and its
 	// SQLSTATE; Info when the key was released, Error otherwise; see

@@ -209,6 +209,9 @@ type claim struct {
 	state    json.RawMessage // state saved with the recovery point
 	resumed  bool
 	phase    string // the phase running, or the last one run
+	// releaseRefused: the phase asked for a release after a phase had
+	// committed; the failure is treated as ambiguous.
+	releaseRefused bool
 	// fingerprint and derivation determine the derived keys of foreign phases.
 	fingerprint []byte
 	derivation  KeyDerivation

@@ -39,6 +39,9 @@ func (e *Engine) report(c *claim, cause error, out *Outcome, answer error) error
 	if out != nil {
 		outcome, level = "failure stored for replay", slog.LevelError
 	}
+	if c.releaseRefused {
+		outcome += " (release refused: a phase had committed)"
+	}
 	attrs := make([]slog.Attr, 0, 10)
 	attrs = append(attrs, slog.String("operation", c.op.ID), slog.String("scope", c.scope), slog.String("idempotency_key", c.key),
 		slog.String("phase", c.phase), slog.String("recovery_point", c.recovery), slog.Bool("resumed", c.resumed),
@@ -109,8 +112,9 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 			return nil, err
 		}
 	case declared:
-		e.log.WarnContext(ctx, "idem: release refused: a phase had committed; treating the failure as ambiguous",
-			"operation", c.op.ID, "recovery_point", c.recovery, "err", err)
+		// Logged with the failure (report): the phase asked for a release
+		// it cannot have.
+		c.releaseRefused = true
 	}
 	e.observe(ctx, Event{Kind: EventAmbiguous, Operation: c.op.ID})
 	failure := &Error{Kind: idemtype.KindFailed, Err: err}
