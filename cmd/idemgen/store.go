@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemmigrate"
+	"github.com/idemgen/idemgen/spec"
 )
 
 func init() {
@@ -58,6 +59,58 @@ func (d dbFlags) withEngine(f func(ctx context.Context, eng *idem.Engine) error)
 		return err
 	}
 	return f(ctx, eng)
+}
+
+// opFlags name the operation whose records a command reads: its key
+// namespace, the group of a grouped operation, which -spec maps an
+// operationId to.
+type opFlags struct {
+	name *string
+	spec *string
+}
+
+func addOpFlags(fs *flag.FlagSet) opFlags {
+	return opFlags{
+		name: fs.String("operation", "", "operationId (with -spec, that of a grouped operation too), or the group name of grouped operations"),
+		spec: fs.String("spec", "", "the OpenAPI document, to map an operationId to its x-idempotency group"),
+	}
+}
+
+// namespace is the key namespace -operation names: with -spec, the group of
+// the operation of that operationId, or the operationId; without, the name
+// as given (an operationId or a group).
+func (o opFlags) namespace() (string, error) {
+	if *o.spec == "" {
+		return *o.name, nil
+	}
+	doc, err := spec.Load(*o.spec)
+	if err != nil {
+		return "", err
+	}
+	for _, op := range doc.Idempotent() {
+		switch {
+		case op.OperationID == *o.name && op.Idempotency.Group != "":
+			return op.Idempotency.Group, nil
+		case op.OperationID == *o.name, op.Idempotency.Group == *o.name:
+			return *o.name, nil
+		}
+	}
+	return "", fmt.Errorf("%s has no operation %q with x-idempotency, nor a group of that name", *o.spec, *o.name)
+}
+
+// notFound is the error for a record that is not there, with what the
+// operator may have meant: when -operation is an operationId whose claimed
+// records sit under a group, that group.
+func (o opFlags) notFound(ctx context.Context, eng *idem.Engine, ns, scope, key string) error {
+	msg := fmt.Sprintf("no record for operation %q, scope %q, key %q (never used, released, or pruned)", ns, scope, key)
+	if *o.spec != "" {
+		return errors.New(msg)
+	}
+	groups, err := eng.NamespacesOf(ctx, *o.name)
+	if err == nil && len(groups) > 0 && groups[0] != *o.name {
+		return fmt.Errorf("%s; records of operation %s are under its group %q: name it, -operation %s, or pass -spec SPEC to map operationIds to groups", msg, *o.name, groups[0], groups[0])
+	}
+	return fmt.Errorf("%s; if %s is in an x-idempotency group, name the group, or pass -spec SPEC to map operationIds to groups", msg, *o.name)
 }
 
 func runMigrate(args []string, stdout, stderr io.Writer) error {
@@ -143,21 +196,25 @@ func runPrune(args []string, stdout, stderr io.Writer) error {
 func runInspect(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("inspect", stderr)
 	db := addDBFlags(fs)
-	ns := fs.String("operation", "", "operationId, or the group name for grouped operations (required)")
+	op := addOpFlags(fs)
 	scope := fs.String("scope", "", "scope value: the principal, the scope header's value, or empty for global")
 	key := fs.String("key", "", "the Idempotency-Key (required)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *ns == "" || *key == "" {
+	if *op.name == "" || *key == "" {
 		fmt.Fprintln(stderr, "idemgen inspect: -operation and -key are required")
 		fs.PrintDefaults()
 		return errUsage
 	}
+	ns, err := op.namespace()
+	if err != nil {
+		return err
+	}
 	return db.withEngine(func(ctx context.Context, eng *idem.Engine) error {
-		info, err := eng.Inspect(ctx, *ns, *scope, *key)
+		info, err := eng.Inspect(ctx, ns, *scope, *key)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("no record for operation %q, scope %q, key %q (never used, released, or pruned)", *ns, *scope, *key)
+			return op.notFound(ctx, eng, ns, *scope, *key)
 		}
 		if err != nil {
 			return err
@@ -171,10 +228,18 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 func runAbandoned(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("abandoned", stderr)
 	db := addDBFlags(fs)
+	op := addOpFlags(fs)
 	stuck := fs.Bool("stuck", false, "only records past their retention (never pruned: they wait for you)")
 	limit := fs.Int("limit", 100, "list at most this many, oldest lease first")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	ns := ""
+	if *op.name != "" {
+		var err error
+		if ns, err = op.namespace(); err != nil {
+			return err
+		}
 	}
 	return db.withEngine(func(ctx context.Context, eng *idem.Engine) error {
 		list, err := eng.Abandoned(ctx, *stuck, *limit)
@@ -182,12 +247,19 @@ func runAbandoned(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		enc := json.NewEncoder(stdout)
+		n := 0
 		for _, r := range list {
+			// -operation: that namespace's, or, without -spec, the
+			// claims of that operationId in any group.
+			if ns != "" && r.Namespace != ns && (*op.spec != "" || r.Operation != ns) {
+				continue
+			}
 			if err := enc.Encode(r); err != nil {
 				return err
 			}
+			n++
 		}
-		fmt.Fprintf(stderr, "%d abandoned claim(s)\n", len(list))
+		fmt.Fprintf(stderr, "%d abandoned claim(s)\n", n)
 		return nil
 	})
 }
@@ -195,7 +267,7 @@ func runAbandoned(args []string, stdout, stderr io.Writer) error {
 func runResolve(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("resolve", stderr)
 	db := addDBFlags(fs)
-	ns := fs.String("operation", "", "operationId, or the group name for grouped operations (required)")
+	op := addOpFlags(fs)
 	scope := fs.String("scope", "", "scope value: the principal, the scope header's value, or empty for global")
 	key := fs.String("key", "", "the Idempotency-Key (required)")
 	del := fs.Bool("delete", false, "delete the record: a retry then executes from the start, whatever the committed phases did")
@@ -204,29 +276,33 @@ func runResolve(args []string, stdout, stderr io.Writer) error {
 	detail := fs.String("detail", "", "with -complete: the problem's detail, shown to the client")
 	retention := fs.Duration("retention", 0, "with -complete: how long the answer is replayed (default: the operation's own retention, from now)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: idemgen resolve -operation OP [-scope S] -key K (-delete | -complete [-status N] [-detail TEXT])\n\n"+
+		fmt.Fprintln(stderr, "usage: idemgen resolve -operation OP [-spec SPEC] [-scope S] -key K (-delete | -complete [-status N] [-detail TEXT])\n\n"+
 			"Settles one abandoned claim (see 'idemgen abandoned'). Nothing happens without -delete or -complete.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *ns == "" || *key == "" || *del == *complete {
+	if *op.name == "" || *key == "" || *del == *complete {
 		fs.Usage()
 		return errUsage
 	}
+	ns, err := op.namespace()
+	if err != nil {
+		return err
+	}
 	return db.withEngine(func(ctx context.Context, eng *idem.Engine) error {
-		err := eng.Resolve(ctx, *ns, *scope, *key, idem.Resolution{Delete: *del, Status: *status, Detail: *detail, Retention: *retention})
+		err := eng.Resolve(ctx, ns, *scope, *key, idem.Resolution{Delete: *del, Status: *status, Detail: *detail, Retention: *retention})
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("no record for operation %q, scope %q, key %q", *ns, *scope, *key)
+			return op.notFound(ctx, eng, ns, *scope, *key)
 		}
 		if err != nil {
 			return err
 		}
 		if *del {
-			fmt.Fprintf(stdout, "deleted the record of %s key %q: the key is free\n", *ns, *key)
+			fmt.Fprintf(stdout, "deleted the record of %s key %q: the key is free\n", ns, *key)
 		} else {
-			fmt.Fprintf(stdout, "completed the record of %s key %q with a %d problem\n", *ns, *key, *status)
+			fmt.Fprintf(stdout, "completed the record of %s key %q with a %d problem\n", ns, *key, *status)
 		}
 		return nil
 	})

@@ -2,10 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/idemgen/idemgen/idemtest"
+	"github.com/idemgen/idemgen/runtime/idem"
 )
 
 func TestMain(m *testing.M) { idemtest.Main(m) }
@@ -43,6 +50,68 @@ func TestStoreCommands(t *testing.T) {
 	}
 	for _, s := range steps {
 		code, out, errs := runCLI(t, s.args...)
+		if code != s.code || !strings.Contains(out+errs, s.want) {
+			t.Errorf("idemgen %s: exit %d, output %q%q; want exit %d containing %q", strings.Join(s.args, " "), code, out, errs, s.code, s.want)
+		}
+	}
+}
+
+// TestOperatorCommandsTakeAnOperationID: inspect and resolve find a grouped
+// operation's records by its operationId with -spec, and without it say
+// which group to name.
+func TestOperatorCommandsTakeAnOperationID(t *testing.T) {
+	env := idemtest.New(t, idem.Options{})
+	ctx := context.Background()
+	op := &idem.Operation{ID: "PostCharges", Namespace: "charges"}
+	sum := sha256.Sum256([]byte("{}"))
+	req := idem.KeyedRequest{Scope: "acct", Key: "k", Fingerprint: sum[:]}
+	if _, err := idem.Run(ctx, env.Engine, op, req, []idem.Phase[struct{}]{{Name: "finish", Final: func(context.Context, pgx.Tx, *struct{}) (*idem.Response, error) {
+		return &idem.Response{Status: 201}, nil
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	// One left in progress: its claim committed, its execution gone.
+	held := req
+	held.Key = "held"
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		idem.Run(ctx, env.Engine, op, held, []idem.Phase[struct{}]{
+			{Name: "call", Foreign: func(context.Context, string, *struct{}) error { runtime.Goexit(); return nil }},
+			{Name: "finish", Final: func(context.Context, pgx.Tx, *struct{}) (*idem.Response, error) { return nil, nil }},
+		})
+	}()
+	<-done
+	if _, err := env.Pool.Exec(ctx, `UPDATE records SET lease_until = now() - interval '1 second' WHERE owner_token IS NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"api.yaml": `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /v1/charges:
+    post:
+      operationId: PostCharges
+      x-idempotency: {group: charges}
+      responses: {"201": {description: created}}
+`})
+	db := []string{"-database", idemtest.URL(t), "-schema", env.Schema}
+	for _, s := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"inspect", "-operation", "charges", "-scope", "acct", "-key", "k"}, 0, `"state": "completed"`},
+		{[]string{"inspect", "-operation", "PostCharges", "-scope", "acct", "-key", "k", "-spec", filepath.Join(dir, "api.yaml")}, 0, `"state": "completed"`},
+		{[]string{"inspect", "-operation", "PostCharges", "-scope", "acct", "-key", "k"}, 1, `records of operation PostCharges are under its group "charges": name it, -operation charges, or pass -spec`},
+		{[]string{"inspect", "-operation", "Nope", "-scope", "acct", "-key", "k"}, 1, `if Nope is in an x-idempotency group, name the group`},
+		{[]string{"inspect", "-operation", "Nope", "-key", "k", "-spec", filepath.Join(dir, "api.yaml")}, 1, `no operation "Nope" with x-idempotency`},
+		{[]string{"abandoned", "-operation", "PostCharges"}, 0, `"key":"held"`},
+		{[]string{"abandoned", "-operation", "PostCharges", "-spec", filepath.Join(dir, "api.yaml")}, 0, `"namespace":"charges"`},
+		{[]string{"abandoned", "-operation", "Other"}, 0, "0 abandoned claim(s)"},
+		{[]string{"resolve", "-operation", "PostCharges", "-scope", "acct", "-key", "held", "-delete", "-spec", filepath.Join(dir, "api.yaml")}, 0, `deleted the record of charges key "held"`},
+	} {
+		code, out, errs := runCLI(t, append(s.args, db...)...)
 		if code != s.code || !strings.Contains(out+errs, s.want) {
 			t.Errorf("idemgen %s: exit %d, output %q%q; want exit %d containing %q", strings.Join(s.args, " "), code, out, errs, s.code, s.want)
 		}

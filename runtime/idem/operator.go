@@ -119,3 +119,12 @@ func (e *Engine) Abandoned(ctx context.Context, stuckOnly bool, limit int) ([]*R
 	}
 	return rs, nil
 }
+
+// NamespacesOf returns the namespaces (groups) under which claimed records
+// of the operation operationID are kept, at most three: what an operator
+// who names a grouped operation by its operationId meant. Completed records
+// keep no operation, so it finds nothing for an operation whose records are
+// all complete; the spec says which group an operation is in.
+func (e *Engine) NamespacesOf(ctx context.Context, operationID string) ([]string, error) {
+	return e.store.namespacesOf(ctx, operationID)
+}

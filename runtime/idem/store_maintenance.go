@@ -96,6 +96,15 @@ func (s *store) pruneSkipping(ctx context.Context, batch int, from time.Time) (n
 	return n, next, n < int64(batch), nil
 }
 
+// namespacesOf lists the namespaces of op's claimed records (NamespacesOf).
+func (s *store) namespacesOf(ctx context.Context, op string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, s.q.NamespacesOf.sql, s.q.NamespacesOf.args(&operationParams{Operation: op})...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
 // countStuck counts the records Abandoned(ctx, true, ...) would list
 // (CountStuck).
 func (s *store) countStuck(ctx context.Context) (int64, error) {

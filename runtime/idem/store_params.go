@@ -34,6 +34,7 @@ type statements struct {
 	// operator.sql
 	Inspect             stmt[idParams]
 	Abandoned           stmt[abandonedParams]
+	NamespacesOf        stmt[operationParams]
 	AbandonedBackground stmt[abandonedBackgroundParams]
 	ResolveDelete       stmt[idParams]
 	ResolveComplete     stmt[resolveCompleteParams]
@@ -148,6 +149,10 @@ type pruneSkippingParams struct {
 
 type pruneRestParams struct {
 	Seconds float64 `db:"seconds"`
+}
+
+type operationParams struct {
+	Operation string `db:"operation"`
 }
 
 type abandonedParams struct {

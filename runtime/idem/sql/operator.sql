@@ -24,6 +24,14 @@ FROM {{schema}}.records
 WHERE owner_token IS NOT NULL AND lease_until <= now() AND (NOT @stuck_only OR expires_at <= now())
 ORDER BY lease_until LIMIT @limit;
 
+-- name: NamespacesOf :many
+-- The namespaces (groups) holding claimed records of @operation: how an
+-- operator who names an operationId learns its group. A completed record
+-- keeps no operation, so only claims tell.
+SELECT DISTINCT namespace FROM {{schema}}.records
+WHERE operation = @operation AND namespace IS NOT NULL
+ORDER BY namespace LIMIT 3;
+
 -- name: AbandonedBackground :many
 -- The completer's work: abandoned records of background operations
 -- (@operations) it has not given up on. attempts counts the claim and every

@@ -239,6 +239,12 @@ FROM idemgen.records
 WHERE owner_token IS NOT NULL AND lease_until <= now() AND (NOT $1 OR expires_at <= now())
 ORDER BY lease_until LIMIT $2;
 
+-- name: NamespacesOf :many
+-- $1: @operation
+SELECT DISTINCT namespace FROM idemgen.records
+WHERE operation = $1 AND namespace IS NOT NULL
+ORDER BY namespace LIMIT 3;
+
 -- name: AbandonedBackground :many
 -- $1: @operations
 -- $2: @max_attempts
