@@ -99,16 +99,17 @@ const DefaultSchema = idemmigrate.DefaultSchema
 
 // Engine runs idempotent executions. It is safe for concurrent use.
 type Engine struct {
-	pool     *pgxpool.Pool
-	opts     Options
-	obs      Observer
-	log      *slog.Logger
-	store    *store
-	resume   map[string]resumer // by operation ID, for the background completer
-	ops      []*Operation       // operations with a completer, in registration order
-	policies sync.Map           // *Operation -> Policy, validated, defaults applied
-	cache    *replayCache       // completed responses; nil when disabled
-	hooks    testHooks
+	pool      *pgxpool.Pool
+	opts      Options
+	obs       Observer
+	log       *slog.Logger
+	store     *store
+	resume    map[string]resumer // by operation ID, for the background completer
+	ops       []*Operation       // operations with a completer, in registration order
+	policies  sync.Map           // *Operation -> Policy, validated, defaults applied
+	cache     *replayCache       // completed responses; nil when disabled
+	durations durations          // how long executions take, per operation
+	hooks     testHooks
 }
 
 // New returns an engine on pool. The schema must have been migrated (see

@@ -208,7 +208,8 @@ type claim struct {
 	recovery string          // last committed phase, "" for none
 	state    json.RawMessage // state saved with the recovery point
 	resumed  bool
-	phase    string // the phase running, or the last one run
+	phase    string    // the phase running, or the last one run
+	began    time.Time // when the claim was asked for
 	// releaseRefused: the phase asked for a release after a phase had
 	// committed; the failure is treated as ambiguous.
 	releaseRefused bool
@@ -243,7 +244,7 @@ func newToken() [16]byte {
 // means. It returns a claim to execute, or an outcome (a replay), or an
 // error.
 func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode claimer, req KeyedRequest) (*claim, *Outcome, error) {
-	c := &claim{op: op, policy: p, ns: op.namespace(), scope: req.Scope, key: req.Key, token: newToken(), ctx: ctx,
+	c := &claim{op: op, policy: p, ns: op.namespace(), scope: req.Scope, key: req.Key, token: newToken(), ctx: ctx, began: time.Now(),
 		fingerprint: req.Fingerprint, derivation: CurrentKeyDerivation, mode: mode}
 	if ent := e.cache.get(cacheKey{c.ns, c.scope, c.key}); ent != nil {
 		// A completed record, answered from memory: it cannot have changed.
@@ -304,7 +305,7 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 			return nil, &Outcome{Response: resp, Replayed: true}, nil
 		case rec.live:
 			e.observe(ctx, Event{Kind: EventInFlight, Operation: op.ID})
-			return nil, nil, inFlight(rec.retryAfter, nil)
+			return nil, nil, inFlight(e.retryAfter(op, rec.retryAfter), nil)
 		}
 		var ok bool
 		err = againIfStale(func() (err error) {

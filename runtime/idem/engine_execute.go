@@ -73,8 +73,7 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 			e.hooks.run(e.hooks.afterEnd)
 			return nil, e.report(c, err, nil, err)
 		case resp != nil:
-			e.observe(ctx, Event{Kind: EventComplete, Operation: c.op.ID})
-			e.hooks.run(e.hooks.afterEnd)
+			e.completed(ctx, c)
 			return &Outcome{Response: resp, Resumed: c.resumed}, nil
 		}
 		if j > i {
@@ -117,8 +116,7 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 			return e.failed(c, committed, foreignTried, err)
 		}
 		if resp != nil {
-			e.observe(ctx, Event{Kind: EventComplete, Operation: c.op.ID})
-			e.hooks.run(e.hooks.afterEnd)
+			e.completed(ctx, c)
 			return &Outcome{Response: resp, Resumed: c.resumed}, nil
 		}
 		if !p.foreign() {
@@ -187,6 +185,16 @@ func runInClaimTx[S any](ctx context.Context, e *Engine, c *claim, phases []Phas
 		e.remember(c, resp, omitted, since)
 	}
 	return resp, nil
+}
+
+// completed notes that c's execution completed: its event, and, for one
+// that ran from its start, how long it took (for duplicates' Retry-After).
+func (e *Engine) completed(ctx context.Context, c *claim) {
+	e.observe(ctx, Event{Kind: EventComplete, Operation: c.op.ID})
+	if !c.resumed && !c.background {
+		e.durations.observe(c.op.ID, time.Since(c.began))
+	}
+	e.hooks.run(e.hooks.afterEnd)
 }
 
 // kindOf is the kind of err's *Error, or "".

@@ -166,3 +166,43 @@ func TestReplayReadsWithoutClaiming(t *testing.T) {
 		}
 	})
 }
+
+// TestDuplicateComesBackWhenLikelyDone: once an execution of the operation
+// has completed here, a duplicate that finds the key in flight is told to
+// retry after about that long, not after the whole lease.
+func TestDuplicateComesBackWhenLikelyDone(t *testing.T) {
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		slow := func(held chan<- struct{}, release <-chan struct{}) []idem.Phase[payState] {
+			return committedFirst([]idem.Phase[payState]{{Name: "finish", Final: func(context.Context, pgx.Tx, *payState) (*idem.Response, error) {
+				if held != nil {
+					close(held)
+				}
+				<-release
+				return created(`{}`), nil
+			}}})
+		}
+		open := make(chan struct{})
+		close(open)
+		if _, err := idem.Run(ctx, e.eng, payOp, request("t", "seed", "b"), slow(nil, open)); err != nil {
+			t.Fatal(err)
+		}
+		held, release, finished := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(finished)
+			idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), slow(held, release))
+		}()
+		<-held
+		_, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), slow(nil, open))
+		close(release)
+		<-finished
+		var perr *idem.Error
+		if !errors.As(err, &perr) || perr.Kind != idemtype.KindInFlight {
+			t.Fatalf("the duplicate: %v; want in-flight", err)
+		}
+		if perr.RetryAfter != idem.MinRetryAfter {
+			t.Errorf("Retry-After %v after an execution of a few milliseconds; want %v, not the lease", perr.RetryAfter, idem.MinRetryAfter)
+		}
+	})
+}

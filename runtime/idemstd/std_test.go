@@ -10,13 +10,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgen/idemgen/idemtest"
+	"github.com/idemgen/idemgen/internal/testshort"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 	"github.com/idemgen/idemgen/runtime/idemstd"
 	"github.com/idemgen/idemgen/runtime/idemtype"
@@ -93,4 +97,68 @@ func TestRequestLogAfterAFailedTakeover(t *testing.T) {
 	if line["status"] != 500.0 || line["resumed"] != true || line["failed_phase"] != "finish" {
 		t.Errorf("the takeover's request line: %v; want status 500, resumed, failed_phase finish", line)
 	}
+}
+
+// TestDuplicateWaitsAboutTheOperation measures what a client retrying a
+// duplicate waits: told Retry-After from the operation's recent executions
+// (3 s here), it retries when the first execution is about done and gets
+// its answer, instead of waiting out the 30 s lease. It logs the wait; the
+// header must be below the lease.
+func TestDuplicateWaitsAboutTheOperation(t *testing.T) {
+	testshort.Long(t)
+	env := idemtest.New(t, idem.Options{})
+	rt := &idemstd.Runtime{Engine: env.Engine}
+	spec := &idemstd.Spec{Operation: &idem.Operation{ID: "render"}, Key: idemhttp.KeyRule{Required: true}, Scope: idemtype.Scope{Kind: idemtype.ScopeGlobal}, Route: "/render"}
+	type state struct{}
+	h := idemstd.Middleware(rt, spec)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resp, err := idemstd.Execute(r.Context(), env.Engine, nil, []idem.Phase[state]{
+			{Name: "render", Foreign: func(context.Context, string, *state) error { time.Sleep(3 * time.Second); return nil }},
+			{Name: "finish", Final: func(context.Context, pgx.Tx, *state) (*idem.Response, error) {
+				return &idem.Response{Status: 201, Body: []byte(`{"done":true}`)}, nil
+			}},
+		})
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		idemstd.Writer(r.Context(), resp)(w)
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	client := idemclient.NewDoer(http.DefaultClient, idemclient.Policy{})
+	send := func(key string) (*http.Response, idemclient.Result) {
+		call := idemclient.NewCall(context.Background(), "", key)
+		req, _ := http.NewRequestWithContext(call.Context(), http.MethodPost, srv.URL+"/render", strings.NewReader("{}"))
+		call.SetKey(req.Context(), req)
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res, call.Result()
+	}
+	send("seed") // one execution, 3 s, for the engine to learn from
+	first := make(chan struct{})
+	go func() { defer close(first); send("k") }()
+	time.Sleep(200 * time.Millisecond)
+	// The duplicate's first answer, as it comes.
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/render", strings.NewReader("{}"))
+	req.Header.Set("Idempotency-Key", "k")
+	raw, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Body.Close()
+	after, _ := strconv.Atoi(raw.Header.Get("Retry-After"))
+	if raw.StatusCode != 409 || after < 1 || after >= 30 {
+		t.Fatalf("the duplicate: %d, Retry-After %q; want 409 with less than the 30 s lease", raw.StatusCode, raw.Header.Get("Retry-After"))
+	}
+	res, result := send("k")
+	<-first
+	if res.StatusCode != 201 || !result.Replayed {
+		t.Fatalf("the duplicate through the client: %d, %+v; want the first execution's answer", res.StatusCode, result)
+	}
+	t.Logf("a duplicate of a 3 s execution: Retry-After %ds; the client waited %v over %d attempts (the lease is 30 s)",
+		after, result.Waited.Round(100*time.Millisecond), result.Attempts)
 }
