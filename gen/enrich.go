@@ -162,7 +162,7 @@ func enrichOperation(op *spec.Operation, withKey bool, problem *openapi3.Schema)
 	} else if x.Key.Header != idemtype.DefaultKeyHeader {
 		missing = fmt.Sprintf("The idempotency key, the %s header, is missing or malformed, or the body cannot be fingerprinted.", x.Key.Header)
 	}
-	o.Responses = withResponses(o.Responses, refusals(x, missing), problem)
+	o.Responses = withResponses(o.Responses, refusals(x, missing, len(mediaTypes(op)) > 0), problem)
 	scope := map[idemtype.ScopeKind]string{
 		idemtype.ScopePrincipal: "the authenticated caller",
 		idemtype.ScopeGlobal:    "the whole service",
@@ -207,7 +207,7 @@ type refusal struct {
 // give an operation with policy x besides its own responses, by status:
 // each status once, its kinds as idemtype defines them. missing describes
 // the 400.
-func refusals(x *spec.Extension, missing string) []refusal {
+func refusals(x *spec.Extension, missing string, body bool) []refusal {
 	bad := []idemtype.ErrorKind{idemtype.KindMissingKey, idemtype.KindInvalidKey, idemtype.KindInvalidRequest}
 	var unauthorized []idemtype.ErrorKind
 	var why []string
@@ -227,6 +227,9 @@ func refusals(x *spec.Extension, missing string) []refusal {
 	out := []refusal{{kinds: bad, desc: missing}}
 	if len(unauthorized) > 0 {
 		out = append(out, refusal{kinds: unauthorized, desc: "Unauthorized for an idempotent request: " + strings.Join(why, "; ") + "; nothing was recorded."})
+	}
+	if body {
+		out = append(out, refusal{kinds: []idemtype.ErrorKind{idemtype.KindMediaType}, desc: "The request body's media type is not one this operation declares; nothing was recorded."})
 	}
 	return append(out,
 		refusal{kinds: []idemtype.ErrorKind{idemtype.KindInFlight}, desc: "A request with this key is still in progress; retry after Retry-After seconds.", retryAfter: true},

@@ -2,8 +2,10 @@ package gen
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -217,9 +219,20 @@ func renderSpecs(f *File, r *ir) {
 			field("Exclude", strs(x.Fingerprint.Exclude)),
 			field("Headers", strs(x.Fingerprint.Headers)),
 			field("MaxBodyBytes", lit(x.Request.MaxBodyBytes)),
+			field("MediaTypes", strs(mediaTypes(o.Spec))),
 		))
 		f.Line()
 	}
+}
+
+// mediaTypes are the media types of the operation's request body, in
+// order; nil when it declares none.
+func mediaTypes(op *spec.Operation) []string {
+	rb := op.Op.RequestBody
+	if rb == nil || rb.Value == nil || len(rb.Value.Content) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(rb.Value.Content))
 }
 
 // keyRule writes the operation's idemhttp.KeyRule: a header, or a pointer
@@ -395,7 +408,10 @@ func renderRegister(f *File, r *ir) {
 		Id("operations").Op(":=").Index().String().Custom(oneALine("{", "}"), operations...),
 		Id("middlewares").Op(":=").Qual(pkgIdemEcho, "OperationMiddlewares").Call(
 			Id("options").Dot("OperationMiddlewares"), Id("idempotency"), Id("options").Dot("ErrorHandler"), Id("operations")),
-		Id("RegisterHandlersWithOptions").Call(Id("router"), Id("NewStrictHandler").Call(Id("server"), Id("options").Dot("StrictMiddlewares")),
+		// bound, outermost, runs once the request bound: an error before it
+		// is the binder's, which the idempotency middleware answers 400.
+		Id("RegisterHandlersWithOptions").Call(Id("router"),
+			Id("NewStrictHandler").Call(Id("server"), Append(Qual("slices", "Clip").Call(Id("options").Dot("StrictMiddlewares")), Id("bound"))),
 			Id("RegisterHandlersOptions").Add(elements(
 				field("BaseURL", Id("options").Dot("BaseURL")),
 				field("OperationMiddlewares", Id("middlewares")),
@@ -404,6 +420,14 @@ func renderRegister(f *File, r *ir) {
 	)
 	f.Func().Id("RegisterWithOptions").Params(Id("router").Id("EchoRouter"), Id("plain").Id("PlainHandlers"), Id("phases").Id("Phases"),
 		Id("rt").Op("*").Qual(pkgIdemEcho, "Runtime"), Id("options").Id("RegisterOptions")).Error().Block(body...)
+	f.Line()
+	f.Add(doc(0, "bound is the outermost strict middleware: it tells the idempotency middleware that the request bound, so that an error returned before it (a form field that does not parse) is the binder's, answered 400, and not the service's."))
+	f.Func().Id("bound").Params(Id("f").Id("StrictHandlerFunc"), Id("operationID").String()).Id("StrictHandlerFunc").Block(
+		Return(Func().Params(Id("ctx").Qual(pkgEcho, "Context"), Id("request").Any()).Params(Any(), Error()).Block(
+			Qual(pkgIdemEcho, "Bound").Call(Id("ctx").Dot("Request").Call().Dot("Context").Call()),
+			Return(Id("f").Call(Id("ctx"), Id("request"))),
+		)),
+	)
 }
 
 // registerSetup writes what every RegisterWithOptions does before it

@@ -45,13 +45,13 @@ func checkBody(op *Operation, at func(field, format string, args ...any)) {
 		case jsonSchema == nil && formSchema == nil:
 			at(field, "%q cannot apply: the operation has no JSON or form request body", ptr)
 		case jsonSchema != nil && unresolved(jsonSchema, toks, "", 0) == "":
-		case formSchema != nil && len(toks) == 1 && resolves(formSchema, toks, 0):
+		case formSchema != nil && bracketed(toks) != "":
+			at(field, "%q names a form field with its brackets; in a form body a pointer's steps are the brackets: %s", ptr, bracketed(toks))
+		case formSchema != nil && unresolved(formSchema, toks, "", 0) == "":
 		case jsonSchema != nil:
 			at(field, "%q does not resolve against the request body schema: %s", ptr, unresolved(jsonSchema, toks, "", 0))
-		case len(toks) > 1:
-			at(field, "%q cannot apply to the form body: a form field has one level, so a pointer names a field by its one step (/%s)", ptr, toks[0])
 		default:
-			at(field, "%q does not resolve against the request body schema%s", ptr, propertyHint(formSchema))
+			at(field, "%q does not resolve against the form body's schema: %s (a pointer names a form field, /expand, and what nests under it: expand[], expand[N]; /metadata/k names metadata[k])", ptr, unresolved(formSchema, toks, "", 0))
 		}
 	}
 	if x.Key.Pointer != "" {
@@ -356,6 +356,9 @@ func unresolved(s *openapi3.Schema, toks []string, at string, depth int) string 
 			}
 		}
 	}
+	if s.Type != nil && len(s.Type.Slice()) > 0 && !s.Type.Includes(openapi3.TypeObject) && !s.Type.Includes(openapi3.TypeArray) {
+		return fmt.Sprintf("%s is %s %s: nothing is inside it for %q to name", orRoot(at), article(s.Type.Slice()[0]), s.Type.Slice()[0], toks[0])
+	}
 	next := at + "/" + idemtype.EscapePointerToken(toks[0])
 	if s.Items != nil {
 		if toks[0] == idemtype.EveryElement || isIndex(toks[0]) {
@@ -381,6 +384,23 @@ func unresolved(s *openapi3.Schema, toks []string, at string, depth int) string 
 		return why
 	}
 	return fmt.Sprintf("%s has no property %q%s", orRoot(at), toks[0], hintAt(at, s.Properties))
+}
+
+// bracketed returns, for pointer tokens that spell a form field's
+// brackets (/expand[] or /metadata[k]), the pointer that names it in a form
+// body and what it covers; "" for tokens without brackets.
+func bracketed(toks []string) string {
+	for _, t := range toks {
+		if strings.ContainsAny(t, "[]") {
+			steps := idemtype.FormSteps(strings.Join(toks, ""))
+			ptr := "/" + strings.Join(steps[:1], "/")
+			if len(steps) > 1 && steps[1] != "" {
+				ptr = "/" + strings.Join(steps, "/")
+			}
+			return fmt.Sprintf("write %s (in a form body /expand covers expand, expand[] and expand[N], and /metadata/k covers metadata[k])", ptr)
+		}
+	}
+	return ""
 }
 
 // isIndex reports whether tok is an array index: digits without a leading

@@ -127,6 +127,12 @@ func Middleware(rt *Runtime, spec *Spec) echo.MiddlewareFunc {
 			g := call.Guard(c.Request().Context(), res.Writer, rt.Engine)
 			res.Writer = g
 			err = next(c)
+			var he *echo.HTTPError
+			if err != nil && call.Unbound() && !errors.As(err, &he) {
+				// The strict server's binder failed (a form field that does
+				// not parse): the client's request, not the service.
+				err = echo.NewHTTPError(http.StatusBadRequest, "the request does not bind: "+err.Error()).SetInternal(err)
+			}
 			if err != nil {
 				// Render the error now, so the log line has the status sent.
 				c.Error(err)
@@ -142,6 +148,16 @@ func Middleware(rt *Runtime, spec *Spec) echo.MiddlewareFunc {
 			}
 			return err
 		}
+	}
+}
+
+// Bound tells the idempotency middleware of ctx's request that the strict
+// server bound it (see idemstd.Call.MarkBound); generated glue calls it from
+// its outermost strict middleware. An error the handler returns before it
+// is the binder's, answered 400.
+func Bound(ctx context.Context) {
+	if call := idemstd.CallFrom(ctx); call != nil {
+		call.MarkBound()
 	}
 }
 

@@ -416,3 +416,45 @@ func TestExcludeEveryElement(t *testing.T) {
 		checkCanonicalJSON(t, []byte(tc.body), tc.exclude)
 	}
 }
+
+// TestFormExclusionsCoverBrackets: in a form body, /expand covers expand,
+// expand[] and expand[N]; /metadata every metadata[...]; /metadata/trace_id
+// metadata[trace_id] alone, as form APIs name nested fields.
+func TestFormExclusionsCoverBrackets(t *testing.T) {
+	body := "amount=5&expand=a&expand[]=customer&expand[0]=invoice&metadata[k]=v&metadata[trace_id]=t1&metadata[a][b]=c&expanded=x"
+	for _, tc := range []struct {
+		exclude []string
+		want    string
+	}{
+		{[]string{"/expand"}, "amount=5&expanded=x&metadata%5Ba%5D%5Bb%5D=c&metadata%5Bk%5D=v&metadata%5Btrace_id%5D=t1"},
+		{[]string{"/metadata"}, "amount=5&expand=a&expand%5B0%5D=invoice&expand%5B%5D=customer&expanded=x"},
+		{[]string{"/metadata/trace_id"}, "amount=5&expand=a&expand%5B0%5D=invoice&expand%5B%5D=customer&expanded=x&metadata%5Ba%5D%5Bb%5D=c&metadata%5Bk%5D=v"},
+		{[]string{"/metadata/a"}, "amount=5&expand=a&expand%5B0%5D=invoice&expand%5B%5D=customer&expanded=x&metadata%5Bk%5D=v&metadata%5Btrace_id%5D=t1"},
+		{[]string{"/expand/*"}, "amount=5&expand=a&expanded=x&metadata%5Ba%5D%5Bb%5D=c&metadata%5Bk%5D=v&metadata%5Btrace_id%5D=t1"},
+	} {
+		got, err := CanonicalForm([]byte(body), tc.exclude)
+		if err != nil || string(got) != tc.want {
+			t.Errorf("CanonicalForm without %v:\n got %s, %v\nwant %s", tc.exclude, got, err, tc.want)
+		}
+		want, _ := refCanonicalForm([]byte(body), tc.exclude)
+		if string(got) != string(want) {
+			t.Errorf("CanonicalForm without %v differs from the reference:\n got %s\nwant %s", tc.exclude, got, want)
+		}
+	}
+}
+
+// FuzzCanonicalFormExclude compares the two implementations of a form
+// body's exclusions on any body and pointers (one a line).
+func FuzzCanonicalFormExclude(f *testing.F) {
+	f.Add([]byte("expand[]=a&expand[0]=b&metadata[k][j]=v&x=1"), "/expand\n/metadata/k")
+	f.Add([]byte("a]b[c]=1&a[b]]=2&[x]=3&a[=4&a[b]c=5"), "/a\n/a]b/c\n/*")
+	f.Fuzz(func(t *testing.T, body []byte, pointers string) {
+		var ex []string
+		if pointers != "" {
+			ex = strings.Split(pointers, "\n")
+		}
+		got, err := CanonicalForm(body, ex)
+		want, wantErr := refCanonicalForm(body, ex)
+		sameOutcome(t, "CanonicalForm("+strconv.Quote(string(body))+", "+strings.Join(ex, " ")+")", got, err, want, wantErr)
+	})
+}

@@ -241,8 +241,13 @@ func badBody(format string, args ...any) error {
 }
 
 // CanonicalForm returns a form body with its fields sorted by name (values
-// of one name keep their order) and the fields named by exclude (pointers of
-// one segment, e.g. /client_ts) removed.
+// of one name keep their order) and the fields named by exclude removed. A
+// form API nests fields by brackets (expand[], expand[0], metadata[k],
+// metadata[a][b]); a pointer names a field and everything nested under it:
+// /expand covers expand, expand[] and expand[N], /metadata every
+// metadata[...], /metadata/trace_id metadata[trace_id] (and what nests
+// under it), and * (idemtype.EveryElement) stands for any one step, so
+// /expand/* covers expand[] and expand[N] but not expand itself.
 func CanonicalForm(body []byte, exclude []string) ([]byte, error) {
 	v, err := url.ParseQuery(string(body))
 	if err != nil {
@@ -253,13 +258,39 @@ func CanonicalForm(body []byte, exclude []string) ([]byte, error) {
 			return nil, err
 		}
 	}
+	var ptrs [][]string
 	for _, p := range exclude {
-		toks, err := idemtype.ParsePointer(p)
-		if err == nil && len(toks) == 1 {
-			v.Del(toks[0])
+		if toks, err := idemtype.ParsePointer(p); err == nil {
+			ptrs = append(ptrs, toks)
+		}
+	}
+	if len(ptrs) > 0 {
+		for name := range v {
+			steps := idemtype.FormSteps(name)
+			for _, toks := range ptrs {
+				if coversForm(toks, steps) {
+					delete(v, name)
+					break
+				}
+			}
 		}
 	}
 	return appendQuery([]byte{}, v), nil
+}
+
+// coversForm reports whether a pointer's tokens name a form field of these
+// steps or one nested under it: they are a prefix of the steps, * standing
+// for any one.
+func coversForm(toks, steps []string) bool {
+	if len(toks) > len(steps) {
+		return false
+	}
+	for i, t := range toks {
+		if t != steps[i] && t != idemtype.EveryElement {
+			return false
+		}
+	}
+	return true
 }
 
 // CanonicalJSON parses body and writes it back with object members sorted

@@ -113,11 +113,40 @@ func refCanonicalForm(body []byte, exclude []string) ([]byte, error) {
 	}
 	for _, p := range exclude {
 		toks, err := refParsePointer(p)
-		if err == nil && len(toks) == 1 {
-			v.Del(toks[0])
+		if err != nil {
+			continue
+		}
+		for name := range v {
+			if refCoversForm(toks, name) {
+				v.Del(name)
+			}
 		}
 	}
 	return []byte(v.Encode()), nil
+}
+
+// refCoversForm reports whether toks name the form field name or a field
+// nested under it: name is toks[0], then "[toks[1]]" and so on (any one
+// bracketed step for a * token), then anything bracketed.
+var refFormName = regexp.MustCompile(`^([^\[\]]+)((?:\[[^\[\]]*\])*)$`)
+
+func refCoversForm(toks []string, name string) bool {
+	steps := []string{name}
+	if m := refFormName.FindStringSubmatch(name); m != nil && m[2] != "" {
+		steps = []string{m[1]}
+		for _, s := range strings.Split(strings.TrimSuffix(strings.TrimPrefix(m[2], "["), "]"), "][") {
+			steps = append(steps, s)
+		}
+	}
+	if len(toks) > len(steps) {
+		return false
+	}
+	for i := range toks {
+		if toks[i] != "*" && toks[i] != steps[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // refCanonicalJSON parses body and writes it back with object members sorted

@@ -18,8 +18,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -42,8 +44,13 @@ type Spec struct {
 	// Headers lists request headers that are part of the fingerprint.
 	Headers []string
 	// MaxBodyBytes limits this operation's request body (the extension's
-	// request.max-body-bytes); 0 leaves it to Options.MaxBodyBytes.
+	// request.maxBodyBytes); 0 leaves it to Options.MaxBodyBytes.
 	MaxBodyBytes int64
+	// MediaTypes are the media types the operation's request body may have
+	// (the spec's requestBody content, wildcards such as application/*
+	// included); a body of another is the unsupported-media-type problem
+	// (415) before anything is claimed. Empty: any.
+	MediaTypes []string
 }
 
 // Call is an idempotent request in flight. An adapter's middleware puts it
@@ -63,6 +70,8 @@ type Call struct {
 	problem *idemtype.Error
 	// executed is set once Execute runs: from then on the engine answers.
 	executed bool
+	// bound is set once the strict server bound the request (MarkBound).
+	bound bool
 
 	// The request's context, body and response writer as the middleware
 	// hands them on, allocated with the call.
@@ -134,6 +143,15 @@ func (w *Guard) Status() int { return w.status }
 // Unwrap lets http.ResponseController reach the writer beneath.
 func (w *Guard) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// MarkBound records that the framework bound the request (its body
+// decoded into the operation's type): an error before it is the binder's.
+// Generated glue calls it from its outermost strict middleware.
+func (c *Call) MarkBound() { c.bound = true }
+
+// Unbound reports whether the request is a keyed one that failed before the
+// framework bound it: neither MarkBound nor Execute ran.
+func (c *Call) Unbound() bool { return !c.bound && !c.executed }
+
 // Problem is the refusal Execute answered the call with (a key in flight,
 // reused with another request, ...), or nil.
 func (c *Call) Problem() *idemtype.Error { return c.problem }
@@ -197,6 +215,22 @@ type Route struct {
 	Principal func() (string, error)
 }
 
+// accepts reports whether a body of media type contentType (a
+// Content-Type header) is one of types, which may hold type/* and */*.
+func accepts(types []string, contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	for _, t := range types {
+		t = strings.ToLower(strings.TrimSpace(strings.SplitN(t, ";", 2)[0]))
+		if t == mt || t == "*/*" || strings.HasSuffix(t, "/*") && strings.HasPrefix(mt, strings.TrimSuffix(t, "*")) {
+			return true
+		}
+	}
+	return false
+}
+
 // BodyError is a request body Prepare could not read: its Status is 400.
 // An adapter renders it its framework's way. (A body over the limit is a
 // refusal, an *idemtype.Error of kind request-too-large: a 413 problem.)
@@ -247,6 +281,10 @@ func Prepare(r *http.Request, o *Options, spec *Spec, route Route) (*Call, error
 	}
 	if int64(len(body)) > limit {
 		return call, &idemtype.Error{Kind: idemtype.KindTooLarge, Detail: fmt.Sprintf("the request body exceeds the %d bytes this operation accepts", limit)}
+	}
+	if len(body) > 0 && len(spec.MediaTypes) > 0 && !accepts(spec.MediaTypes, r.Header.Get("Content-Type")) {
+		return call, &idemtype.Error{Kind: idemtype.KindMediaType, Detail: fmt.Sprintf("the body is %q; this operation accepts %s",
+			r.Header.Get("Content-Type"), strings.Join(spec.MediaTypes, ", "))}
 	}
 	call.body.Reset(body)
 	r.Body = &call.body

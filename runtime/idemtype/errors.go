@@ -8,18 +8,19 @@ type ErrorKind string
 
 // The protocol errors. Their string values appear in problem type URIs.
 const (
-	KindMissingKey     ErrorKind = "missing-key"         // 400: the operation requires a key and none was sent
-	KindInvalidKey     ErrorKind = "invalid-key"         // 400: empty, too long, bad characters, bad format, or repeated header
-	KindInvalidRequest ErrorKind = "invalid-request"     // 400: the body cannot be fingerprinted (malformed JSON, too deep, duplicate names)
-	KindMissingScope   ErrorKind = "missing-scope"       // 401: no principal (or scope header) to scope the key to
-	KindInvalidScope   ErrorKind = "invalid-scope"       // 400: the principal or scope header is not valid UTF-8 or is too long
-	KindMismatch       ErrorKind = "key-reused"          // 422: same key, different request
-	KindInFlight       ErrorKind = "in-flight"           // 409: another execution holds the key
-	KindNotImplemented ErrorKind = "not-implemented"     // 501: a phase is still the generated stub
-	KindFailed         ErrorKind = "failed"              // 500: an execution failed after it may have had effects
-	KindUnavailable    ErrorKind = "unavailable"         // 503: the store could not be reached (nothing was claimed), or a commit's outcome is unknown
-	KindNotStored      ErrorKind = "response-not-stored" // 410: the request completed, but its body was too large to store for replay
-	KindTooLarge       ErrorKind = "request-too-large"   // 413: the request body exceeds the operation's limit; nothing was claimed
+	KindMissingKey     ErrorKind = "missing-key"            // 400: the operation requires a key and none was sent
+	KindInvalidKey     ErrorKind = "invalid-key"            // 400: empty, too long, bad characters, bad format, or repeated header
+	KindInvalidRequest ErrorKind = "invalid-request"        // 400: the body cannot be fingerprinted (malformed JSON, too deep, duplicate names)
+	KindMissingScope   ErrorKind = "missing-scope"          // 401: no principal (or scope header) to scope the key to
+	KindInvalidScope   ErrorKind = "invalid-scope"          // 400: the principal or scope header is not valid UTF-8 or is too long
+	KindMismatch       ErrorKind = "key-reused"             // 422: same key, different request
+	KindInFlight       ErrorKind = "in-flight"              // 409: another execution holds the key
+	KindNotImplemented ErrorKind = "not-implemented"        // 501: a phase is still the generated stub
+	KindFailed         ErrorKind = "failed"                 // 500: an execution failed after it may have had effects
+	KindUnavailable    ErrorKind = "unavailable"            // 503: the store could not be reached (nothing was claimed), or a commit's outcome is unknown
+	KindNotStored      ErrorKind = "response-not-stored"    // 410: the request completed, but its body was too large to store for replay
+	KindTooLarge       ErrorKind = "request-too-large"      // 413: the request body exceeds the operation's limit; nothing was claimed
+	KindMediaType      ErrorKind = "unsupported-media-type" // 415: the body's media type is not one the operation declares; nothing was claimed
 	// KindInvalidSignature (401): a signed sender's signature is missing,
 	// malformed, outside its time tolerance or wrong (see runtime/idemsig).
 	KindInvalidSignature ErrorKind = "invalid-signature"
@@ -46,6 +47,7 @@ var kindStatus = map[ErrorKind]int{
 	KindUnavailable:    503,
 	KindNotStored:      410,
 	KindTooLarge:       413,
+	KindMediaType:      415,
 
 	KindInvalidSignature: 401,
 }
@@ -63,6 +65,7 @@ var kindTitle = map[ErrorKind]string{
 	KindUnavailable:    "The idempotency store is unavailable; retry with the same Idempotency-Key",
 	KindNotStored:      "The request completed, but its response was too large to store for replay",
 	KindTooLarge:       "The request body is larger than this operation accepts",
+	KindMediaType:      "The request body's media type is not one this operation accepts",
 
 	KindInvalidSignature: "The request's signature is missing or invalid",
 }

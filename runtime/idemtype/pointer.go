@@ -87,3 +87,27 @@ func PointerTokenIs(tok string, name []byte) bool {
 	}
 	return j == len(name)
 }
+
+// FormSteps splits a form field's name the way form APIs nest fields:
+// "expand[]" is [expand, ""], "metadata[a][b]" is [metadata, a, b]. A name
+// not of that shape (no bracket, or brackets that do not close in order) is
+// its one step.
+func FormSteps(name string) []string {
+	i := strings.IndexByte(name, '[')
+	if i <= 0 || !strings.HasSuffix(name, "]") || strings.IndexByte(name[:i], ']') >= 0 {
+		return []string{name}
+	}
+	steps := []string{name[:i]}
+	for rest := name[i:]; rest != ""; {
+		if rest[0] != '[' {
+			return []string{name}
+		}
+		j := strings.IndexByte(rest, ']')
+		if j < 0 || strings.IndexByte(rest[1:j], '[') >= 0 {
+			return []string{name}
+		}
+		steps = append(steps, rest[1:j])
+		rest = rest[j+1:]
+	}
+	return steps
+}

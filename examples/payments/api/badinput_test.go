@@ -117,7 +117,7 @@ func TestBadInput(t *testing.T) {
 		{"malformed JSON", hdrs("k-malformed"), `{"amount":`, 400, "urn:idemgen:problem:invalid-request"},
 		{"duplicate member", hdrs("k-dup"), `{"amount":1,"amount":2,"currency":"EUR","customer":"a"}`, 400, "urn:idemgen:problem:invalid-request"},
 		{"deeply nested JSON", hdrs("k-nested"), nested, 400, "urn:idemgen:problem:invalid-request"},
-		{"wrong content type", [][2]string{{"Authorization", "Bearer acct_a"}, {"Content-Type", "text/plain"}, {"Idempotency-Key", "k-ctype"}}, payment, 415, "about:blank"},
+		{"wrong content type", [][2]string{{"Authorization", "Bearer acct_a"}, {"Content-Type", "text/plain"}, {"Idempotency-Key", "k-ctype"}}, payment, 415, "urn:idemgen:problem:unsupported-media-type"},
 		{"unknown field", hdrs("k-unknown"), `{"amount":1000,"currency":"EUR","customer":"a","tip":5}`, 400, "about:blank"},
 		{"wrong type", hdrs("k-type"), `{"amount":"1000","currency":"EUR","customer":"a"}`, 400, "about:blank"},
 		{"invalid values (released by the phase)", hdrs("k-invalid"), `{"amount":-5,"currency":"EURO","customer":""}`, 400, "about:blank"},

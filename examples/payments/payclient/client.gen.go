@@ -926,6 +926,8 @@ type CreatePaymentResponse struct {
 	ApplicationproblemJSON410 *IdempotencyProblem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *IdempotencyProblem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *IdempotencyProblem
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *IdempotencyProblem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -973,6 +975,11 @@ func (r CreatePaymentResponse) GetApplicationproblemJSON410() *IdempotencyProble
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r CreatePaymentResponse) GetApplicationproblemJSON413() *IdempotencyProblem {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreatePaymentResponse) GetApplicationproblemJSON415() *IdempotencyProblem {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -1089,6 +1096,8 @@ type CreateRefundResponse struct {
 	ApplicationproblemJSON410 *IdempotencyProblem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *IdempotencyProblem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *IdempotencyProblem
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *IdempotencyProblem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -1132,6 +1141,11 @@ func (r CreateRefundResponse) GetApplicationproblemJSON410() *IdempotencyProblem
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r CreateRefundResponse) GetApplicationproblemJSON413() *IdempotencyProblem {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateRefundResponse) GetApplicationproblemJSON415() *IdempotencyProblem {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -1203,6 +1217,8 @@ type ReceiveCardnetEventResponse struct {
 	ApplicationproblemJSON410 *IdempotencyProblem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *IdempotencyProblem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *IdempotencyProblem
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *IdempotencyProblem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -1243,6 +1259,11 @@ func (r ReceiveCardnetEventResponse) GetApplicationproblemJSON410() *Idempotency
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r ReceiveCardnetEventResponse) GetApplicationproblemJSON413() *IdempotencyProblem {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r ReceiveCardnetEventResponse) GetApplicationproblemJSON415() *IdempotencyProblem {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -1516,6 +1537,13 @@ func ParseCreatePaymentResponse(rsp *http.Response) (*CreatePaymentResponse, err
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest IdempotencyProblem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -1671,6 +1699,13 @@ func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest IdempotencyProblem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -1765,6 +1800,13 @@ func ParseReceiveCardnetEventResponse(rsp *http.Response) (*ReceiveCardnetEventR
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest IdempotencyProblem

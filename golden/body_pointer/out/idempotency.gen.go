@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -73,8 +74,9 @@ var receiveAcmeEventIdempotency = &idemecho.Spec{
 		MaxLength: 64,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope: idemtype.Scope{Kind: idemtype.ScopeSender, Name: "acme"},
-	Route: "/webhooks/acme",
+	Scope:      idemtype.Scope{Kind: idemtype.ScopeSender, Name: "acme"},
+	Route:      "/webhooks/acme",
+	MediaTypes: []string{"application/json"},
 }
 
 // postLedgerEntryIdempotency is the x-idempotency of postLedgerEntry (POST /ledger/entries), as the
@@ -97,8 +99,9 @@ var postLedgerEntryIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope: idemtype.Scope{Kind: idemtype.ScopeGlobal},
-	Route: "/ledger/entries",
+	Scope:      idemtype.Scope{Kind: idemtype.ScopeGlobal},
+	Route:      "/ledger/entries",
+	MediaTypes: []string{"application/json"},
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the
@@ -250,9 +253,19 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		"postLedgerEntry",
 	}
 	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
-	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
+	RegisterHandlersWithOptions(router, NewStrictHandler(server, append(slices.Clip(options.StrictMiddlewares), bound)), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,
 	})
 	return nil
+}
+
+// bound is the outermost strict middleware: it tells the idempotency middleware that the request
+// bound, so that an error returned before it (a form field that does not parse) is the binder's,
+// answered 400, and not the service's.
+func bound(f StrictHandlerFunc, operationID string) StrictHandlerFunc {
+	return func(ctx echo.Context, request any) (any, error) {
+		idemecho.Bound(ctx.Request().Context())
+		return f(ctx, request)
+	}
 }

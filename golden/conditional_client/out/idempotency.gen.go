@@ -67,8 +67,9 @@ var createNoteIdempotency = &idemstd.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal},
-	Route: "/notes",
+	Scope:      idemtype.Scope{Kind: idemtype.ScopePrincipal},
+	Route:      "/notes",
+	MediaTypes: []string{"application/json"},
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -58,8 +59,9 @@ var createRefundIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal},
-	Route: "/refunds",
+	Scope:      idemtype.Scope{Kind: idemtype.ScopePrincipal},
+	Route:      "/refunds",
+	MediaTypes: []string{"application/json"},
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the
@@ -165,9 +167,19 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		"createRefund",
 	}
 	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
-	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
+	RegisterHandlersWithOptions(router, NewStrictHandler(server, append(slices.Clip(options.StrictMiddlewares), bound)), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,
 	})
 	return nil
+}
+
+// bound is the outermost strict middleware: it tells the idempotency middleware that the request
+// bound, so that an error returned before it (a form field that does not parse) is the binder's,
+// answered 400, and not the service's.
+func bound(f StrictHandlerFunc, operationID string) StrictHandlerFunc {
+	return func(ctx echo.Context, request any) (any, error) {
+		idemecho.Bound(ctx.Request().Context())
+		return f(ctx, request)
+	}
 }

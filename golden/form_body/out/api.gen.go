@@ -14,9 +14,12 @@ import (
 
 // SubscribeFormdataBody defines parameters for Subscribe.
 type SubscribeFormdataBody struct {
-	CsrfToken *string `form:"csrf_token,omitempty" json:"csrf_token,omitempty"`
-	Email     string  `form:"email" json:"email"`
-	Plan      *string `form:"plan,omitempty" json:"plan,omitempty"`
+	CsrfToken *string            `form:"csrf_token,omitempty" json:"csrf_token,omitempty"`
+	Email     string             `form:"email" json:"email"`
+	Expand    *[]string          `form:"expand,omitempty" json:"expand,omitempty"`
+	Metadata  *map[string]string `form:"metadata,omitempty" json:"metadata,omitempty"`
+	Plan      *string            `form:"plan,omitempty" json:"plan,omitempty"`
+	Seats     *int               `form:"seats,omitempty" json:"seats,omitempty"`
 }
 
 // SubscribeFormdataRequestBody defines body for Subscribe for application/x-www-form-urlencoded ContentType.

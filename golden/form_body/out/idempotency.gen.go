@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -58,9 +59,10 @@ var subscribeIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope:   idemtype.Scope{Kind: idemtype.ScopeGlobal},
-	Route:   "/subscriptions",
-	Exclude: []string{"/csrf_token"},
+	Scope:      idemtype.Scope{Kind: idemtype.ScopeGlobal},
+	Route:      "/subscriptions",
+	Exclude:    []string{"/csrf_token", "/expand", "/metadata/trace_id"},
+	MediaTypes: []string{"application/x-www-form-urlencoded"},
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the
@@ -163,9 +165,19 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		"subscribe",
 	}
 	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
-	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
+	RegisterHandlersWithOptions(router, NewStrictHandler(server, append(slices.Clip(options.StrictMiddlewares), bound)), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,
 	})
 	return nil
+}
+
+// bound is the outermost strict middleware: it tells the idempotency middleware that the request
+// bound, so that an error returned before it (a form field that does not parse) is the binder's,
+// answered 400, and not the service's.
+func bound(f StrictHandlerFunc, operationID string) StrictHandlerFunc {
+	return func(ctx echo.Context, request any) (any, error) {
+		idemecho.Bound(ctx.Request().Context())
+		return f(ctx, request)
+	}
 }

@@ -70,8 +70,9 @@ var createDepositIdempotency = &idemstd.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope: idemtype.Scope{Kind: idemtype.ScopeHeader, Name: "X-Tenant"},
-	Route: "/accounts/{account-id}/deposits",
+	Scope:      idemtype.Scope{Kind: idemtype.ScopeHeader, Name: "X-Tenant"},
+	Route:      "/accounts/{account-id}/deposits",
+	MediaTypes: []string{"application/json"},
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the

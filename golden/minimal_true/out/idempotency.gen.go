@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -57,8 +58,9 @@ var startJobIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal},
-	Route: "/jobs",
+	Scope:      idemtype.Scope{Kind: idemtype.ScopePrincipal},
+	Route:      "/jobs",
+	MediaTypes: []string{"application/json"},
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the
@@ -164,9 +166,19 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		"startJob",
 	}
 	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
-	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
+	RegisterHandlersWithOptions(router, NewStrictHandler(server, append(slices.Clip(options.StrictMiddlewares), bound)), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,
 	})
 	return nil
+}
+
+// bound is the outermost strict middleware: it tells the idempotency middleware that the request
+// bound, so that an error returned before it (a form field that does not parse) is the binder's,
+// answered 400, and not the service's.
+func bound(f StrictHandlerFunc, operationID string) StrictHandlerFunc {
+	return func(ctx echo.Context, request any) (any, error) {
+		idemecho.Bound(ctx.Request().Context())
+		return f(ctx, request)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -69,8 +70,9 @@ var createJobIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope: idemtype.Scope{Kind: idemtype.ScopePath, Name: "tenant"},
-	Route: "/v1/tenants/{tenant}/jobs",
+	Scope:      idemtype.Scope{Kind: idemtype.ScopePath, Name: "tenant"},
+	Route:      "/v1/tenants/{tenant}/jobs",
+	MediaTypes: []string{"application/json"},
 }
 
 // createBatchIdempotency is the x-idempotency of createBatch (POST /v1/tenants/{tenant}/batches),
@@ -93,8 +95,9 @@ var createBatchIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope: idemtype.Scope{Kind: idemtype.ScopePath, Name: "tenant", Principal: true},
-	Route: "/v1/tenants/{tenant}/batches",
+	Scope:      idemtype.Scope{Kind: idemtype.ScopePath, Name: "tenant", Principal: true},
+	Route:      "/v1/tenants/{tenant}/batches",
+	MediaTypes: []string{"application/json"},
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the
@@ -243,9 +246,19 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		"createBatch",
 	}
 	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)
-	RegisterHandlersWithOptions(router, NewStrictHandler(server, options.StrictMiddlewares), RegisterHandlersOptions{
+	RegisterHandlersWithOptions(router, NewStrictHandler(server, append(slices.Clip(options.StrictMiddlewares), bound)), RegisterHandlersOptions{
 		BaseURL:              options.BaseURL,
 		OperationMiddlewares: middlewares,
 	})
 	return nil
+}
+
+// bound is the outermost strict middleware: it tells the idempotency middleware that the request
+// bound, so that an error returned before it (a form field that does not parse) is the binder's,
+// answered 400, and not the service's.
+func bound(f StrictHandlerFunc, operationID string) StrictHandlerFunc {
+	return func(ctx echo.Context, request any) (any, error) {
+		idemecho.Bound(ctx.Request().Context())
+		return f(ctx, request)
+	}
 }

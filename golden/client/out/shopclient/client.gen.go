@@ -640,6 +640,8 @@ type CreateOrderResponse struct {
 	ApplicationproblemJSON410 *IdempotencyProblem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *IdempotencyProblem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *IdempotencyProblem
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *IdempotencyProblem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -680,6 +682,11 @@ func (r CreateOrderResponse) GetApplicationproblemJSON410() *IdempotencyProblem 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r CreateOrderResponse) GetApplicationproblemJSON413() *IdempotencyProblem {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateOrderResponse) GetApplicationproblemJSON415() *IdempotencyProblem {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -853,6 +860,8 @@ type RefundOrderResponse struct {
 	ApplicationproblemJSON410 *IdempotencyProblem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *IdempotencyProblem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *IdempotencyProblem
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *IdempotencyProblem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -888,6 +897,11 @@ func (r RefundOrderResponse) GetApplicationproblemJSON410() *IdempotencyProblem 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r RefundOrderResponse) GetApplicationproblemJSON413() *IdempotencyProblem {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RefundOrderResponse) GetApplicationproblemJSON415() *IdempotencyProblem {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -1099,6 +1113,13 @@ func ParseCreateOrderResponse(rsp *http.Response) (*CreateOrderResponse, error) 
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest IdempotencyProblem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -1300,6 +1321,13 @@ func ParseRefundOrderResponse(rsp *http.Response) (*RefundOrderResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest IdempotencyProblem

@@ -489,6 +489,8 @@ type CreateNoteResponse struct {
 	ApplicationproblemJSON410 *IdempotencyProblem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *IdempotencyProblem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *IdempotencyProblem
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *IdempotencyProblem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -524,6 +526,11 @@ func (r CreateNoteResponse) GetApplicationproblemJSON410() *IdempotencyProblem {
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r CreateNoteResponse) GetApplicationproblemJSON413() *IdempotencyProblem {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateNoteResponse) GetApplicationproblemJSON415() *IdempotencyProblem {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -766,6 +773,13 @@ func ParseCreateNoteResponse(rsp *http.Response) (*CreateNoteResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest IdempotencyProblem

@@ -384,6 +384,8 @@ type CreateDepositResponse struct {
 	ApplicationproblemJSON410 *IdempotencyProblem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *IdempotencyProblem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *IdempotencyProblem
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *IdempotencyProblem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -426,6 +428,11 @@ func (r CreateDepositResponse) GetApplicationproblemJSON410() *IdempotencyProble
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r CreateDepositResponse) GetApplicationproblemJSON413() *IdempotencyProblem {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateDepositResponse) GetApplicationproblemJSON415() *IdempotencyProblem {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -594,6 +601,13 @@ func ParseCreateDepositResponse(rsp *http.Response) (*CreateDepositResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest IdempotencyProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest IdempotencyProblem
