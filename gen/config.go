@@ -6,14 +6,18 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // Config says what to generate: oapi-codegen's configuration, read from
@@ -67,6 +71,20 @@ type Settings struct {
 	Templates string `yaml:"templates,omitempty"`
 	// NoScaffold skips the user-owned phase scaffolds.
 	NoScaffold bool `yaml:"no-scaffold,omitempty"`
+	// RefusalSchema, when set, names the schema of the spec's components
+	// that is the API's own error object: the enriched spec and the client
+	// document the refusals (missing key, reused key, in flight, ...) with it,
+	// as RefusalMediaType, instead of problem+json's IdempotencyProblem. The
+	// service renders them so with idem.Options.Refusals
+	// (idem.JSONRefusals).
+	RefusalSchema string `yaml:"refusal-schema,omitempty"`
+	// RefusalMediaType is the refusals' media type with RefusalSchema;
+	// default application/json.
+	RefusalMediaType string `yaml:"refusal-media-type,omitempty"`
+	// RefusalStatuses give refusal kinds other statuses (key-reused: 400),
+	// in the enriched spec and the client, and in the RefusalStatuses the
+	// glue declares for idem.JSONRefusals.
+	RefusalStatuses map[string]int `yaml:"refusal-statuses,omitempty"`
 }
 
 // DefaultOutput is oapi-codegen's output file when neither the config nor
@@ -227,7 +245,28 @@ func (c *Config) Complete() error {
 	if !packageName.MatchString(c.Codegen.PackageName) {
 		return fmt.Errorf("package name %q is not a valid Go package name", c.Codegen.PackageName)
 	}
+	for _, kind := range slices.Sorted(maps.Keys(c.RefusalStatuses)) {
+		status := c.RefusalStatuses[kind]
+		if !slices.Contains(idemtype.ErrorKinds(), idemtype.ErrorKind(kind)) {
+			return fmt.Errorf("idemgen.refusal-statuses: %q is not a refusal kind; the kinds are %s", kind, kindList())
+		}
+		if status < 400 || status > 599 {
+			return fmt.Errorf("idemgen.refusal-statuses: %s: %d is not a 4xx or 5xx status", kind, status)
+		}
+	}
+	if c.RefusalMediaType != "" && c.RefusalSchema == "" {
+		return errors.New("idemgen.refusal-media-type needs refusal-schema, the schema of the refusals in that media type")
+	}
 	return nil
+}
+
+// kindList is the refusal kinds, comma-separated.
+func kindList() string {
+	var names []string
+	for _, k := range idemtype.ErrorKinds() {
+		names = append(names, string(k))
+	}
+	return strings.Join(names, ", ")
 }
 
 var packageName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)

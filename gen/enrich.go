@@ -2,6 +2,7 @@ package gen
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -29,8 +30,11 @@ const problemSchema = "IdempotencyProblem"
 // goes into copies of the objects on the way from the root to each change,
 // the rest is shared. doc must not have been through oapi-codegen, which
 // prunes unused components from the document it generates from.
-func Enrich(doc *spec.Document, outName string) ([]byte, error) {
-	t := enrichedDoc(doc, true)
+func Enrich(doc *spec.Document, outName string, s Settings) ([]byte, error) {
+	t, err := enrichedDoc(doc, true, s)
+	if err != nil {
+		return nil, err
+	}
 	out, err := json.MarshalIndent(t, "", "  ")
 	if err != nil {
 		return nil, err
@@ -52,10 +56,28 @@ func Enrich(doc *spec.Document, outName string) ([]byte, error) {
 	return buf.Bytes(), enc.Close()
 }
 
+// refusalFormat is how refusal responses are documented: their schema (a ref
+// into components, and its value, resolved for oapi-codegen), media type and
+// status per kind.
+type refusalFormat struct {
+	ref       string
+	schema    *openapi3.Schema
+	mediaType string
+	statuses  map[idemtype.ErrorKind]int
+}
+
+func (f refusalFormat) status(k idemtype.ErrorKind) int {
+	if s, ok := f.statuses[k]; ok {
+		return s
+	}
+	return k.Status()
+}
+
 // enrichedDoc is the document Enrich writes: withKey adds the key header
 // parameter too, which the client's document leaves out (its wrapper sends
-// the key; a parameter would change oapi-codegen's method signatures).
-func enrichedDoc(doc *spec.Document, withKey bool) *openapi3.T {
+// the key; a parameter would change oapi-codegen's method signatures). The
+// refusals are documented as s says (Settings.RefusalSchema...).
+func enrichedDoc(doc *spec.Document, withKey bool, s Settings) (*openapi3.T, error) {
 	src := doc.OpenAPI
 	t := *src
 	if src.Components == nil {
@@ -64,7 +86,17 @@ func enrichedDoc(doc *spec.Document, withKey bool) *openapi3.T {
 		c := *src.Components
 		t.Components = &c
 	}
-	if _, ok := t.Components.Schemas[problemSchema]; !ok {
+	f := refusalFormat{mediaType: idemtype.ProblemContentType, statuses: map[idemtype.ErrorKind]int{}}
+	for k, v := range s.RefusalStatuses {
+		f.statuses[idemtype.ErrorKind(k)] = v
+	}
+	if s.RefusalSchema != "" {
+		ref, ok := t.Components.Schemas[s.RefusalSchema]
+		if !ok || ref == nil || ref.Value == nil {
+			return nil, spec.Errors{&spec.Error{File: doc.File, Message: fmt.Sprintf("idemgen.refusal-schema %q names no schema of the spec's components", s.RefusalSchema)}}
+		}
+		f.ref, f.schema, f.mediaType = "#/components/schemas/"+s.RefusalSchema, ref.Value, cmp.Or(s.RefusalMediaType, "application/json")
+	} else if _, ok := t.Components.Schemas[problemSchema]; !ok {
 		schemas := make(openapi3.Schemas, len(t.Components.Schemas)+1)
 		maps.Copy(schemas, t.Components.Schemas)
 		schemas[problemSchema] = openapi3.NewSchemaRef("", &openapi3.Schema{
@@ -80,14 +112,17 @@ func enrichedDoc(doc *spec.Document, withKey bool) *openapi3.T {
 		})
 		t.Components.Schemas = schemas
 	}
+	if f.schema == nil {
+		f.ref, f.schema = "#/components/schemas/"+problemSchema, t.Components.Schemas[problemSchema].Value
+	}
 	enriched := map[*openapi3.Operation]*openapi3.Operation{}
 	for _, op := range doc.Idempotent() {
-		enriched[op.Op] = enrichOperation(op, withKey, t.Components.Schemas[problemSchema].Value)
+		enriched[op.Op] = enrichOperation(op, withKey, f)
 	}
 	if len(enriched) > 0 {
 		t.Paths = withOperations(src.Paths, enriched)
 	}
-	return &t
+	return &t, nil
 }
 
 // clearStyle drops the JSON flow style so the YAML reads as block YAML.
@@ -135,7 +170,7 @@ func withOperations(paths *openapi3.Paths, repl map[*openapi3.Operation]*openapi
 
 // enrichOperation returns a copy of op's operation with the key parameter,
 // the problem responses and the policy paragraph added.
-func enrichOperation(op *spec.Operation, withKey bool, problem *openapi3.Schema) *openapi3.Operation {
+func enrichOperation(op *spec.Operation, withKey bool, f refusalFormat) *openapi3.Operation {
 	x := op.Idempotency
 	c := *op.Op
 	o := &c
@@ -162,7 +197,7 @@ func enrichOperation(op *spec.Operation, withKey bool, problem *openapi3.Schema)
 	} else if x.Key.Header != idemtype.DefaultKeyHeader {
 		missing = fmt.Sprintf("The idempotency key, the %s header, is missing or malformed, or the body cannot be fingerprinted.", x.Key.Header)
 	}
-	o.Responses = withResponses(o.Responses, refusals(x, missing, len(mediaTypes(op)) > 0), problem)
+	o.Responses = withResponses(o.Responses, refusals(x, missing, len(mediaTypes(op)) > 0), f)
 	scope := map[idemtype.ScopeKind]string{
 		idemtype.ScopePrincipal: "the authenticated caller",
 		idemtype.ScopeGlobal:    "the whole service",
@@ -241,10 +276,11 @@ func refusals(x *spec.Extension, missing string, body bool) []refusal {
 	)
 }
 
-// withResponses returns a copy of responses (nil: none) with a problem
-// response for each refusal whose status it does not declare, referring to
-// the problem schema (resolved: oapi-codegen reads the value).
-func withResponses(responses *openapi3.Responses, rs []refusal, problem *openapi3.Schema) *openapi3.Responses {
+// withResponses returns a copy of responses (nil: none) with a refusal
+// response for each status the refusals rs are answered with (f's status
+// of each kind) that it does not declare, in f's media type and schema
+// (resolved: oapi-codegen reads the value).
+func withResponses(responses *openapi3.Responses, rs []refusal, f refusalFormat) *openapi3.Responses {
 	var out *openapi3.Responses
 	if responses == nil {
 		out = openapi3.NewResponses()
@@ -256,19 +292,36 @@ func withResponses(responses *openapi3.Responses, rs []refusal, problem *openapi
 			out.Set(code, resp)
 		}
 	}
+	// Kinds of one status (by f) are documented together.
+	type group struct {
+		kinds      []string
+		descs      []string
+		retryAfter bool
+	}
+	groups := map[int]*group{}
 	for _, r := range rs {
-		code := strconv.Itoa(r.kinds[0].Status())
+		for _, k := range r.kinds {
+			st := f.status(k)
+			g := groups[st]
+			if g == nil {
+				g = &group{}
+				groups[st] = g
+			}
+			g.kinds = append(g.kinds, k.ProblemType())
+			if !slices.Contains(g.descs, r.desc) {
+				g.descs = append(g.descs, r.desc)
+			}
+			g.retryAfter = g.retryAfter || r.retryAfter
+		}
+	}
+	for _, st := range slices.Sorted(maps.Keys(groups)) {
+		code, g := strconv.Itoa(st), groups[st]
 		if out.Value(code) != nil {
 			continue
 		}
-		kinds := make([]string, len(r.kinds))
-		for i, k := range r.kinds {
-			kinds[i] = k.ProblemType()
-		}
-		resp := openapi3.NewResponse().WithDescription(r.desc + " Problem types: " + strings.Join(kinds, ", ") + ".").
-			WithContent(openapi3.Content{idemtype.ProblemContentType: openapi3.NewMediaType().WithSchemaRef(
-				openapi3.NewSchemaRef("#/components/schemas/"+problemSchema, problem))})
-		if r.retryAfter {
+		resp := openapi3.NewResponse().WithDescription(strings.Join(g.descs, " ") + " Problem types: " + strings.Join(g.kinds, ", ") + ".").
+			WithContent(openapi3.Content{f.mediaType: openapi3.NewMediaType().WithSchemaRef(openapi3.NewSchemaRef(f.ref, f.schema))})
+		if g.retryAfter {
 			resp.Headers = openapi3.Headers{"Retry-After": &openapi3.HeaderRef{Value: &openapi3.Header{Parameter: openapi3.Parameter{
 				Description: "Seconds to wait before retrying with the same key.",
 				Schema:      openapi3.NewSchemaRef("", openapi3.NewIntegerSchema().WithMin(0)),

@@ -24,7 +24,7 @@ func TestEnrichLeavesDocument(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			enriched, err := Enrich(doc, "openapi.json")
+			enriched, err := Enrich(doc, "openapi.json", Settings{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -69,7 +69,7 @@ func Generate(cfg *Config, in *Input) (*Result, error) {
 	var enriched []byte
 	if cfg.OpenAPIOut != "" {
 		var err error
-		if enriched, err = Enrich(doc, cfg.OpenAPIOut); err != nil {
+		if enriched, err = Enrich(doc, cfg.OpenAPIOut, cfg.Settings); err != nil {
 			return nil, err
 		}
 	}
@@ -77,7 +77,10 @@ func Generate(cfg *Config, in *Input) (*Result, error) {
 	// oapi-codegen's response types have a typed field for each.
 	var clientDoc *openapi3.T
 	if cfg.ClientOut != "" {
-		clientDoc = enrichedDoc(doc, false)
+		var err error
+		if clientDoc, err = enrichedDoc(doc, false, cfg.Settings); err != nil {
+			return nil, err
+		}
 	}
 	res := &Result{}
 	sources := in.Sources

@@ -23,8 +23,10 @@ type ir struct {
 	// Middlewares of the net/http, chi or gorilla server last to first
 	// (compatibility apply-chi- or apply-gorilla-middleware-first-to-last).
 	MiddlewareFirstToLast bool
-	Idempotent            []*opIR    // in spec order
-	Plain                 []*plainIR // in spec order
+	// RefusalStatuses are the config's refusal-statuses.
+	RefusalStatuses map[string]int
+	Idempotent      []*opIR    // in spec order
+	Plain           []*plainIR // in spec order
 	// Served is every operation served, idempotent or plain, in spec order.
 	Served []served
 	// MiddlewareKeys are the keys of oapi-codegen's OperationMiddlewares of
@@ -196,7 +198,7 @@ func buildIR(cfg *Config, doc *spec.Document, sources []Source) (*ir, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &ir{Package: cfg.Package(), SpecFile: cfg.Spec, Server: srv}
+	r := &ir{Package: cfg.Package(), SpecFile: cfg.Spec, Server: srv, RefusalStatuses: cfg.RefusalStatuses}
 	switch compat := cfg.Codegen.Compatibility; srv {
 	case serverStd, serverChi:
 		r.MiddlewareFirstToLast = compat.ApplyChiMiddlewareFirstToLast

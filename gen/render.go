@@ -53,6 +53,7 @@ func renderGlue(r *ir) ([]byte, error) {
 	renderPhasesStruct(f, r)
 	renderPlainIface(f, r)
 	renderSpecs(f, r)
+	renderRefusalStatuses(f, r)
 	renderServer(f, r)
 	switch r.Server {
 	case serverEcho:
@@ -233,6 +234,23 @@ func mediaTypes(op *spec.Operation) []string {
 		return nil
 	}
 	return slices.Sorted(maps.Keys(rb.Value.Content))
+}
+
+// renderRefusalStatuses declares RefusalStatuses, the config's
+// refusal-statuses, when it has any: what a service passes to
+// idem.JSONRefusals so that it answers the statuses its enriched spec
+// documents.
+func renderRefusalStatuses(f *File, r *ir) {
+	if len(r.RefusalStatuses) == 0 {
+		return
+	}
+	var entries []Code
+	for _, k := range slices.Sorted(maps.Keys(r.RefusalStatuses)) {
+		entries = append(entries, Qual(pkgIdemType, "ErrorKind").Call(Lit(k)).Op(":").Lit(r.RefusalStatuses[k]))
+	}
+	f.Add(doc(0, "RefusalStatuses are the statuses the config's refusal-statuses give refusal kinds, as the enriched spec documents them: pass them to idem.JSONRefusals (idem.Options.Refusals) so that the service answers so."))
+	f.Var().Id("RefusalStatuses").Op("=").Map(Qual(pkgIdemType, "ErrorKind")).Int().Custom(oneALine("{", "}"), entries...)
+	f.Line()
 }
 
 // keyRule writes the operation's idemhttp.KeyRule: a header, or a pointer

@@ -45,6 +45,51 @@ func ProblemResponse(e *Error, policyURL string) *Response {
 	return &Response{Status: e.Status(), Header: h, Body: body}
 }
 
+// Refusal renders a protocol error as the response to send: ProblemResponse,
+// or what Options.Refusals makes of it, with the default's Retry-After and
+// Link kept. Adapters answer every refusal with it.
+func (e *Engine) Refusal(err *Error) *Response {
+	problem := ProblemResponse(err, e.opts.PolicyURL)
+	if e.opts.Refusals == nil {
+		return problem
+	}
+	resp := e.opts.Refusals(err, problem)
+	if resp == nil {
+		return problem
+	}
+	if resp.Header == nil {
+		resp.Header = http.Header{}
+	}
+	for _, h := range []string{"Retry-After", "Link"} {
+		if v := problem.Header.Get(h); v != "" {
+			resp.Header.Set(h, v)
+		}
+	}
+	if resp.Status == 0 {
+		resp.Status = problem.Status
+	}
+	return resp
+}
+
+// JSONRefusals returns an Options.Refusals for an API whose errors are one
+// JSON object (Stripe's {"error": {...}}, or any other): body makes that
+// object for a refusal, sent as Content-Type application/json, with the
+// status statuses gives its kind, or else the kind's own (a service that
+// answers a reused key with 400 sets {idemtype.KindMismatch: 400}).
+func JSONRefusals(body func(*Error) any, statuses map[idemtype.ErrorKind]int) func(*Error, *Response) *Response {
+	return func(e *Error, problem *Response) *Response {
+		b, err := json.Marshal(body(e))
+		if err != nil {
+			return problem
+		}
+		status := e.Status()
+		if s, ok := statuses[e.Kind]; ok {
+			status = s
+		}
+		return &Response{Status: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: b}
+	}
+}
+
 // MaxScopeLength bounds a scope value (a principal, a header's value), in bytes.
 const MaxScopeLength = 255
 

@@ -69,6 +69,16 @@ type Options struct {
 	// PolicyURL, when set, is linked from every problem response
 	// (Link: <PolicyURL>; rel="describedby").
 	PolicyURL string
+	// Refusals, when set, renders the protocol's refusals (missing or
+	// invalid key, reused key, in flight, failed, unavailable, not stored,
+	// invalid signature, ...) in the service's own error format: it gets
+	// the refusal and its default response (RFC 9457 problem+json, as
+	// ProblemResponse makes it) and returns the response to send, whose
+	// status, headers and body it chooses (JSONRefusals covers the common
+	// case). The Retry-After and Link headers of the default stay on what
+	// it returns. What it renders for a failure the engine stores is stored
+	// and replayed. Nil: problem+json.
+	Refusals func(e *Error, problem *Response) *Response
 	// Claim is the claim mode of operations whose policy leaves it to
 	// ClaimAuto (default: ClaimAuto itself, see ClaimMode). ClaimLast here
 	// applies to operations whose phases are all local; the others claim

@@ -356,9 +356,8 @@ func (e *Engine) replay(rec *record) *Response {
 	if rec.status != nil {
 		status = *rec.status
 	}
-	return ProblemResponse(&Error{Kind: idemtype.KindNotStored, Detail: fmt.Sprintf(
-		"the request completed with status %d, but its response body exceeded the replay limit and was not stored", status)},
-		e.opts.PolicyURL)
+	return e.Refusal(&Error{Kind: idemtype.KindNotStored, Detail: fmt.Sprintf(
+		"the request completed with status %d, but its response body exceeded the replay limit and was not stored", status)})
 }
 
 // inFlight is the 409 for a key that another execution holds, uncommitted

@@ -119,7 +119,7 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 	e.observe(ctx, Event{Kind: EventAmbiguous, Operation: c.op.ID})
 	failure := &Error{Kind: idemtype.KindFailed, Err: err}
 	if c.policy.Ambiguous == idemtype.AmbiguousStore {
-		resp := ProblemResponse(failure, e.opts.PolicyURL)
+		resp := e.Refusal(failure)
 		resp.Header = c.policy.storedHeaders(resp.Header) // sent as stored
 		serr := e.storeFailure(ctx, c, resp)
 		if serr == nil {

@@ -422,7 +422,7 @@ func principalOf(spec *Spec, principal func() (string, error)) (string, error) {
 // problem response.
 func Refuse(ctx context.Context, eng *idem.Engine, w http.ResponseWriter, spec *Spec, perr *idemtype.Error) error {
 	eng.ObserveContext(ctx, idem.Event{Kind: idem.EventBadRequest, Operation: spec.Operation.ID})
-	return WriteResponse(w, idem.ProblemResponse(perr, eng.PolicyURL()), false)
+	return WriteResponse(w, eng.Refusal(perr), false)
 }
 
 // Execute runs the phases of the call in ctx's request for typed request
@@ -454,7 +454,7 @@ func Execute[S any](ctx context.Context, eng *idem.Engine, payload []byte, phase
 		var perr *idemtype.Error
 		if errors.As(err, &perr) {
 			call.problem = perr
-			return idem.ProblemResponse(perr, eng.PolicyURL()), nil
+			return eng.Refusal(perr), nil
 		}
 		var rel *idem.ReleaseError
 		if errors.As(err, &rel) {

@@ -1,6 +1,10 @@
 package idemtype
 
-import "time"
+import (
+	"cmp"
+	"slices"
+	"time"
+)
 
 // ErrorKind names one protocol error. Each kind has a fixed HTTP status, a
 // title, and a stable problem type URI (ProblemTypeBase + kind).
@@ -71,6 +75,21 @@ var kindTitle = map[ErrorKind]string{
 }
 
 func (k ErrorKind) String() string { return string(k) }
+
+// ErrorKinds returns every kind this package defines, in status order.
+func ErrorKinds() []ErrorKind {
+	kinds := make([]ErrorKind, 0, len(kindStatus))
+	for k := range kindStatus {
+		kinds = append(kinds, k)
+	}
+	slices.SortFunc(kinds, func(a, b ErrorKind) int {
+		if c := cmp.Compare(kindStatus[a], kindStatus[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	return kinds
+}
 
 // Status returns the kind's HTTP status; 500 for a kind this package does
 // not define.

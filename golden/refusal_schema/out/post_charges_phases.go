@@ -1,0 +1,31 @@
+package api
+
+// This file is yours. idemgen wrote it because it was missing and will never
+// overwrite it. If the spec changes PostCharges's phases, the assertion
+// below stops compiling until these methods match PostChargesPhases again.
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// PostChargesState is what the phases of PostCharges hand to each other. It is
+// saved as JSON with every local phase's commit, and a resumed execution
+// starts from the saved copy: keep its fields exported and JSON-encodable.
+type PostChargesState struct {
+}
+
+// PostChargesImpl implements PostChargesPhases. Put its dependencies here.
+type PostChargesImpl struct {
+}
+
+var _ PostChargesPhases = (*PostChargesImpl)(nil)
+
+// Execute is phase 1 of 1 ("execute"), final: it runs in tx, which also stores the response it
+// returns; that response is replayed byte for byte to every retry.
+func (p *PostChargesImpl) Execute(ctx context.Context, tx pgx.Tx, request PostChargesRequestObject, state *PostChargesState) (PostChargesResponseObject, error) {
+	return nil, idem.ErrNotImplemented
+}
