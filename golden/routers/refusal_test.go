@@ -40,7 +40,9 @@ func TestRefusalsInTheAPIsFormat(t *testing.T) {
 	}, refapi.RefusalStatuses)})
 	svc := &charge{entered: make(chan struct{}), hold: make(chan struct{})}
 	h, err := refapi.Register(http.NewServeMux(), nil, refapi.Phases{PostCharges: svc}, &idemstd.Runtime{Engine: env.Engine, MaxBodyBytes: 256,
-		Principal: func(r *http.Request) (string, error) { return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), nil }})
+		Principal: func(r *http.Request) (string, error) {
+			return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), nil
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +54,10 @@ func TestRefusalsInTheAPIsFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	auth := func(_ context.Context, req *http.Request) error { req.Header.Set("Authorization", "Bearer acct_1"); return nil }
+	auth := func(_ context.Context, req *http.Request) error {
+		req.Header.Set("Authorization", "Bearer acct_1")
+		return nil
+	}
 	refused := func(what string, resp *chargeclient.PostChargesResponse, status int, code string) {
 		t.Helper()
 		var e *chargeclient.Error
