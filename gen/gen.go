@@ -89,6 +89,9 @@ func Generate(cfg *Config, in *Input) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := checkOapiOutput(filepath.Base(cfg.Output), oapi, doc.OpenAPI); err != nil {
+			return nil, err
+		}
 		res.Files = append(res.Files, OutputFile{Path: filepath.Base(cfg.Output), Data: oapi})
 		srv, err := cfg.glueServer()
 		if err != nil {
