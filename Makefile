@@ -82,10 +82,10 @@ bench-layouts:
 golden:
 	$(GO) test ./gen -run '^TestGolden$$' -update
 
-## realspec: overlay x-idempotency on every POST/PATCH of SPEC, generate, compile, time against oapi-codegen
+## realspec: x-idempotency on every POST/PATCH of SPEC, generate, go build, time and peak memory against oapi-codegen (OVERLAY=, CONFIG=, RUNS=)
 realspec:
-	@test -n "$(SPEC)" || { echo "usage: make realspec SPEC=path/to/openapi.json"; exit 2; }
-	$(GO) run ./internal/realspec -spec $(SPEC)
+	@test -n "$(SPEC)" || { echo "usage: make realspec SPEC=path/to/openapi.json [OVERLAY=file] [CONFIG=file] [RUNS=n]"; exit 2; }
+	$(GO) run ./internal/realspec -spec $(SPEC) $(if $(OVERLAY),-overlay $(OVERLAY)) $(if $(CONFIG),-config $(CONFIG)) $(if $(RUNS),-runs $(RUNS))
 
 ## demo: build the payments example and tell its story on a throwaway PostgreSQL (or DATABASE_URL)
 demo:

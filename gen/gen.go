@@ -16,9 +16,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -89,7 +91,8 @@ func Generate(cfg *Config, in *Input) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := checkOapiOutput(filepath.Base(cfg.Output), oapi, doc.OpenAPI); err != nil {
+		alone := !slices.Contains(slices.Collect(maps.Values(cfg.Codegen.ImportMapping)), "-")
+		if err := checkOapiOutput(filepath.Base(cfg.Output), oapi, doc.OpenAPI, alone); err != nil {
 			return nil, err
 		}
 		res.Files = append(res.Files, OutputFile{Path: filepath.Base(cfg.Output), Data: oapi})

@@ -17,13 +17,14 @@ import (
 
 // checkOapiOutput type-checks the file oapi-codegen wrote (name, src) on
 // its own, without loading its imports, for the errors that are the
-// package's own: a name declared twice, a type defined by itself. They come
+// package's own: a name declared twice, a type defined by itself, a name
+// of the package used but never declared. They come
 // from the spec's names (an enum value whose prefixed constant is a
 // schema's type name, a schema that is an alias of itself), the user
 // learns of them from go build pointing into a file that says "Code
 // generated", and the fix is in the spec: a name of its own for one of
 // them (x-go-type-name, in an overlay). It returns nil when there are none.
-func checkOapiOutput(name string, src []byte, doc *openapi3.T) error {
+func checkOapiOutput(name string, src []byte, doc *openapi3.T, alone bool) error {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, name, src, parser.ParseComments)
 	if err != nil {
@@ -37,7 +38,7 @@ func checkOapiOutput(name string, src []byte, doc *openapi3.T) error {
 		Importer: emptyImporter{},
 		Error: func(err error) {
 			var te types.Error
-			if errors.As(err, &te) && ownError(te.Msg) {
+			if errors.As(err, &te) && ownError(te.Msg, alone) {
 				found = append(found, te)
 			}
 		},
@@ -60,6 +61,12 @@ func checkOapiOutput(name string, src []byte, doc *openapi3.T) error {
 			if t := enumTarget(f, m[1], doc); t != "" && !slices.Contains(targets, t) {
 				targets = append(targets, t)
 			}
+		}
+	}
+	for _, te := range found {
+		if strings.HasPrefix(te.Msg, "undefined: ") {
+			b.WriteString("\nA name used but never declared is a type oapi-codegen refers to and did not write (an enum of a property beside allOf, under compatibility old-merge-schemas, is one such): make that property's schema simpler in an overlay.")
+			break
 		}
 	}
 	b.WriteString("\nGive the enum (or the schema) a Go name of its own with x-go-type-name, in an overlay (output-options.overlay.path in the config), so that the spec stays as published. On an enum's property the new name also prefixes its constants; on a schema the type is renamed but keeps an alias of its old name, which still collides")
@@ -118,7 +125,14 @@ func enumTarget(f *ast.File, typeName string, doc *openapi3.T) string {
 
 // ownError reports whether a type checker's message is about the package's
 // own declarations rather than about what its imports would provide.
-func ownError(msg string) bool {
+// alone: the file is the whole package (no part of the spec is generated
+// into another file of it, as an import mapping to "-" does).
+func ownError(msg string, alone bool) bool {
+	// "undefined: echo.Context" is an import's name, which the check does
+	// not load; "undefined: SourceKind" is the package's own.
+	if name, ok := strings.CutPrefix(msg, "undefined: "); ok {
+		return alone && !strings.Contains(name, ".")
+	}
 	return strings.Contains(msg, "redeclared") || strings.HasPrefix(strings.TrimSpace(msg), "other declaration of") ||
 		strings.Contains(msg, "invalid recursive type") || strings.Contains(msg, "invalid use of type alias")
 }

@@ -1,23 +1,28 @@
 // Command realspec checks the generator against a real-world spec: it adds
-// x-idempotency to every POST and PATCH in memory (an overlay; the file is
-// not changed), generates into a temporary module, and compiles it. It also
-// times idemgen against oapi-codegen alone on the same spec, side by side in
-// one run: each from the spec file to the code, as their commands do, and
-// the part of that after the spec is loaded. Run it with
-// `make realspec SPEC=path`; docs/performance.md has the figures.
+// x-idempotency to every POST and PATCH in memory (the file is not
+// changed), after the user's own overlay if one is given, generates into a
+// temporary module, and builds it. It also times idemgen against
+// oapi-codegen alone on the same spec: each side runs as a process of its
+// own, as their commands do, alternating, and reports the time from the
+// spec file to the code, the part of it after the spec is loaded, and the
+// process's peak memory (its maximum resident set). Run it with
+// `make realspec SPEC=path [OVERLAY=file] [CONFIG=file] [RUNS=n]`;
+// docs/performance.md has the figures.
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"runtime/debug"
-	"runtime/pprof"
 	"sort"
+	"syscall"
 	"time"
 
-	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 
 	"github.com/idemgen/idemgen/gen"
@@ -29,96 +34,154 @@ import (
 
 func main() {
 	specPath := flag.String("spec", "", "the OpenAPI document")
-	withOverlay := flag.Bool("overlay", true, "add x-idempotency: true to every POST and PATCH that lacks it")
-	runs := flag.Int("runs", 11, "timed generations of each kind (the median is reported); on a busy machine fewer runs move the ratio by 10% either way")
+	userOverlay := flag.String("overlay", "", "an OpenAPI Overlay to apply first (Go names, say), as the config's output-options.overlay does")
+	configPath := flag.String("config", "", "an oapi-codegen config (idemgen's format) to generate with; its output is replaced by the temporary module's")
+	idempotent := flag.Bool("idempotent", true, "add x-idempotency: true to every POST and PATCH that lacks it")
+	runs := flag.Int("runs", 5, "timed runs of each side (the median is reported); each run is a process")
 	keep := flag.Bool("keep", false, "keep the temporary module and print its path")
-	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the timed runs (both kinds) to this file")
-	verbose := flag.Bool("v", false, "print the times of every run, not only the medians")
+	verbose := flag.Bool("v", false, "print every run, not only the medians")
+	child := flag.String("side", "", "internal: run one side once (idemgen or oapi-codegen) and print its timing")
+	dir := flag.String("dir", "", "internal: the module directory the idemgen side writes into")
 	flag.Parse()
 	if *specPath == "" {
-		fmt.Fprintln(os.Stderr, "usage: realspec -spec PATH [-overlay=false] [-runs N] [-keep] [-cpuprofile FILE] [-v]")
+		fmt.Fprintln(os.Stderr, "usage: realspec -spec PATH [-overlay FILE] [-config FILE] [-idempotent=false] [-runs N] [-keep] [-v]")
 		os.Exit(2)
 	}
-	if err := run(*specPath, *withOverlay, *runs, *keep, *cpuProfile, *verbose); err != nil {
+	cfg, err := config(*specPath, *userOverlay, *configPath, *dir)
+	if err == nil {
+		if *child != "" {
+			err = side(*child, cfg, *idempotent)
+		} else {
+			err = run(cfg, *runs, *keep, *verbose)
+		}
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "realspec:", err)
 		os.Exit(1)
 	}
 }
 
-// timing is one run's clock: total from the spec file to the generated
-// source, and the part of it after the spec was loaded.
-type timing struct{ total, gen time.Duration }
-
-// oapiCodegen does what oapi-codegen's command does with the spec (v2.8.2,
-// cmd/oapi-codegen and pkg/util's loader: external references allowed,
-// origins recorded), for the output idemgen builds on: models, echo server
-// and strict server. The overlay is applied to the loaded document, as it is
-// for idemgen, so that both generate from the same document.
-func oapiCodegen(path string, withOverlay bool) (timing, error) {
-	start := time.Now()
-	loader := openapi3.NewLoader()
-	loader.IsExternalRefsAllowed = true
-	loader.IncludeOrigin = true
-	doc, err := loader.LoadFromFile(path)
-	if err != nil {
-		return timing{}, err
+// config is what both sides generate from: the user's config (or the
+// default, models and the echo strict server), the spec, the overlay, and
+// an output in dir's api package.
+func config(specPath, userOverlay, configPath, dir string) (*gen.Config, error) {
+	cfg := &gen.Config{}
+	if configPath != "" {
+		var err error
+		if cfg, err = gen.LoadConfig(configPath); err != nil {
+			return nil, err
+		}
+		// Only the Go package the temporary module builds: no client or
+		// enriched copy to write beside it.
+		cfg.ClientOut, cfg.OpenAPIOut, cfg.GlueOnly = "", "", false
 	}
-	if withOverlay {
-		overlay.Idempotent(doc)
+	cfg.Spec = specPath
+	if cfg.Codegen.PackageName == "" {
+		cfg.Codegen.PackageName = "api"
 	}
-	loaded := time.Now()
-	if _, err := codegen.Generate(doc, codegen.Configuration{PackageName: "api",
-		Generate: codegen.GenerateOptions{EchoServer: true, Strict: true, Models: true}}); err != nil {
-		return timing{}, fmt.Errorf("oapi-codegen alone: %w", err)
+	if userOverlay != "" {
+		cfg.Codegen.OutputOptions.Overlay.Path = userOverlay
 	}
-	end := time.Now()
-	return timing{total: end.Sub(start), gen: end.Sub(loaded)}, nil
+	cfg.Output = filepath.Join(dir, "api", gen.DefaultOutput)
+	return cfg, cfg.Complete()
 }
 
-// counts describes the spec: operations, idempotent ones, and how many of
-// those the overlay made idempotent.
-type counts struct{ ops, idempotent, added int }
+// timing is one run of one side: total from the spec file to the generated
+// source, the part of it after the spec was loaded, the process's peak
+// resident memory, and what the spec held.
+type timing struct {
+	Total, Gen       time.Duration
+	PeakRSS          int64 // bytes
+	Ops, Idempotent  int
+	AddedIdempotency int
+}
 
-// idemgen does what `idemgen generate` does (gen.LoadSpec, spec.Validate,
-// gen.Generate), with the overlay applied to the one loaded document before
-// its extensions are validated.
-func idemgen(cfg *gen.Config, withOverlay bool) (*gen.Result, counts, timing, error) {
+// side runs one side once, as its command would, and prints its timing as
+// JSON on stdout; the idemgen side writes what it generated into the
+// config's output directory.
+func side(which string, cfg *gen.Config, idempotent bool) error {
 	start := time.Now()
 	doc, data, err := gen.LoadSpec(cfg, "")
 	if err != nil {
-		return nil, counts{}, timing{}, err
+		return err
 	}
 	added := 0
-	if withOverlay {
+	if idempotent {
 		added = overlay.Idempotent(doc)
 	}
 	loaded := time.Now()
-	d, err := spec.Validate(cfg.Spec, data, doc)
-	if err != nil {
-		return nil, counts{}, timing{}, err
-	}
-	scaffold, err := templates.Load(templates.Scaffold, "")
-	if err != nil {
-		return nil, counts{}, timing{}, err
-	}
-	res, err := gen.Generate(cfg, &gen.Input{Doc: d, Scaffold: scaffold, OapiCodegen: gen.LinkedOapiCodegen()})
-	if err != nil {
-		return nil, counts{}, timing{}, err
+	var t timing
+	switch which {
+	case "oapi-codegen":
+		// What oapi-codegen's command does once it has loaded the spec
+		// (with the same loader, overlay applied).
+		if _, err := codegen.Generate(doc, cfg.Codegen); err != nil {
+			return fmt.Errorf("oapi-codegen alone: %w", err)
+		}
+	case "idemgen":
+		d, err := spec.Validate(cfg.Spec, data, doc)
+		if err != nil {
+			return err
+		}
+		scaffold, err := templates.Load(templates.Scaffold, "")
+		if err != nil {
+			return err
+		}
+		res, err := gen.Generate(cfg, &gen.Input{Doc: d, Scaffold: scaffold, OapiCodegen: gen.LinkedOapiCodegen()})
+		if err != nil {
+			return err
+		}
+		t.Ops, t.Idempotent = len(d.Operations), len(d.Idempotent())
+		end := time.Now()
+		if err := gen.Write(res, cfg.Dir(), io.Discard); err != nil {
+			return err
+		}
+		t.Total, t.Gen, t.AddedIdempotency = end.Sub(start), end.Sub(loaded), added
+		return json.NewEncoder(os.Stdout).Encode(t)
+	default:
+		return fmt.Errorf("-side %q: want idemgen or oapi-codegen", which)
 	}
 	end := time.Now()
-	return res, counts{len(d.Operations), len(d.Idempotent()), added}, timing{total: end.Sub(start), gen: end.Sub(loaded)}, nil
+	t.Total, t.Gen, t.AddedIdempotency = end.Sub(start), end.Sub(loaded), added
+	return json.NewEncoder(os.Stdout).Encode(t)
 }
 
-func median(ts []timing, f func(timing) time.Duration) time.Duration {
-	ds := make([]time.Duration, len(ts))
-	for i, t := range ts {
-		ds[i] = f(t)
+// runSide runs one side in a process of its own and returns its timing,
+// with its peak memory from the kernel's accounting.
+func runSide(which string, args []string) (timing, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return timing{}, err
 	}
-	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	return ds[len(ds)/2]
+	cmd := exec.Command(self, append([]string{"-side", which}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return timing{}, fmt.Errorf("%s: %w\n%s", which, err, errb.Bytes())
+	}
+	var t timing
+	if err := json.Unmarshal(out.Bytes(), &t); err != nil {
+		return timing{}, fmt.Errorf("%s printed %q: %w", which, out.Bytes(), err)
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		t.PeakRSS = ru.Maxrss * 1024 // kilobytes on Linux
+	}
+	return t, nil
 }
 
-func run(path string, withOverlay bool, runs int, keep bool, cpuProfile string, verbose bool) error {
+func median[T int64 | time.Duration](ts []timing, f func(timing) T) T {
+	vs := make([]T, len(ts))
+	for i, t := range ts {
+		vs[i] = f(t)
+	}
+	sort.Slice(vs, func(i, j int) bool { return vs[i] < vs[j] })
+	return vs[len(vs)/2]
+}
+
+func run(cfg *gen.Config, runs int, keep, verbose bool) error {
+	if runs < 1 {
+		return fmt.Errorf("-runs %d: want at least 1", runs)
+	}
 	dir, err := os.MkdirTemp("", "realspec-")
 	if err != nil {
 		return err
@@ -128,72 +191,55 @@ func run(path string, withOverlay bool, runs int, keep bool, cpuProfile string, 
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
-		if err != nil {
-			return err
+	// The children get the flags this process got, and the module to
+	// write into.
+	var args []string
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name != "runs" && f.Name != "keep" && f.Name != "v" {
+			args = append(args, "-"+f.Name+"="+f.Value.String())
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
-	cfg := &gen.Config{Spec: path, Output: filepath.Join(dir, "api", gen.DefaultOutput)}
-	cfg.Codegen.PackageName = "api"
-	if err := cfg.Complete(); err != nil {
-		return err
-	}
-	var oapiTimes, idemTimes []timing
-	var res *gen.Result
-	var c counts
+	})
+	args = append(args, "-dir="+dir)
+	var oapiRuns, idemRuns []timing
 	for i := 0; i < runs; i++ {
-		// Alternate the two so that neither gets a warmer machine, and
-		// start each as a command starts, from a collected heap whose
-		// memory went back to the system: neither pays for the other's
-		// garbage or reuses the pages the other faulted in.
-		debug.FreeOSMemory()
-		t, err := oapiCodegen(path, withOverlay)
+		// Alternate, so that neither side gets a warmer machine.
+		o, err := runSide("oapi-codegen", args)
 		if err != nil {
 			return err
 		}
-		oapiTimes = append(oapiTimes, t)
-		res = nil // what each run keeps alive is its own
-		debug.FreeOSMemory()
-		res, c, t, err = idemgen(cfg, withOverlay)
+		g, err := runSide("idemgen", args)
 		if err != nil {
 			return err
 		}
-		idemTimes = append(idemTimes, t)
+		oapiRuns, idemRuns = append(oapiRuns, o), append(idemRuns, g)
 		if verbose {
-			o := oapiTimes[i]
-			fmt.Printf("run %d: oapi-codegen alone %v (generation %v), idemgen %v (generation %v): %.2fx (%.2fx)\n", i+1,
-				o.total.Round(time.Millisecond), o.gen.Round(time.Millisecond), t.total.Round(time.Millisecond), t.gen.Round(time.Millisecond),
-				float64(t.total)/float64(o.total), float64(t.gen)/float64(o.gen))
+			fmt.Printf("run %d: oapi-codegen alone %v (generation %v, peak %s), idemgen %v (generation %v, peak %s): %.2fx\n", i+1,
+				o.Total.Round(time.Millisecond), o.Gen.Round(time.Millisecond), mib(o.PeakRSS),
+				g.Total.Round(time.Millisecond), g.Gen.Round(time.Millisecond), mib(g.PeakRSS), float64(g.Total)/float64(o.Total))
 		}
 	}
-	if cpuProfile != "" {
-		pprof.StopCPUProfile()
-	}
-	fmt.Printf("spec %s: %d operations, %d idempotent (%d added by the overlay)\n", path, c.ops, c.idempotent, c.added)
-	total := func(t timing) time.Duration { return t.total }
-	o, g := median(oapiTimes, total), median(idemTimes, total)
-	fmt.Printf("spec to code, median of %d: oapi-codegen alone %v, idemgen %v (oapi-codegen included): %.2fx\n",
+	last := idemRuns[len(idemRuns)-1]
+	fmt.Printf("spec %s: %d operations, %d idempotent (%d added in memory)\n", cfg.Spec, last.Ops, last.Idempotent, last.AddedIdempotency)
+	total := func(t timing) time.Duration { return t.Total }
+	generation := func(t timing) time.Duration { return t.Gen }
+	peak := func(t timing) int64 { return t.PeakRSS }
+	o, g := median(oapiRuns, total), median(idemRuns, total)
+	fmt.Printf("spec to code, median of %d processes each: oapi-codegen alone %v, idemgen %v (oapi-codegen included): %.2fx\n",
 		runs, o.Round(time.Millisecond), g.Round(time.Millisecond), float64(g)/float64(o))
-	generation := func(t timing) time.Duration { return t.gen }
-	o, g = median(oapiTimes, generation), median(idemTimes, generation)
+	o, g = median(oapiRuns, generation), median(idemRuns, generation)
 	fmt.Printf("  of which generation from the loaded document: oapi-codegen alone %v, idemgen %v: %.2fx\n",
 		o.Round(time.Millisecond), g.Round(time.Millisecond), float64(g)/float64(o))
+	po, pg := median(oapiRuns, peak), median(idemRuns, peak)
+	fmt.Printf("peak memory (maximum resident set), median: oapi-codegen alone %s, idemgen %s: %.2fx\n", mib(po), mib(pg), float64(pg)/float64(po))
 	if err := tempmod.New(dir, "example.test/realspec"); err != nil {
 		return err
 	}
-	if err := gen.Write(res, cfg.Dir(), os.Stderr); err != nil {
-		return err
-	}
 	start := time.Now()
-	if out, err := tempmod.Go(dir, "vet", "./..."); err != nil {
-		return fmt.Errorf("the generated module does not compile:\n%s%w", out, err)
+	if out, err := tempmod.Go(dir, "build", "./..."); err != nil {
+		return fmt.Errorf("the generated module does not build:\n%s%w", out, err)
 	}
-	fmt.Printf("compiled and vetted the generated module in %v\n", time.Since(start).Round(time.Millisecond))
+	fmt.Printf("built the generated module (go build ./...) in %v\n", time.Since(start).Round(time.Millisecond))
 	return nil
 }
+
+func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
