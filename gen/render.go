@@ -221,6 +221,9 @@ func renderSpecs(f *File, r *ir) {
 			field("Headers", strs(x.Fingerprint.Headers)),
 			field("MaxBodyBytes", lit(x.Request.MaxBodyBytes)),
 			field("MediaTypes", strs(mediaTypes(o.Spec))),
+			// echo's strict handler returns a binder's error as it is; the
+			// glue's bound middleware tells it from the service's.
+			field("BindsStrict", lit(r.adapter() == pkgIdemEcho)),
 		))
 		f.Line()
 	}

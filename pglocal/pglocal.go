@@ -54,8 +54,9 @@ type Options struct {
 // Cluster is a running throwaway PostgreSQL server.
 type Cluster struct {
 	opts    Options
-	dir     string // the temporary directory: the socket's, and the data's unless kept
-	kept    bool   // dataDir is the caller's, kept by Stop
+	dir     string   // the temporary directory: the socket's, and the data's unless kept
+	kept    bool     // dataDir is the caller's, kept by Stop
+	owner   *os.File // the locked owner file (see sweep)
 	dataDir string
 	sockDir string
 	port    int // the port number of the socket file, and of TCP when enabled
@@ -175,25 +176,53 @@ func startCluster(ctx context.Context, dataDir string, opts Options) (*Cluster, 
 	if err != nil {
 		return nil, fmt.Errorf("pglocal: %w", err)
 	}
-	// The owner's pid, so that a later Start removes the directory if
-	// this process dies without Stop.
-	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+	// The owner file, locked for as long as this process holds the
+	// cluster: a later Start removes the directory once no process holds
+	// it (this one died without Stop). A lock, not a pid, so that owners
+	// in other pid namespaces sharing the temporary directory are seen.
+	owner, err := lockOwner(filepath.Join(dir, ownerFile))
+	if err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("pglocal: %w", err)
+		return nil, err
 	}
-	c := &Cluster{opts: opts, dir: dir, dataDir: filepath.Join(dir, "data"), sockDir: dir, bin: bin}
+	c := &Cluster{opts: opts, dir: dir, dataDir: filepath.Join(dir, "data"), sockDir: dir, bin: bin, owner: owner}
 	if dataDir != "" {
 		c.dataDir, c.kept = dataDir, true
 	}
 	if err := c.init(ctx); err != nil {
-		os.RemoveAll(dir)
+		c.removeDir()
 		return nil, err
 	}
 	if err := c.start(ctx); err != nil {
-		os.RemoveAll(dir)
+		c.removeDir()
 		return nil, err
 	}
 	return c, nil
+}
+
+// lockOwner creates path and holds an exclusive lock on it, with this
+// process's pid inside for people who look.
+func lockOwner(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("pglocal: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("pglocal: locking %s: %w", path, err)
+	}
+	f.WriteString(strconv.Itoa(os.Getpid()))
+	return f, nil
+}
+
+// removeDir removes the cluster's temporary directory and lets go of its
+// owner lock.
+func (c *Cluster) removeDir() error {
+	err := os.RemoveAll(c.dir)
+	if c.owner != nil {
+		c.owner.Close()
+	}
+	return err
 }
 
 // ownerFile, in a cluster's temporary directory, holds the pid of the
@@ -201,26 +230,24 @@ func startCluster(ctx context.Context, dataDir string, opts Options) (*Cluster, 
 const ownerFile = "pglocal.owner"
 
 // sweep removes the temporary directories of clusters whose owner died
-// without Stop (a killed test binary, a crashed demo): their server got
-// SIGINT when the owner died, so nothing uses them. A directory without an
-// owner file, or whose owner lives, is left alone.
+// without Stop (a killed test binary, a crashed demo): no process holds
+// their owner lock, and their server, which got SIGINT when the owner
+// died, is gone. A directory without an owner file is left alone.
 func sweep() {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "pglocal-*"))
 	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, ownerFile))
+		f, err := os.OpenFile(filepath.Join(d, ownerFile), os.O_RDWR, 0)
 		if err != nil {
 			continue
 		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || pid <= 0 || alive(pid) {
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			f.Close() // held: its owner lives
 			continue
 		}
-		if pm, err := os.ReadFile(filepath.Join(d, "data", "postmaster.pid")); err == nil {
-			if spid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(pm), "\n", 2)[0])); err == nil && alive(spid) {
-				continue // its server is still shutting down
-			}
+		if serverPid(filepath.Join(d, "data")) == 0 { // not still shutting down
+			os.RemoveAll(d)
 		}
-		os.RemoveAll(d)
+		f.Close()
 	}
 }
 
@@ -238,10 +265,22 @@ func serverPid(dataDir string) int {
 		return 0
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(pm), "\n", 2)[0]))
-	if err != nil || !alive(pid) {
+	if err != nil || !alive(pid) || !isPostgres(pid) {
 		return 0
 	}
 	return pid
+}
+
+// isPostgres reports whether process pid is a PostgreSQL server, by its
+// name: a stale postmaster.pid's number may since have gone to another
+// process. Where /proc cannot tell, a live process counts as one.
+func isPostgres(pid int) bool {
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return true
+	}
+	name := strings.TrimSpace(string(comm))
+	return name == "postgres" || name == "postmaster"
 }
 
 // ServerUser returns the credential PostgreSQL's programs must run with:
@@ -289,8 +328,11 @@ func (c *Cluster) init(ctx context.Context) error {
 			return nil // a cluster already: reused as it is
 		}
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "initdb"),
-		"-D", c.dataDir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
+	args := []string{"-D", c.dataDir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C"}
+	if !c.kept {
+		args = append(args, "--no-sync") // a throwaway cluster need not survive a crash
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "initdb"), args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		if c.kept && c.cred != nil {
@@ -420,7 +462,7 @@ func (c *Cluster) Restart(ctx context.Context) error {
 // a cluster StartIn started, all but its data directory.
 func (c *Cluster) Stop() error {
 	c.stopServer()
-	return os.RemoveAll(c.dir)
+	return c.removeDir()
 }
 
 // DataDir is the cluster's data directory.

@@ -127,7 +127,8 @@ func TestStartInKeepsData(t *testing.T) {
 }
 
 // TestSweepRemovesOrphans: the temporary directory of a cluster whose
-// owner died is removed by the next Start; a live owner's is kept.
+// owner died (its owner file unlocked) is removed by the next Start; one
+// whose owner holds the lock is kept, whatever the pid inside says.
 func TestSweepRemovesOrphans(t *testing.T) {
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
@@ -142,8 +143,13 @@ func TestSweepRemovesOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(mine)
+	// The orphan's owner file is not locked (its owner died); mine is.
 	os.WriteFile(filepath.Join(orphan, ownerFile), []byte(strconv.Itoa(dead.Process.Pid)), 0o644)
-	os.WriteFile(filepath.Join(mine, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644)
+	lock, err := lockOwner(filepath.Join(mine, ownerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
 	sweep()
 	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
 		os.RemoveAll(orphan)

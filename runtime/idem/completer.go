@@ -106,7 +106,9 @@ func (e *Engine) RunCompleter(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if _, err := e.CompleteAbandoned(ctx, 100); err != nil && ctx.Err() == nil {
+		var pe *PhaseError
+		if _, err := e.CompleteAbandoned(ctx, 100); err != nil && ctx.Err() == nil && !errors.As(err, &pe) {
+			// A PhaseError was logged where the execution failed.
 			e.log.WarnContext(ctx, "idem: completer", "err", err)
 		}
 		select {

@@ -27,6 +27,11 @@ func (e *Engine) failed(c *claim, committed, foreignTried bool, err error) (*Out
 // A released failure is logged at Info, since it is often the client's (bad
 // input); the others at Error.
 func (e *Engine) report(c *claim, cause error, out *Outcome, answer error) error {
+	if kindOf(answer) == idemtype.KindInFlight && !errors.Is(cause, ErrFenced) {
+		// A concurrent duplicate's claim held the record (ClaimLast's lost
+		// race): not a failure of this execution, and answered as such.
+		return answer
+	}
 	outcome, level := "released", slog.LevelInfo
 	switch kindOf(answer) {
 	case idemtype.KindFailed:

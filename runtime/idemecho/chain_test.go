@@ -167,3 +167,45 @@ func TestOperationMiddlewares(t *testing.T) {
 		t.Error("an operation with no middleware at all got an entry")
 	}
 }
+
+// TestReplayInPlaceOfABinderError: when a binder's 400 is replaced by the
+// key's stored answer, the chain sees the replay: no error returned, and
+// the response's status is the replay's.
+func TestReplayInPlaceOfABinderError(t *testing.T) {
+	var status int
+	e, seen := chain(t, func(rt *idemecho.Runtime) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if c.Request().Header.Get("X-Bind") == "fail" {
+				return echo.NewHTTPError(http.StatusBadRequest, "does not bind")
+			}
+			resp, err := idemecho.Execute(c.Request().Context(), rt, nil, []idem.Phase[state]{
+				{Name: "respond", Final: func(ctx context.Context, tx pgx.Tx, s *state) (*idem.Response, error) {
+					return &idem.Response{Status: http.StatusCreated, Body: []byte(`{"id":1}`)}, nil
+				}},
+			})
+			if err != nil {
+				return err
+			}
+			return idemecho.WriteResponse(c.Response(), resp, idemecho.CallFrom(c.Request().Context()).Replayed)
+		}
+	})
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error { err := next(c); status = c.Response().Status; return err }
+	})
+	if rec := serve(e, "k1"); rec.Code != http.StatusCreated {
+		t.Fatalf("the first request: %d %s", rec.Code, rec.Body)
+	}
+	*seen = nil
+	req := httptest.NewRequest(http.MethodPost, "/items", strings.NewReader(`{"name":"pen"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "k1")
+	req.Header.Set("X-Bind", "fail")
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	if rec.Code != http.StatusCreated || rec.Body.String() != `{"id":1}` || rec.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the retry the binder refuses: %d %q", rec.Code, rec.Body)
+	}
+	if len(*seen) != 1 || (*seen)[0] != nil || status != http.StatusCreated {
+		t.Errorf("the chain saw %v with status %d; want no error and 201", *seen, status)
+	}
+}

@@ -138,11 +138,13 @@ func Middleware(rt *Runtime, spec *Spec) echo.MiddlewareFunc {
 				c.Error(err)
 			}
 			res.Writer = g.ResponseWriter
-			status := res.Status
-			if g.Status() != 0 {
-				status = g.Status() // a replay in place of the binder's 400
+			if g.Replaced() {
+				// The stored answer went out in place of the binder's 400:
+				// that error is answered, and what the chain sees is the
+				// replay.
+				res.Status, err = g.Status(), nil
 			}
-			idemstd.LogRequest(rt.Logger, c.Request(), call, status, err)
+			idemstd.LogRequest(rt.Logger, c.Request(), call, res.Status, err)
 			if perr := call.Problem(); err == nil && perr != nil {
 				return refusal(perr)
 			}

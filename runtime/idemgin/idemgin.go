@@ -115,11 +115,18 @@ func Middleware(rt *Runtime, spec *Spec) gin.HandlerFunc {
 		// A binder's 400 becomes the key's stored answer when there is one
 		// (idemstd.Guard).
 		w := c.Writer
-		c.Writer = &guardWriter{ResponseWriter: w, g: call.Guard(c.Request.Context(), w, rt.Engine)}
+		g := call.Guard(c.Request.Context(), w, rt.Engine)
+		c.Writer = &guardWriter{ResponseWriter: w, g: g}
 		c.Next()
 		c.Writer = w
+		if g.Replaced() {
+			// The stored answer went out in place of the binder's 400:
+			// its error is answered, and no outer middleware must write
+			// it after the replay.
+			c.Errors = c.Errors[:0]
+		}
 		var last error // a nil *gin.Error would be an error that is not nil
-		if e := c.Errors.Last(); e != nil && !call.Replayed {
+		if e := c.Errors.Last(); e != nil {
 			last = e
 		}
 		idemstd.LogRequest(rt.Logger, c.Request, call, c.Writer.Status(), last)

@@ -51,6 +51,12 @@ type Spec struct {
 	// included); a body of another is the unsupported-media-type problem
 	// (415) before anything is claimed. Empty: any.
 	MediaTypes []string
+	// BindsStrict says that the route's handler is generated glue over an
+	// oapi-codegen strict handler whose outermost strict middleware calls
+	// Call.MarkBound: an error the handler returns before it is the
+	// binder's, which the adapter answers 400. A hand-written handler's
+	// error stays the service's.
+	BindsStrict bool
 }
 
 // Call is an idempotent request in flight. An adapter's middleware puts it
@@ -115,6 +121,8 @@ func (w *Guard) WriteHeader(status int) {
 			h := w.ResponseWriter.Header()
 			h.Del("Content-Type")
 			h.Del("Content-Length")
+			h.Del("X-Content-Type-Options") // http.Error's
+
 			w.replayed, w.status, w.call.Replayed = true, resp.Status, true
 			WriteResponse(w.ResponseWriter, resp, true)
 			return
@@ -140,6 +148,17 @@ func (w *Guard) Write(b []byte) (int, error) {
 // Status is the status sent, 0 before anything was.
 func (w *Guard) Status() int { return w.status }
 
+// Replaced reports whether a binder's 400 was replaced by the stored
+// answer: the error the handler returns with it is answered already.
+func (w *Guard) Replaced() bool { return w.replayed }
+
+// Flush flushes the writer beneath, when it can.
+func (w *Guard) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
 // Unwrap lets http.ResponseController reach the writer beneath.
 func (w *Guard) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
@@ -148,9 +167,10 @@ func (w *Guard) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // Generated glue calls it from its outermost strict middleware.
 func (c *Call) MarkBound() { c.bound = true }
 
-// Unbound reports whether the request is a keyed one that failed before the
-// framework bound it: neither MarkBound nor Execute ran.
-func (c *Call) Unbound() bool { return !c.bound && !c.executed }
+// Unbound reports whether the request failed before the framework bound
+// it: its route's handler binds strictly (Spec.BindsStrict) and neither
+// MarkBound nor Execute ran.
+func (c *Call) Unbound() bool { return c.Spec.BindsStrict && !c.bound && !c.executed }
 
 // Problem is the refusal Execute answered the call with (a key in flight,
 // reused with another request, ...), or nil.

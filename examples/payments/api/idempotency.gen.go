@@ -105,10 +105,11 @@ var createPaymentIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope:      idemtype.Scope{Kind: idemtype.ScopePrincipal},
-	Route:      "/payments",
-	Exclude:    []string{"/client_ts"},
-	MediaTypes: []string{"application/json"},
+	Scope:       idemtype.Scope{Kind: idemtype.ScopePrincipal},
+	Route:       "/payments",
+	Exclude:     []string{"/client_ts"},
+	MediaTypes:  []string{"application/json"},
+	BindsStrict: true,
 }
 
 // createRefundIdempotency is the x-idempotency of createRefund (POST /refunds), as the runtime
@@ -131,9 +132,10 @@ var createRefundIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope:      idemtype.Scope{Kind: idemtype.ScopePrincipal},
-	Route:      "/refunds",
-	MediaTypes: []string{"application/json"},
+	Scope:       idemtype.Scope{Kind: idemtype.ScopePrincipal},
+	Route:       "/refunds",
+	MediaTypes:  []string{"application/json"},
+	BindsStrict: true,
 }
 
 // receiveCardnetEventIdempotency is the x-idempotency of receiveCardnetEvent
@@ -156,9 +158,10 @@ var receiveCardnetEventIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope:      idemtype.Scope{Kind: idemtype.ScopeSender, Name: "cardnet"},
-	Route:      "/webhooks/cardnet",
-	MediaTypes: []string{"application/json"},
+	Scope:       idemtype.Scope{Kind: idemtype.ScopeSender, Name: "cardnet"},
+	Route:       "/webhooks/cardnet",
+	MediaTypes:  []string{"application/json"},
+	BindsStrict: true,
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the

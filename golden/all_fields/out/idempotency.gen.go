@@ -73,6 +73,7 @@ var createTransferIdempotency = &idemecho.Spec{
 	Headers:      []string{"X-Account"},
 	MaxBodyBytes: 2097152,
 	MediaTypes:   []string{"application/json"},
+	BindsStrict:  true,
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the

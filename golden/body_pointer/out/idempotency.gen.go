@@ -74,9 +74,10 @@ var receiveAcmeEventIdempotency = &idemecho.Spec{
 		MaxLength: 64,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope:      idemtype.Scope{Kind: idemtype.ScopeSender, Name: "acme"},
-	Route:      "/webhooks/acme",
-	MediaTypes: []string{"application/json"},
+	Scope:       idemtype.Scope{Kind: idemtype.ScopeSender, Name: "acme"},
+	Route:       "/webhooks/acme",
+	MediaTypes:  []string{"application/json"},
+	BindsStrict: true,
 }
 
 // postLedgerEntryIdempotency is the x-idempotency of postLedgerEntry (POST /ledger/entries), as the
@@ -99,9 +100,10 @@ var postLedgerEntryIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope:      idemtype.Scope{Kind: idemtype.ScopeGlobal},
-	Route:      "/ledger/entries",
-	MediaTypes: []string{"application/json"},
+	Scope:       idemtype.Scope{Kind: idemtype.ScopeGlobal},
+	Route:       "/ledger/entries",
+	MediaTypes:  []string{"application/json"},
+	BindsStrict: true,
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the

@@ -95,9 +95,10 @@ var createOrderIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope:      idemtype.Scope{Kind: idemtype.ScopePrincipal},
-	Route:      "/orders",
-	MediaTypes: []string{"application/json"},
+	Scope:       idemtype.Scope{Kind: idemtype.ScopePrincipal},
+	Route:       "/orders",
+	MediaTypes:  []string{"application/json"},
+	BindsStrict: true,
 }
 
 // refundOrderIdempotency is the x-idempotency of refundOrder (POST /stores/{key}/refunds), as the
@@ -120,9 +121,10 @@ var refundOrderIdempotency = &idemecho.Spec{
 		MaxLength: 24,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope:      idemtype.Scope{Kind: idemtype.ScopeHeader, Name: "X-Tenant"},
-	Route:      "/stores/{key}/refunds",
-	MediaTypes: []string{"application/x-www-form-urlencoded"},
+	Scope:       idemtype.Scope{Kind: idemtype.ScopeHeader, Name: "X-Tenant"},
+	Route:       "/stores/{key}/refunds",
+	MediaTypes:  []string{"application/x-www-form-urlencoded"},
+	BindsStrict: true,
 }
 
 // cancelOrderIdempotency is the x-idempotency of cancelOrder (DELETE /orders/{id}), as the runtime
@@ -145,8 +147,9 @@ var cancelOrderIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatUUID,
 	},
-	Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal},
-	Route: "/orders/{id}",
+	Scope:       idemtype.Scope{Kind: idemtype.ScopePrincipal},
+	Route:       "/orders/{id}",
+	BindsStrict: true,
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the

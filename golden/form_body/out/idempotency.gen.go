@@ -59,10 +59,11 @@ var subscribeIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope:      idemtype.Scope{Kind: idemtype.ScopeGlobal},
-	Route:      "/subscriptions",
-	Exclude:    []string{"/csrf_token", "/expand", "/metadata/trace_id"},
-	MediaTypes: []string{"application/x-www-form-urlencoded"},
+	Scope:       idemtype.Scope{Kind: idemtype.ScopeGlobal},
+	Route:       "/subscriptions",
+	Exclude:     []string{"/csrf_token", "/expand", "/metadata/trace_id"},
+	MediaTypes:  []string{"application/x-www-form-urlencoded"},
+	BindsStrict: true,
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the

@@ -70,9 +70,10 @@ var placeOrderIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope:      idemtype.Scope{Kind: idemtype.ScopePrincipal},
-	Route:      "/orders",
-	MediaTypes: []string{"application/json"},
+	Scope:       idemtype.Scope{Kind: idemtype.ScopePrincipal},
+	Route:       "/orders",
+	MediaTypes:  []string{"application/json"},
+	BindsStrict: true,
 }
 
 // cancelOrderIdempotency is the x-idempotency of cancelOrder (POST /orders/{id}/cancel), as the
@@ -96,8 +97,9 @@ var cancelOrderIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal},
-	Route: "/orders/{id}/cancel",
+	Scope:       idemtype.Scope{Kind: idemtype.ScopePrincipal},
+	Route:       "/orders/{id}/cancel",
+	BindsStrict: true,
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the

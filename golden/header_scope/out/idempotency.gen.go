@@ -59,10 +59,11 @@ var createInvoiceIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope:      idemtype.Scope{Kind: idemtype.ScopeHeader, Name: "X-Tenant-ID"},
-	Route:      "/invoices",
-	Headers:    []string{"X-Tenant-ID"},
-	MediaTypes: []string{"application/json"},
+	Scope:       idemtype.Scope{Kind: idemtype.ScopeHeader, Name: "X-Tenant-ID"},
+	Route:       "/invoices",
+	Headers:     []string{"X-Tenant-ID"},
+	MediaTypes:  []string{"application/json"},
+	BindsStrict: true,
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the

@@ -71,8 +71,9 @@ var createCartIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal},
-	Route: "/carts",
+	Scope:       idemtype.Scope{Kind: idemtype.ScopePrincipal},
+	Route:       "/carts",
+	BindsStrict: true,
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the

@@ -82,9 +82,10 @@ var createOrderIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope:      idemtype.Scope{Kind: idemtype.ScopePrincipal},
-	Route:      "/orders",
-	MediaTypes: []string{"application/json"},
+	Scope:       idemtype.Scope{Kind: idemtype.ScopePrincipal},
+	Route:       "/orders",
+	MediaTypes:  []string{"application/json"},
+	BindsStrict: true,
 }
 
 // refundOrderIdempotency is the x-idempotency of refundOrder (POST /orders/{orderID}/refunds), as
@@ -107,8 +108,9 @@ var refundOrderIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope: idemtype.Scope{Kind: idemtype.ScopeGlobal},
-	Route: "/orders/{orderID}/refunds",
+	Scope:       idemtype.Scope{Kind: idemtype.ScopeGlobal},
+	Route:       "/orders/{orderID}/refunds",
+	BindsStrict: true,
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the

@@ -58,10 +58,11 @@ var createNoteIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope:      idemtype.Scope{Kind: idemtype.ScopePrincipal},
-	Route:      "/notes",
-	Exclude:    []string{"/draft"},
-	MediaTypes: []string{"application/json"},
+	Scope:       idemtype.Scope{Kind: idemtype.ScopePrincipal},
+	Route:       "/notes",
+	Exclude:     []string{"/draft"},
+	MediaTypes:  []string{"application/json"},
+	BindsStrict: true,
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the

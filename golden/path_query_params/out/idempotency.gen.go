@@ -59,9 +59,10 @@ var createDepositIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope:      idemtype.Scope{Kind: idemtype.ScopePrincipal},
-	Route:      "/accounts/{account_id}/deposits",
-	MediaTypes: []string{"application/json"},
+	Scope:       idemtype.Scope{Kind: idemtype.ScopePrincipal},
+	Route:       "/accounts/{account_id}/deposits",
+	MediaTypes:  []string{"application/json"},
+	BindsStrict: true,
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the

@@ -70,9 +70,10 @@ var createJobIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope:      idemtype.Scope{Kind: idemtype.ScopePath, Name: "tenant"},
-	Route:      "/v1/tenants/{tenant}/jobs",
-	MediaTypes: []string{"application/json"},
+	Scope:       idemtype.Scope{Kind: idemtype.ScopePath, Name: "tenant"},
+	Route:       "/v1/tenants/{tenant}/jobs",
+	MediaTypes:  []string{"application/json"},
+	BindsStrict: true,
 }
 
 // createBatchIdempotency is the x-idempotency of createBatch (POST /v1/tenants/{tenant}/batches),
@@ -95,9 +96,10 @@ var createBatchIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope:      idemtype.Scope{Kind: idemtype.ScopePath, Name: "tenant", Principal: true},
-	Route:      "/v1/tenants/{tenant}/batches",
-	MediaTypes: []string{"application/json"},
+	Scope:       idemtype.Scope{Kind: idemtype.ScopePath, Name: "tenant", Principal: true},
+	Route:       "/v1/tenants/{tenant}/batches",
+	MediaTypes:  []string{"application/json"},
+	BindsStrict: true,
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the

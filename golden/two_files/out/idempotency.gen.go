@@ -63,9 +63,10 @@ var addPetIdempotency = &idemecho.Spec{
 		MaxLength: 255,
 		Format:    idemtype.KeyFormatAny,
 	},
-	Scope:      idemtype.Scope{Kind: idemtype.ScopePrincipal},
-	Route:      "/pets",
-	MediaTypes: []string{"application/json"},
+	Scope:       idemtype.Scope{Kind: idemtype.ScopePrincipal},
+	Route:       "/pets",
+	MediaTypes:  []string{"application/json"},
+	BindsStrict: true,
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the
