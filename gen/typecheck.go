@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 )
 
 // checkOapiOutput type-checks the file oapi-codegen wrote (name, src) on
@@ -50,7 +51,7 @@ func checkOapiOutput(name string, src []byte, doc *openapi3.T, alone bool) error
 	sort.SliceStable(found, func(i, j int) bool { return found[i].Pos < found[j].Pos })
 	var b strings.Builder
 	fmt.Fprintf(&b, "oapi-codegen's output for this spec does not compile, because of names the spec gives (oapi-codegen's declarations, not idemgen's), in %s:", name)
-	var targets []string
+	var renames []rename
 	for _, te := range found {
 		pos := fset.Position(te.Pos)
 		what := declaredFor(f, fset, te.Pos)
@@ -58,8 +59,8 @@ func checkOapiOutput(name string, src []byte, doc *openapi3.T, alone bool) error
 		// An enum's constants, prefixed with its type's name, collide:
 		// the enum's property is what to rename.
 		if m := enumValues.FindStringSubmatch(what); m != nil {
-			if t := enumTarget(f, m[1], doc); t != "" && !slices.Contains(targets, t) {
-				targets = append(targets, t)
+			if r, ok := enumTarget(f, m[1], doc); ok && !slices.Contains(renames, r) {
+				renames = append(renames, r)
 			}
 		}
 	}
@@ -70,10 +71,10 @@ func checkOapiOutput(name string, src []byte, doc *openapi3.T, alone bool) error
 		}
 	}
 	b.WriteString("\nGive the enum (or the schema) a Go name of its own with x-go-type-name, in an overlay (output-options.overlay.path in the config), so that the spec stays as published. On an enum's property the new name also prefixes its constants; on a schema the type is renamed but keeps an alias of its old name, which still collides")
-	if len(targets) > 0 {
+	if len(renames) > 0 {
 		b.WriteString(". For these:\n  overlay: 1.0.0\n  info: {title: go names, version: \"1\"}\n  actions:")
-		for _, t := range targets {
-			fmt.Fprintf(&b, "\n    - target: %s\n      update: {x-go-type-name: %sKind}", t, goName(t[strings.Index(t, "schemas.")+len("schemas."):strings.Index(t, ".properties")]))
+		for _, r := range renames {
+			fmt.Fprintf(&b, "\n    - target: %s\n      update: {x-go-type-name: %s}", r.target, r.name)
 		}
 	}
 	b.WriteString("\n(docs/troubleshooting.md lists the collisions oapi-codegen is known for.)")
@@ -84,13 +85,18 @@ func checkOapiOutput(name string, src []byte, doc *openapi3.T, alone bool) error
 // ("Defines values for SourceType").
 var enumValues = regexp.MustCompile(`Defines values for (\w+)`)
 
-// enumTarget is the overlay target of the property whose enum oapi-codegen
-// named typeName ("$.components.schemas.source.properties.type"), found
-// from the type's comment ("SourceType defines model for Source.Type") and
-// the spec's component schemas by their Go names; "" when not found.
-func enumTarget(f *ast.File, typeName string, doc *openapi3.T) string {
+// rename is an overlay action that gives an enum property a Go name.
+type rename struct{ target, name string }
+
+// enumTarget is the overlay action that renames the property whose enum
+// oapi-codegen named typeName: its target
+// ("$.components.schemas.source.properties.type"), found from the type's
+// comment ("SourceType defines model for Source.Type") and the spec's
+// component schemas by their Go names (oapi-codegen's own naming, as the
+// run just made it), and a new name after its schema's (SourceKind).
+func enumTarget(f *ast.File, typeName string, doc *openapi3.T) (rename, bool) {
 	if doc == nil || doc.Components == nil {
-		return ""
+		return rename{}, false
 	}
 	var path string
 	for _, d := range f.Decls {
@@ -108,19 +114,20 @@ func enumTarget(f *ast.File, typeName string, doc *openapi3.T) string {
 	}
 	schemaName, prop, ok := strings.Cut(path, ".")
 	if !ok {
-		return ""
+		return rename{}, false
 	}
 	for name, ref := range doc.Components.Schemas {
-		if !strings.EqualFold(goName(name), schemaName) || ref == nil || ref.Value == nil {
+		typeName := codegen.SchemaNameToTypeName(name)
+		if typeName != schemaName || ref == nil || ref.Value == nil {
 			continue
 		}
 		for p := range ref.Value.Properties {
-			if strings.EqualFold(goName(p), prop) {
-				return "$.components.schemas." + name + ".properties." + p
+			if codegen.ToCamelCase(p) == prop {
+				return rename{target: "$.components.schemas." + name + ".properties." + p, name: typeName + "Kind"}, true
 			}
 		}
 	}
-	return ""
+	return rename{}, false
 }
 
 // ownError reports whether a type checker's message is about the package's
@@ -171,16 +178,6 @@ func declaredFor(f *ast.File, fset *token.FileSet, pos token.Pos) string {
 		}
 	}
 	return ""
-}
-
-// goName is a schema name as oapi-codegen's default normalizer writes it,
-// roughly: its parts capitalised and joined.
-func goName(schema string) string {
-	var b strings.Builder
-	for _, part := range strings.FieldsFunc(schema, func(r rune) bool { return r == '_' || r == '-' || r == '.' }) {
-		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
-	}
-	return b.String()
 }
 
 // emptyImporter imports every path as an empty, complete package.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -415,39 +414,4 @@ func isIndex(tok string) bool {
 		}
 	}
 	return true
-}
-
-// resolves reports whether the pointer tokens name a place the schema
-// allows. A schema without properties or items (free-form) allows anything.
-func resolves(s *openapi3.Schema, toks []string, depth int) bool {
-	if len(toks) == 0 {
-		return true
-	}
-	if s == nil || depth > 32 {
-		return false
-	}
-	for _, group := range [][]*openapi3.SchemaRef{s.AllOf, s.OneOf, s.AnyOf} {
-		for _, sub := range group {
-			if sub != nil && resolves(sub.Value, toks, depth+1) {
-				return true
-			}
-		}
-	}
-	if s.Items != nil {
-		if _, err := strconv.Atoi(toks[0]); err == nil {
-			return resolves(s.Items.Value, toks[1:], depth+1)
-		}
-	}
-	if p, ok := s.Properties[toks[0]]; ok {
-		return p == nil || resolves(p.Value, toks[1:], depth+1)
-	}
-	ap := s.AdditionalProperties
-	if ap.Schema != nil {
-		return resolves(ap.Schema.Value, toks[1:], depth+1)
-	}
-	if ap.Has != nil {
-		return *ap.Has
-	}
-	// Free-form: no properties, items or combinators constrain the body.
-	return len(s.Properties) == 0 && s.Items == nil && len(s.AllOf)+len(s.OneOf)+len(s.AnyOf) == 0
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/idemgen/idemgen/runtime/idemhttp"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
@@ -102,29 +103,12 @@ func checkPathScope(op *Operation, at func(field, format string, args ...any)) {
 	if sc.Kind != idemtype.ScopePath {
 		return
 	}
-	params := pathParams(op.Path)
+	params := idemhttp.RouteParams(op.Path)
 	if !slices.Contains(params, sc.Name) {
 		if len(params) == 0 {
 			at(ExtensionName+".scope", "path:%s names no parameter of the path %s, which has none; scope by a header, the principal or globally instead", sc.Name, op.Path)
 			return
 		}
 		at(ExtensionName+".scope", "path:%s names no parameter of the path %s; its parameters are %s", sc.Name, op.Path, strings.Join(params, ", "))
-	}
-}
-
-// pathParams are the names of a path template's parameters, in order.
-func pathParams(path string) []string {
-	var out []string
-	for {
-		i := strings.IndexByte(path, '{')
-		if i < 0 {
-			return out
-		}
-		j := strings.IndexByte(path[i:], '}')
-		if j < 0 {
-			return out
-		}
-		out = append(out, path[i+1:i+j])
-		path = path[i+j+1:]
 	}
 }
