@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -154,13 +153,9 @@ func RunWithoutKey[S any](ctx context.Context, e *Engine, op *Operation, phases 
 // a completed key's answer never depends on the binder. A replay it returns
 // is observed as one.
 func (e *Engine) Replay(ctx context.Context, op *Operation, req KeyedRequest) (*Response, error) {
-	ns := op.namespace()
-	same := func(recOp string, recFP []byte) bool {
-		return recOp == "" && string(recFP) == string(receiptFingerprint(op.ID, req.Fingerprint)) ||
-			recOp == op.ID && string(recFP) == string(req.Fingerprint)
-	}
-	if ent := e.cache.get(cacheKey{ns, req.Scope, req.Key}); ent != nil {
-		if !same(ent.operation, ent.fingerprint) {
+	key := cacheKey{op.namespace(), req.Scope, req.Key}
+	if ent := e.cache.get(key); ent != nil {
+		if !sameRequest(op, ent.operation, ent.fingerprint, req.Fingerprint) {
 			return nil, nil
 		}
 		e.observe(ctx, Event{Kind: EventReplay, Operation: op.ID})
@@ -168,7 +163,7 @@ func (e *Engine) Replay(ctx context.Context, op *Operation, req KeyedRequest) (*
 	}
 	var rec *record
 	err := againIfStale(func() (err error) {
-		rec, err = e.store.read(ctx, e.pool, recordID(ns, req.Scope, req.Key))
+		rec, err = e.store.read(ctx, e.pool, recordID(key.ns, key.scope, key.key))
 		return err
 	})
 	switch {
@@ -176,11 +171,8 @@ func (e *Engine) Replay(ctx context.Context, op *Operation, req KeyedRequest) (*
 		return nil, nil
 	case err != nil:
 		return nil, unavailable("reading the record", err)
-	case rec.state != stateCompleted || rec.pastRetention || !same(rec.operation, rec.fingerprint):
+	case rec.state != stateCompleted || rec.pastRetention || !sameRequest(op, rec.operation, rec.fingerprint, req.Fingerprint):
 		return nil, nil
 	}
-	e.observe(ctx, Event{Kind: EventReplay, Operation: op.ID})
-	resp := e.replay(rec)
-	e.cache.put(cacheKey{ns, req.Scope, req.Key}, rec.operation, rec.fingerprint, resp, time.Now().Add(min(rec.expiresIn, e.opts.ReplayCacheTTL)))
-	return resp, nil
+	return e.replayCompleted(ctx, op, key, rec), nil
 }

@@ -299,10 +299,7 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 		}
 		switch {
 		case rec.state == stateCompleted:
-			e.observe(ctx, Event{Kind: EventReplay, Operation: op.ID})
-			resp := e.replay(rec)
-			e.cache.put(cacheKey{c.ns, c.scope, c.key}, rec.operation, rec.fingerprint, resp, time.Now().Add(min(rec.expiresIn, e.opts.ReplayCacheTTL)))
-			return nil, &Outcome{Response: resp, Replayed: true}, nil
+			return nil, &Outcome{Response: e.replayCompleted(ctx, op, cacheKey{c.ns, c.scope, c.key}, rec), Replayed: true}, nil
 		case rec.live:
 			e.observe(ctx, Event{Kind: EventInFlight, Operation: op.ID})
 			return nil, nil, inFlight(e.retryAfter(op, rec.retryAfter), nil)
@@ -330,8 +327,7 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 // with another request: 422. A completed record keeps no operation (recOp
 // is ""): its fingerprint is receiptFingerprint's, which covers both.
 func (e *Engine) mismatch(ctx context.Context, op *Operation, recOp string, recFP, fp []byte) error {
-	if recOp == "" && string(recFP) == string(receiptFingerprint(op.ID, fp)) ||
-		recOp == op.ID && string(recFP) == string(fp) {
+	if sameRequest(op, recOp, recFP, fp) {
 		return nil
 	}
 	e.observe(ctx, Event{Kind: EventMismatch, Operation: op.ID})
@@ -343,6 +339,22 @@ func (e *Engine) mismatch(ctx context.Context, op *Operation, recOp string, recF
 		detail = fmt.Sprintf("this key was first used for operation %s", recOp)
 	}
 	return &Error{Kind: idemtype.KindMismatch, Detail: detail}
+}
+
+// sameRequest reports whether a record of operation recOp and fingerprint
+// recFP was made by a request of op with fingerprint fp.
+func sameRequest(op *Operation, recOp string, recFP, fp []byte) bool {
+	return recOp == "" && string(recFP) == string(receiptFingerprint(op.ID, fp)) ||
+		recOp == op.ID && string(recFP) == string(fp)
+}
+
+// replayCompleted answers a completed record of key: its stored response
+// (replay), observed as a replay and remembered in the replay cache.
+func (e *Engine) replayCompleted(ctx context.Context, op *Operation, key cacheKey, rec *record) *Response {
+	e.observe(ctx, Event{Kind: EventReplay, Operation: op.ID})
+	resp := e.replay(rec)
+	e.cache.put(key, rec.operation, rec.fingerprint, resp, time.Now().Add(min(rec.expiresIn, e.opts.ReplayCacheTTL)))
+	return resp
 }
 
 // replay returns a completed record's stored response, or, when its body
