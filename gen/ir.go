@@ -51,12 +51,15 @@ func (o *opIR) PhasesIface() string { return o.GoName + "Phases" }
 func (o *opIR) StateType() string   { return o.GoName + "State" }
 func (o *opIR) ImplType() string    { return o.GoName + "Impl" }
 
-// Names only the glue uses: the operation's x-idempotency as the runtime
-// takes it, the function that binds its phases to a request, and the
-// response object that writes the engine's outcome.
+// Names the glue declares for one operation: the operation's x-idempotency as
+// the runtime takes it, and the response object that writes the engine's
+// outcome (unexported); the function that binds its phases to a request and
+// the one that returns its operation (exported, so that a test runs the
+// phases as the glue does: idemtest.Check).
 func (o *opIR) idempotencyVar() string { return lowerFirst(o.GoName) + "Idempotency" }
-func (o *opIR) bindFunc() string       { return "bind" + o.GoName + "Phases" }
 func (o *opIR) outcomeType() string    { return lowerFirst(o.GoName) + "Outcome" }
+func (o *opIR) bindFunc() string       { return o.GoName + "PhaseList" }
+func (o *opIR) operationFunc() string  { return o.GoName + "Operation" }
 
 type phaseIR struct {
 	Name    string // as in the spec, e.g. charge_card
@@ -242,7 +245,7 @@ func buildIR(cfg *Config, doc *spec.Document, sources []Source) (*ir, error) {
 			seen[p.GoName] = ph.Name
 			o.Phases = append(o.Phases, p)
 		}
-		for _, name := range []string{o.PhasesIface(), o.StateType(), o.ImplType(), o.idempotencyVar(), o.bindFunc(), o.outcomeType()} {
+		for _, name := range []string{o.PhasesIface(), o.StateType(), o.ImplType(), o.idempotencyVar(), o.bindFunc(), o.operationFunc(), o.outcomeType()} {
 			if declared[name] {
 				errs = append(errs, &spec.Error{File: cfg.Spec, Method: op.Method, Path: op.Path, OperationID: op.OperationID,
 					Message: fmt.Sprintf("the generated name %s is already declared by a schema or type of this spec; rename the operationId or the schema", name)})

@@ -375,7 +375,7 @@ func renderPhaseList(f *File, r *ir, o *opIR) {
 			field(p.kind().field, Func().Params(sig.paramsCode()...).Add(sig.resultsCode()).Add(body)),
 		))
 	}
-	f.Add(doc(0, fmt.Sprintf("%s binds the phases of %s to one request.", o.bindFunc(), o.Spec.OperationID)))
+	f.Add(doc(0, fmt.Sprintf("%s binds the phases of %s to one request, as the glue runs them: the engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes, takeovers and concurrent duplicates.", o.bindFunc(), o.Spec.OperationID)))
 	f.Func().Id(o.bindFunc()).Params(Id("p").Id(o.PhasesIface()), Id("request").Id(o.RequestType)).Index().Add(phaseT).
 		Block(Return(Index().Add(phaseT).ValuesFunc(func(g *Group) {
 			for _, e := range elems {
@@ -383,6 +383,13 @@ func renderPhaseList(f *File, r *ir, o *opIR) {
 			}
 			g.Line()
 		})))
+	f.Line()
+	f.Add(doc(0, fmt.Sprintf("%s returns a copy of the operation and policy that the engine runs %s with, as its x-idempotency declares them.", o.operationFunc(), o.Spec.OperationID)))
+	f.Func().Id(o.operationFunc()).Params().Op("*").Qual(pkgIdem, "Operation").Block(
+		Id("op").Op(":=").Op("*").Id(o.idempotencyVar()).Dot("Operation"),
+		Id("op").Dot("Policy").Dot("ReplayHeaders").Op("=").Qual("slices", "Clone").Call(Id("op").Dot("Policy").Dot("ReplayHeaders")),
+		Return(Op("&").Id("op")),
+	)
 	f.Line()
 }
 

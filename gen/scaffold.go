@@ -35,6 +35,7 @@ func renderScaffolds(tmpl *template.Template, r *ir) ([]OutputFile, error) {
 		err := tmpl.Execute(&buf, map[string]any{
 			"Package": r.Package, "OperationID": o.Spec.OperationID, "Iface": o.PhasesIface(),
 			"State": o.StateType(), "Impl": o.ImplType(), "Phases": phases,
+			"OperationFunc": o.operationFunc(), "PhaseListFunc": o.bindFunc(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("gen: scaffold for %s: %w", o.Spec.OperationID, err)

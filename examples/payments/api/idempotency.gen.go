@@ -177,7 +177,7 @@ var _ StrictServerInterface = (*idemServer)(nil)
 // CreatePayment serves POST /payments with the engine: it runs the phases of createPayment for a
 // new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreatePaymentPhases(s.phases.CreatePayment, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, CreatePaymentPhaseList(s.phases.CreatePayment, request))
 	if err != nil {
 		return nil, err
 	}
@@ -192,8 +192,10 @@ func (o createPaymentOutcome) VisitCreatePaymentResponse(w http.ResponseWriter) 
 	return o(w)
 }
 
-// bindCreatePaymentPhases binds the phases of createPayment to one request.
-func bindCreatePaymentPhases(p CreatePaymentPhases, request CreatePaymentRequestObject) []idem.Phase[CreatePaymentState] {
+// CreatePaymentPhaseList binds the phases of createPayment to one request, as the glue runs them:
+// the engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func CreatePaymentPhaseList(p CreatePaymentPhases, request CreatePaymentRequestObject) []idem.Phase[CreatePaymentState] {
 	return []idem.Phase[CreatePaymentState]{
 		{
 			Name: "record_payment",
@@ -223,6 +225,14 @@ func bindCreatePaymentPhases(p CreatePaymentPhases, request CreatePaymentRequest
 	}
 }
 
+// CreatePaymentOperation returns a copy of the operation and policy that the engine runs
+// createPayment with, as its x-idempotency declares them.
+func CreatePaymentOperation() *idem.Operation {
+	op := *createPaymentIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
+}
+
 // GetPayment serves GET /payments/{id} with PlainHandlers.
 func (s *idemServer) GetPayment(ctx context.Context, request GetPaymentRequestObject) (GetPaymentResponseObject, error) {
 	return s.plain.GetPayment(ctx, request)
@@ -231,7 +241,7 @@ func (s *idemServer) GetPayment(ctx context.Context, request GetPaymentRequestOb
 // CreateRefund serves POST /refunds with the engine: it runs the phases of createRefund for a new
 // key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateRefund(ctx context.Context, request CreateRefundRequestObject) (CreateRefundResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateRefundPhases(s.phases.CreateRefund, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, CreateRefundPhaseList(s.phases.CreateRefund, request))
 	if err != nil {
 		return nil, err
 	}
@@ -246,8 +256,10 @@ func (o createRefundOutcome) VisitCreateRefundResponse(w http.ResponseWriter) er
 	return o(w)
 }
 
-// bindCreateRefundPhases binds the phases of createRefund to one request.
-func bindCreateRefundPhases(p CreateRefundPhases, request CreateRefundRequestObject) []idem.Phase[CreateRefundState] {
+// CreateRefundPhaseList binds the phases of createRefund to one request, as the glue runs them: the
+// engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func CreateRefundPhaseList(p CreateRefundPhases, request CreateRefundRequestObject) []idem.Phase[CreateRefundState] {
 	return []idem.Phase[CreateRefundState]{
 		{
 			Name: "refund",
@@ -265,6 +277,14 @@ func bindCreateRefundPhases(p CreateRefundPhases, request CreateRefundRequestObj
 	}
 }
 
+// CreateRefundOperation returns a copy of the operation and policy that the engine runs
+// createRefund with, as its x-idempotency declares them.
+func CreateRefundOperation() *idem.Operation {
+	op := *createRefundIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
+}
+
 // PutOrder serves PUT /orders/{id} with PlainHandlers.
 func (s *idemServer) PutOrder(ctx context.Context, request PutOrderRequestObject) (PutOrderResponseObject, error) {
 	return s.plain.PutOrder(ctx, request)
@@ -273,7 +293,7 @@ func (s *idemServer) PutOrder(ctx context.Context, request PutOrderRequestObject
 // ReceiveCardnetEvent serves POST /webhooks/cardnet with the engine: it runs the phases of
 // receiveCardnetEvent for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) ReceiveCardnetEvent(ctx context.Context, request ReceiveCardnetEventRequestObject) (ReceiveCardnetEventResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindReceiveCardnetEventPhases(s.phases.ReceiveCardnetEvent, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, ReceiveCardnetEventPhaseList(s.phases.ReceiveCardnetEvent, request))
 	if err != nil {
 		return nil, err
 	}
@@ -288,8 +308,10 @@ func (o receiveCardnetEventOutcome) VisitReceiveCardnetEventResponse(w http.Resp
 	return o(w)
 }
 
-// bindReceiveCardnetEventPhases binds the phases of receiveCardnetEvent to one request.
-func bindReceiveCardnetEventPhases(p ReceiveCardnetEventPhases, request ReceiveCardnetEventRequestObject) []idem.Phase[ReceiveCardnetEventState] {
+// ReceiveCardnetEventPhaseList binds the phases of receiveCardnetEvent to one request, as the glue
+// runs them: the engine's idem.Run takes them, and so does idemtest.Check, which runs them through
+// crashes, takeovers and concurrent duplicates.
+func ReceiveCardnetEventPhaseList(p ReceiveCardnetEventPhases, request ReceiveCardnetEventRequestObject) []idem.Phase[ReceiveCardnetEventState] {
 	return []idem.Phase[ReceiveCardnetEventState]{
 		{
 			Name: "apply",
@@ -305,6 +327,14 @@ func bindReceiveCardnetEventPhases(p ReceiveCardnetEventPhases, request ReceiveC
 			},
 		},
 	}
+}
+
+// ReceiveCardnetEventOperation returns a copy of the operation and policy that the engine runs
+// receiveCardnetEvent with, as its x-idempotency declares them.
+func ReceiveCardnetEventOperation() *idem.Operation {
+	op := *receiveCardnetEventIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
 }
 
 // RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes

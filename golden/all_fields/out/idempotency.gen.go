@@ -93,7 +93,7 @@ func (s *idemServer) CreateTransfer(ctx context.Context, request CreateTransferR
 	if err != nil {
 		return nil, err
 	}
-	resp, err := idemecho.Execute(ctx, s.rt, payload, bindCreateTransferPhases(s.phases.CreateTransfer, request))
+	resp, err := idemecho.Execute(ctx, s.rt, payload, CreateTransferPhaseList(s.phases.CreateTransfer, request))
 	if err != nil {
 		return nil, err
 	}
@@ -108,8 +108,10 @@ func (o createTransferOutcome) VisitCreateTransferResponse(w http.ResponseWriter
 	return o(w)
 }
 
-// bindCreateTransferPhases binds the phases of createTransfer to one request.
-func bindCreateTransferPhases(p CreateTransferPhases, request CreateTransferRequestObject) []idem.Phase[CreateTransferState] {
+// CreateTransferPhaseList binds the phases of createTransfer to one request, as the glue runs them:
+// the engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func CreateTransferPhaseList(p CreateTransferPhases, request CreateTransferRequestObject) []idem.Phase[CreateTransferState] {
 	return []idem.Phase[CreateTransferState]{
 		{
 			Name: "debit",
@@ -137,6 +139,14 @@ func bindCreateTransferPhases(p CreateTransferPhases, request CreateTransferRequ
 			},
 		},
 	}
+}
+
+// CreateTransferOperation returns a copy of the operation and policy that the engine runs
+// createTransfer with, as its x-idempotency declares them.
+func CreateTransferOperation() *idem.Operation {
+	op := *createTransferIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
 }
 
 // RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
@@ -188,7 +198,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		if err := json.Unmarshal(payload, &request); err != nil {
 			return nil, err
 		}
-		return bindCreateTransferPhases(phases.CreateTransfer, request), nil
+		return CreateTransferPhaseList(phases.CreateTransfer, request), nil
 	})
 	rt.StartCompleter()
 	server := &idemServer{

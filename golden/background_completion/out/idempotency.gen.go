@@ -90,7 +90,7 @@ func (s *idemServer) StartExport(ctx context.Context, request StartExportRequest
 	if err != nil {
 		return nil, err
 	}
-	resp, err := idemecho.Execute(ctx, s.rt, payload, bindStartExportPhases(s.phases.StartExport, request))
+	resp, err := idemecho.Execute(ctx, s.rt, payload, StartExportPhaseList(s.phases.StartExport, request))
 	if err != nil {
 		return nil, err
 	}
@@ -105,8 +105,10 @@ func (o startExportOutcome) VisitStartExportResponse(w http.ResponseWriter) erro
 	return o(w)
 }
 
-// bindStartExportPhases binds the phases of startExport to one request.
-func bindStartExportPhases(p StartExportPhases, request StartExportRequestObject) []idem.Phase[StartExportState] {
+// StartExportPhaseList binds the phases of startExport to one request, as the glue runs them: the
+// engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func StartExportPhaseList(p StartExportPhases, request StartExportRequestObject) []idem.Phase[StartExportState] {
 	return []idem.Phase[StartExportState]{
 		{
 			Name: "queue",
@@ -134,6 +136,14 @@ func bindStartExportPhases(p StartExportPhases, request StartExportRequestObject
 			},
 		},
 	}
+}
+
+// StartExportOperation returns a copy of the operation and policy that the engine runs startExport
+// with, as its x-idempotency declares them.
+func StartExportOperation() *idem.Operation {
+	op := *startExportIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
 }
 
 // RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes
@@ -185,7 +195,7 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		if err := json.Unmarshal(payload, &request); err != nil {
 			return nil, err
 		}
-		return bindStartExportPhases(phases.StartExport, request), nil
+		return StartExportPhaseList(phases.StartExport, request), nil
 	})
 	rt.StartCompleter()
 	server := &idemServer{

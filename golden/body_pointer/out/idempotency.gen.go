@@ -119,7 +119,7 @@ var _ StrictServerInterface = (*idemServer)(nil)
 // ReceiveAcmeEvent serves POST /webhooks/acme with the engine: it runs the phases of
 // receiveAcmeEvent for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) ReceiveAcmeEvent(ctx context.Context, request ReceiveAcmeEventRequestObject) (ReceiveAcmeEventResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindReceiveAcmeEventPhases(s.phases.ReceiveAcmeEvent, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, ReceiveAcmeEventPhaseList(s.phases.ReceiveAcmeEvent, request))
 	if err != nil {
 		return nil, err
 	}
@@ -134,8 +134,10 @@ func (o receiveAcmeEventOutcome) VisitReceiveAcmeEventResponse(w http.ResponseWr
 	return o(w)
 }
 
-// bindReceiveAcmeEventPhases binds the phases of receiveAcmeEvent to one request.
-func bindReceiveAcmeEventPhases(p ReceiveAcmeEventPhases, request ReceiveAcmeEventRequestObject) []idem.Phase[ReceiveAcmeEventState] {
+// ReceiveAcmeEventPhaseList binds the phases of receiveAcmeEvent to one request, as the glue runs
+// them: the engine's idem.Run takes them, and so does idemtest.Check, which runs them through
+// crashes, takeovers and concurrent duplicates.
+func ReceiveAcmeEventPhaseList(p ReceiveAcmeEventPhases, request ReceiveAcmeEventRequestObject) []idem.Phase[ReceiveAcmeEventState] {
 	return []idem.Phase[ReceiveAcmeEventState]{
 		{
 			Name: "apply",
@@ -153,10 +155,18 @@ func bindReceiveAcmeEventPhases(p ReceiveAcmeEventPhases, request ReceiveAcmeEve
 	}
 }
 
+// ReceiveAcmeEventOperation returns a copy of the operation and policy that the engine runs
+// receiveAcmeEvent with, as its x-idempotency declares them.
+func ReceiveAcmeEventOperation() *idem.Operation {
+	op := *receiveAcmeEventIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
+}
+
 // PostLedgerEntry serves POST /ledger/entries with the engine: it runs the phases of
 // postLedgerEntry for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) PostLedgerEntry(ctx context.Context, request PostLedgerEntryRequestObject) (PostLedgerEntryResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindPostLedgerEntryPhases(s.phases.PostLedgerEntry, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, PostLedgerEntryPhaseList(s.phases.PostLedgerEntry, request))
 	if err != nil {
 		return nil, err
 	}
@@ -171,8 +181,10 @@ func (o postLedgerEntryOutcome) VisitPostLedgerEntryResponse(w http.ResponseWrit
 	return o(w)
 }
 
-// bindPostLedgerEntryPhases binds the phases of postLedgerEntry to one request.
-func bindPostLedgerEntryPhases(p PostLedgerEntryPhases, request PostLedgerEntryRequestObject) []idem.Phase[PostLedgerEntryState] {
+// PostLedgerEntryPhaseList binds the phases of postLedgerEntry to one request, as the glue runs
+// them: the engine's idem.Run takes them, and so does idemtest.Check, which runs them through
+// crashes, takeovers and concurrent duplicates.
+func PostLedgerEntryPhaseList(p PostLedgerEntryPhases, request PostLedgerEntryRequestObject) []idem.Phase[PostLedgerEntryState] {
 	return []idem.Phase[PostLedgerEntryState]{
 		{
 			Name: "post_entry",
@@ -188,6 +200,14 @@ func bindPostLedgerEntryPhases(p PostLedgerEntryPhases, request PostLedgerEntryR
 			},
 		},
 	}
+}
+
+// PostLedgerEntryOperation returns a copy of the operation and policy that the engine runs
+// postLedgerEntry with, as its x-idempotency declares them.
+func PostLedgerEntryOperation() *idem.Operation {
+	op := *postLedgerEntryIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
 }
 
 // RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -88,7 +89,7 @@ var _ StrictServerInterface = (*idemServer)(nil)
 // CreateDeposit serves POST /accounts/{account-id}/deposits with the engine: it runs the phases of
 // createDeposit for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateDeposit(ctx context.Context, request CreateDepositRequestObject) (CreateDepositResponseObject, error) {
-	resp, err := idemstd.Execute(ctx, s.rt.Engine, nil, bindCreateDepositPhases(s.phases.CreateDeposit, request))
+	resp, err := idemstd.Execute(ctx, s.rt.Engine, nil, CreateDepositPhaseList(s.phases.CreateDeposit, request))
 	if err != nil {
 		return nil, err
 	}
@@ -103,8 +104,10 @@ func (o createDepositOutcome) VisitCreateDepositResponse(w http.ResponseWriter) 
 	return o(w)
 }
 
-// bindCreateDepositPhases binds the phases of createDeposit to one request.
-func bindCreateDepositPhases(p CreateDepositPhases, request CreateDepositRequestObject) []idem.Phase[CreateDepositState] {
+// CreateDepositPhaseList binds the phases of createDeposit to one request, as the glue runs them:
+// the engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func CreateDepositPhaseList(p CreateDepositPhases, request CreateDepositRequestObject) []idem.Phase[CreateDepositState] {
 	return []idem.Phase[CreateDepositState]{
 		{
 			Name: "record",
@@ -132,6 +135,14 @@ func bindCreateDepositPhases(p CreateDepositPhases, request CreateDepositRequest
 			},
 		},
 	}
+}
+
+// CreateDepositOperation returns a copy of the operation and policy that the engine runs
+// createDeposit with, as its x-idempotency declares them.
+func CreateDepositOperation() *idem.Operation {
+	op := *createDepositIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
 }
 
 // GetAccount serves GET /accounts/{account-id} with PlainHandlers.

@@ -165,7 +165,7 @@ var _ StrictServerInterface = (*idemServer)(nil)
 // CreateOrder serves POST /orders with the engine: it runs the phases of createOrder for a new key,
 // or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateOrder(ctx context.Context, request CreateOrderRequestObject) (CreateOrderResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateOrderPhases(s.phases.CreateOrder, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, CreateOrderPhaseList(s.phases.CreateOrder, request))
 	if err != nil {
 		return nil, err
 	}
@@ -180,8 +180,10 @@ func (o createOrderOutcome) VisitCreateOrderResponse(w http.ResponseWriter) erro
 	return o(w)
 }
 
-// bindCreateOrderPhases binds the phases of createOrder to one request.
-func bindCreateOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject) []idem.Phase[CreateOrderState] {
+// CreateOrderPhaseList binds the phases of createOrder to one request, as the glue runs them: the
+// engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func CreateOrderPhaseList(p CreateOrderPhases, request CreateOrderRequestObject) []idem.Phase[CreateOrderState] {
 	return []idem.Phase[CreateOrderState]{
 		{
 			Name: "reserve",
@@ -211,6 +213,14 @@ func bindCreateOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject
 	}
 }
 
+// CreateOrderOperation returns a copy of the operation and policy that the engine runs createOrder
+// with, as its x-idempotency declares them.
+func CreateOrderOperation() *idem.Operation {
+	op := *createOrderIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
+}
+
 // ListOrders serves GET /orders with PlainHandlers.
 func (s *idemServer) ListOrders(ctx context.Context, request ListOrdersRequestObject) (ListOrdersResponseObject, error) {
 	return s.plain.ListOrders(ctx, request)
@@ -219,7 +229,7 @@ func (s *idemServer) ListOrders(ctx context.Context, request ListOrdersRequestOb
 // RefundOrder serves POST /stores/{key}/refunds with the engine: it runs the phases of refundOrder
 // for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) RefundOrder(ctx context.Context, request RefundOrderRequestObject) (RefundOrderResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindRefundOrderPhases(s.phases.RefundOrder, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, RefundOrderPhaseList(s.phases.RefundOrder, request))
 	if err != nil {
 		return nil, err
 	}
@@ -234,8 +244,10 @@ func (o refundOrderOutcome) VisitRefundOrderResponse(w http.ResponseWriter) erro
 	return o(w)
 }
 
-// bindRefundOrderPhases binds the phases of refundOrder to one request.
-func bindRefundOrderPhases(p RefundOrderPhases, request RefundOrderRequestObject) []idem.Phase[RefundOrderState] {
+// RefundOrderPhaseList binds the phases of refundOrder to one request, as the glue runs them: the
+// engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func RefundOrderPhaseList(p RefundOrderPhases, request RefundOrderRequestObject) []idem.Phase[RefundOrderState] {
 	return []idem.Phase[RefundOrderState]{
 		{
 			Name: "execute",
@@ -253,10 +265,18 @@ func bindRefundOrderPhases(p RefundOrderPhases, request RefundOrderRequestObject
 	}
 }
 
+// RefundOrderOperation returns a copy of the operation and policy that the engine runs refundOrder
+// with, as its x-idempotency declares them.
+func RefundOrderOperation() *idem.Operation {
+	op := *refundOrderIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
+}
+
 // CancelOrder serves DELETE /orders/{id} with the engine: it runs the phases of cancelOrder for a
 // new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CancelOrder(ctx context.Context, request CancelOrderRequestObject) (CancelOrderResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCancelOrderPhases(s.phases.CancelOrder, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, CancelOrderPhaseList(s.phases.CancelOrder, request))
 	if err != nil {
 		return nil, err
 	}
@@ -271,8 +291,10 @@ func (o cancelOrderOutcome) VisitCancelOrderResponse(w http.ResponseWriter) erro
 	return o(w)
 }
 
-// bindCancelOrderPhases binds the phases of cancelOrder to one request.
-func bindCancelOrderPhases(p CancelOrderPhases, request CancelOrderRequestObject) []idem.Phase[CancelOrderState] {
+// CancelOrderPhaseList binds the phases of cancelOrder to one request, as the glue runs them: the
+// engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func CancelOrderPhaseList(p CancelOrderPhases, request CancelOrderRequestObject) []idem.Phase[CancelOrderState] {
 	return []idem.Phase[CancelOrderState]{
 		{
 			Name: "execute",
@@ -288,6 +310,14 @@ func bindCancelOrderPhases(p CancelOrderPhases, request CancelOrderRequestObject
 			},
 		},
 	}
+}
+
+// CancelOrderOperation returns a copy of the operation and policy that the engine runs cancelOrder
+// with, as its x-idempotency declares them.
+func CancelOrderOperation() *idem.Operation {
+	op := *cancelOrderIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
 }
 
 // RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes

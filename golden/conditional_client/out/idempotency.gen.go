@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -95,7 +96,7 @@ func (s *idemServer) GetOrder(ctx context.Context, request GetOrderRequestObject
 // CreateNote serves POST /notes with the engine: it runs the phases of createNote for a new key, or
 // answers with the outcome a retry's key already has.
 func (s *idemServer) CreateNote(ctx context.Context, request CreateNoteRequestObject) (CreateNoteResponseObject, error) {
-	resp, err := idemstd.Execute(ctx, s.rt.Engine, nil, bindCreateNotePhases(s.phases.CreateNote, request))
+	resp, err := idemstd.Execute(ctx, s.rt.Engine, nil, CreateNotePhaseList(s.phases.CreateNote, request))
 	if err != nil {
 		return nil, err
 	}
@@ -110,8 +111,10 @@ func (o createNoteOutcome) VisitCreateNoteResponse(w http.ResponseWriter) error 
 	return o(w)
 }
 
-// bindCreateNotePhases binds the phases of createNote to one request.
-func bindCreateNotePhases(p CreateNotePhases, request CreateNoteRequestObject) []idem.Phase[CreateNoteState] {
+// CreateNotePhaseList binds the phases of createNote to one request, as the glue runs them: the
+// engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func CreateNotePhaseList(p CreateNotePhases, request CreateNoteRequestObject) []idem.Phase[CreateNoteState] {
 	return []idem.Phase[CreateNoteState]{
 		{
 			Name: "execute",
@@ -127,6 +130,14 @@ func bindCreateNotePhases(p CreateNotePhases, request CreateNoteRequestObject) [
 			},
 		},
 	}
+}
+
+// CreateNoteOperation returns a copy of the operation and policy that the engine runs createNote
+// with, as its x-idempotency declares them.
+func CreateNoteOperation() *idem.Operation {
+	op := *createNoteIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
 }
 
 // RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes

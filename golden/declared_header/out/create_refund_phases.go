@@ -3,6 +3,20 @@ package api
 // This file is yours. idemgen wrote it because it was missing and will never
 // overwrite it. If the spec changes createRefund's phases, the assertion
 // below stops compiling until these methods match CreateRefundPhases again.
+//
+// Prove the phases once they are written (docs/testing.md):
+//
+//	idemtest.Check(t, idemtest.Case[CreateRefundState]{
+//		Operation: CreateRefundOperation(),
+//		Phases: func() []idem.Phase[CreateRefundState] {
+//			return CreateRefundPhaseList(&CreateRefundImpl{}, request)
+//		},
+//	})
+//
+// runs them through a crash at every recovery point, a takeover and
+// concurrent duplicates, and `go tool idemgen vet ./...` reads them for the
+// rules a phase must keep (a local phase writes only through tx, a foreign
+// phase sends key and what state holds).
 
 import (
 	"context"

@@ -78,7 +78,7 @@ var _ StrictServerInterface = (*idemServer)(nil)
 // CreateRefund serves POST /refunds with the engine: it runs the phases of createRefund for a new
 // key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateRefund(ctx context.Context, request CreateRefundRequestObject) (CreateRefundResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateRefundPhases(s.phases.CreateRefund, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, CreateRefundPhaseList(s.phases.CreateRefund, request))
 	if err != nil {
 		return nil, err
 	}
@@ -93,8 +93,10 @@ func (o createRefundOutcome) VisitCreateRefundResponse(w http.ResponseWriter) er
 	return o(w)
 }
 
-// bindCreateRefundPhases binds the phases of createRefund to one request.
-func bindCreateRefundPhases(p CreateRefundPhases, request CreateRefundRequestObject) []idem.Phase[CreateRefundState] {
+// CreateRefundPhaseList binds the phases of createRefund to one request, as the glue runs them: the
+// engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func CreateRefundPhaseList(p CreateRefundPhases, request CreateRefundRequestObject) []idem.Phase[CreateRefundState] {
 	return []idem.Phase[CreateRefundState]{
 		{
 			Name: "execute",
@@ -110,6 +112,14 @@ func bindCreateRefundPhases(p CreateRefundPhases, request CreateRefundRequestObj
 			},
 		},
 	}
+}
+
+// CreateRefundOperation returns a copy of the operation and policy that the engine runs
+// createRefund with, as its x-idempotency declares them.
+func CreateRefundOperation() *idem.Operation {
+	op := *createRefundIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
 }
 
 // RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes

@@ -79,7 +79,7 @@ var _ StrictServerInterface = (*idemServer)(nil)
 // Subscribe serves POST /subscriptions with the engine: it runs the phases of subscribe for a new
 // key, or answers with the outcome a retry's key already has.
 func (s *idemServer) Subscribe(ctx context.Context, request SubscribeRequestObject) (SubscribeResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindSubscribePhases(s.phases.Subscribe, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, SubscribePhaseList(s.phases.Subscribe, request))
 	if err != nil {
 		return nil, err
 	}
@@ -94,8 +94,10 @@ func (o subscribeOutcome) VisitSubscribeResponse(w http.ResponseWriter) error {
 	return o(w)
 }
 
-// bindSubscribePhases binds the phases of subscribe to one request.
-func bindSubscribePhases(p SubscribePhases, request SubscribeRequestObject) []idem.Phase[SubscribeState] {
+// SubscribePhaseList binds the phases of subscribe to one request, as the glue runs them: the
+// engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func SubscribePhaseList(p SubscribePhases, request SubscribeRequestObject) []idem.Phase[SubscribeState] {
 	return []idem.Phase[SubscribeState]{
 		{
 			Name: "execute",
@@ -111,6 +113,14 @@ func bindSubscribePhases(p SubscribePhases, request SubscribeRequestObject) []id
 			},
 		},
 	}
+}
+
+// SubscribeOperation returns a copy of the operation and policy that the engine runs subscribe
+// with, as its x-idempotency declares them.
+func SubscribeOperation() *idem.Operation {
+	op := *subscribeIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
 }
 
 // RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes

@@ -115,7 +115,7 @@ var _ StrictServerInterface = (*idemServer)(nil)
 // PlaceOrder serves POST /orders with the engine: it runs the phases of placeOrder for a new key,
 // or answers with the outcome a retry's key already has.
 func (s *idemServer) PlaceOrder(ctx context.Context, request PlaceOrderRequestObject) (PlaceOrderResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindPlaceOrderPhases(s.phases.PlaceOrder, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, PlaceOrderPhaseList(s.phases.PlaceOrder, request))
 	if err != nil {
 		return nil, err
 	}
@@ -130,8 +130,10 @@ func (o placeOrderOutcome) VisitPlaceOrderResponse(w http.ResponseWriter) error 
 	return o(w)
 }
 
-// bindPlaceOrderPhases binds the phases of placeOrder to one request.
-func bindPlaceOrderPhases(p PlaceOrderPhases, request PlaceOrderRequestObject) []idem.Phase[PlaceOrderState] {
+// PlaceOrderPhaseList binds the phases of placeOrder to one request, as the glue runs them: the
+// engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func PlaceOrderPhaseList(p PlaceOrderPhases, request PlaceOrderRequestObject) []idem.Phase[PlaceOrderState] {
 	return []idem.Phase[PlaceOrderState]{
 		{
 			Name: "execute",
@@ -149,10 +151,18 @@ func bindPlaceOrderPhases(p PlaceOrderPhases, request PlaceOrderRequestObject) [
 	}
 }
 
+// PlaceOrderOperation returns a copy of the operation and policy that the engine runs placeOrder
+// with, as its x-idempotency declares them.
+func PlaceOrderOperation() *idem.Operation {
+	op := *placeOrderIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
+}
+
 // CancelOrder serves POST /orders/{id}/cancel with the engine: it runs the phases of cancelOrder
 // for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CancelOrder(ctx context.Context, request CancelOrderRequestObject) (CancelOrderResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCancelOrderPhases(s.phases.CancelOrder, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, CancelOrderPhaseList(s.phases.CancelOrder, request))
 	if err != nil {
 		return nil, err
 	}
@@ -167,8 +177,10 @@ func (o cancelOrderOutcome) VisitCancelOrderResponse(w http.ResponseWriter) erro
 	return o(w)
 }
 
-// bindCancelOrderPhases binds the phases of cancelOrder to one request.
-func bindCancelOrderPhases(p CancelOrderPhases, request CancelOrderRequestObject) []idem.Phase[CancelOrderState] {
+// CancelOrderPhaseList binds the phases of cancelOrder to one request, as the glue runs them: the
+// engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func CancelOrderPhaseList(p CancelOrderPhases, request CancelOrderRequestObject) []idem.Phase[CancelOrderState] {
 	return []idem.Phase[CancelOrderState]{
 		{
 			Name: "execute",
@@ -184,6 +196,14 @@ func bindCancelOrderPhases(p CancelOrderPhases, request CancelOrderRequestObject
 			},
 		},
 	}
+}
+
+// CancelOrderOperation returns a copy of the operation and policy that the engine runs cancelOrder
+// with, as its x-idempotency declares them.
+func CancelOrderOperation() *idem.Operation {
+	op := *cancelOrderIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
 }
 
 // RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes

@@ -79,7 +79,7 @@ var _ StrictServerInterface = (*idemServer)(nil)
 // CreateInvoice serves POST /invoices with the engine: it runs the phases of createInvoice for a
 // new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateInvoice(ctx context.Context, request CreateInvoiceRequestObject) (CreateInvoiceResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateInvoicePhases(s.phases.CreateInvoice, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, CreateInvoicePhaseList(s.phases.CreateInvoice, request))
 	if err != nil {
 		return nil, err
 	}
@@ -94,8 +94,10 @@ func (o createInvoiceOutcome) VisitCreateInvoiceResponse(w http.ResponseWriter) 
 	return o(w)
 }
 
-// bindCreateInvoicePhases binds the phases of createInvoice to one request.
-func bindCreateInvoicePhases(p CreateInvoicePhases, request CreateInvoiceRequestObject) []idem.Phase[CreateInvoiceState] {
+// CreateInvoicePhaseList binds the phases of createInvoice to one request, as the glue runs them:
+// the engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func CreateInvoicePhaseList(p CreateInvoicePhases, request CreateInvoiceRequestObject) []idem.Phase[CreateInvoiceState] {
 	return []idem.Phase[CreateInvoiceState]{
 		{
 			Name: "execute",
@@ -111,6 +113,14 @@ func bindCreateInvoicePhases(p CreateInvoicePhases, request CreateInvoiceRequest
 			},
 		},
 	}
+}
+
+// CreateInvoiceOperation returns a copy of the operation and policy that the engine runs
+// createInvoice with, as its x-idempotency declares them.
+func CreateInvoiceOperation() *idem.Operation {
+	op := *createInvoiceIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
 }
 
 // RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes

@@ -77,7 +77,7 @@ var _ StrictServerInterface = (*idemServer)(nil)
 // StartJob serves POST /jobs with the engine: it runs the phases of startJob for a new key, or
 // answers with the outcome a retry's key already has.
 func (s *idemServer) StartJob(ctx context.Context, request StartJobRequestObject) (StartJobResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindStartJobPhases(s.phases.StartJob, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, StartJobPhaseList(s.phases.StartJob, request))
 	if err != nil {
 		return nil, err
 	}
@@ -92,8 +92,10 @@ func (o startJobOutcome) VisitStartJobResponse(w http.ResponseWriter) error {
 	return o(w)
 }
 
-// bindStartJobPhases binds the phases of startJob to one request.
-func bindStartJobPhases(p StartJobPhases, request StartJobRequestObject) []idem.Phase[StartJobState] {
+// StartJobPhaseList binds the phases of startJob to one request, as the glue runs them: the
+// engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func StartJobPhaseList(p StartJobPhases, request StartJobRequestObject) []idem.Phase[StartJobState] {
 	return []idem.Phase[StartJobState]{
 		{
 			Name: "execute",
@@ -109,6 +111,14 @@ func bindStartJobPhases(p StartJobPhases, request StartJobRequestObject) []idem.
 			},
 		},
 	}
+}
+
+// StartJobOperation returns a copy of the operation and policy that the engine runs startJob with,
+// as its x-idempotency declares them.
+func StartJobOperation() *idem.Operation {
+	op := *startJobIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
 }
 
 // RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes

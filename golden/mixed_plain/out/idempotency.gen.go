@@ -89,7 +89,7 @@ var _ StrictServerInterface = (*idemServer)(nil)
 // CreateCart serves POST /carts with the engine: it runs the phases of createCart for a new key, or
 // answers with the outcome a retry's key already has.
 func (s *idemServer) CreateCart(ctx context.Context, request CreateCartRequestObject) (CreateCartResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateCartPhases(s.phases.CreateCart, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, CreateCartPhaseList(s.phases.CreateCart, request))
 	if err != nil {
 		return nil, err
 	}
@@ -104,8 +104,10 @@ func (o createCartOutcome) VisitCreateCartResponse(w http.ResponseWriter) error 
 	return o(w)
 }
 
-// bindCreateCartPhases binds the phases of createCart to one request.
-func bindCreateCartPhases(p CreateCartPhases, request CreateCartRequestObject) []idem.Phase[CreateCartState] {
+// CreateCartPhaseList binds the phases of createCart to one request, as the glue runs them: the
+// engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func CreateCartPhaseList(p CreateCartPhases, request CreateCartRequestObject) []idem.Phase[CreateCartState] {
 	return []idem.Phase[CreateCartState]{
 		{
 			Name: "execute",
@@ -121,6 +123,14 @@ func bindCreateCartPhases(p CreateCartPhases, request CreateCartRequestObject) [
 			},
 		},
 	}
+}
+
+// CreateCartOperation returns a copy of the operation and policy that the engine runs createCart
+// with, as its x-idempotency declares them.
+func CreateCartOperation() *idem.Operation {
+	op := *createCartIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
 }
 
 // ListCarts serves GET /carts with PlainHandlers.

@@ -90,7 +90,7 @@ var _ StrictServerInterface = (*idemServer)(nil)
 // CreatePayment serves POST /payments with the engine: it runs the phases of createPayment for a
 // new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreatePaymentPhases(s.phases.CreatePayment, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, CreatePaymentPhaseList(s.phases.CreatePayment, request))
 	if err != nil {
 		return nil, err
 	}
@@ -105,8 +105,10 @@ func (o createPaymentOutcome) VisitCreatePaymentResponse(w http.ResponseWriter) 
 	return o(w)
 }
 
-// bindCreatePaymentPhases binds the phases of createPayment to one request.
-func bindCreatePaymentPhases(p CreatePaymentPhases, request CreatePaymentRequestObject) []idem.Phase[CreatePaymentState] {
+// CreatePaymentPhaseList binds the phases of createPayment to one request, as the glue runs them:
+// the engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func CreatePaymentPhaseList(p CreatePaymentPhases, request CreatePaymentRequestObject) []idem.Phase[CreatePaymentState] {
 	return []idem.Phase[CreatePaymentState]{
 		{
 			Name: "record_payment",
@@ -140,6 +142,14 @@ func bindCreatePaymentPhases(p CreatePaymentPhases, request CreatePaymentRequest
 			},
 		},
 	}
+}
+
+// CreatePaymentOperation returns a copy of the operation and policy that the engine runs
+// createPayment with, as its x-idempotency declares them.
+func CreatePaymentOperation() *idem.Operation {
+	op := *createPaymentIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
 }
 
 // RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes

@@ -78,7 +78,7 @@ var _ StrictServerInterface = (*idemServer)(nil)
 // PostSources serves POST /v1/sources with the engine: it runs the phases of PostSources for a new
 // key, or answers with the outcome a retry's key already has.
 func (s *idemServer) PostSources(ctx context.Context, request PostSourcesRequestObject) (PostSourcesResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindPostSourcesPhases(s.phases.PostSources, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, PostSourcesPhaseList(s.phases.PostSources, request))
 	if err != nil {
 		return nil, err
 	}
@@ -93,8 +93,10 @@ func (o postSourcesOutcome) VisitPostSourcesResponse(w http.ResponseWriter) erro
 	return o(w)
 }
 
-// bindPostSourcesPhases binds the phases of PostSources to one request.
-func bindPostSourcesPhases(p PostSourcesPhases, request PostSourcesRequestObject) []idem.Phase[PostSourcesState] {
+// PostSourcesPhaseList binds the phases of PostSources to one request, as the glue runs them: the
+// engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func PostSourcesPhaseList(p PostSourcesPhases, request PostSourcesRequestObject) []idem.Phase[PostSourcesState] {
 	return []idem.Phase[PostSourcesState]{
 		{
 			Name: "execute",
@@ -110,6 +112,14 @@ func bindPostSourcesPhases(p PostSourcesPhases, request PostSourcesRequestObject
 			},
 		},
 	}
+}
+
+// PostSourcesOperation returns a copy of the operation and policy that the engine runs PostSources
+// with, as its x-idempotency declares them.
+func PostSourcesOperation() *idem.Operation {
+	op := *postSourcesIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
 }
 
 // RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes

@@ -126,7 +126,7 @@ var _ StrictServerInterface = (*idemServer)(nil)
 // CreateOrder serves POST /orders with the engine: it runs the phases of createOrder for a new key,
 // or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateOrder(ctx context.Context, request CreateOrderRequestObject) (CreateOrderResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateOrderPhases(s.phases.CreateOrder, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, CreateOrderPhaseList(s.phases.CreateOrder, request))
 	if err != nil {
 		return nil, err
 	}
@@ -141,8 +141,10 @@ func (o createOrderOutcome) VisitCreateOrderResponse(w http.ResponseWriter) erro
 	return o(w)
 }
 
-// bindCreateOrderPhases binds the phases of createOrder to one request.
-func bindCreateOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject) []idem.Phase[CreateOrderState] {
+// CreateOrderPhaseList binds the phases of createOrder to one request, as the glue runs them: the
+// engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func CreateOrderPhaseList(p CreateOrderPhases, request CreateOrderRequestObject) []idem.Phase[CreateOrderState] {
 	return []idem.Phase[CreateOrderState]{
 		{
 			Name: "reserve",
@@ -172,6 +174,14 @@ func bindCreateOrderPhases(p CreateOrderPhases, request CreateOrderRequestObject
 	}
 }
 
+// CreateOrderOperation returns a copy of the operation and policy that the engine runs createOrder
+// with, as its x-idempotency declares them.
+func CreateOrderOperation() *idem.Operation {
+	op := *createOrderIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
+}
+
 // GetOrderByID serves GET /orders/{orderID} with PlainHandlers.
 func (s *idemServer) GetOrderByID(ctx context.Context, request GetOrderByIDRequestObject) (GetOrderByIDResponseObject, error) {
 	return s.plain.GetOrderByID(ctx, request)
@@ -180,7 +190,7 @@ func (s *idemServer) GetOrderByID(ctx context.Context, request GetOrderByIDReque
 // RefundOrder serves POST /orders/{orderID}/refunds with the engine: it runs the phases of
 // refundOrder for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) RefundOrder(ctx context.Context, request RefundOrderRequestObject) (RefundOrderResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindRefundOrderPhases(s.phases.RefundOrder, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, RefundOrderPhaseList(s.phases.RefundOrder, request))
 	if err != nil {
 		return nil, err
 	}
@@ -195,8 +205,10 @@ func (o refundOrderOutcome) VisitRefundOrderResponse(w http.ResponseWriter) erro
 	return o(w)
 }
 
-// bindRefundOrderPhases binds the phases of refundOrder to one request.
-func bindRefundOrderPhases(p RefundOrderPhases, request RefundOrderRequestObject) []idem.Phase[RefundOrderState] {
+// RefundOrderPhaseList binds the phases of refundOrder to one request, as the glue runs them: the
+// engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func RefundOrderPhaseList(p RefundOrderPhases, request RefundOrderRequestObject) []idem.Phase[RefundOrderState] {
 	return []idem.Phase[RefundOrderState]{
 		{
 			Name: "refund",
@@ -212,6 +224,14 @@ func bindRefundOrderPhases(p RefundOrderPhases, request RefundOrderRequestObject
 			},
 		},
 	}
+}
+
+// RefundOrderOperation returns a copy of the operation and policy that the engine runs refundOrder
+// with, as its x-idempotency declares them.
+func RefundOrderOperation() *idem.Operation {
+	op := *refundOrderIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
 }
 
 // RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes

@@ -3,6 +3,20 @@ package api
 // This file is yours. idemgen wrote it because it was missing and will never
 // overwrite it. If the spec changes createNote's phases, the assertion
 // below stops compiling until these methods match CreateNotePhases again.
+//
+// Prove the phases once they are written (docs/testing.md):
+//
+//	idemtest.Check(t, idemtest.Case[CreateNoteState]{
+//		Operation: CreateNoteOperation(),
+//		Phases: func() []idem.Phase[CreateNoteState] {
+//			return CreateNotePhaseList(&CreateNoteImpl{}, request)
+//		},
+//	})
+//
+// runs them through a crash at every recovery point, a takeover and
+// concurrent duplicates, and `go tool idemgen vet ./...` reads them for the
+// rules a phase must keep (a local phase writes only through tx, a foreign
+// phase sends key and what state holds).
 
 import (
 	"context"

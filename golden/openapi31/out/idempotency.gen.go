@@ -78,7 +78,7 @@ var _ StrictServerInterface = (*idemServer)(nil)
 // CreateNote serves POST /notes with the engine: it runs the phases of createNote for a new key, or
 // answers with the outcome a retry's key already has.
 func (s *idemServer) CreateNote(ctx context.Context, request CreateNoteRequestObject) (CreateNoteResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateNotePhases(s.phases.CreateNote, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, CreateNotePhaseList(s.phases.CreateNote, request))
 	if err != nil {
 		return nil, err
 	}
@@ -93,8 +93,10 @@ func (o createNoteOutcome) VisitCreateNoteResponse(w http.ResponseWriter) error 
 	return o(w)
 }
 
-// bindCreateNotePhases binds the phases of createNote to one request.
-func bindCreateNotePhases(p CreateNotePhases, request CreateNoteRequestObject) []idem.Phase[CreateNoteState] {
+// CreateNotePhaseList binds the phases of createNote to one request, as the glue runs them: the
+// engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func CreateNotePhaseList(p CreateNotePhases, request CreateNoteRequestObject) []idem.Phase[CreateNoteState] {
 	return []idem.Phase[CreateNoteState]{
 		{
 			Name: "execute",
@@ -110,6 +112,14 @@ func bindCreateNotePhases(p CreateNotePhases, request CreateNoteRequestObject) [
 			},
 		},
 	}
+}
+
+// CreateNoteOperation returns a copy of the operation and policy that the engine runs createNote
+// with, as its x-idempotency declares them.
+func CreateNoteOperation() *idem.Operation {
+	op := *createNoteIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
 }
 
 // RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes

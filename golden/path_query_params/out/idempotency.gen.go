@@ -78,7 +78,7 @@ var _ StrictServerInterface = (*idemServer)(nil)
 // CreateDeposit serves POST /accounts/{account_id}/deposits with the engine: it runs the phases of
 // createDeposit for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateDeposit(ctx context.Context, request CreateDepositRequestObject) (CreateDepositResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateDepositPhases(s.phases.CreateDeposit, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, CreateDepositPhaseList(s.phases.CreateDeposit, request))
 	if err != nil {
 		return nil, err
 	}
@@ -93,8 +93,10 @@ func (o createDepositOutcome) VisitCreateDepositResponse(w http.ResponseWriter) 
 	return o(w)
 }
 
-// bindCreateDepositPhases binds the phases of createDeposit to one request.
-func bindCreateDepositPhases(p CreateDepositPhases, request CreateDepositRequestObject) []idem.Phase[CreateDepositState] {
+// CreateDepositPhaseList binds the phases of createDeposit to one request, as the glue runs them:
+// the engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func CreateDepositPhaseList(p CreateDepositPhases, request CreateDepositRequestObject) []idem.Phase[CreateDepositState] {
 	return []idem.Phase[CreateDepositState]{
 		{
 			Name: "execute",
@@ -110,6 +112,14 @@ func bindCreateDepositPhases(p CreateDepositPhases, request CreateDepositRequest
 			},
 		},
 	}
+}
+
+// CreateDepositOperation returns a copy of the operation and policy that the engine runs
+// createDeposit with, as its x-idempotency declares them.
+func CreateDepositOperation() *idem.Operation {
+	op := *createDepositIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
 }
 
 // RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes

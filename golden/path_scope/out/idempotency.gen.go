@@ -115,7 +115,7 @@ var _ StrictServerInterface = (*idemServer)(nil)
 // CreateJob serves POST /v1/tenants/{tenant}/jobs with the engine: it runs the phases of createJob
 // for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateJob(ctx context.Context, request CreateJobRequestObject) (CreateJobResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateJobPhases(s.phases.CreateJob, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, CreateJobPhaseList(s.phases.CreateJob, request))
 	if err != nil {
 		return nil, err
 	}
@@ -130,8 +130,10 @@ func (o createJobOutcome) VisitCreateJobResponse(w http.ResponseWriter) error {
 	return o(w)
 }
 
-// bindCreateJobPhases binds the phases of createJob to one request.
-func bindCreateJobPhases(p CreateJobPhases, request CreateJobRequestObject) []idem.Phase[CreateJobState] {
+// CreateJobPhaseList binds the phases of createJob to one request, as the glue runs them: the
+// engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func CreateJobPhaseList(p CreateJobPhases, request CreateJobRequestObject) []idem.Phase[CreateJobState] {
 	return []idem.Phase[CreateJobState]{
 		{
 			Name: "execute",
@@ -149,10 +151,18 @@ func bindCreateJobPhases(p CreateJobPhases, request CreateJobRequestObject) []id
 	}
 }
 
+// CreateJobOperation returns a copy of the operation and policy that the engine runs createJob
+// with, as its x-idempotency declares them.
+func CreateJobOperation() *idem.Operation {
+	op := *createJobIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
+}
+
 // CreateBatch serves POST /v1/tenants/{tenant}/batches with the engine: it runs the phases of
 // createBatch for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateBatch(ctx context.Context, request CreateBatchRequestObject) (CreateBatchResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateBatchPhases(s.phases.CreateBatch, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, CreateBatchPhaseList(s.phases.CreateBatch, request))
 	if err != nil {
 		return nil, err
 	}
@@ -167,8 +177,10 @@ func (o createBatchOutcome) VisitCreateBatchResponse(w http.ResponseWriter) erro
 	return o(w)
 }
 
-// bindCreateBatchPhases binds the phases of createBatch to one request.
-func bindCreateBatchPhases(p CreateBatchPhases, request CreateBatchRequestObject) []idem.Phase[CreateBatchState] {
+// CreateBatchPhaseList binds the phases of createBatch to one request, as the glue runs them: the
+// engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func CreateBatchPhaseList(p CreateBatchPhases, request CreateBatchRequestObject) []idem.Phase[CreateBatchState] {
 	return []idem.Phase[CreateBatchState]{
 		{
 			Name: "execute",
@@ -184,6 +196,14 @@ func bindCreateBatchPhases(p CreateBatchPhases, request CreateBatchRequestObject
 			},
 		},
 	}
+}
+
+// CreateBatchOperation returns a copy of the operation and policy that the engine runs createBatch
+// with, as its x-idempotency declares them.
+func CreateBatchOperation() *idem.Operation {
+	op := *createBatchIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
 }
 
 // RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes

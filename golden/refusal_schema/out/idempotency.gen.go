@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -82,7 +83,7 @@ var _ StrictServerInterface = (*idemServer)(nil)
 // PostCharges serves POST /v1/charges with the engine: it runs the phases of PostCharges for a new
 // key, or answers with the outcome a retry's key already has.
 func (s *idemServer) PostCharges(ctx context.Context, request PostChargesRequestObject) (PostChargesResponseObject, error) {
-	resp, err := idemstd.Execute(ctx, s.rt.Engine, nil, bindPostChargesPhases(s.phases.PostCharges, request))
+	resp, err := idemstd.Execute(ctx, s.rt.Engine, nil, PostChargesPhaseList(s.phases.PostCharges, request))
 	if err != nil {
 		return nil, err
 	}
@@ -97,8 +98,10 @@ func (o postChargesOutcome) VisitPostChargesResponse(w http.ResponseWriter) erro
 	return o(w)
 }
 
-// bindPostChargesPhases binds the phases of PostCharges to one request.
-func bindPostChargesPhases(p PostChargesPhases, request PostChargesRequestObject) []idem.Phase[PostChargesState] {
+// PostChargesPhaseList binds the phases of PostCharges to one request, as the glue runs them: the
+// engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func PostChargesPhaseList(p PostChargesPhases, request PostChargesRequestObject) []idem.Phase[PostChargesState] {
 	return []idem.Phase[PostChargesState]{
 		{
 			Name: "execute",
@@ -114,6 +117,14 @@ func bindPostChargesPhases(p PostChargesPhases, request PostChargesRequestObject
 			},
 		},
 	}
+}
+
+// PostChargesOperation returns a copy of the operation and policy that the engine runs PostCharges
+// with, as its x-idempotency declares them.
+func PostChargesOperation() *idem.Operation {
+	op := *postChargesIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
 }
 
 // RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes

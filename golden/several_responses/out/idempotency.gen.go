@@ -85,7 +85,7 @@ var _ StrictServerInterface = (*idemServer)(nil)
 // CreateCharge serves POST /charges with the engine: it runs the phases of createCharge for a new
 // key, or answers with the outcome a retry's key already has.
 func (s *idemServer) CreateCharge(ctx context.Context, request CreateChargeRequestObject) (CreateChargeResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindCreateChargePhases(s.phases.CreateCharge, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, CreateChargePhaseList(s.phases.CreateCharge, request))
 	if err != nil {
 		return nil, err
 	}
@@ -100,8 +100,10 @@ func (o createChargeOutcome) VisitCreateChargeResponse(w http.ResponseWriter) er
 	return o(w)
 }
 
-// bindCreateChargePhases binds the phases of createCharge to one request.
-func bindCreateChargePhases(p CreateChargePhases, request CreateChargeRequestObject) []idem.Phase[CreateChargeState] {
+// CreateChargePhaseList binds the phases of createCharge to one request, as the glue runs them: the
+// engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes,
+// takeovers and concurrent duplicates.
+func CreateChargePhaseList(p CreateChargePhases, request CreateChargeRequestObject) []idem.Phase[CreateChargeState] {
 	return []idem.Phase[CreateChargeState]{
 		{
 			Name: "reserve",
@@ -129,6 +131,14 @@ func bindCreateChargePhases(p CreateChargePhases, request CreateChargeRequestObj
 			},
 		},
 	}
+}
+
+// CreateChargeOperation returns a copy of the operation and policy that the engine runs
+// createCharge with, as its x-idempotency declares them.
+func CreateChargeOperation() *idem.Operation {
+	op := *createChargeIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
 }
 
 // RegisterOptions are the options of oapi-codegen's registration that RegisterWithOptions passes

@@ -82,7 +82,7 @@ var _ StrictServerInterface = (*idemServer)(nil)
 // AddPet serves POST /pets with the engine: it runs the phases of addPet for a new key, or answers
 // with the outcome a retry's key already has.
 func (s *idemServer) AddPet(ctx context.Context, request AddPetRequestObject) (AddPetResponseObject, error) {
-	resp, err := idemecho.Execute(ctx, s.rt, nil, bindAddPetPhases(s.phases.AddPet, request))
+	resp, err := idemecho.Execute(ctx, s.rt, nil, AddPetPhaseList(s.phases.AddPet, request))
 	if err != nil {
 		return nil, err
 	}
@@ -97,8 +97,10 @@ func (o addPetOutcome) VisitAddPetResponse(w http.ResponseWriter) error {
 	return o(w)
 }
 
-// bindAddPetPhases binds the phases of addPet to one request.
-func bindAddPetPhases(p AddPetPhases, request AddPetRequestObject) []idem.Phase[AddPetState] {
+// AddPetPhaseList binds the phases of addPet to one request, as the glue runs them: the engine's
+// idem.Run takes them, and so does idemtest.Check, which runs them through crashes, takeovers and
+// concurrent duplicates.
+func AddPetPhaseList(p AddPetPhases, request AddPetRequestObject) []idem.Phase[AddPetState] {
 	return []idem.Phase[AddPetState]{
 		{
 			Name: "insert_pet",
@@ -114,6 +116,14 @@ func bindAddPetPhases(p AddPetPhases, request AddPetRequestObject) []idem.Phase[
 			},
 		},
 	}
+}
+
+// AddPetOperation returns a copy of the operation and policy that the engine runs addPet with, as
+// its x-idempotency declares them.
+func AddPetOperation() *idem.Operation {
+	op := *addPetIdempotency.Operation
+	op.Policy.ReplayHeaders = slices.Clone(op.Policy.ReplayHeaders)
+	return &op
 }
 
 // GetPet serves GET /pets/{id} with PlainHandlers.
