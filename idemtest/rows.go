@@ -1,0 +1,283 @@
+package idemtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemhttp"
+)
+
+// rows is what the service's tables hold: per table, each row as JSON
+// (members sorted, volatile columns left out), the rows sorted.
+type rows map[string][]string
+
+// rows reads the world's service tables. With renumber, the values of
+// serial and identity columns, and of single-column foreign keys that
+// reference them, are replaced by their rank among the column's values.
+func (k *checker[S]) rows(ctx context.Context, w *world, renumber bool) rows {
+	k.t.Helper()
+	raw := map[string][]map[string]any{}
+	for _, t := range w.tables {
+		list, err := query(ctx, w.env.Pool, func(r pgx.CollectableRow) (map[string]any, error) {
+			var s string
+			if err := r.Scan(&s); err != nil {
+				return nil, err
+			}
+			return decodeJSON([]byte(s))
+		}, `SELECT to_jsonb(t)::text FROM `+pgx.Identifier{w.env.Schema, t}.Sanitize()+` t`)
+		if err != nil {
+			k.t.Fatalf("idemtest.Check: reading table %s: %v", t, err)
+		}
+		raw[t] = list
+	}
+	if renumber {
+		if err := renumberSerials(ctx, w.env.Pool, w.env.Schema, raw); err != nil {
+			k.t.Fatalf("idemtest.Check: %v", err)
+		}
+	}
+	out := rows{}
+	for t, list := range raw {
+		out[t] = []string{}
+		for _, row := range list {
+			for col := range row {
+				if slices.Contains(k.c.Volatile, col) || slices.Contains(k.c.Volatile, t+"."+col) {
+					delete(row, col)
+				}
+			}
+			b, err := json.Marshal(row)
+			if err != nil {
+				k.t.Fatalf("idemtest.Check: %v", err)
+			}
+			out[t] = append(out[t], string(b))
+		}
+		slices.Sort(out[t])
+	}
+	return out
+}
+
+// query sends sql and collects its rows with fn.
+func query[T any](ctx context.Context, pool *pgxpool.Pool, fn pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
+	rs, err := pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rs, fn)
+}
+
+func decodeJSON(b []byte) (map[string]any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var m map[string]any
+	return m, d.Decode(&m)
+}
+
+// diff says how r differs from want, table by table: "" when it does not.
+// wantIs names want in the message: "the clean execution left".
+func (r rows) diff(want rows, wantIs string) string {
+	var tables []string
+	for t := range want {
+		tables = append(tables, t)
+	}
+	for t := range r {
+		if _, ok := want[t]; !ok {
+			tables = append(tables, t)
+		}
+	}
+	slices.Sort(tables)
+	var out []string
+	for _, t := range tables {
+		got, exp := r[t], want[t]
+		if slices.Equal(got, exp) {
+			continue
+		}
+		extra, missing := multisetDiff(got, exp)
+		s := fmt.Sprintf("table %s has %d rows, %s %d", t, len(got), wantIs, len(exp))
+		if len(extra) > 0 {
+			s += "; extra: " + sample(extra)
+		}
+		if len(missing) > 0 {
+			s += "; missing: " + sample(missing)
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, "; ")
+}
+
+// multisetDiff returns the elements of got not matched in want, and those
+// of want not matched in got; both are sorted.
+func multisetDiff(got, want []string) (extra, missing []string) {
+	i, j := 0, 0
+	for i < len(got) && j < len(want) {
+		switch {
+		case got[i] == want[j]:
+			i, j = i+1, j+1
+		case got[i] < want[j]:
+			extra = append(extra, got[i])
+			i++
+		default:
+			missing = append(missing, want[j])
+			j++
+		}
+	}
+	return append(extra, got[i:]...), append(missing, want[j:]...)
+}
+
+func sample(rows []string) string {
+	const most = 3
+	s := strings.Join(rows[:min(most, len(rows))], ", ")
+	if len(rows) > most {
+		s += fmt.Sprintf(" and %d more", len(rows)-most)
+	}
+	return s
+}
+
+// renumberSerials replaces, in raw, each serial or identity column's
+// values (and those of single-column foreign keys referencing it) by their
+// rank among the column's values, from 1.
+func renumberSerials(ctx context.Context, pool *pgxpool.Pool, schema string, raw map[string][]map[string]any) error {
+	type column struct{ Table, Name string }
+	serials, err := query(ctx, pool, pgx.RowToStructByPos[column], `
+SELECT c.relname, a.attname
+FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = $1) AND c.relkind = 'r'
+  AND a.attnum > 0 AND NOT a.attisdropped
+  AND pg_get_serial_sequence(format('%I.%I', $1::text, c.relname), a.attname) IS NOT NULL`, schema)
+	if err != nil {
+		return fmt.Errorf("finding serial columns: %w", err)
+	}
+	type reference struct{ Table, Name, RefTable, RefName string }
+	refs, err := query(ctx, pool, pgx.RowToStructByPos[reference], `
+SELECT c.relname, a.attname, rc.relname, ra.attname
+FROM pg_constraint co
+JOIN pg_class c ON c.oid = co.conrelid
+JOIN pg_class rc ON rc.oid = co.confrelid
+JOIN pg_attribute a ON a.attrelid = co.conrelid AND a.attnum = co.conkey[1]
+JOIN pg_attribute ra ON ra.attrelid = co.confrelid AND ra.attnum = co.confkey[1]
+WHERE co.contype = 'f' AND cardinality(co.conkey) = 1
+  AND c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = $1)`, schema)
+	if err != nil {
+		return fmt.Errorf("finding foreign keys: %w", err)
+	}
+	for _, s := range serials {
+		var values []int64
+		for _, row := range raw[s.Table] {
+			if v, ok := number(row[s.Name]); ok {
+				values = append(values, v)
+			}
+		}
+		slices.Sort(values)
+		values = slices.Compact(values)
+		rank := func(row map[string]any, col string) {
+			if v, ok := number(row[col]); ok {
+				if i, found := slices.BinarySearch(values, v); found {
+					row[col] = json.Number(strconv.Itoa(i + 1))
+				}
+			}
+		}
+		for _, r := range refs {
+			if r.RefTable == s.Table && r.RefName == s.Name {
+				for _, row := range raw[r.Table] {
+					rank(row, r.Name)
+				}
+			}
+		}
+		for _, row := range raw[s.Table] {
+			rank(row, s.Name)
+		}
+	}
+	return nil
+}
+
+func number(v any) (int64, bool) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, false
+	}
+	i, err := n.Int64()
+	return i, err == nil
+}
+
+// listRelations lists the relations of one kind ("r" tables, "S"
+// sequences) in schema, by name.
+func listRelations(ctx context.Context, pool *pgxpool.Pool, schema, kind string) ([]string, error) {
+	names, err := query(ctx, pool, pgx.RowTo[string], `SELECT relname::text FROM pg_class
+WHERE relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = $1) AND relkind = $2::"char" ORDER BY relname`, schema, kind)
+	if err != nil {
+		return nil, fmt.Errorf("listing the relations of schema %s: %w", schema, err)
+	}
+	return names, nil
+}
+
+func without(all, drop []string) []string {
+	return slices.DeleteFunc(slices.Clone(all), func(s string) bool { return slices.Contains(drop, s) })
+}
+
+type seqState struct {
+	last   int64
+	called bool
+}
+
+// sequences reads where each of the service's sequences stands.
+func (k *checker[S]) sequences(ctx context.Context, w *world) map[string]seqState {
+	out := map[string]seqState{}
+	for _, s := range w.seqs {
+		var st seqState
+		if err := w.env.Pool.QueryRow(ctx, `SELECT last_value, is_called FROM `+pgx.Identifier{w.env.Schema, s}.Sanitize()).Scan(&st.last, &st.called); err != nil {
+			k.t.Fatalf("idemtest.Check: reading sequence %s: %v", s, err)
+		}
+		out[s] = st
+	}
+	return out
+}
+
+// restoreSequences sets the sequences back to where sequences said they
+// stood.
+func (k *checker[S]) restoreSequences(ctx context.Context, w *world, seqs map[string]seqState) {
+	for s, st := range seqs {
+		if _, err := w.env.Pool.Exec(ctx, `SELECT setval($1::regclass, $2, $3)`, pgx.Identifier{w.env.Schema, s}.Sanitize(), st.last, st.called); err != nil {
+			k.t.Fatalf("idemtest.Check: restoring sequence %s: %v", s, err)
+		}
+	}
+}
+
+// diffResponse says how got differs from want (status, the replayed
+// headers, the body less the volatile pointers): "" when it does not.
+func diffResponse(want, got *idem.Response, headers, volatile []string) string {
+	if got.Status != want.Status {
+		return fmt.Sprintf("status %d; the clean execution answered %d", got.Status, want.Status)
+	}
+	for _, h := range headers {
+		if g, w := got.Header.Get(h), want.Header.Get(h); g != w {
+			return fmt.Sprintf("header %s %q; the clean execution sent %q", h, g, w)
+		}
+	}
+	gb, wb := got.Body, want.Body
+	if len(volatile) > 0 {
+		g, gerr := idemhttp.CanonicalJSON(gb, volatile)
+		w, werr := idemhttp.CanonicalJSON(wb, volatile)
+		if gerr == nil && werr == nil {
+			gb, wb = g, w
+		}
+	}
+	if !bytes.Equal(gb, wb) {
+		return fmt.Sprintf("body %s; the clean execution answered %s", clip(gb), clip(wb))
+	}
+	return ""
+}
+
+func clip(b []byte) string {
+	const most = 300
+	if len(b) > most {
+		return fmt.Sprintf("%q...", b[:most])
+	}
+	return fmt.Sprintf("%q", b)
+}
