@@ -57,6 +57,10 @@ type Options struct {
 	// OnCharge, if set, is called after a new charge is recorded and before
 	// the answer is sent.
 	OnCharge func(Charge)
+	// OnRequest, if set, is called with every well-formed POST /charges
+	// request, first or repeated, before anything else: a test's
+	// idemtest.Recorder sees what each attempt sent under its key.
+	OnRequest func(key string, req Request)
 }
 
 // Network is the fake card network. It is an http.Handler.
@@ -130,6 +134,9 @@ func (n *Network) charge(w http.ResponseWriter, r *http.Request) {
 	n.mu.Lock()
 	n.posts++
 	opts := n.opts
+	if opts.OnRequest != nil {
+		opts.OnRequest(key, req)
+	}
 	if rand.Float64() < opts.FailBefore {
 		n.mu.Unlock()
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "try again"})
