@@ -451,7 +451,7 @@ func (k *checker[S]) duplicates(ctx context.Context) {
 // their keys (a lock, a constraint read after the lock). A race shows only
 // sometimes, so it does so a few rounds, each from what Setup makes.
 func (k *checker[S]) burst(ctx context.Context) {
-	const rounds = 3
+	const rounds = 8
 	for r := range rounds {
 		w := k.begin(ctx, fmt.Sprintf("%d concurrent requests under different keys", k.c.Concurrency))
 		warm(ctx, w.env.Pool, k.c.Concurrency)
