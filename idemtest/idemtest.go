@@ -1,5 +1,9 @@
-// Package idemtest gives tests a migrated idem engine on a throwaway
-// database, for testing phases against a real PostgreSQL.
+// Package idemtest tests phases against a real PostgreSQL: Check runs an
+// operation's phases through crashes at every recovery point, around every
+// foreign call, a takeover, concurrent duplicates and bursts under
+// different keys, and compares each with a clean execution (see Check and
+// docs/testing.md); New gives a test a migrated idem engine on a throwaway
+// database of its own.
 //
 // Call Main from TestMain: the package's tests then run against a database
 // of their own, on the server named by DATABASE_URL (whose user may CREATE
