@@ -153,16 +153,20 @@ func RunWithoutKey[S any](ctx context.Context, e *Engine, op *Operation, phases 
 // a completed key's answer never depends on the binder. A replay it returns
 // is observed as one.
 func (e *Engine) Replay(ctx context.Context, op *Operation, req KeyedRequest) (*Response, error) {
+	p, err := e.policy(op)
+	if err != nil {
+		return nil, err
+	}
 	key := cacheKey{op.namespace(), req.Scope, req.Key}
 	if ent := e.cache.get(key); ent != nil {
 		if !sameRequest(op, ent.operation, ent.fingerprint, req.Fingerprint) {
 			return nil, nil
 		}
-		e.observe(ctx, Event{Kind: EventReplay, Operation: op.ID})
+		e.replayed(ctx, op, p, ent.stored, ent.resp)
 		return ent.resp, nil
 	}
 	var rec *record
-	err := againIfStale(func() (err error) {
+	err = againIfStale(func() (err error) {
 		rec, err = e.store.read(ctx, e.pool, recordID(key.ns, key.scope, key.key))
 		return err
 	})
@@ -174,5 +178,5 @@ func (e *Engine) Replay(ctx context.Context, op *Operation, req KeyedRequest) (*
 	case rec.state != stateCompleted || rec.pastRetention || !sameRequest(op, rec.operation, rec.fingerprint, req.Fingerprint):
 		return nil, nil
 	}
-	return e.replayCompleted(ctx, op, key, rec), nil
+	return e.replayCompleted(ctx, op, p, key, rec), nil
 }

@@ -31,6 +31,7 @@ type cacheEntry struct {
 	fingerprint []byte
 	resp        *Response
 	expires     time.Time
+	stored      time.Time // when the record's answer was stored
 	size        int64
 	prev, next  *cacheEntry // in the LRU list
 }
@@ -64,8 +65,8 @@ func (rc *replayCache) get(id cacheKey) *cacheEntry {
 	return ent
 }
 
-// put remembers a completed response until expires.
-func (rc *replayCache) put(id cacheKey, operation string, fingerprint []byte, resp *Response, expires time.Time) {
+// put remembers until expires a completed response, stored at stored.
+func (rc *replayCache) put(id cacheKey, operation string, fingerprint []byte, resp *Response, expires, stored time.Time) {
 	if rc == nil {
 		return
 	}
@@ -84,7 +85,7 @@ func (rc *replayCache) put(id cacheKey, operation string, fingerprint []byte, re
 	if ent, ok := rc.index[id]; ok {
 		rc.remove(ent)
 	}
-	ent := &cacheEntry{id: id, operation: operation, fingerprint: fingerprint, resp: resp, expires: expires, size: size}
+	ent := &cacheEntry{id: id, operation: operation, fingerprint: fingerprint, resp: resp, expires: expires, stored: stored, size: size}
 	rc.index[id] = ent
 	rc.pushFront(ent)
 	rc.size += size

@@ -18,25 +18,25 @@ func TestReplayCacheEvictsLeastRecentlyUsed(t *testing.T) {
 	rc := newReplayCache(8 * 262)
 	later := time.Now().Add(time.Hour)
 	for i := range 8 {
-		rc.put(key(i), "op", nil, resp, later)
+		rc.put(key(i), "op", nil, resp, later, time.Now())
 	}
 	if rc.get(key(0)) == nil { // 0 is now the most recently used
 		t.Fatal("0 is missing")
 	}
-	rc.put(key(8), "op", nil, resp, later) // evicts 1
+	rc.put(key(8), "op", nil, resp, later, time.Now()) // evicts 1
 	for i := range 9 {
 		if got, want := rc.get(key(i)) != nil, i != 1; got != want {
 			t.Errorf("%d cached: %t, want %t", i, got, want)
 		}
 	}
-	rc.put(key(8), "oq", nil, resp, later)
+	rc.put(key(8), "oq", nil, resp, later, time.Now())
 	if ent := rc.get(key(8)); ent == nil || ent.operation != "oq" {
 		t.Errorf("replaced 8: %+v", ent)
 	}
 	if n := len(rc.index); n != 8 {
 		t.Errorf("%d entries, want 8", n)
 	}
-	rc.put(key(9), "op", nil, resp, time.Now().Add(-time.Second))
+	rc.put(key(9), "op", nil, resp, time.Now().Add(-time.Second), time.Now())
 	if rc.get(key(9)) != nil {
 		t.Error("an expired entry was returned")
 	}

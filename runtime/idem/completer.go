@@ -94,6 +94,7 @@ func (e *Engine) completeOne(ctx context.Context, op *Operation, p Policy, ns, s
 	// cancel: a phase it began ends (or its lease runs out, which fences
 	// it), as on the request path.
 	if _, err := e.resume[op.ID](c.ctx, c, payload); err != nil {
+		e.observe(ctx, Event{Kind: EventCompleterFailed, Operation: op.ID, Err: err})
 		return false, fmt.Errorf("%s key %q: %w", op.ID, key, err)
 	}
 	e.observe(ctx, Event{Kind: EventCompleterRun, Operation: op.ID})

@@ -84,6 +84,13 @@ type Options struct {
 	// applies to operations whose phases are all local; the others claim
 	// first.
 	Claim ClaimMode
+	// SameRequestWindow is how long a claimed request (operation, scope,
+	// fingerprint) is remembered, so that a new key claimed for the same
+	// request within it is observed (EventSameRequestNewKey): a client that
+	// mints a key per attempt. Default DefaultSameRequestWindow; negative
+	// turns it off. The memory is fixed (sameRequestSlots slots); a slot
+	// another request takes over is forgotten, never mistaken.
+	SameRequestWindow time.Duration
 	// CompleterAttempts bounds a record's attempts (its claim and every
 	// takeover, by retries and the background completer together): the
 	// completer takes over only a record with fewer, and leaves the rest to
@@ -93,6 +100,9 @@ type Options struct {
 
 // DefaultCompleterAttempts is Options.CompleterAttempts' default.
 const DefaultCompleterAttempts = 5
+
+// DefaultSameRequestWindow is Options.SameRequestWindow's default.
+const DefaultSameRequestWindow = time.Minute
 
 // DefaultReplayCacheTTL is Options.ReplayCacheTTL's default.
 const DefaultReplayCacheTTL = time.Minute
@@ -118,6 +128,7 @@ type Engine struct {
 	ops       []*Operation       // operations with a completer, in registration order
 	policies  sync.Map           // *Operation -> Policy, validated, defaults applied
 	cache     *replayCache       // completed responses; nil when disabled
+	requests  *requestSketch     // recently claimed requests; nil when off
 	durations durations          // how long executions take, per operation
 	hooks     testHooks
 }
@@ -146,6 +157,9 @@ func New(pool *pgxpool.Pool, opts Options) (*Engine, error) {
 	if opts.ClaimWait <= 0 {
 		opts.ClaimWait = DefaultClaimWait
 	}
+	if opts.SameRequestWindow == 0 {
+		opts.SameRequestWindow = DefaultSameRequestWindow
+	}
 	if err := (Policy{Claim: opts.Claim}).Validate(); err != nil {
 		return nil, fmt.Errorf("idem: Options.Claim: %w", err)
 	}
@@ -160,7 +174,8 @@ func New(pool *pgxpool.Pool, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{pool: pool, opts: opts, obs: opts.Observer, log: opts.Logger,
-		store: st, resume: map[string]resumer{}, cache: newReplayCache(opts.ReplayCacheBytes)}
+		store: st, resume: map[string]resumer{}, cache: newReplayCache(opts.ReplayCacheBytes),
+		requests: newRequestSketch(opts.SameRequestWindow)}
 	if e.obs == nil {
 		e.obs = nopObserver{}
 	}
@@ -209,6 +224,12 @@ type KeyedRequest struct {
 	// Payload is the request as the operation's completer decodes it; stored
 	// only for operations completed in the background.
 	Payload []byte
+	// IntentAge is how old the client says the request's intent is (the
+	// Idempotency-Intent-Age header), when IntentAgeSent: observed as
+	// EventIntentAge, so that retries arriving near or past the retention
+	// show before a duplicate does.
+	IntentAge     time.Duration
+	IntentAgeSent bool
 }
 
 // Response is an HTTP response as stored and replayed.
@@ -301,6 +322,9 @@ func Run[S any](ctx context.Context, e *Engine, op *Operation, req KeyedRequest,
 	}
 	ctx, end := e.start(ctx, Step{Kind: StepRequest, Operation: op.ID})
 	defer func() { end(err) }()
+	if req.IntentAgeSent {
+		e.observe(ctx, Event{Kind: EventIntentAge, Operation: op.ID, Age: req.IntentAge, Retention: p.Retention})
+	}
 	for attempt := 0; ; attempt++ {
 		claimCtx, endClaim := e.start(ctx, Step{Kind: StepClaim, Operation: op.ID})
 		c, out, err := e.acquire(claimCtx, op, p, mode, req)

@@ -251,7 +251,7 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 		if err := e.mismatch(ctx, op, ent.operation, ent.fingerprint, req.Fingerprint); err != nil {
 			return nil, nil, err
 		}
-		e.observe(ctx, Event{Kind: EventReplay, Operation: op.ID})
+		e.replayed(ctx, op, p, ent.stored, ent.resp)
 		return nil, &Outcome{Response: ent.resp, Replayed: true}, nil
 	}
 	c.id = recordID(c.ns, c.scope, c.key)
@@ -265,7 +265,10 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 			return nil, nil, err
 		}
 		if claimed {
-			e.observe(ctx, Event{Kind: EventClaim, Operation: op.ID})
+			e.observe(ctx, Event{Kind: EventClaim, Operation: op.ID, Retention: p.Retention})
+			if e.requests.claimed(c.ns, c.scope, c.key, c.fingerprint, c.began) {
+				e.observe(ctx, Event{Kind: EventSameRequestNewKey, Operation: op.ID})
+			}
 			return c, nil, nil
 		}
 		if rec == nil {
@@ -299,7 +302,7 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 		}
 		switch {
 		case rec.state == stateCompleted:
-			return nil, &Outcome{Response: e.replayCompleted(ctx, op, cacheKey{c.ns, c.scope, c.key}, rec), Replayed: true}, nil
+			return nil, &Outcome{Response: e.replayCompleted(ctx, op, p, cacheKey{c.ns, c.scope, c.key}, rec), Replayed: true}, nil
 		case rec.live:
 			e.observe(ctx, Event{Kind: EventInFlight, Operation: op.ID})
 			return nil, nil, inFlight(e.retryAfter(op, rec.retryAfter), nil)
@@ -350,11 +353,19 @@ func sameRequest(op *Operation, recOp string, recFP, fp []byte) bool {
 
 // replayCompleted answers a completed record of key: its stored response
 // (replay), observed as a replay and remembered in the replay cache.
-func (e *Engine) replayCompleted(ctx context.Context, op *Operation, key cacheKey, rec *record) *Response {
-	e.observe(ctx, Event{Kind: EventReplay, Operation: op.ID})
+func (e *Engine) replayCompleted(ctx context.Context, op *Operation, p Policy, key cacheKey, rec *record) *Response {
+	now := time.Now()
+	// The record expires a retention after its answer was stored.
+	stored := now.Add(rec.expiresIn - p.Retention)
 	resp := e.replay(rec)
-	e.cache.put(key, rec.operation, rec.fingerprint, resp, time.Now().Add(min(rec.expiresIn, e.opts.ReplayCacheTTL)))
+	e.replayed(ctx, op, p, stored, resp)
+	e.cache.put(key, rec.operation, rec.fingerprint, resp, now.Add(min(rec.expiresIn, e.opts.ReplayCacheTTL)), stored)
 	return resp
+}
+
+// replayed observes the replay of resp, an answer stored at stored.
+func (e *Engine) replayed(ctx context.Context, op *Operation, p Policy, stored time.Time, resp *Response) {
+	e.observe(ctx, Event{Kind: EventReplay, Operation: op.ID, Age: max(time.Since(stored), 0), Retention: p.Retention, Status: resp.Status})
 }
 
 // replay returns a completed record's stored response, or, when its body

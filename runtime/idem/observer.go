@@ -8,8 +8,18 @@ type Event struct {
 	Operation string        // operationId
 	Phase     string        // for EventPhase: the phase name
 	Duration  time.Duration // for EventPhase: how long the phase ran, commit included
-	Err       error         // for EventPhase: the phase's error, if any
+	Err       error         // for EventPhase and EventCompleterFailed: the error, if any
 	Count     int64         // for EventPruned: records deleted; for EventStuck: records stuck
+	// Age is, for EventReplay, how long ago the replayed answer was
+	// stored; for EventIntentAge, how old the client says the request's
+	// intent is.
+	Age time.Duration
+	// Retention is the operation's retention, for EventClaim, EventReplay
+	// and EventIntentAge: what Age is measured against.
+	Retention time.Duration
+	// Status is, for EventReplay, the replayed answer's HTTP status (a 5xx
+	// is a failure stored and replayed).
+	Status int
 }
 
 // EventKind names an event.
@@ -32,6 +42,18 @@ const (
 	EventPhase        EventKind = "phase"         // a phase ran (see Duration)
 	EventPruned       EventKind = "pruned"        // records deleted by the pruner (see Count)
 	EventStuck        EventKind = "stuck"         // after a prune: half-done records past retention, waiting for an operator (see Count)
+	// EventSameRequestNewKey follows an EventClaim whose request (operation,
+	// scope and fingerprint) was claimed under another key within
+	// Options.SameRequestWindow: the sign of a client that mints a key per
+	// attempt instead of per intent.
+	EventSameRequestNewKey EventKind = "same_request_new_key"
+	// EventIntentAge: a request said how old its intent is (the
+	// Idempotency-Intent-Age header; see Age and Retention). An intent
+	// older than the retention may be retried after its record is gone.
+	EventIntentAge EventKind = "intent_age"
+	// EventCompleterFailed: the background completer took a record over
+	// and its phases failed (see Err).
+	EventCompleterFailed EventKind = "completer_failed"
 )
 
 // Observer receives engine events. Implementations must be safe for

@@ -77,12 +77,25 @@ var outcomes = map[idem.EventKind]string{
 
 // Observer is an idem.ContextObserver and an idem.Tracer.
 type Observer struct {
-	tracer trace.Tracer
-	events metric.Int64Counter
-	pruned metric.Int64Counter
-	stuck  metric.Int64Gauge
-	phase  metric.Float64Histogram
+	tracer       trace.Tracer
+	events       metric.Int64Counter
+	pruned       metric.Int64Counter
+	stuck        metric.Int64Gauge
+	phase        metric.Float64Histogram
+	retention    metric.Float64Gauge
+	replayAge    metric.Float64Histogram
+	replayRatio  metric.Float64Histogram
+	replayedFail metric.Int64Counter
+	intentAge    metric.Float64Histogram
+	intentPast   metric.Int64Counter
 }
+
+// ageBuckets and ratioBuckets are idemprom's AgeBuckets and RatioBuckets
+// (this module does not depend on Prometheus's client).
+var (
+	ageBuckets   = []float64{1, 10, 60, 300, 1800, 3600, 4 * 3600, 12 * 3600, 20 * 3600, 24 * 3600, 36 * 3600, 48 * 3600, 65 * 3600, 72 * 3600, 7 * 24 * 3600}
+	ratioBuckets = []float64{0.1, 0.25, 0.5, 0.75, 0.9, 1}
+)
 
 // New returns an observer that makes spans with tp's tracer and records
 // metrics with mp's meter.
@@ -107,6 +120,31 @@ func New(tp trace.TracerProvider, mp metric.MeterProvider) (*Observer, error) {
 		// idemprom's buckets: 0.5ms growing by 2.5x.
 		metric.WithExplicitBucketBoundaries(0.0005, 0.00125, 0.003125, 0.0078125, 0.01953125, 0.048828125,
 			0.1220703125, 0.30517578125, 0.762939453125, 1.9073486328125, 4.76837158203125, 11.920928955078125)); err != nil {
+		return nil, err
+	}
+	if o.retention, err = m.Float64Gauge("idemgen.retention", metric.WithUnit("s"),
+		metric.WithDescription("How long the operation's records are kept: a retry after it executes again.")); err != nil {
+		return nil, err
+	}
+	if o.replayAge, err = m.Float64Histogram("idemgen.replay.age", metric.WithUnit("s"),
+		metric.WithDescription("How long ago a replayed answer was stored."), metric.WithExplicitBucketBoundaries(ageBuckets...)); err != nil {
+		return nil, err
+	}
+	if o.replayRatio, err = m.Float64Histogram("idemgen.replay.age_ratio",
+		metric.WithDescription("How long ago a replayed answer was stored, as a fraction of the operation's retention."),
+		metric.WithExplicitBucketBoundaries(ratioBuckets...)); err != nil {
+		return nil, err
+	}
+	if o.replayedFail, err = m.Int64Counter("idemgen.replayed_failures",
+		metric.WithDescription("Replays of a stored 5xx answer: a failure every retry of the key gets.")); err != nil {
+		return nil, err
+	}
+	if o.intentAge, err = m.Float64Histogram("idemgen.intent.age", metric.WithUnit("s"),
+		metric.WithDescription("The age of its intent a request gave (Idempotency-Intent-Age)."), metric.WithExplicitBucketBoundaries(ageBuckets...)); err != nil {
+		return nil, err
+	}
+	if o.intentPast, err = m.Int64Counter("idemgen.intent.past_retention",
+		metric.WithDescription("Requests whose intent is older than the operation's retention: their record may be gone.")); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -179,6 +217,27 @@ func (o *Observer) ObserveContext(ctx context.Context, ev idem.Event) {
 	case idem.EventStuck:
 		o.stuck.Record(ctx, ev.Count)
 		return
+	case idem.EventIntentAge:
+		op := metric.WithAttributes(attribute.String("operation", ev.Operation))
+		o.intentAge.Record(ctx, ev.Age.Seconds(), op)
+		if ev.Retention > 0 && ev.Age > ev.Retention {
+			o.intentPast.Add(ctx, 1, op)
+		}
+		return
+	case idem.EventReplay:
+		op := metric.WithAttributes(attribute.String("operation", ev.Operation))
+		o.replayAge.Record(ctx, ev.Age.Seconds(), op)
+		if ev.Retention > 0 {
+			o.retention.Record(ctx, ev.Retention.Seconds(), op)
+			o.replayRatio.Record(ctx, ev.Age.Seconds()/ev.Retention.Seconds(), op)
+		}
+		if ev.Status >= 500 {
+			o.replayedFail.Add(ctx, 1, op)
+		}
+	case idem.EventClaim:
+		if ev.Retention > 0 {
+			o.retention.Record(ctx, ev.Retention.Seconds(), metric.WithAttributes(attribute.String("operation", ev.Operation)))
+		}
 	}
 	o.events.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", ev.Operation), attribute.String("event", string(ev.Kind))))
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {

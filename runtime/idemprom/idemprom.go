@@ -9,26 +9,53 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
-// Observer counts engine events and records phase latency.
+// Observer counts engine events and records phase latency, and the
+// signals of the failures that look like success (docs/operations.md,
+// "Alerts"): keys minted per attempt, retries near or past the retention,
+// replayed failures. No metric has a key or a scope among its labels:
+// their number of series is bounded by the operations and phases.
 //
 // Metrics:
 //
 //	idemgen_events_total{operation,event}            counter: claim, replay, in_flight (409),
 //	                                                 mismatch (422), bad_request (400/401), release,
 //	                                                 takeover, fenced, resume, complete, ambiguous,
-//	                                                 completer_run
+//	                                                 completer_run, completer_failed, and
+//	                                                 same_request_new_key (a claim whose request another
+//	                                                 key claimed within the window: keys minted per attempt)
 //	idemgen_pruned_total                             counter: records deleted by the pruner
 //	idemgen_records_stuck                            gauge: half-done records past retention, waiting for an operator (set after each prune)
 //	idemgen_phase_duration_seconds{operation,phase,outcome}  histogram; outcome is ok or error
+//	idemgen_retention_seconds{operation}             gauge: the operation's retention (set by its claims and replays)
+//	idemgen_replay_age_seconds{operation}            histogram: how long ago a replayed answer was stored
+//	idemgen_replay_age_ratio{operation}              histogram: the same, as a fraction of the retention
+//	idemgen_replayed_failures_total{operation}       counter: replays of a stored 5xx answer
+//	idemgen_intent_age_seconds{operation}            histogram: the intent's age a request gave (Idempotency-Intent-Age)
+//	idemgen_intent_past_retention_total{operation}   counter: requests whose intent is older than the retention
 type Observer struct {
-	events *prometheus.CounterVec
-	pruned prometheus.Counter
-	stuck  prometheus.Gauge
-	phase  *prometheus.HistogramVec
+	events       *prometheus.CounterVec
+	pruned       prometheus.Counter
+	stuck        prometheus.Gauge
+	phase        *prometheus.HistogramVec
+	retention    *prometheus.GaugeVec
+	replayAge    *prometheus.HistogramVec
+	replayRatio  *prometheus.HistogramVec
+	replayedFail *prometheus.CounterVec
+	intentAge    *prometheus.HistogramVec
+	intentPast   *prometheus.CounterVec
 }
+
+// AgeBuckets are the buckets of the age histograms, in seconds: from a
+// second to a week, finer where retentions usually end (a day to three).
+var AgeBuckets = []float64{1, 10, 60, 300, 1800, 3600, 4 * 3600, 12 * 3600, 20 * 3600, 24 * 3600, 36 * 3600, 48 * 3600, 65 * 3600, 72 * 3600, 7 * 24 * 3600}
+
+// RatioBuckets are the buckets of idemgen_replay_age_ratio: an alert on
+// replays past 0.9 of the retention reads the 0.9 bucket.
+var RatioBuckets = []float64{0.1, 0.25, 0.5, 0.75, 0.9, 1}
 
 // New registers the metrics with reg and returns the observer.
 func New(reg prometheus.Registerer) (*Observer, error) {
+	op := []string{"operation"}
 	o := &Observer{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idemgen_events_total", Help: "Idempotency engine events by operation and kind.",
@@ -44,8 +71,26 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 			Name: "idemgen_phase_duration_seconds", Help: "Phase run time, commit included.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
 		}, []string{"operation", "phase", "outcome"}),
+		retention: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "idemgen_retention_seconds", Help: "How long the operation's records are kept: a retry after it executes again.",
+		}, op),
+		replayAge: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "idemgen_replay_age_seconds", Help: "How long ago a replayed answer was stored.", Buckets: AgeBuckets,
+		}, op),
+		replayRatio: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "idemgen_replay_age_ratio", Help: "How long ago a replayed answer was stored, as a fraction of the operation's retention.", Buckets: RatioBuckets,
+		}, op),
+		replayedFail: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idemgen_replayed_failures_total", Help: "Replays of a stored 5xx answer: a failure every retry of the key gets.",
+		}, op),
+		intentAge: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "idemgen_intent_age_seconds", Help: "The age of its intent a request gave (Idempotency-Intent-Age).", Buckets: AgeBuckets,
+		}, op),
+		intentPast: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idemgen_intent_past_retention_total", Help: "Requests whose intent is older than the operation's retention: their record may be gone.",
+		}, op),
 	}
-	for _, c := range []prometheus.Collector{o.events, o.pruned, o.stuck, o.phase} {
+	for _, c := range []prometheus.Collector{o.events, o.pruned, o.stuck, o.phase, o.retention, o.replayAge, o.replayRatio, o.replayedFail, o.intentAge, o.intentPast} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -66,6 +111,26 @@ func (o *Observer) Observe(ev idem.Event) {
 		o.pruned.Add(float64(ev.Count))
 	case idem.EventStuck:
 		o.stuck.Set(float64(ev.Count))
+	case idem.EventIntentAge:
+		o.intentAge.WithLabelValues(ev.Operation).Observe(ev.Age.Seconds())
+		if ev.Retention > 0 && ev.Age > ev.Retention {
+			o.intentPast.WithLabelValues(ev.Operation).Inc()
+		}
+	case idem.EventReplay:
+		o.events.WithLabelValues(ev.Operation, string(ev.Kind)).Inc()
+		o.replayAge.WithLabelValues(ev.Operation).Observe(ev.Age.Seconds())
+		if ev.Retention > 0 {
+			o.retention.WithLabelValues(ev.Operation).Set(ev.Retention.Seconds())
+			o.replayRatio.WithLabelValues(ev.Operation).Observe(ev.Age.Seconds() / ev.Retention.Seconds())
+		}
+		if ev.Status >= 500 {
+			o.replayedFail.WithLabelValues(ev.Operation).Inc()
+		}
+	case idem.EventClaim:
+		o.events.WithLabelValues(ev.Operation, string(ev.Kind)).Inc()
+		if ev.Retention > 0 {
+			o.retention.WithLabelValues(ev.Operation).Set(ev.Retention.Seconds())
+		}
 	default:
 		o.events.WithLabelValues(ev.Operation, string(ev.Kind)).Inc()
 	}

@@ -49,3 +49,50 @@ idemgen_events_total{event="replay",operation="pay"} 2
 		t.Error("registering twice succeeded")
 	}
 }
+
+// TestSeriesBoundedByOperations: 100,000 requests, each under a key of its
+// own, make no more series than the first one did: no metric is labelled
+// by key or scope.
+func TestSeriesBoundedByOperations(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	o, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	request := func(i int) {
+		op := []string{"pay", "refund"}[i%2]
+		for _, ev := range []idem.Event{
+			{Kind: idem.EventClaim, Operation: op, Retention: time.Hour},
+			{Kind: idem.EventSameRequestNewKey, Operation: op},
+			{Kind: idem.EventIntentAge, Operation: op, Age: time.Duration(i) * time.Second, Retention: time.Hour},
+			{Kind: idem.EventPhase, Operation: op, Phase: "do", Duration: time.Millisecond},
+			{Kind: idem.EventComplete, Operation: op},
+			{Kind: idem.EventReplay, Operation: op, Age: time.Duration(i) * time.Millisecond, Retention: time.Hour, Status: 500 + i%2},
+		} {
+			o.Observe(ev)
+		}
+	}
+	series := func() int {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, f := range families {
+			n += len(f.GetMetric())
+		}
+		return n
+	}
+	// Four requests make every series: both operations, within the
+	// retention and past it.
+	for _, i := range []int{0, 1, 7200, 7201} {
+		request(i)
+	}
+	first := series()
+	for i := range 100_000 {
+		request(i)
+	}
+	if n := series(); n != first {
+		t.Fatalf("%d series after 100,000 requests, %d after four", n, first)
+	}
+}

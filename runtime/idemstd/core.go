@@ -324,6 +324,7 @@ func Prepare(r *http.Request, o *Options, spec *Spec, route Route) (*Call, error
 	if call.Request.Key == "" {
 		return call, nil // optional key not sent: no fingerprint needed
 	}
+	call.Request.IntentAge, call.Request.IntentAgeSent = idemhttp.IntentAge(r.Header)
 	var params map[string]string
 	if route.PathParams != nil {
 		params = route.PathParams()
