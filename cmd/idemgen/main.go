@@ -10,6 +10,7 @@
 //	idemgen abandoned list claims whose owner died
 //	idemgen resolve   settle one abandoned claim deliberately
 //	idemgen version   print the version, VCS revision, Go and oapi-codegen versions
+//	idemgen vet       check phase implementations against the phase contract (go vet)
 package main
 
 import (
@@ -37,6 +38,9 @@ func register(name, summary string, run func(args []string, stdout, stderr io.Wr
 var errUsage = errors.New("usage")
 
 func main() {
+	if isVetTool(os.Args[1:]) {
+		vetTool() // go vet calls idemgen back for `idemgen vet`
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -55,6 +59,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := cmd.run(args[1:], stdout, stderr); err != nil {
+		if code, ok := err.(exitCode); ok {
+			return int(code)
+		}
 		if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
 			return 2
 		}

@@ -49,6 +49,7 @@ VALUES ($1, $2, $3, $4, 'pending') RETURNING id`, Account(ctx), b.Amount, b.Curr
 func (p *CreatePaymentImpl) ChargeCard(ctx context.Context, key string, request CreatePaymentRequestObject, state *CreatePaymentState) error {
 	b := request.Body
 	if p.UnsafeFreshKeys {
+		//idemgen:ignore the chaos harness sends fresh keys on purpose, to show its checker catches the duplicate charges
 		key = fmt.Sprintf("unsafe-%d", rand.Int64())
 	}
 	ch, err := p.Cards.Charge(ctx, key, cardnet.Request{Amount: b.Amount, Currency: b.Currency, Customer: b.Customer})

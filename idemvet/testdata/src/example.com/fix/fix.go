@@ -1,0 +1,34 @@
+// Package fix is rewritten by tx-only's suggested fixes.
+package fix
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"example.com/api"
+)
+
+type Recorder struct {
+	Pool *pgxpool.Pool
+	Conn *pgx.Conn
+}
+
+var _ api.LocalPhases = (*Recorder)(nil)
+
+func (p *Recorder) Record(ctx context.Context, tx pgx.Tx, request api.Request, state *api.State) error {
+	if _, err := p.Pool.Exec(ctx, "INSERT INTO a VALUES ($1)", request.Amount); err != nil { // want `tx-only`
+		return err
+	}
+	rows, err := p.Conn.Query(ctx, "SELECT id FROM a") // want `tx-only`
+	if err != nil {
+		return err
+	}
+	rows.Close()
+	// pgx.Tx has no BeginTx: no fix.
+	if _, err := p.Pool.BeginTx(ctx, pgx.TxOptions{}); err != nil { // want `tx-only: p.Pool.BeginTx goes through a \*pgxpool.Pool, .*; use tx$`
+		return err
+	}
+	return p.Pool.QueryRow(ctx, "SELECT 1").Scan(&state.Amount) // want `tx-only`
+}
