@@ -90,6 +90,7 @@ func (e *Engine) completeOne(ctx context.Context, op *Operation, p Policy, ns, s
 		return false, err // !ok: a retry or another completer got there first
 	}
 	e.observe(ctx, Event{Kind: EventTakeover, Operation: op.ID})
+	e.observeFailover(ctx, c)
 	// The phases run under c.ctx, which the completer's shutdown does not
 	// cancel: a phase it began ends (or its lease runs out, which fences
 	// it), as on the request path.

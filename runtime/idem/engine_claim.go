@@ -208,8 +208,11 @@ type claim struct {
 	recovery string          // last committed phase, "" for none
 	state    json.RawMessage // state saved with the recovery point
 	resumed  bool
-	phase    string    // the phase running, or the last one run
-	began    time.Time // when the claim was asked for
+	// crossedFailover: the takeover found the record last written on
+	// another timeline than the primary's (migration 006).
+	crossedFailover bool
+	phase           string    // the phase running, or the last one run
+	began           time.Time // when the claim was asked for
 	// releaseRefused: the phase asked for a release after a phase had
 	// committed; the failure is treated as ambiguous.
 	releaseRefused bool
@@ -317,6 +320,7 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 		}
 		if ok {
 			e.observe(ctx, Event{Kind: EventTakeover, Operation: op.ID})
+			e.observeFailover(ctx, c)
 			return c, nil, nil
 		}
 		// The owner refreshed, or someone else took it over or finished it
@@ -409,4 +413,11 @@ func againIfStale(f func() error) error {
 		err = f()
 	}
 	return err
+}
+
+// observeFailover observes a takeover that crossed a failover.
+func (e *Engine) observeFailover(ctx context.Context, c *claim) {
+	if c.crossedFailover {
+		e.observe(ctx, Event{Kind: EventPrimaryChanged, Operation: c.op.ID})
+	}
 }

@@ -54,6 +54,11 @@ const (
 	// EventCompleterFailed: the background completer took a record over
 	// and its phases failed (see Err).
 	EventCompleterFailed EventKind = "completer_failed"
+	// EventPrimaryChanged follows an EventTakeover of a record last written
+	// on another timeline than the primary's now: the execution crossed a
+	// failover, where a standby that was not synchronous may have lost what
+	// the old primary had acknowledged.
+	EventPrimaryChanged EventKind = "primary_changed"
 )
 
 // Observer receives engine events. Implementations must be safe for

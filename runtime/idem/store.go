@@ -156,7 +156,7 @@ func (s *store) takeover(ctx context.Context, c *claim, observed *[16]byte) (boo
 	}
 	p := &takeoverParams{ID: uuidArg(c.id), OwnerToken: uuidArg(*observed), NewOwner: uuidArg(c.token),
 		LeaseUS: micros(c.policy.Lease), RetentionUS: micros(c.policy.Retention)}
-	err := s.pool.QueryRow(ctx, s.q.Takeover.sql, s.q.Takeover.args(p)...).Scan(&c.recovery, &c.state, &c.derivation)
+	err := s.pool.QueryRow(ctx, s.q.Takeover.sql, s.q.Takeover.args(p)...).Scan(&c.recovery, &c.state, &c.derivation, &c.crossedFailover)
 	if err == pgx.ErrNoRows {
 		return false, nil
 	}

@@ -17,10 +17,10 @@
 -- lock_not_available, a 409. In a ClaimFirst claim the setting lasts to
 -- EndWait.
 INSERT INTO {{schema}}.records (id, namespace, scope, key, owner_token, operation, fingerprint,
-    lease_until, request, background, expires_at, key_derivation)
+    lease_until, request, background, expires_at, key_derivation, timeline)
 SELECT @id, @namespace, @scope, @key, @owner_token, @operation, @fingerprint,
     now() + @lease_us::bigint * interval '1 microsecond', @request, @background,
-    now() + @retention_us::bigint * interval '1 microsecond', @key_derivation
+    now() + @retention_us::bigint * interval '1 microsecond', @key_derivation, {{schema}}.timeline()
 WHERE set_config('lock_timeout', @lock_timeout, true) IS NOT NULL
 ON CONFLICT DO NOTHING;
 
@@ -30,10 +30,10 @@ ON CONFLICT DO NOTHING;
 -- statement's own transaction and read at its commit. As a one-time filter
 -- it runs once, before the row is formed, and costs no plan node of its own.
 INSERT INTO {{schema}}.records (id, namespace, scope, key, owner_token, operation, fingerprint,
-    lease_until, request, background, expires_at, key_derivation)
+    lease_until, request, background, expires_at, key_derivation, timeline)
 SELECT @id, @namespace, @scope, @key, @owner_token, @operation, @fingerprint,
     now() + @lease_us::bigint * interval '1 microsecond', @request, @background,
-    now() + @retention_us::bigint * interval '1 microsecond', @key_derivation
+    now() + @retention_us::bigint * interval '1 microsecond', @key_derivation, {{schema}}.timeline()
 WHERE set_config('lock_timeout', @lock_timeout, true) IS NOT NULL
     AND set_config('synchronous_commit', 'off', true) IS NOT NULL
 ON CONFLICT DO NOTHING;
@@ -81,14 +81,16 @@ SET LOCAL lock_timeout TO DEFAULT;
 -- Installs a new owner (@new_owner) on a claimed record whose lease expired,
 -- if its owner is still the one observed (@owner_token). The lease condition
 -- is checked again here, not only in the read before it: the owner may have
--- refreshed in between. The retention runs at least from now.
+-- refreshed in between. The retention runs at least from now. It returns
+-- whether the record was last written on another timeline than the
+-- primary's now (migration 006): the execution crossed a failover.
 UPDATE {{schema}}.records
 SET owner_token = @new_owner,
     lease_until = clock_timestamp() + @lease_us::bigint * interval '1 microsecond',
     expires_at = GREATEST(expires_at, clock_timestamp() + @retention_us::bigint * interval '1 microsecond'),
     attempts = attempts + 1
 WHERE id = @id AND owner_token = @owner_token AND lease_until <= now()
-RETURNING recovery_point, phase_state, key_derivation;
+RETURNING recovery_point, phase_state, key_derivation, coalesce(timeline <> {{schema}}.timeline(), false);
 
 -- name: DeleteExpired :execrows
 -- Frees a key whose record is past its retention: completed, or claimed by

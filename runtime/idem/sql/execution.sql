@@ -14,7 +14,7 @@
 -- undo the refreshes made during it.
 WITH advanced AS (
     UPDATE {{schema}}.records
-    SET recovery_point = @recovery_point, phase_state = @phase_state,
+    SET recovery_point = @recovery_point, phase_state = @phase_state, timeline = {{schema}}.timeline(),
         lease_until = GREATEST(lease_until, clock_timestamp() + @lease_us::bigint * interval '1 microsecond'),
         expires_at = GREATEST(expires_at, clock_timestamp() + @retention_us::bigint * interval '1 microsecond')
     WHERE id = @id AND owner_token = @owner_token
@@ -32,7 +32,7 @@ WITH completed AS (
     UPDATE {{schema}}.records
     SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL,
         operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
-        request = NULL, background = NULL,
+        request = NULL, background = NULL, timeline = NULL,
         fingerprint = @fingerprint, response_status = @status, response_headers = @headers,
         response_body = @body, body_omitted = @body_omitted,
         expires_at = clock_timestamp() + @retention_us::bigint * interval '1 microsecond'

@@ -60,7 +60,7 @@ WHERE id = @id AND owner_token IS NOT NULL AND lease_until <= now();
 UPDATE {{schema}}.records
 SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL,
     operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
-    request = NULL, background = NULL,
+    request = NULL, background = NULL, timeline = NULL,
     fingerprint = {{schema}}.receipt_fingerprint(operation, fingerprint),
     response_status = @status, response_headers = @headers, response_body = @body, body_omitted = false,
     expires_at = now() + CASE WHEN @retention_us::bigint > 0 THEN @retention_us::bigint * interval '1 microsecond'

@@ -16,10 +16,10 @@
 -- $12: @key_derivation
 -- $13: @lock_timeout
 INSERT INTO idemgen.records (id, namespace, scope, key, owner_token, operation, fingerprint,
-    lease_until, request, background, expires_at, key_derivation)
+    lease_until, request, background, expires_at, key_derivation, timeline)
 SELECT $1, $2, $3, $4, $5, $6, $7,
     now() + $8::bigint * interval '1 microsecond', $9, $10,
-    now() + $11::bigint * interval '1 microsecond', $12
+    now() + $11::bigint * interval '1 microsecond', $12, idemgen.timeline()
 WHERE set_config('lock_timeout', $13, true) IS NOT NULL
 ON CONFLICT DO NOTHING;
 
@@ -38,10 +38,10 @@ ON CONFLICT DO NOTHING;
 -- $12: @key_derivation
 -- $13: @lock_timeout
 INSERT INTO idemgen.records (id, namespace, scope, key, owner_token, operation, fingerprint,
-    lease_until, request, background, expires_at, key_derivation)
+    lease_until, request, background, expires_at, key_derivation, timeline)
 SELECT $1, $2, $3, $4, $5, $6, $7,
     now() + $8::bigint * interval '1 microsecond', $9, $10,
-    now() + $11::bigint * interval '1 microsecond', $12
+    now() + $11::bigint * interval '1 microsecond', $12, idemgen.timeline()
 WHERE set_config('lock_timeout', $13, true) IS NOT NULL
     AND set_config('synchronous_commit', 'off', true) IS NOT NULL
 ON CONFLICT DO NOTHING;
@@ -85,7 +85,7 @@ SET owner_token = $1,
     expires_at = GREATEST(expires_at, clock_timestamp() + $3::bigint * interval '1 microsecond'),
     attempts = attempts + 1
 WHERE id = $4 AND owner_token = $5 AND lease_until <= now()
-RETURNING recovery_point, phase_state, key_derivation;
+RETURNING recovery_point, phase_state, key_derivation, coalesce(timeline <> idemgen.timeline(), false);
 
 -- name: DeleteExpired :execrows
 -- $1: @id
@@ -102,7 +102,7 @@ WHERE id = $1
 -- $6: @owner_token
 WITH advanced AS (
     UPDATE idemgen.records
-    SET recovery_point = $1, phase_state = $2,
+    SET recovery_point = $1, phase_state = $2, timeline = idemgen.timeline(),
         lease_until = GREATEST(lease_until, clock_timestamp() + $3::bigint * interval '1 microsecond'),
         expires_at = GREATEST(expires_at, clock_timestamp() + $4::bigint * interval '1 microsecond')
     WHERE id = $5 AND owner_token = $6
@@ -122,7 +122,7 @@ WITH completed AS (
     UPDATE idemgen.records
     SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL,
         operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
-        request = NULL, background = NULL,
+        request = NULL, background = NULL, timeline = NULL,
         fingerprint = $1, response_status = $2, response_headers = $3,
         response_body = $4, body_omitted = $5,
         expires_at = clock_timestamp() + $6::bigint * interval '1 microsecond'
@@ -270,7 +270,7 @@ WHERE id = $1 AND owner_token IS NOT NULL AND lease_until <= now();
 UPDATE idemgen.records
 SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL,
     operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
-    request = NULL, background = NULL,
+    request = NULL, background = NULL, timeline = NULL,
     fingerprint = idemgen.receipt_fingerprint(operation, fingerprint),
     response_status = $1, response_headers = $2, response_body = $3, body_omitted = false,
     expires_at = now() + CASE WHEN $4::bigint > 0 THEN $4::bigint * interval '1 microsecond'

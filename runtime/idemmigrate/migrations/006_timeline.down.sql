@@ -1,0 +1,2 @@
+ALTER TABLE {{schema}}.records DROP COLUMN timeline;
+DROP FUNCTION {{schema}}.timeline();
