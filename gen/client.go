@@ -308,7 +308,7 @@ func renderIdempotentMethod(f *File, cs *clientSource, o *opIR, m clientMethod) 
 	} else {
 		lead += fmt.Sprintf(" Pass the key stored with the intent: keys of this operation are at most %d characters, so none is minted.", o.X.Key.MaxLength)
 	}
-	lead += " The Result also counts the attempts and says whether the answer was a replay; its Key is set even when the error is not nil." + readerNote(cs, m)
+	lead += " The Result also counts the attempts and says whether the answer was a replay; its Key is set even when the error is not nil." + horizonNote(o) + readerNote(cs, m)
 	f.Line()
 	f.Add(o.doc(0, lead))
 	all := append([]Code{Id("ctx").Qual("context", "Context"), Id(key).String()}, params...)
@@ -321,7 +321,7 @@ func renderIdempotentMethod(f *File, cs *clientSource, o *opIR, m clientMethod) 
 	callArgs := append([]Code{Id(call).Dot("Context").Call()}, args...)
 	callArgs = append(callArgs, Append(Qual("slices", "Clip").Call(Id("reqEditors")), Id(call).Dot("SetKey")).Op("..."))
 	body = append(body,
-		Id(call).Op(":=").Qual(pkgIdemClient, "NewCall").Call(Id("ctx"), Lit(header), Id(key)),
+		Id(call).Op(":=").Qual(pkgIdemClient, "NewCall").Call(Id("ctx"), Lit(header), Id(key)).Dot("WithRetention").Call(durationCode(o.X.Retention)),
 		List(Id(resp), Err()).Op(":=").Id("c").Dot("Client").Dot(m.name).Call(callArgs...),
 		Return(Id(resp), Id(call).Dot("Result").Call(), Err()),
 	)
@@ -446,15 +446,15 @@ func renderBodyKeyedMethod(f *File, cs *clientSource, o *opIR, m clientMethod) e
 	name := strings.TrimSuffix(m.name, "WithResponse")
 
 	f.Line()
-	f.Add(o.doc(0, fmt.Sprintf("%s calls %s, whose idempotency key is the body's %s: every attempt sends the same body, so the policy retries it as a keyed request. Send the same body (the same key) again to retry the intent later. The Result counts the attempts, says whether the answer was a replay, and has the key read from the body.%s",
-		name, o.Spec.OperationID, o.X.Key.Pointer, readerNote(cs, m))))
+	f.Add(o.doc(0, fmt.Sprintf("%s calls %s, whose idempotency key is the body's %s: every attempt sends the same body, so the policy retries it as a keyed request. Send the same body (the same key) again to retry the intent later. The Result counts the attempts, says whether the answer was a replay, and has the key read from the body.%s%s",
+		name, o.Spec.OperationID, o.X.Key.Pointer, horizonNote(o), readerNote(cs, m))))
 	all := append([]Code{Id("ctx").Qual("context", "Context")}, params...)
 	all = append(all, Id("reqEditors").Op("...").Id("RequestEditorFn"))
 	callArgs := append([]Code{Id(call).Dot("Context").Call()}, args...)
 	callArgs = append(callArgs, Append(Qual("slices", "Clip").Call(Id("reqEditors")), Id(call).Dot("SetKey")).Op("..."))
 	f.Func().Params(Id("c").Op("*").Id("IdempotentClient")).Id(name).Params(all...).
 		Params(result, Qual(pkgIdemClient, "Result"), Error()).Block(
-		Id(call).Op(":=").Qual(pkgIdemClient, "NewBodyCall").Call(Id("ctx"), Lit(o.X.Key.Pointer)),
+		Id(call).Op(":=").Qual(pkgIdemClient, "NewBodyCall").Call(Id("ctx"), Lit(o.X.Key.Pointer)).Dot("WithRetention").Call(durationCode(o.X.Retention)),
 		List(Id(resp), Err()).Op(":=").Id("c").Dot("Client").Dot(m.name).Call(callArgs...),
 		Return(Id(resp), Id(call).Dot("Result").Call(), Err()),
 	)
@@ -481,4 +481,10 @@ func renderPlainMethod(f *File, cs *clientSource, p *plainIR, m clientMethod) er
 	f.Func().Params(Id("c").Op("*").Id("IdempotentClient")).Id(name).Params(all...).Params(result, Error()).
 		Block(Return(Id("c").Dot("Client").Dot(m.name).Call(callArgs...)))
 	return nil
+}
+
+// horizonNote says, in an idempotent method's doc, that a call is held to
+// the operation's retention.
+func horizonNote(o *opIR) string {
+	return fmt.Sprintf(" An intent older than the operation's retention (%s) less the policy's margin is not sent: the call fails with idemclient.ErrIntentExpired, since the server may have forgotten its key; an intent begins with its call, at the time a UUIDv7 key holds, or at idemclient.WithIntentStart's.", humanDuration(o.X.Retention.String()))
 }

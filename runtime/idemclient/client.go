@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -55,6 +56,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (p Policy) send(req *http.Request, attempt func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	ctx := req.Context()
 	tr, _ := ctx.Value(trackerKey{}).(*Tracker)
+	key := p.key(req)
+	var start time.Time
+	if key != "" {
+		start = intentStart(ctx, tr, key)
+	}
+	horizon, margin := p.horizon(tr)
 	cur := req
 	for n := 1; ; n++ {
 		if n > 1 {
@@ -63,6 +70,18 @@ func (p Policy) send(req *http.Request, attempt func(*http.Request) (*http.Respo
 				return nil, err
 			}
 			cur = next
+		}
+		if key != "" {
+			// Every keyed attempt says how old its intent is, and none is
+			// sent once the server may have forgotten its key.
+			age := time.Since(start)
+			if horizon > 0 && age > horizon-margin {
+				return nil, &IntentExpiredError{Key: key, Age: age, Horizon: horizon, Margin: margin}
+			}
+			if n == 1 {
+				cur = req.Clone(ctx) // a RoundTripper must not change req
+			}
+			cur.Header.Set(IntentAgeHeader, strconv.FormatInt(int64(max(age, 0)/time.Second), 10))
 		}
 		res, err := attempt(cur)
 		v := p.judge(ctx, cur, res, err, n)
@@ -136,8 +155,10 @@ type Result struct {
 type Tracker struct {
 	mu       sync.Mutex
 	res      Result
-	header   string // the key's header, when a Call made the tracker
-	fromBody bool   // a body-keyed Call read its key from the body into res.Key
+	header   string        // the key's header, when a Call made the tracker
+	fromBody bool          // a body-keyed Call read its key from the body into res.Key
+	start    time.Time     // when the call's intent began, once its first attempt asked
+	horizon  time.Duration // the call's retention (Call.WithRetention)
 }
 
 type trackerKey struct{}

@@ -35,6 +35,7 @@ type seen struct {
 	at   time.Time
 	key  string
 	body string
+	age  string // Idempotency-Intent-Age
 }
 
 // script serves its replies in order, then repeats the last one.
@@ -47,7 +48,7 @@ type script struct {
 func (s *script) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
-	s.seen = append(s.seen, seen{at: time.Now(), key: r.Header.Get("Idempotency-Key"), body: string(b)})
+	s.seen = append(s.seen, seen{at: time.Now(), key: r.Header.Get("Idempotency-Key"), body: string(b), age: r.Header.Get(idemclient.IntentAgeHeader)})
 	rep := s.replies[min(len(s.seen), len(s.replies))-1]
 	s.mu.Unlock()
 	if rep.drop {
@@ -598,5 +599,91 @@ func TestSameJSON(t *testing.T) {
 		if got := idemclient.SameJSON([]byte(tc.sent), []byte(tc.current)); got != tc.want {
 			t.Errorf("SameJSON(%s, %s) = %t; want %t", tc.sent, tc.current, got, tc.want)
 		}
+	}
+}
+
+// TestEveryAttemptSaysItsIntentsAge: each keyed attempt carries how long
+// ago its intent began (WithIntentStart, for an intent retried after a
+// crash), and an unkeyed request carries nothing.
+func TestEveryAttemptSaysItsIntentsAge(t *testing.T) {
+	s, url := serve(t, reply{status: 503}, reply{status: 201})
+	ctx := idemclient.WithIntentStart(context.Background(), time.Now().Add(-90*time.Second))
+	if status, _, _, err := post(t, ctx, fast, url, "order-1", "{}"); err != nil || status != 201 {
+		t.Fatalf("got %d, %v", status, err)
+	}
+	for i, r := range s.requests() {
+		if r.age != "90" && r.age != "91" {
+			t.Errorf("attempt %d said its intent is %q seconds old; want 90", i+1, r.age)
+		}
+	}
+	s, url = serve(t, reply{status: 200})
+	res, err := (&http.Client{Transport: &idemclient.Transport{Policy: fast}}).Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if age := s.requests()[0].age; age != "" {
+		t.Errorf("an unkeyed GET said its intent is %q seconds old", age)
+	}
+}
+
+// v7At is a UUIDv7 minted at t, as NewKey mints them.
+func v7At(t time.Time) string {
+	var u uuid.UUID
+	ms := uint64(t.UnixMilli())
+	for i := range 6 {
+		u[i] = byte(ms >> (40 - 8*i))
+	}
+	u[6], u[8] = 0x70, 0x80 // version 7, RFC 9562 variant
+	return u.String()
+}
+
+// TestAnIntentPastTheRetentionIsNotSent: a call held to the server's
+// retention (as the generated client holds each operation) whose key was
+// minted longer ago than the retention, less the margin, fails without
+// sending anything, with an error the caller tells apart; a younger one is
+// sent.
+func TestAnIntentPastTheRetentionIsNotSent(t *testing.T) {
+	s, url := serve(t, reply{status: 201})
+	send := func(key string) error {
+		call := idemclient.NewCall(context.Background(), "", key).WithRetention(time.Hour)
+		req, _ := http.NewRequestWithContext(call.Context(), "POST", url, strings.NewReader("{}"))
+		call.SetKey(nil, req)
+		res, err := (&http.Client{Transport: &idemclient.Transport{Policy: fast}}).Do(req)
+		if err == nil {
+			res.Body.Close()
+		}
+		return err
+	}
+	err := send(v7At(time.Now().Add(-58 * time.Minute)))
+	var expired *idemclient.IntentExpiredError
+	if !errors.Is(err, idemclient.ErrIntentExpired) || !errors.As(err, &expired) || expired.Horizon != time.Hour || expired.Margin != 6*time.Minute {
+		t.Fatalf("a key minted 58 minutes ago, retention 1h: %v; want ErrIntentExpired (margin 6m)", err)
+	}
+	if n := len(s.requests()); n != 0 {
+		t.Fatalf("%d requests sent for an expired intent; want none", n)
+	}
+	if err := send(v7At(time.Now().Add(-50 * time.Minute))); err != nil {
+		t.Fatalf("a key minted 50 minutes ago, retention 1h: %v; want it sent", err)
+	}
+	if r := s.requests(); len(r) != 1 || r[0].age != "3000" && r[0].age != "3001" {
+		t.Fatalf("requests %+v; want one, 3000 seconds old", r)
+	}
+}
+
+// TestTheHorizonEndsRetries: with Policy.Horizon (any Idempotency-Key
+// API), a request retried until its intent nears the horizon stops there,
+// instead of retrying into a window where the server may have forgotten
+// its key.
+func TestTheHorizonEndsRetries(t *testing.T) {
+	s, url := serve(t, reply{status: 503})
+	p := idemclient.Policy{MinWait: 40 * time.Millisecond, MaxWait: 80 * time.Millisecond, MaxAttempts: 50,
+		Horizon: 400 * time.Millisecond, HorizonMargin: 100 * time.Millisecond}
+	_, _, res, err := post(t, context.Background(), p, url, "order-2", "{}")
+	if !errors.Is(err, idemclient.ErrIntentExpired) {
+		t.Fatalf("retried 503s: %v; want ErrIntentExpired", err)
+	}
+	if n := len(s.requests()); n < 2 || n >= 50 || res.Attempts != n {
+		t.Fatalf("%d requests, %d attempts; want a few, ended by the horizon", n, res.Attempts)
 	}
 }

@@ -105,6 +105,19 @@ type Policy struct {
 	// OnAttempt, when set, is called after each attempt, in the caller's
 	// goroutine, before any wait (for logs and metrics).
 	OnAttempt func(Attempt)
+	// Horizon bounds the age of the intents whose requests are sent: the
+	// server's retention, how long it keeps a key. A keyed request whose
+	// intent began longer ago than Horizon less HorizonMargin is not sent:
+	// it fails with an *IntentExpiredError, since the server may have
+	// forgotten the key and would execute it again. A Call's WithRetention
+	// (which the generated client sets per operation) takes precedence. 0
+	// bounds nothing. An intent begins at the time WithIntentStart gives,
+	// or that its UUIDv7 key holds, or else at its call's first attempt.
+	Horizon time.Duration
+	// HorizonMargin is the time kept free before the horizon, for the
+	// clocks of client and server to disagree and for a request's time in
+	// flight (default a tenth of the horizon, at most an hour).
+	HorizonMargin time.Duration
 }
 
 // Attempt describes one attempt of a request, for Policy.OnAttempt.

@@ -4,15 +4,16 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
-// IntentAgeHeader carries how old a request's intent is, in whole seconds
-// since the client first attempted it (RFC 9111's delta-seconds: digits
-// only). A client that stores its key with the intent sends it on every
-// attempt (the generated client and runtime/idemclient do), so that the
-// service sees retries arriving near or past its retention, when a retry
-// may execute again because its record is gone.
-const IntentAgeHeader = "Idempotency-Intent-Age"
+// IntentAgeHeader carries how old a request's intent is (see
+// idemtype.IntentAgeHeader). The generated client and runtime/idemclient
+// send it on every attempt, so that the service sees retries arriving near
+// or past its retention, when a retry may execute again because its record
+// is gone.
+const IntentAgeHeader = idemtype.IntentAgeHeader
 
 // maxIntentAge is the largest age taken, as RFC 9111 caps Age: 2^31 s.
 const maxIntentAge = 1 << 31

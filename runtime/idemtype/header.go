@@ -35,3 +35,9 @@ func oneOf(name string, names []string) bool {
 	}
 	return false
 }
+
+// IntentAgeHeader carries how old a request's intent is, in whole seconds
+// since the client began it (RFC 9111's delta-seconds: digits only). A
+// client that keeps its key with the intent sends it on every attempt, so
+// that the server sees retries that arrive near or past its retention.
+const IntentAgeHeader = "Idempotency-Intent-Age"

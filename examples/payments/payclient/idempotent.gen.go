@@ -7,6 +7,7 @@ import (
 	"context"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/idemgen/idemgen/runtime/idemclient"
 )
@@ -38,14 +39,17 @@ func NewIdempotentClient(server string, policy idemclient.Policy, opts ...Client
 // Idempotency-Key on every attempt. Pass the key stored with the intent; "" mints a new one
 // (idemclient.NewKey), which the Result returns, so store it to retry this intent after a crash or
 // a failure. The Result also counts the attempts and says whether the answer was a replay; its Key
-// is set even when the error is not nil. A retry resends body only if it is a *bytes.Buffer,
+// is set even when the error is not nil. An intent older than the operation's retention (24h) less
+// the policy's margin is not sent: the call fails with idemclient.ErrIntentExpired, since the
+// server may have forgotten its key; an intent begins with its call, at the time a UUIDv7 key
+// holds, or at idemclient.WithIntentStart's. A retry resends body only if it is a *bytes.Buffer,
 // *bytes.Reader or *strings.Reader; any other reader makes the first answer final.
 //
 // Charge a customer's card.
 //
 // POST /payments
 func (c *IdempotentClient) CreatePaymentWithBody(ctx context.Context, key string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePaymentResponse, idemclient.Result, error) {
-	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
+	call := idemclient.NewCall(ctx, "Idempotency-Key", key).WithRetention(24 * time.Hour)
 	resp, err := c.Client.CreatePaymentWithBodyWithResponse(call.Context(), contentType, body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }
@@ -54,13 +58,16 @@ func (c *IdempotentClient) CreatePaymentWithBody(ctx context.Context, key string
 // every attempt. Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which
 // the Result returns, so store it to retry this intent after a crash or a failure. The Result also
 // counts the attempts and says whether the answer was a replay; its Key is set even when the error
-// is not nil.
+// is not nil. An intent older than the operation's retention (24h) less the policy's margin is not
+// sent: the call fails with idemclient.ErrIntentExpired, since the server may have forgotten its
+// key; an intent begins with its call, at the time a UUIDv7 key holds, or at
+// idemclient.WithIntentStart's.
 //
 // Charge a customer's card.
 //
 // POST /payments
 func (c *IdempotentClient) CreatePayment(ctx context.Context, key string, body CreatePaymentJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePaymentResponse, idemclient.Result, error) {
-	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
+	call := idemclient.NewCall(ctx, "Idempotency-Key", key).WithRetention(24 * time.Hour)
 	resp, err := c.Client.CreatePaymentWithResponse(call.Context(), body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }
@@ -78,14 +85,17 @@ func (c *IdempotentClient) GetPayment(ctx context.Context, id int64, reqEditors 
 // Idempotency-Key on every attempt. Pass the key stored with the intent; "" mints a new one
 // (idemclient.NewKey), which the Result returns, so store it to retry this intent after a crash or
 // a failure. The Result also counts the attempts and says whether the answer was a replay; its Key
-// is set even when the error is not nil. A retry resends body only if it is a *bytes.Buffer,
+// is set even when the error is not nil. An intent older than the operation's retention (24h) less
+// the policy's margin is not sent: the call fails with idemclient.ErrIntentExpired, since the
+// server may have forgotten its key; an intent begins with its call, at the time a UUIDv7 key
+// holds, or at idemclient.WithIntentStart's. A retry resends body only if it is a *bytes.Buffer,
 // *bytes.Reader or *strings.Reader; any other reader makes the first answer final.
 //
 // Refund part or all of a payment.
 //
 // POST /refunds
 func (c *IdempotentClient) CreateRefundWithBody(ctx context.Context, key string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateRefundResponse, idemclient.Result, error) {
-	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
+	call := idemclient.NewCall(ctx, "Idempotency-Key", key).WithRetention(24 * time.Hour)
 	resp, err := c.Client.CreateRefundWithBodyWithResponse(call.Context(), contentType, body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }
@@ -94,13 +104,16 @@ func (c *IdempotentClient) CreateRefundWithBody(ctx context.Context, key string,
 // every attempt. Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which
 // the Result returns, so store it to retry this intent after a crash or a failure. The Result also
 // counts the attempts and says whether the answer was a replay; its Key is set even when the error
-// is not nil.
+// is not nil. An intent older than the operation's retention (24h) less the policy's margin is not
+// sent: the call fails with idemclient.ErrIntentExpired, since the server may have forgotten its
+// key; an intent begins with its call, at the time a UUIDv7 key holds, or at
+// idemclient.WithIntentStart's.
 //
 // Refund part or all of a payment.
 //
 // POST /refunds
 func (c *IdempotentClient) CreateRefund(ctx context.Context, key string, body CreateRefundJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateRefundResponse, idemclient.Result, error) {
-	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
+	call := idemclient.NewCall(ctx, "Idempotency-Key", key).WithRetention(24 * time.Hour)
 	resp, err := c.Client.CreateRefundWithResponse(call.Context(), body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }
@@ -129,14 +142,18 @@ func (c *IdempotentClient) PutOrder(ctx context.Context, id string, params *PutO
 // ReceiveCardnetEventWithBody calls receiveCardnetEvent, whose idempotency key is the body's /id:
 // every attempt sends the same body, so the policy retries it as a keyed request. Send the same
 // body (the same key) again to retry the intent later. The Result counts the attempts, says whether
-// the answer was a replay, and has the key read from the body. A retry resends body only if it is a
-// *bytes.Buffer, *bytes.Reader or *strings.Reader; any other reader makes the first answer final.
+// the answer was a replay, and has the key read from the body. An intent older than the operation's
+// retention (72h) less the policy's margin is not sent: the call fails with
+// idemclient.ErrIntentExpired, since the server may have forgotten its key; an intent begins with
+// its call, at the time a UUIDv7 key holds, or at idemclient.WithIntentStart's. A retry resends
+// body only if it is a *bytes.Buffer, *bytes.Reader or *strings.Reader; any other reader makes the
+// first answer final.
 //
 // Apply an event the card network sends about one of its charges, once per event.
 //
 // POST /webhooks/cardnet
 func (c *IdempotentClient) ReceiveCardnetEventWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReceiveCardnetEventResponse, idemclient.Result, error) {
-	call := idemclient.NewBodyCall(ctx, "/id")
+	call := idemclient.NewBodyCall(ctx, "/id").WithRetention(72 * time.Hour)
 	resp, err := c.Client.ReceiveCardnetEventWithBodyWithResponse(call.Context(), contentType, body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }
@@ -144,13 +161,16 @@ func (c *IdempotentClient) ReceiveCardnetEventWithBody(ctx context.Context, cont
 // ReceiveCardnetEvent calls receiveCardnetEvent, whose idempotency key is the body's /id: every
 // attempt sends the same body, so the policy retries it as a keyed request. Send the same body (the
 // same key) again to retry the intent later. The Result counts the attempts, says whether the
-// answer was a replay, and has the key read from the body.
+// answer was a replay, and has the key read from the body. An intent older than the operation's
+// retention (72h) less the policy's margin is not sent: the call fails with
+// idemclient.ErrIntentExpired, since the server may have forgotten its key; an intent begins with
+// its call, at the time a UUIDv7 key holds, or at idemclient.WithIntentStart's.
 //
 // Apply an event the card network sends about one of its charges, once per event.
 //
 // POST /webhooks/cardnet
 func (c *IdempotentClient) ReceiveCardnetEvent(ctx context.Context, body ReceiveCardnetEventJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceiveCardnetEventResponse, idemclient.Result, error) {
-	call := idemclient.NewBodyCall(ctx, "/id")
+	call := idemclient.NewBodyCall(ctx, "/id").WithRetention(72 * time.Hour)
 	resp, err := c.Client.ReceiveCardnetEventWithResponse(call.Context(), body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/idemgen/idemgen/runtime/idemclient"
 )
@@ -37,14 +38,18 @@ func NewIdempotentClient(server string, policy idemclient.Policy, opts ...Client
 // ReceiveAcmeEventWithBody calls receiveAcmeEvent, whose idempotency key is the body's /id: every
 // attempt sends the same body, so the policy retries it as a keyed request. Send the same body (the
 // same key) again to retry the intent later. The Result counts the attempts, says whether the
-// answer was a replay, and has the key read from the body. A retry resends body only if it is a
-// *bytes.Buffer, *bytes.Reader or *strings.Reader; any other reader makes the first answer final.
+// answer was a replay, and has the key read from the body. An intent older than the operation's
+// retention (72h) less the policy's margin is not sent: the call fails with
+// idemclient.ErrIntentExpired, since the server may have forgotten its key; an intent begins with
+// its call, at the time a UUIDv7 key holds, or at idemclient.WithIntentStart's. A retry resends
+// body only if it is a *bytes.Buffer, *bytes.Reader or *strings.Reader; any other reader makes the
+// first answer final.
 //
 // Apply an event Acme sends, once per event id.
 //
 // POST /webhooks/acme
 func (c *IdempotentClient) ReceiveAcmeEventWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReceiveAcmeEventResponse, idemclient.Result, error) {
-	call := idemclient.NewBodyCall(ctx, "/id")
+	call := idemclient.NewBodyCall(ctx, "/id").WithRetention(72 * time.Hour)
 	resp, err := c.Client.ReceiveAcmeEventWithBodyWithResponse(call.Context(), contentType, body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }
@@ -52,13 +57,16 @@ func (c *IdempotentClient) ReceiveAcmeEventWithBody(ctx context.Context, content
 // ReceiveAcmeEvent calls receiveAcmeEvent, whose idempotency key is the body's /id: every attempt
 // sends the same body, so the policy retries it as a keyed request. Send the same body (the same
 // key) again to retry the intent later. The Result counts the attempts, says whether the answer was
-// a replay, and has the key read from the body.
+// a replay, and has the key read from the body. An intent older than the operation's retention
+// (72h) less the policy's margin is not sent: the call fails with idemclient.ErrIntentExpired,
+// since the server may have forgotten its key; an intent begins with its call, at the time a UUIDv7
+// key holds, or at idemclient.WithIntentStart's.
 //
 // Apply an event Acme sends, once per event id.
 //
 // POST /webhooks/acme
 func (c *IdempotentClient) ReceiveAcmeEvent(ctx context.Context, body ReceiveAcmeEventJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceiveAcmeEventResponse, idemclient.Result, error) {
-	call := idemclient.NewBodyCall(ctx, "/id")
+	call := idemclient.NewBodyCall(ctx, "/id").WithRetention(72 * time.Hour)
 	resp, err := c.Client.ReceiveAcmeEventWithResponse(call.Context(), body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }
@@ -66,7 +74,10 @@ func (c *IdempotentClient) ReceiveAcmeEvent(ctx context.Context, body ReceiveAcm
 // PostLedgerEntryWithBody calls postLedgerEntry, whose idempotency key is the body's
 // /entry/sequence: every attempt sends the same body, so the policy retries it as a keyed request.
 // Send the same body (the same key) again to retry the intent later. The Result counts the
-// attempts, says whether the answer was a replay, and has the key read from the body. A retry
+// attempts, says whether the answer was a replay, and has the key read from the body. An intent
+// older than the operation's retention (24h) less the policy's margin is not sent: the call fails
+// with idemclient.ErrIntentExpired, since the server may have forgotten its key; an intent begins
+// with its call, at the time a UUIDv7 key holds, or at idemclient.WithIntentStart's. A retry
 // resends body only if it is a *bytes.Buffer, *bytes.Reader or *strings.Reader; any other reader
 // makes the first answer final.
 //
@@ -74,7 +85,7 @@ func (c *IdempotentClient) ReceiveAcmeEvent(ctx context.Context, body ReceiveAcm
 //
 // POST /ledger/entries
 func (c *IdempotentClient) PostLedgerEntryWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostLedgerEntryResponse, idemclient.Result, error) {
-	call := idemclient.NewBodyCall(ctx, "/entry/sequence")
+	call := idemclient.NewBodyCall(ctx, "/entry/sequence").WithRetention(24 * time.Hour)
 	resp, err := c.Client.PostLedgerEntryWithBodyWithResponse(call.Context(), contentType, body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }
@@ -82,13 +93,16 @@ func (c *IdempotentClient) PostLedgerEntryWithBody(ctx context.Context, contentT
 // PostLedgerEntry calls postLedgerEntry, whose idempotency key is the body's /entry/sequence: every
 // attempt sends the same body, so the policy retries it as a keyed request. Send the same body (the
 // same key) again to retry the intent later. The Result counts the attempts, says whether the
-// answer was a replay, and has the key read from the body.
+// answer was a replay, and has the key read from the body. An intent older than the operation's
+// retention (24h) less the policy's margin is not sent: the call fails with
+// idemclient.ErrIntentExpired, since the server may have forgotten its key; an intent begins with
+// its call, at the time a UUIDv7 key holds, or at idemclient.WithIntentStart's.
 //
 // Post an entry whose sequence number, set by the upstream ledger, is its identity.
 //
 // POST /ledger/entries
 func (c *IdempotentClient) PostLedgerEntry(ctx context.Context, body PostLedgerEntryJSONRequestBody, reqEditors ...RequestEditorFn) (*PostLedgerEntryResponse, idemclient.Result, error) {
-	call := idemclient.NewBodyCall(ctx, "/entry/sequence")
+	call := idemclient.NewBodyCall(ctx, "/entry/sequence").WithRetention(24 * time.Hour)
 	resp, err := c.Client.PostLedgerEntryWithResponse(call.Context(), body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"time"
 
 	openapi_types "github.com/oapi-codegen/runtime/types"
 
@@ -41,14 +42,17 @@ func NewIdempotentClient(server string, policy idemclient.Policy, opts ...Client
 // on every attempt. Pass the key stored with the intent; "" mints a new one (idemclient.NewKey),
 // which the Result returns, so store it to retry this intent after a crash or a failure. The Result
 // also counts the attempts and says whether the answer was a replay; its Key is set even when the
-// error is not nil. A retry resends body only if it is a *bytes.Buffer, *bytes.Reader or
-// *strings.Reader; any other reader makes the first answer final.
+// error is not nil. An intent older than the operation's retention (24h) less the policy's margin
+// is not sent: the call fails with idemclient.ErrIntentExpired, since the server may have forgotten
+// its key; an intent begins with its call, at the time a UUIDv7 key holds, or at
+// idemclient.WithIntentStart's. A retry resends body only if it is a *bytes.Buffer, *bytes.Reader
+// or *strings.Reader; any other reader makes the first answer final.
 //
 // Place an order.
 //
 // POST /orders
 func (c *IdempotentClient) CreateOrderWithBody(ctx context.Context, key string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateOrderResponse, idemclient.Result, error) {
-	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
+	call := idemclient.NewCall(ctx, "Idempotency-Key", key).WithRetention(24 * time.Hour)
 	resp, err := c.Client.CreateOrderWithBodyWithResponse(call.Context(), contentType, body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }
@@ -57,13 +61,16 @@ func (c *IdempotentClient) CreateOrderWithBody(ctx context.Context, key string, 
 // every attempt. Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which
 // the Result returns, so store it to retry this intent after a crash or a failure. The Result also
 // counts the attempts and says whether the answer was a replay; its Key is set even when the error
-// is not nil.
+// is not nil. An intent older than the operation's retention (24h) less the policy's margin is not
+// sent: the call fails with idemclient.ErrIntentExpired, since the server may have forgotten its
+// key; an intent begins with its call, at the time a UUIDv7 key holds, or at
+// idemclient.WithIntentStart's.
 //
 // Place an order.
 //
 // POST /orders
 func (c *IdempotentClient) CreateOrder(ctx context.Context, key string, body CreateOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateOrderResponse, idemclient.Result, error) {
-	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
+	call := idemclient.NewCall(ctx, "Idempotency-Key", key).WithRetention(24 * time.Hour)
 	resp, err := c.Client.CreateOrderWithResponse(call.Context(), body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }
@@ -80,15 +87,19 @@ func (c *IdempotentClient) ListOrders(ctx context.Context, params *ListOrdersPar
 // RefundOrderWithBody calls refundOrder under the intent's idempotency key, sent in X-Request-Id on
 // every attempt. Pass the key stored with the intent: keys of this operation are at most 24
 // characters, so none is minted. The Result also counts the attempts and says whether the answer
-// was a replay; its Key is set even when the error is not nil. A retry resends body only if it is a
-// *bytes.Buffer, *bytes.Reader or *strings.Reader; any other reader makes the first answer final.
+// was a replay; its Key is set even when the error is not nil. An intent older than the operation's
+// retention (24h) less the policy's margin is not sent: the call fails with
+// idemclient.ErrIntentExpired, since the server may have forgotten its key; an intent begins with
+// its call, at the time a UUIDv7 key holds, or at idemclient.WithIntentStart's. A retry resends
+// body only if it is a *bytes.Buffer, *bytes.Reader or *strings.Reader; any other reader makes the
+// first answer final.
 //
 // POST /stores/{key}/refunds
 func (c *IdempotentClient) RefundOrderWithBody(ctx context.Context, idempotencyKey string, key string, params *RefundOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RefundOrderResponse, idemclient.Result, error) {
 	if idempotencyKey == "" {
 		return nil, idemclient.Result{}, errors.New("refundOrder: pass the intent's key: this operation takes keys of at most 24 characters, shorter than minted ones")
 	}
-	call := idemclient.NewCall(ctx, "X-Request-Id", idempotencyKey)
+	call := idemclient.NewCall(ctx, "X-Request-Id", idempotencyKey).WithRetention(24 * time.Hour)
 	resp, err := c.Client.RefundOrderWithBodyWithResponse(call.Context(), key, params, contentType, body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }
@@ -96,14 +107,17 @@ func (c *IdempotentClient) RefundOrderWithBody(ctx context.Context, idempotencyK
 // RefundOrderWithFormdataBody calls refundOrder under the intent's idempotency key, sent in
 // X-Request-Id on every attempt. Pass the key stored with the intent: keys of this operation are at
 // most 24 characters, so none is minted. The Result also counts the attempts and says whether the
-// answer was a replay; its Key is set even when the error is not nil.
+// answer was a replay; its Key is set even when the error is not nil. An intent older than the
+// operation's retention (24h) less the policy's margin is not sent: the call fails with
+// idemclient.ErrIntentExpired, since the server may have forgotten its key; an intent begins with
+// its call, at the time a UUIDv7 key holds, or at idemclient.WithIntentStart's.
 //
 // POST /stores/{key}/refunds
 func (c *IdempotentClient) RefundOrderWithFormdataBody(ctx context.Context, idempotencyKey string, key string, params *RefundOrderParams, body RefundOrderFormdataRequestBody, reqEditors ...RequestEditorFn) (*RefundOrderResponse, idemclient.Result, error) {
 	if idempotencyKey == "" {
 		return nil, idemclient.Result{}, errors.New("refundOrder: pass the intent's key: this operation takes keys of at most 24 characters, shorter than minted ones")
 	}
-	call := idemclient.NewCall(ctx, "X-Request-Id", idempotencyKey)
+	call := idemclient.NewCall(ctx, "X-Request-Id", idempotencyKey).WithRetention(24 * time.Hour)
 	resp, err := c.Client.RefundOrderWithFormdataBodyWithResponse(call.Context(), key, params, body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }
@@ -112,11 +126,14 @@ func (c *IdempotentClient) RefundOrderWithFormdataBody(ctx context.Context, idem
 // every attempt. Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which
 // the Result returns, so store it to retry this intent after a crash or a failure. The Result also
 // counts the attempts and says whether the answer was a replay; its Key is set even when the error
-// is not nil.
+// is not nil. An intent older than the operation's retention (24h) less the policy's margin is not
+// sent: the call fails with idemclient.ErrIntentExpired, since the server may have forgotten its
+// key; an intent begins with its call, at the time a UUIDv7 key holds, or at
+// idemclient.WithIntentStart's.
 //
 // DELETE /orders/{id}
 func (c *IdempotentClient) CancelOrder(ctx context.Context, key string, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*CancelOrderResponse, idemclient.Result, error) {
-	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
+	call := idemclient.NewCall(ctx, "Idempotency-Key", key).WithRetention(24 * time.Hour)
 	resp, err := c.Client.CancelOrderWithResponse(call.Context(), id, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }

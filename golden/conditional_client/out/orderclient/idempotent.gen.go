@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/idemgen/idemgen/runtime/idemclient"
 )
@@ -117,12 +118,15 @@ func (c *IdempotentClient) GetOrder(ctx context.Context, id string, reqEditors .
 // on every attempt. Pass the key stored with the intent; "" mints a new one (idemclient.NewKey),
 // which the Result returns, so store it to retry this intent after a crash or a failure. The Result
 // also counts the attempts and says whether the answer was a replay; its Key is set even when the
-// error is not nil. A retry resends body only if it is a *bytes.Buffer, *bytes.Reader or
-// *strings.Reader; any other reader makes the first answer final.
+// error is not nil. An intent older than the operation's retention (24h) less the policy's margin
+// is not sent: the call fails with idemclient.ErrIntentExpired, since the server may have forgotten
+// its key; an intent begins with its call, at the time a UUIDv7 key holds, or at
+// idemclient.WithIntentStart's. A retry resends body only if it is a *bytes.Buffer, *bytes.Reader
+// or *strings.Reader; any other reader makes the first answer final.
 //
 // POST /notes
 func (c *IdempotentClient) CreateNoteWithBody(ctx context.Context, key string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateNoteResponse, idemclient.Result, error) {
-	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
+	call := idemclient.NewCall(ctx, "Idempotency-Key", key).WithRetention(24 * time.Hour)
 	resp, err := c.Client.CreateNoteWithBodyWithResponse(call.Context(), contentType, body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }
@@ -131,11 +135,14 @@ func (c *IdempotentClient) CreateNoteWithBody(ctx context.Context, key string, c
 // attempt. Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which the
 // Result returns, so store it to retry this intent after a crash or a failure. The Result also
 // counts the attempts and says whether the answer was a replay; its Key is set even when the error
-// is not nil.
+// is not nil. An intent older than the operation's retention (24h) less the policy's margin is not
+// sent: the call fails with idemclient.ErrIntentExpired, since the server may have forgotten its
+// key; an intent begins with its call, at the time a UUIDv7 key holds, or at
+// idemclient.WithIntentStart's.
 //
 // POST /notes
 func (c *IdempotentClient) CreateNote(ctx context.Context, key string, body CreateNoteJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateNoteResponse, idemclient.Result, error) {
-	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
+	call := idemclient.NewCall(ctx, "Idempotency-Key", key).WithRetention(24 * time.Hour)
 	resp, err := c.Client.CreateNoteWithResponse(call.Context(), body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }

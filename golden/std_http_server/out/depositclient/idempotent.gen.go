@@ -7,6 +7,7 @@ import (
 	"context"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/idemgen/idemgen/runtime/idemclient"
 )
@@ -38,12 +39,15 @@ func NewIdempotentClient(server string, policy idemclient.Policy, opts ...Client
 // Idempotency-Key on every attempt. Pass the key stored with the intent; "" mints a new one
 // (idemclient.NewKey), which the Result returns, so store it to retry this intent after a crash or
 // a failure. The Result also counts the attempts and says whether the answer was a replay; its Key
-// is set even when the error is not nil. A retry resends body only if it is a *bytes.Buffer,
+// is set even when the error is not nil. An intent older than the operation's retention (24h) less
+// the policy's margin is not sent: the call fails with idemclient.ErrIntentExpired, since the
+// server may have forgotten its key; an intent begins with its call, at the time a UUIDv7 key
+// holds, or at idemclient.WithIntentStart's. A retry resends body only if it is a *bytes.Buffer,
 // *bytes.Reader or *strings.Reader; any other reader makes the first answer final.
 //
 // POST /accounts/{account-id}/deposits
 func (c *IdempotentClient) CreateDepositWithBody(ctx context.Context, key string, accountId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateDepositResponse, idemclient.Result, error) {
-	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
+	call := idemclient.NewCall(ctx, "Idempotency-Key", key).WithRetention(24 * time.Hour)
 	resp, err := c.Client.CreateDepositWithBodyWithResponse(call.Context(), accountId, contentType, body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }
@@ -52,11 +56,14 @@ func (c *IdempotentClient) CreateDepositWithBody(ctx context.Context, key string
 // every attempt. Pass the key stored with the intent; "" mints a new one (idemclient.NewKey), which
 // the Result returns, so store it to retry this intent after a crash or a failure. The Result also
 // counts the attempts and says whether the answer was a replay; its Key is set even when the error
-// is not nil.
+// is not nil. An intent older than the operation's retention (24h) less the policy's margin is not
+// sent: the call fails with idemclient.ErrIntentExpired, since the server may have forgotten its
+// key; an intent begins with its call, at the time a UUIDv7 key holds, or at
+// idemclient.WithIntentStart's.
 //
 // POST /accounts/{account-id}/deposits
 func (c *IdempotentClient) CreateDeposit(ctx context.Context, key string, accountId string, body CreateDepositJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateDepositResponse, idemclient.Result, error) {
-	call := idemclient.NewCall(ctx, "Idempotency-Key", key)
+	call := idemclient.NewCall(ctx, "Idempotency-Key", key).WithRetention(24 * time.Hour)
 	resp, err := c.Client.CreateDepositWithResponse(call.Context(), accountId, body, append(slices.Clip(reqEditors), call.SetKey)...)
 	return resp, call.Result(), err
 }
