@@ -10,7 +10,7 @@ FORMFUZZTIME ?= 10000x
 BENCHCOUNT ?= 5
 BENCHTIME ?= 2s
 
-.PHONY: test test-short lint generate bench bench-model bench-store bench-layouts fuzz golden realspec demo chaos topology docs-check
+.PHONY: test test-short lint generate bench bench-model bench-store bench-layouts fuzz golden realspec demo chaos topology docs-check check-alerts
 
 # The modules whose packages make test runs: the toolkit, and examples/, a
 # module of its own so that the examples' dependencies (toxiproxy,
@@ -38,6 +38,19 @@ test-short: lint
 docs-check:
 	scripts/docs-check.sh -q docs/getting-started.md
 	scripts/docs-check.sh -q docs/adopting.md
+
+## check-alerts: promtool's unit tests of every alert in deploy/prometheus, and the rules and dashboard against the exported series
+check-alerts:
+	@command -v promtool >/dev/null || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "installing promtool (Debian's prometheus package)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+		else \
+			echo "check-alerts needs promtool: apt-get install prometheus (as root), or put Prometheus's promtool on PATH"; exit 1; \
+		fi; }
+	promtool check rules deploy/prometheus/idemgen-rules.yaml
+	cd deploy/prometheus && promtool test rules idemgen-rules.test.yaml
+	$(GO) test -count=1 ./deploy
 
 ## fuzz: run every fuzz target for FUZZTIME (executions or a duration)
 fuzz:
