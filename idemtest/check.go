@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,8 +109,9 @@ const (
 	RuleInvariant Rule = "invariant"
 	// RuleFencing: an owner that lost its lease still completed.
 	RuleFencing Rule = "a stale owner commits nothing"
-	// RuleFailed: the scenario's last attempt failed, or could not run.
-	RuleFailed Rule = "the retry completes"
+	// RuleFailed: an execution the scenario needs failed, did not reach its
+	// crash point, or did not end.
+	RuleFailed Rule = "an execution does not complete"
 )
 
 // Check runs the case's request through every scenario and fails t once per
@@ -155,11 +158,22 @@ func Findings[S any](t testing.TB, c Case[S]) []Finding {
 	if c.Options.Logger == nil {
 		c.Options.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	fp := sha256.Sum256([]byte("idemtest:" + c.Operation.ID))
-	k := &checker[S]{t: t, c: c, req: idem.KeyedRequest{Scope: c.Scope, Key: "idemtest-key", Fingerprint: fp[:]}}
+	if c.Options.ReplayCacheBytes == 0 {
+		// Every replay reads the stored record, as another process would.
+		c.Options.ReplayCacheBytes = -1
+	}
+	// One key for every scenario of this check (so that a fake that answers
+	// by key gives each the same answer), and another for every other check
+	// (so that two cases of one operation sharing a fake do not meet).
+	id := fmt.Sprintf("%s\x00%s\x00%d", t.Name(), c.Operation.ID, checks.Add(1))
+	fp := sha256.Sum256([]byte("idemtest\x00" + id))
+	k := &checker[S]{t: t, c: c, req: idem.KeyedRequest{Scope: c.Scope, Key: fmt.Sprintf("idemtest-%x", fp[:8]), Fingerprint: fp[:]}}
 	k.run()
 	return k.findings
 }
+
+// checks counts the checks run, to give each its own key.
+var checks atomic.Int64
 
 // checker runs one Case.
 type checker[S any] struct {
@@ -187,20 +201,23 @@ type world struct {
 func (k *checker[S]) run() {
 	ctx := context.Background()
 	phases := k.c.Phases()
+	group := k.commitGroups(phases)
 	k.baseline(ctx)
 	k.completedRetry(ctx)
 	for i, p := range phases {
 		switch {
 		case p.Foreign != nil:
-			k.crash(ctx, fmt.Sprintf("crash in %s, before the other system acted", p.Name), p.Name, at{phase: i, where: atStart})
-			k.crash(ctx, fmt.Sprintf("crash in %s, after the other system acted", p.Name), p.Name, at{phase: i, where: atEnd})
+			k.crash(ctx, fmt.Sprintf("crash in %s, before the other system acted", p.Name), p.Name, at{phase: i, where: atStart}, -1)
+			k.crash(ctx, fmt.Sprintf("crash in %s, after the other system acted", p.Name), p.Name, at{phase: i, where: atEnd}, -1)
 			k.takeover(ctx, i, p.Name)
 		default:
-			k.crash(ctx, fmt.Sprintf("crash inside %s, before its commit", p.Name), p.Name, at{phase: i, where: atEnd})
-			if i+1 < len(phases) && phases[i+1].Foreign == nil {
-				// (Before a foreign phase this is that phase's "before the
-				// other system acted".)
-				k.crash(ctx, fmt.Sprintf("crash right after %s committed", p.Name), p.Name, at{phase: i + 1, where: atStart})
+			first := slices.Index(group, group[i])
+			k.crash(ctx, fmt.Sprintf("crash inside %s, before its commit", p.Name), p.Name, at{phase: i, where: atEnd}, first)
+			if i+1 < len(phases) && phases[i+1].Foreign == nil && group[i+1] != group[i] {
+				// Only where a commit separates them (not in one claim's
+				// transaction), and not before a foreign phase, where this
+				// is that phase's "before the other system acted".
+				k.crash(ctx, fmt.Sprintf("crash right after %s committed", p.Name), p.Name, at{phase: i + 1, where: atStart}, -1)
 			}
 		}
 	}
@@ -208,6 +225,40 @@ func (k *checker[S]) run() {
 	if k.c.Invariant != nil {
 		k.burst(ctx)
 	}
+	if k.c.Recorder != nil {
+		k.c.Recorder.finish()
+	}
+}
+
+// commitGroups numbers the phases by the transaction they commit in, as
+// the engine runs them in the case's claim mode (idem.ClaimMode): in
+// record-last mode all of them in one; in claim-first mode the local
+// phases up to the first foreign one in the claim's, and each later one
+// in its own; in separate mode each in its own.
+func (k *checker[S]) commitGroups(phases []idem.Phase[S]) []int {
+	mode := k.c.Operation.Policy.Claim
+	if mode == idem.ClaimAuto && k.c.Options.Claim != idem.ClaimLast {
+		mode = k.c.Options.Claim
+	}
+	local := !slices.ContainsFunc(phases, func(p idem.Phase[S]) bool { return p.Foreign != nil })
+	group := make([]int, len(phases))
+	for i := range phases {
+		group[i] = i
+	}
+	shared := 0 // how many phases, from the first, share the claim's transaction
+	switch {
+	case mode == idem.ClaimLast || mode == idem.ClaimAuto && local:
+		shared = len(phases)
+	case mode == idem.ClaimFirst || mode == idem.ClaimAuto:
+		shared = slices.IndexFunc(phases, func(p idem.Phase[S]) bool { return p.Foreign != nil })
+		if shared < 0 {
+			shared = len(phases)
+		}
+	}
+	for i := range shared {
+		group[i] = 0
+	}
+	return group
 }
 
 // begin starts a scenario on a world of its own.
@@ -308,47 +359,69 @@ func (k *checker[S]) completedRetry(ctx context.Context) {
 }
 
 // crash runs an execution that dies at the point given, then retries it
-// to completion, and compares with the baseline.
-func (k *checker[S]) crash(ctx context.Context, scenario, phase string, point at) {
+// to completion, and compares with the baseline. For a crash inside a
+// local phase before its commit, first is the first phase of the
+// transaction it commits in: everything that transaction wrote rolls back,
+// and what was there before its first phase ran is what must remain.
+func (k *checker[S]) crash(ctx context.Context, scenario, phase string, point at, first int) {
 	w := k.begin(ctx, scenario)
 	defer k.end(ctx, w)
 	var seqs map[string]seqState
 	var before rows
-	reached := false
-	h := hooks{}
-	die := func(i int, _ string) {
-		if i != point.phase {
-			return
-		}
-		reached = true
-		runtime.Goexit()
+	// The rows, and the sequences, as they were before the transaction
+	// began: it rolls back, but what nextval handed out does not, and a
+	// retry would answer with other ids than the baseline's. Read here, on
+	// the test's goroutine, never from inside the execution (whose
+	// transaction may hold locks the read would wait for).
+	snapshot := func() { seqs, before = k.sequences(ctx, w), k.rows(ctx, w, false) }
+	if first == 0 {
+		snapshot()
 	}
-	if point.where == atStart {
-		h.start = die
-	} else {
-		// The sequences as they were before the phase ran: its
-		// transaction rolls back, but what nextval handed out does not,
-		// and a retry would answer with other ids than the baseline's.
-		h.start = func(i int, _ string) {
-			if i == point.phase {
-				seqs, before = k.sequences(ctx, w), k.rows(ctx, w, false)
+	atFirst, resume := make(chan struct{}), make(chan struct{})
+	reached := false
+	die := func(i int, _ string) {
+		if i == point.phase {
+			reached = true
+			runtime.Goexit()
+		}
+	}
+	h := hooks{start: die}
+	if point.where == atEnd {
+		h = hooks{end: die}
+		if first > 0 {
+			h.start = func(i int, _ string) {
+				if i == first {
+					atFirst <- struct{}{}
+					<-resume
+				}
 			}
 		}
-		h.end = die
 	}
 	done := make(chan struct{})
+	var runErr error
 	go func() {
 		defer close(done)
-		idem.Run(ctx, w.env.Engine, k.c.Operation, k.req, k.phases(h))
+		_, runErr = idem.Run(ctx, w.env.Engine, k.c.Operation, k.req, k.phases(h))
 	}()
-	<-done
+	if first > 0 {
+		select {
+		case <-atFirst:
+			snapshot()
+			close(resume)
+		case <-done:
+		}
+	}
+	if !k.wait(done, "the execution") {
+		return
+	}
 	if !reached {
-		k.t.Logf("idemtest.Check %s: %s: the execution ended before the crash point", k.c.Operation.ID, scenario)
+		k.add(phase, RuleFailed, "the execution ended before the crash point, with %v", runErr)
+		return
 	}
 	if before != nil {
-		// The phase's transaction rolled back: whatever it wrote through
-		// it is gone. What is left was written through something else.
-		if d := k.rows(ctx, w, false).diff(before, "before the phase it had"); d != "" {
+		// The transaction rolled back: whatever went through it is gone.
+		// What is left was written through something else.
+		if d := k.rows(ctx, w, false).diff(before, "before the transaction it had"); d != "" {
 			k.add(phase, RuleRows, "writes outlived the phase's rolled-back transaction (a write through something other than its tx, which a retry makes again): %s", d)
 			return
 		}
@@ -363,6 +436,21 @@ func (k *checker[S]) crash(ctx context.Context, scenario, phase string, point at
 	k.sameRows(ctx, w, phase)
 }
 
+// scenarioTimeout bounds how long Check waits for an execution.
+const scenarioTimeout = 2 * time.Minute
+
+// wait waits for done, or reports that what did not end in time (a phase
+// that blocks: a fake that never answers, a lock wait).
+func (k *checker[S]) wait(done <-chan struct{}, what string) bool {
+	select {
+	case <-done:
+		return true
+	case <-time.After(scenarioTimeout):
+		k.add("", RuleFailed, "%s did not end within %s: a phase blocks (a fake that never answers, a lock it waits for)", what, scenarioTimeout)
+		return false
+	}
+}
+
 // takeover lets the execution hang in foreign phase i after the other
 // system acted, past its lease: a retry takes the key over and completes,
 // then the stale owner wakes up and must commit nothing.
@@ -370,9 +458,10 @@ func (k *checker[S]) takeover(ctx context.Context, i int, phase string) {
 	w := k.begin(ctx, fmt.Sprintf("takeover while %s hangs past the lease", phase))
 	defer k.end(ctx, w)
 	acted, wake := make(chan struct{}), make(chan struct{})
+	var once sync.Once
 	h := hooks{end: func(j int, _ string) {
 		if j == i {
-			close(acted)
+			once.Do(func() { close(acted) })
 			<-wake
 		}
 	}}
@@ -386,12 +475,17 @@ func (k *checker[S]) takeover(ctx context.Context, i int, phase string) {
 	select {
 	case <-acted:
 	case <-done:
-		k.add(phase, RuleFailed, "the execution ended before %s ran (%v)", phase, staleErr)
+		k.add(phase, RuleFailed, "the execution ended before %s returned, with %v", phase, staleErr)
+		return
+	case <-time.After(scenarioTimeout):
+		k.add(phase, RuleFailed, "the execution did not reach the end of %s within %s", phase, scenarioTimeout)
 		return
 	}
 	out, err := k.retry(ctx, w, k.phases(hooks{}))
 	close(wake)
-	<-done
+	if !k.wait(done, "the stale owner") {
+		return
+	}
 	if err != nil {
 		k.add(phase, RuleFailed, "the retry that takes the key over failed: %v", err)
 		return
@@ -457,11 +551,13 @@ func (k *checker[S]) burst(ctx context.Context) {
 		warm(ctx, w.env.Pool, k.c.Concurrency)
 		_, errs := k.concurrently(ctx, w, func(i int) idem.KeyedRequest {
 			req := k.req
-			req.Key = fmt.Sprintf("idemtest-burst-%d", i)
+			req.Key = fmt.Sprintf("%s-burst-%d", k.req.Key, i)
 			return req
 		})
 		for i, err := range errs {
-			if err != nil {
+			// A release (out of stock, try later) is an answer too; only
+			// the invariant matters here.
+			if err != nil && !errors.As(err, new(*idem.ReleaseError)) {
 				k.add("", RuleFailed, "request %d of round %d failed: %v", i, r+1, err)
 			}
 		}
@@ -482,6 +578,7 @@ func (k *checker[S]) burst(ctx context.Context) {
 // warm opens n connections of pool, so that n requests sent at once start
 // at once instead of one connection's setup apart.
 func warm(ctx context.Context, pool *pgxpool.Pool, n int) {
+	n = min(n, int(pool.Config().MaxConns))
 	conns := make([]*pgxpool.Conn, 0, n)
 	for range n {
 		c, err := pool.Acquire(ctx)
@@ -519,7 +616,15 @@ func (k *checker[S]) concurrently(ctx context.Context, w *world, req func(int) i
 		}()
 	}
 	close(start)
-	wg.Wait()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	if !k.wait(done, "the concurrent executions") {
+		for i := range errs {
+			if outs[i] == nil && errs[i] == nil {
+				errs[i] = errors.New("did not end")
+			}
+		}
+	}
 	return outs, errs
 }
 

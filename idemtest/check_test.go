@@ -127,7 +127,11 @@ var payOp = &idem.Operation{ID: "createPayment", Policy: idem.Policy{Lease: 10 *
 // paymentCase checks the payment phases built by impl (a new one per
 // attempt, as a new process would have).
 func paymentCase(t *testing.T, impl func(pool *pgxpool.Pool) *payment) idemtest.Case[payState] {
-	cd := newCards()
+	return paymentCaseWith(newCards(), impl, 1000)
+}
+
+// paymentCaseWith is paymentCase with the card network cd, for amount.
+func paymentCaseWith(cd *cards, impl func(pool *pgxpool.Pool) *payment, amount int64) idemtest.Case[payState] {
 	var pool *pgxpool.Pool
 	return idemtest.Case[payState]{
 		Operation: payOp,
@@ -139,7 +143,7 @@ func paymentCase(t *testing.T, impl func(pool *pgxpool.Pool) *payment) idemtest.
 		Phases: func() []idem.Phase[payState] {
 			p := impl(pool)
 			p.cards = cd
-			return p.phases(1000)
+			return p.phases(amount)
 		},
 		Recorder:         cd.rec,
 		Volatile:         []string{"created_at"},
@@ -275,4 +279,98 @@ func TestCheckCatchesASnapshotRead(t *testing.T) {
 		}
 	}
 	t.Errorf("the refund that reads before it locks was not caught; found:\n%s", list(found))
+}
+
+// Correct phases that Check once failed, or hung on: each must pass.
+func TestCheckPassesCorrectPhasesInEveryShape(t *testing.T) {
+	t.Parallel()
+	// Three local phases, two of which take serial ids: in record-last and
+	// claim-first modes they commit in one transaction, whose rollback
+	// leaves the ids of the first two taken.
+	orderLines := func(claim idem.ClaimMode) idemtest.Case[payState] {
+		return idemtest.Case[payState]{
+			Operation: &idem.Operation{ID: "createOrder", Policy: idem.Policy{Lease: 10 * time.Second, Claim: claim}},
+			Setup:     setup,
+			Phases: func() []idem.Phase[payState] {
+				return []idem.Phase[payState]{
+					{Name: "create", Local: func(ctx context.Context, tx pgx.Tx, st *payState) error {
+						return tx.QueryRow(ctx, `INSERT INTO pay (amount) VALUES (5) RETURNING id`).Scan(&st.PayID)
+					}},
+					{Name: "lines", Local: func(ctx context.Context, tx pgx.Tx, st *payState) error {
+						_, err := tx.Exec(ctx, `INSERT INTO refund (pay_id, amount) VALUES ($1, 1), ($1, 2)`, st.PayID)
+						return err
+					}},
+					{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, st *payState) (*idem.Response, error) {
+						var n int64
+						if err := tx.QueryRow(ctx, `SELECT max(id) FROM refund`).Scan(&n); err != nil {
+							return nil, err
+						}
+						return &idem.Response{Status: 201, Body: fmt.Appendf(nil, `{"id":%d,"last_line":%d}`, st.PayID, n)}, nil
+					}},
+				}
+			},
+			Volatile: []string{"created_at"},
+		}
+	}
+	// A reference made in a local phase and sent by the foreign one: other
+	// in every scenario, the same on every attempt within one.
+	cd := newCards()
+	reference := idemtest.Case[payState]{
+		Operation: payOp,
+		Setup:     setup,
+		Phases: func() []idem.Phase[payState] {
+			return []idem.Phase[payState]{
+				{Name: "record", Local: func(ctx context.Context, tx pgx.Tx, st *payState) error {
+					st.ChargeID = fmt.Sprintf("ref-%d", rand.Int64()) // stored before the call
+					return tx.QueryRow(ctx, `INSERT INTO pay (amount) VALUES (1) RETURNING id`).Scan(&st.PayID)
+				}},
+				{Name: "charge", Foreign: func(ctx context.Context, key string, st *payState) error {
+					cd.rec.Call(key, map[string]any{"reference": st.ChargeID})
+					return nil
+				}},
+				{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, st *payState) (*idem.Response, error) {
+					return &idem.Response{Status: 201, Body: fmt.Appendf(nil, `{"id":%d}`, st.PayID)}, nil
+				}},
+			}
+		},
+		Recorder: cd.rec,
+		Volatile: []string{"created_at"},
+	}
+	// A refund that answers contention with a release (try again later),
+	// under more concurrent requests than a pool has connections.
+	releasing := refundCase(true)
+	releasing.Concurrency = 40
+	inner := releasing.Phases
+	releasing.Phases = func() []idem.Phase[struct{}] {
+		ps := inner()
+		final := ps[0].Final
+		ps[0].Final = func(ctx context.Context, tx pgx.Tx, s *struct{}) (*idem.Response, error) {
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM pay WHERE id = 1 FOR UPDATE NOWAIT`); err != nil {
+				return nil, idem.Release(err)
+			}
+			return final(ctx, tx, s)
+		}
+		return ps
+	}
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T) []idemtest.Finding
+	}{
+		{"serial ids in one record-last transaction", func(t *testing.T) []idemtest.Finding { return idemtest.Findings(t, orderLines(idem.ClaimAuto)) }},
+		{"serial ids in one claim-first transaction", func(t *testing.T) []idemtest.Finding { return idemtest.Findings(t, orderLines(idem.ClaimFirst)) }},
+		{"serial ids in separate transactions", func(t *testing.T) []idemtest.Finding { return idemtest.Findings(t, orderLines(idem.ClaimSeparate)) }},
+		{"a reference stored before the call", func(t *testing.T) []idemtest.Finding { return idemtest.Findings(t, reference) }},
+		{"a release under contention", func(t *testing.T) []idemtest.Finding { return idemtest.Findings(t, releasing) }},
+		{"two cases of one operation sharing a fake", func(t *testing.T) []idemtest.Finding {
+			cd, correct := newCards(), func(*pgxpool.Pool) *payment { return &payment{} }
+			found := idemtest.Findings(t, paymentCaseWith(cd, correct, 1000))
+			return append(found, idemtest.Findings(t, paymentCaseWith(cd, correct, 500))...)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if found := tc.run(t); len(found) > 0 {
+				t.Errorf("%d findings on correct phases:\n%s", len(found), list(found))
+			}
+		})
+	}
 }

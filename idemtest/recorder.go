@@ -15,20 +15,20 @@ import (
 
 // Recorder is told by the fakes of other systems what each request they
 // get carries, so that Check can hold a case's foreign phases to their
-// contract: every attempt of one foreign call (one derived key) sends the
-// same parameters, and sends the key the phase was given. A fake calls
-// Call from wherever it receives the request (an httptest handler, a
-// client double).
+// contract: every attempt of one foreign call (one derived key) in a
+// scenario sends the same parameters, and sends the key the phase was
+// given. A fake calls Call from wherever it receives the request (an
+// httptest handler, a client double).
 //
-// A Recorder is safe for concurrent use. Outside Check's scenarios it
-// records nothing.
+// A Recorder is safe for concurrent use. It serves one Check at a time:
+// before its first scenario and after its last it records nothing.
 type Recorder struct {
 	mu       sync.Mutex
 	scenario string
-	given    map[string]string // derived key -> the foreign phase given it
-	running  map[string]int    // foreign phases running now, by name
-	first    map[string]sent   // derived key -> its first call
-	reported map[string]bool   // derived key or phase -> already reported
+	given    map[string]string    // derived key -> the foreign phase given it
+	running  map[string]int       // foreign phases running now, by name
+	first    map[scenarioKey]sent // derived key in a scenario -> its first call
+	reported map[string]bool      // derived key or phase -> already reported
 	found    []Finding
 }
 
@@ -36,6 +36,12 @@ type sent struct {
 	params   []byte
 	scenario string
 }
+
+// scenarioKey is a derived key in one scenario: every scenario runs the
+// local phases anew, and may store other values for its foreign call to
+// send (a reference the phase generated), so attempts are compared within
+// a scenario, where a resumed call must send what the first one did.
+type scenarioKey struct{ scenario, key string }
 
 // NewRecorder returns an empty Recorder.
 func NewRecorder() *Recorder { return &Recorder{} }
@@ -65,14 +71,14 @@ func (r *Recorder) Call(key string, params any) {
 			"the other system got key %q, not the key the phase was given: send key (it is the same on every attempt), or a resumed call is a second %s", key, what(b))
 		return
 	}
-	first, seen := r.first[key]
+	first, seen := r.first[scenarioKey{r.scenario, key}]
 	if !seen {
-		r.first[key] = sent{params: b, scenario: r.scenario}
+		r.first[scenarioKey{r.scenario, key}] = sent{params: b, scenario: r.scenario}
 		return
 	}
 	if d := diffJSON(first.params, b); d != nil {
 		r.report("params:"+key, phase, RuleForeignParams,
-			"key %s was sent with %s in the scenario %q and with %s now: compute what the call sends from state saved by an earlier local phase, not from the clock, randomness or a fresh read, so that every attempt sends the same", key, d.first, first.scenario, d.now)
+			"key %s was sent with %s on its first attempt and with %s on a later one: compute what the call sends from state saved by an earlier local phase, not from the clock, randomness or a fresh read, so that every attempt sends the same", key, d.first, d.now)
 	}
 }
 
@@ -97,9 +103,17 @@ func (r *Recorder) setScenario(s string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.given == nil {
-		r.given, r.running, r.first, r.reported = map[string]string{}, map[string]int{}, map[string]sent{}, map[string]bool{}
+		r.given, r.running, r.first, r.reported = map[string]string{}, map[string]int{}, map[scenarioKey]sent{}, map[string]bool{}
 	}
 	r.scenario = s
+}
+
+// finish ends the recorder's check: it records nothing more until the
+// next one begins.
+func (r *Recorder) finish() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.given, r.running, r.first, r.reported, r.scenario = nil, nil, nil, nil, ""
 }
 
 // enter says that phase is about to call the other system with key.
