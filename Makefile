@@ -10,7 +10,7 @@ FORMFUZZTIME ?= 10000x
 BENCHCOUNT ?= 5
 BENCHTIME ?= 2s
 
-.PHONY: test test-short lint generate bench bench-model bench-store bench-layouts fuzz golden realspec demo chaos topology docs-check check-alerts
+.PHONY: test test-short lint generate bench bench-model bench-store bench-layouts fuzz golden realspec demo chaos topology docs-check check-alerts prometheus-tools
 
 # The modules whose packages make test runs: the toolkit, and examples/, a
 # module of its own so that the examples' dependencies (toxiproxy,
@@ -40,17 +40,20 @@ docs-check:
 	scripts/docs-check.sh -q docs/adopting.md
 
 ## check-alerts: promtool's unit tests of every alert in deploy/prometheus, and the rules and dashboard against the exported series
-check-alerts:
-	@command -v promtool >/dev/null || { \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-			echo "installing promtool (Debian's prometheus package)"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
-		else \
-			echo "check-alerts needs promtool: apt-get install prometheus (as root), or put Prometheus's promtool on PATH"; exit 1; \
-		fi; }
+check-alerts: prometheus-tools
 	promtool check rules deploy/prometheus/idemgen-rules.yaml
 	cd deploy/prometheus && promtool test rules idemgen-rules.test.yaml
 	$(GO) test -count=1 ./deploy
+
+## prometheus-tools: promtool and the Prometheus server (Debian's prometheus package), installed when root, for check-alerts and chaos
+prometheus-tools:
+	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "installing Prometheus and promtool (Debian's prometheus package)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+		else \
+			echo "this target needs Prometheus and promtool: apt-get install prometheus (as root), or put both on PATH"; exit 1; \
+		fi; }
 
 ## fuzz: run every fuzz target for FUZZTIME (executions or a duration)
 fuzz:
@@ -106,11 +109,11 @@ demo:
 	cd examples && $(GO) build -o ../bin/payments ./payments/cmd/payments
 	cd examples && $(GO) run ./payments/cmd/demo -server ../bin/payments
 
-## chaos: the long chaos round (>= 5000 intents, 50 kills, 200 connection faults, a PostgreSQL restart)
-chaos:
+## chaos: the long chaos round (>= 5000 intents, 50 kills, 200 connection faults, a PostgreSQL restart), with Prometheus evaluating the alerts
+chaos: prometheus-tools
 	cd examples && $(GO) build -race -o ../bin/payments ./payments/cmd/payments
 	cd examples && $(GO) build -race -o ../bin/cardnet ./payments/cmd/cardnet
-	cd examples && $(GO) run ./payments/cmd/chaos -payments ../bin/payments -cardnet ../bin/cardnet $(CHAOSFLAGS)
+	cd examples && $(GO) run ./payments/cmd/chaos -payments ../bin/payments -cardnet ../bin/cardnet -prometheus "$$(command -v prometheus)" $(CHAOSFLAGS)
 
 ## topology: failover (pg_auto_failover) and pooler (PgBouncer) rounds of the payments example; installs the Debian packages when root (docs/reliability.md)
 topology:

@@ -38,6 +38,11 @@ type ServerConfig struct {
 	// WebhookSecret is the secret the card network signs its webhooks
 	// with (cardnet.SecretEnv). Required.
 	WebhookSecret []byte
+	// Retention and Lease, when set, replace those of every operation's
+	// x-idempotency, for the whole process: the chaos harness's round in
+	// which clients retry for longer than the service keeps their keys
+	// (docs/reliability.md). Lease must stay below Retention.
+	Retention, Lease time.Duration
 }
 
 // NewServer returns the payments service's echo instance: /healthz,
@@ -76,6 +81,14 @@ func NewServer(cfg ServerConfig) (*echo.Echo, error) {
 	rt := &idemecho.Runtime{Engine: cfg.Engine, Principal: Principal, Logger: cfg.Logger,
 		Senders: map[string]idemsig.Verifier{"cardnet": &idemsig.HMAC{Header: cardnet.SignatureHeader,
 			Secrets: []idemsig.Secret{{Sender: "cardnet", Key: cfg.WebhookSecret}}, Tolerance: 5 * time.Minute}}}
+	if cfg.Retention > 0 {
+		for _, spec := range []*idemecho.Spec{createPaymentIdempotency, createRefundIdempotency, receiveCardnetEventIdempotency} {
+			spec.Operation.Policy.Retention = cfg.Retention
+			if cfg.Lease > 0 {
+				spec.Operation.Policy.Lease = cfg.Lease
+			}
+		}
+	}
 	if err := Register(e.Group("", Authenticate), svc, svc.Phases(), rt); err != nil {
 		return nil, err
 	}

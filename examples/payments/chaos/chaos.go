@@ -90,6 +90,13 @@ type Config struct {
 	QueryExecMode string
 	// ServiceArgs are added to every payments service's command line.
 	ServiceArgs []string
+	// Prometheus, when set, is a Prometheus server binary the round runs
+	// beside the services: it scrapes their /metrics every ScrapeEvery
+	// (default 2s) and evaluates Rules (deploy/prometheus/idemgen-rules.yaml),
+	// and the report says which alerts were pending or firing and what the
+	// signals counted (Report.Alerts, Report.Signals).
+	Prometheus, Rules string
+	ScrapeEvery       time.Duration
 }
 
 // Database is a PostgreSQL the round does not start itself.
@@ -133,6 +140,11 @@ type Report struct {
 	// and the events applied more than once (or never sent) or never.
 	WebhookEvents, WebhookDeliveries, WebhookDuplicatesSent, WebhookReplays int
 	WebhookAppliedTwice, WebhookMissing                                     int
+
+	// With Config.Prometheus: the alerts that were pending or firing at any
+	// time of the round, and the signals' totals over it.
+	Alerts  []Alert
+	Signals []Signal
 }
 
 // OK reports whether the run kept the promise.
@@ -144,7 +156,7 @@ func (r *Report) OK() bool {
 // Table is the figures as text.
 func (r *Report) Table() string {
 	var b strings.Builder
-	row := func(k string, v any) { fmt.Fprintf(&b, "  %-41s %v\n", k, v) }
+	row := func(k string, v any) { fmt.Fprintf(&b, "  %-45s %v\n", k, v) }
 	row("seed", r.Seed)
 	row("intents (succeeded / declined)", fmt.Sprintf("%d (%d / %d)", r.Intents, r.Succeeded, r.Declined))
 	row("refund intents (succeeded)", fmt.Sprintf("%d (%d)", r.Refunds, r.RefundsSucceeded))
@@ -172,6 +184,25 @@ func (r *Report) Table() string {
 	row("webhook events applied twice (must be 0)", r.WebhookAppliedTwice)
 	row("webhook events missing (must be 0)", r.WebhookMissing)
 	row("wall time", r.Wall.Round(time.Millisecond))
+	if r.Signals != nil {
+		b.WriteString("signals (Prometheus, over the round):\n")
+		for _, s := range r.Signals {
+			// Prometheus extrapolates increase() to the window: counts
+			// are shown whole, times in seconds to a tenth.
+			prec := 0
+			if strings.Contains(s.Name, "(s") {
+				prec = 1
+			}
+			row(s.Name, strconv.FormatFloat(s.Value, 'f', prec, 64))
+		}
+		b.WriteString("alerts pending or firing during the round:\n")
+		if len(r.Alerts) == 0 {
+			row("(none)", "")
+		}
+		for _, a := range r.Alerts {
+			row(a.Name, strings.TrimPrefix(a.String(), a.Name+" "))
+		}
+	}
 	return b.String()
 }
 
@@ -249,6 +280,7 @@ type run struct {
 	failoverNotes                                      []string          // under sayMu
 	refunds                                            [][]*refundIntent // per client
 	sayMu                                              sync.Mutex
+	prom                                               *promServer
 	upstream                                           string // where the fault proxies lead: the cluster, or its pooler
 	secret                                             string // the card network's webhook signing secret
 }
@@ -313,6 +345,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.heal()
 	r.say("all clients finished; checking")
 	r.check(ctx, intents)
+	if r.prom != nil {
+		if err := r.signals(ctx, start); err != nil {
+			return nil, err
+		}
+	}
 	r.report.Wall = time.Since(start)
 	return &r.report, nil
 }
@@ -397,6 +434,14 @@ func (r *run) up(ctx context.Context) error {
 		}
 		r.services = append(r.services, s)
 	}
+	if r.cfg.Prometheus != "" {
+		if r.cfg.ScrapeEvery <= 0 {
+			r.cfg.ScrapeEvery = 2 * time.Second
+		}
+		if r.prom, err = startPrometheus(ctx, r.cfg.Prometheus, r.cfg.Rules, r.dir, addrs, r.cfg.ScrapeEvery); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -418,6 +463,7 @@ func (r *run) serviceURL(i int) string {
 }
 
 func (r *run) down() {
+	r.prom.stop()
 	if r.front != nil {
 		r.front.close()
 	}

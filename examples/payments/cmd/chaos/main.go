@@ -2,6 +2,15 @@
 // its figures; `make chaos` runs the long round. It exits 1 when the
 // promise was broken (duplicates or losses), printing the seed and the
 // offending intents.
+//
+// With -prometheus (a Prometheus server binary), the round runs one beside
+// the services with the project's alert rules, prints the signals and the
+// alerts pending or firing beside its verdict, and exits 3 when an alert
+// did not do what the round's kind says: a normal round fires none of the
+// alerts of keys minted per attempt or of retries past the retention;
+// -unsafe-client-keys fires IdemgenKeyMintedPerAttempt; -retention shorter
+// than the clients' retries fires IdemgenIntentPastRetention and
+// IdemgenReplayNearRetention.
 package main
 
 import (
@@ -39,7 +48,17 @@ func main() {
 	flag.StringVar(&cfg.PaymentsBin, "payments", "bin/payments", "the payments binary")
 	flag.StringVar(&cfg.CardnetBin, "cardnet", "bin/cardnet", "the cardnet binary")
 	flag.StringVar(&cfg.Dir, "dir", "", "keep logs and the mail sink here (default: a temp dir, removed)")
+	flag.StringVar(&cfg.Prometheus, "prometheus", "", "a Prometheus server binary: evaluate the alert rules on the services' series and check them (see above)")
+	flag.StringVar(&cfg.Rules, "rules", "../deploy/prometheus/idemgen-rules.yaml", "the alert rules, with -prometheus")
+	retention := flag.Duration("retention", 0, "replace every operation's retention in the services (a round whose clients retry past it; duplicates are then expected)")
+	lease := flag.Duration("lease", 0, "with -retention, replace every operation's lease")
 	flag.Parse()
+	if *retention > 0 {
+		cfg.ServiceArgs = append(cfg.ServiceArgs, "-retention", retention.String())
+		if *lease > 0 {
+			cfg.ServiceArgs = append(cfg.ServiceArgs, "-lease", lease.String())
+		}
+	}
 	cfg.Seed = *seed
 	fmt.Fprintf(os.Stderr, "chaos: seed %d, %d intents (%d clients x %d)\n", cfg.Seed, cfg.Clients*cfg.Intents, cfg.Clients, cfg.Intents)
 	rep, err := chaos.Run(context.Background(), cfg)
@@ -48,6 +67,10 @@ func main() {
 		os.Exit(2)
 	}
 	fmt.Print(rep.Table())
+	alertsOK := true
+	if cfg.Prometheus != "" {
+		alertsOK = checkAlerts(rep, cfg.UnsafeClientKeys, *retention > 0)
+	}
 	if !rep.OK() {
 		fmt.Printf("\nBROKEN PROMISE (seed %d). Offending intents:\n", rep.Seed)
 		for _, p := range rep.Problems {
@@ -55,5 +78,29 @@ func main() {
 		}
 		os.Exit(1)
 	}
+	if !alertsOK {
+		os.Exit(3)
+	}
 	fmt.Println("\nexactly once: no duplicates, no losses, no payment refunded beyond its amount, every webhook event applied once")
+}
+
+// checkAlerts says, for each alert the round's kind decides, whether it did
+// what it must, and reports whether all did.
+func checkAlerts(rep *chaos.Report, mintedKeys, shortRetention bool) bool {
+	want := map[string]bool{
+		"IdemgenKeyMintedPerAttempt": mintedKeys,
+		"IdemgenIntentPastRetention": shortRetention,
+		"IdemgenReplayNearRetention": shortRetention,
+	}
+	ok := true
+	fmt.Println()
+	for _, name := range []string{"IdemgenKeyMintedPerAttempt", "IdemgenIntentPastRetention", "IdemgenReplayNearRetention"} {
+		got := rep.Active(name)
+		verdict := "ok"
+		if got != want[name] {
+			verdict, ok = "WRONG", false
+		}
+		fmt.Printf("alert %-28s active %-5t want %-5t %s\n", name, got, want[name], verdict)
+	}
+	return ok
 }

@@ -67,6 +67,8 @@ func run() error {
 	sinkPath := flag.String("mail-sink", filepath.Join(os.TempDir(), "payments-mail.jsonl"), "file the outbox relay delivers receipts to")
 	asyncClaim := flag.Bool("async-claim-commit", false, "commit claims that commit alone with synchronous_commit=off (idem.Options.AsyncClaimCommit)")
 	separateClaim := flag.Bool("separate-claim", false, "commit every operation's claim on its own, before its first phase (idem.ClaimSeparate)")
+	retention := flag.Duration("retention", 0, "replace every operation's retention (for the chaos harness's round whose clients retry past it; 0 keeps the spec's)")
+	lease := flag.Duration("lease", 0, "with -retention, replace every operation's lease too")
 	pgData := flag.String("pgdata", filepath.Join(".idemgen", "postgres"), "without DATABASE_URL: the directory of the local PostgreSQL, created on first use and kept")
 	flag.Parse()
 	log := slog.New(idemotel.LogHandler(slog.NewJSONHandler(os.Stderr, nil)))
@@ -153,7 +155,7 @@ func run() error {
 	}
 
 	e, err := api.NewServer(api.ServerConfig{Pool: pool, Engine: eng, CardURL: *cardURL,
-		UnsafeFreshChargeKeys: *unsafeKeys, Logger: log, Metrics: reg, WebhookSecret: secret})
+		UnsafeFreshChargeKeys: *unsafeKeys, Logger: log, Metrics: reg, WebhookSecret: secret, Retention: *retention, Lease: *lease})
 	if err != nil {
 		return err
 	}
