@@ -163,8 +163,8 @@ func anchor(heading string) string {
 }
 
 type dashboard struct {
-	Title  string  `json:"title"`
-	Panels []panel `json:"panels"`
+	Title       string  `json:"title"`
+	Panels      []panel `json:"panels"`
 	Annotations struct {
 		List []struct {
 			Expr string `json:"expr"`
