@@ -162,3 +162,52 @@ func TestDuplicateWaitsAboutTheOperation(t *testing.T) {
 	t.Logf("a duplicate of a 3 s execution: Retry-After %ds; the client waited %v over %d attempts (the lease is 30 s)",
 		after, result.Waited.Round(100*time.Millisecond), result.Attempts)
 }
+
+// TestIntentAgeReachesTheEngine: the age idemclient sends with each keyed
+// attempt (Idempotency-Intent-Age) reaches the engine through the adapter
+// as the request's intent age; a request without it has none.
+func TestIntentAgeReachesTheEngine(t *testing.T) {
+	ages := make(chan time.Duration, 4)
+	env := idemtest.New(t, idem.Options{Observer: idem.ObserverFunc(func(ev idem.Event) {
+		if ev.Kind == idem.EventIntentAge {
+			ages <- ev.Age
+		}
+	})})
+	rt := &idemstd.Runtime{Engine: env.Engine}
+	spec := &idemstd.Spec{Operation: &idem.Operation{ID: "op"}, Key: idemhttp.KeyRule{Required: true},
+		Scope: idemtype.Scope{Kind: idemtype.ScopeGlobal}, Route: "/x"}
+	srv := httptest.NewServer(idemstd.Middleware(rt, spec)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resp, err := idemstd.Execute(r.Context(), env.Engine, nil, []idem.Phase[struct{}]{{Name: "do",
+			Final: func(context.Context, pgx.Tx, *struct{}) (*idem.Response, error) {
+				return &idem.Response{Status: 201, Body: []byte("{}")}, nil
+			}}})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		idemstd.Writer(r.Context(), resp)(w)
+	})))
+	t.Cleanup(srv.Close)
+	send := func(ctx context.Context, key string, through http.RoundTripper) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/x", strings.NewReader("{}"))
+		req.Header.Set("Idempotency-Key", key)
+		res, err := (&http.Client{Transport: through}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	send(idemclient.WithIntentStart(context.Background(), time.Now().Add(-2*time.Hour)), "k1", &idemclient.Transport{})
+	select {
+	case age := <-ages:
+		if age < 2*time.Hour || age > 2*time.Hour+time.Minute {
+			t.Fatalf("the engine saw an intent of %v; want 2h", age)
+		}
+	default:
+		t.Fatal("no intent age reached the engine")
+	}
+	send(context.Background(), "k2", http.DefaultTransport) // no header
+	if len(ages) != 0 {
+		t.Fatalf("a request without Idempotency-Intent-Age gave the engine an age: %v", <-ages)
+	}
+}
