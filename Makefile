@@ -116,7 +116,7 @@ chaos: prometheus-tools
 	cd examples && $(GO) run ./payments/cmd/chaos -payments ../bin/payments -cardnet ../bin/cardnet -prometheus "$$(command -v prometheus)" $(CHAOSFLAGS)
 
 ## topology: failover (pg_auto_failover) and pooler (PgBouncer) rounds of the payments example; installs the Debian packages when root (docs/reliability.md)
-topology:
+topology: prometheus-tools
 	cd examples && $(GO) build -o ../bin/payments ./payments/cmd/payments
 	cd examples && $(GO) build -o ../bin/cardnet ./payments/cmd/cardnet
-	cd examples && GO=$(GO) $(GO) run ./payments/cmd/topology -repo .. -payments ../bin/payments -cardnet ../bin/cardnet $(TOPOLOGYFLAGS)
+	cd examples && GO=$(GO) $(GO) run ./payments/cmd/topology -repo .. -payments ../bin/payments -cardnet ../bin/cardnet -prometheus "$$(command -v prometheus)" $(TOPOLOGYFLAGS)

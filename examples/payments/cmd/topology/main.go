@@ -64,6 +64,10 @@ type options struct {
 	seed              uint64
 	clients, intents  int
 	think, faultAfter time.Duration
+	// prometheus and rules: a Prometheus server beside the failover
+	// rounds' services, whose report then gives the signals (takeovers
+	// across the failover among them) and the alerts that fired.
+	prometheus, rules string
 }
 
 func main() {
@@ -77,7 +81,12 @@ func main() {
 	flag.IntVar(&o.intents, "intents", 63, "intents per client in the failover rounds (at least; 16 x 63 = 1,008)")
 	flag.DurationVar(&o.think, "think", 300*time.Millisecond, "pause between a client's intents in the failover rounds")
 	flag.DurationVar(&o.faultAfter, "fault-after", 8*time.Second, "mean time from the start of the load to the failover")
+	flag.StringVar(&o.prometheus, "prometheus", "", "a Prometheus server binary to evaluate the alert rules beside the failover rounds' services")
+	flag.StringVar(&o.rules, "rules", "", "the alert rules, with -prometheus (default: deploy/prometheus/idemgen-rules.yaml under -repo)")
 	flag.Parse()
+	if o.rules == "" {
+		o.rules = filepath.Join(o.repo, "deploy", "prometheus", "idemgen-rules.yaml")
+	}
 	os.Exit(run(o))
 }
 
@@ -193,6 +202,7 @@ func failoverRound(ctx context.Context, o options, c *cleanups, dir string, asyn
 		Failovers: 1, FaultEvery: o.faultAfter, DropRate: 0.02, RefundShare: 0.1, CardFailAfter: 0.03,
 		Deadline: 6 * time.Minute, Webhooks: true, WebhookDuplicates: 0.1, WebhookRefunds: 0.1,
 		PaymentsBin: o.payments, CardnetBin: o.cardnet, Out: os.Stderr, Dir: filepath.Join(dir, "chaos"), Database: f,
+		Prometheus: o.prometheus, Rules: o.rules,
 	}
 	if async {
 		cfg.ServiceArgs = []string{"-async-claim-commit", "-separate-claim"}
