@@ -35,7 +35,11 @@ type refundIntent struct {
 }
 
 // refundBurst makes n refund intents of the payment in, each for 40% of its
-// amount, sent concurrently: at most two of them can succeed.
+// amount (plus i minor units), sent concurrently: at most two of them can
+// succeed. The amounts differ so that the burst is n requests, as n
+// customers' intents would be: one request sent under several keys at once
+// is what a client that mints a key per attempt sends, and the alert on
+// that (IdemgenKeyMintedPerAttempt) would rightly fire.
 func (r *run) refundBurst(in *intent, n int, deadline time.Time, rng *rand.Rand) []*refundIntent {
 	var p struct {
 		ID int64 `json:"id"`
@@ -46,7 +50,7 @@ func (r *run) refundBurst(in *intent, n int, deadline time.Time, rng *rand.Rand)
 	refunds := make([]*refundIntent, n)
 	for i := range refunds {
 		refunds[i] = &refundIntent{id: fmt.Sprintf("%s-r%d", in.id, i), key: fmt.Sprintf("%s-r%d-%016x", in.id, i, rng.Uint64()),
-			account: in.account, payment: p.ID, amount: in.amount * 2 / 5}
+			account: in.account, payment: p.ID, amount: in.amount*2/5 + int64(i)}
 	}
 	var wg sync.WaitGroup
 	for _, rf := range refunds {
