@@ -32,6 +32,17 @@ func cards(t *testing.T) (*cardnet.Client, *idemtest.Recorder) {
 	return &cardnet.Client{URL: srv.URL, HTTP: srv.Client()}, rec
 }
 
+// withPayment makes the tables and a succeeded payment of 1000 of acct_1,
+// charged as ch_1.
+func withPayment(ctx context.Context, pool *pgxpool.Pool) error {
+	if err := api.Migrate(ctx, pool); err != nil {
+		return err
+	}
+	_, err := pool.Exec(ctx, `INSERT INTO payments (account, amount, currency, customer, status, charge_id)
+VALUES ('acct_1', 1000, 'EUR', 'ada@example.com', 'succeeded', 'ch_1')`)
+	return err
+}
+
 // volatile are the columns that two correct runs fill differently.
 var volatile = []string{"created_at", "settled_at", "applied_at"}
 
@@ -58,14 +69,7 @@ func refundCase(phases api.CreateRefundPhases) idemtest.Case[api.CreateRefundSta
 	return idemtest.Case[api.CreateRefundState]{
 		Operation: api.CreateRefundOperation(),
 		Scope:     "acct_1",
-		Setup: func(ctx context.Context, pool *pgxpool.Pool) error {
-			if err := api.Migrate(ctx, pool); err != nil {
-				return err
-			}
-			_, err := pool.Exec(ctx, `INSERT INTO payments (account, amount, currency, customer, status, charge_id)
-VALUES ('acct_1', 1000, 'EUR', 'ada@example.com', 'succeeded', 'ch_1')`)
-			return err
-		},
+		Setup:     withPayment,
 		Phases: func() []idem.Phase[api.CreateRefundState] {
 			return api.CreateRefundPhaseList(phases, request)
 		},
@@ -140,14 +144,7 @@ func TestReceiveCardnetEventPhases(t *testing.T) {
 	idemtest.Check(t, idemtest.Case[api.ReceiveCardnetEventState]{
 		Operation: api.ReceiveCardnetEventOperation(),
 		Scope:     "cardnet",
-		Setup: func(ctx context.Context, pool *pgxpool.Pool) error {
-			if err := api.Migrate(ctx, pool); err != nil {
-				return err
-			}
-			_, err := pool.Exec(ctx, `INSERT INTO payments (account, amount, currency, customer, status, charge_id)
-VALUES ('acct_1', 1000, 'EUR', 'ada@example.com', 'succeeded', 'ch_1')`)
-			return err
-		},
+		Setup:     withPayment,
 		Phases: func() []idem.Phase[api.ReceiveCardnetEventState] {
 			return api.ReceiveCardnetEventPhaseList(&api.ReceiveCardnetEventImpl{}, request)
 		},
