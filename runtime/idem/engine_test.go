@@ -781,8 +781,41 @@ func TestBackgroundCompleter(t *testing.T) {
 		if err != nil || !out.Replayed || out.Response.Status != 201 {
 			t.Fatalf("retry after background completion: %+v, %v", out, err)
 		}
-		if e.ev.count(idem.EventCompleterRun) != 1 {
-			t.Fatal("completer run not observed")
+		if e.ev.count(idem.EventCompleterRun) != 1 || e.ev.count(idem.EventCompleterFailed) != 0 {
+			t.Fatalf("completer runs observed %d, failures %d; want 1 and 0", e.ev.count(idem.EventCompleterRun), e.ev.count(idem.EventCompleterFailed))
+		}
+	})
+}
+
+// TestCompleterFailureIsObserved: a record the completer takes over and
+// whose phases then fail is observed as completer_failed (the alert
+// IdemgenCompleterFailing), not as a run.
+func TestCompleterFailureIsObserved(t *testing.T) {
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		op := &idem.Operation{ID: "bg", Policy: idem.Policy{Lease: 30 * time.Second, Complete: idemtype.CompleteBackground}}
+		cd := &card{charges: map[string]string{}}
+		runs := 0
+		idem.RegisterCompleter(e.eng, op, func(payload []byte) ([]idem.Phase[payState], error) {
+			ps := threePhases(string(payload), cd, &runs, "")
+			ps[2].Final = func(context.Context, pgx.Tx, *payState) (*idem.Response, error) {
+				return nil, errors.New("the ledger refused")
+			}
+			return ps, nil
+		})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			idem.Run(ctx, e.eng, op, request("t", "bgfail", "k"), threePhases("k", cd, &runs, "after-charge"))
+		}()
+		<-done
+		e.expireLeases()
+		if n, err := e.eng.CompleteAbandoned(ctx, 10); n != 0 || err == nil {
+			t.Fatalf("CompleteAbandoned = %d, %v; want 0 and the phase's error", n, err)
+		}
+		if got, runs := e.ev.count(idem.EventCompleterFailed), e.ev.count(idem.EventCompleterRun); got != 1 || runs != 0 {
+			t.Fatalf("completer failures observed %d, runs %d; want 1 and 0", got, runs)
 		}
 	})
 }
