@@ -16,37 +16,42 @@ import (
 func (c *checker) checkForeign(ph *phase) {
 	info := c.pass.TypesInfo
 	key := ph.param(1)
+	f := &flow{c: c, body: ph.decl.Body, key: key, taint: map[*types.Var]string{}, keyed: map[*types.Var]bool{}}
+	if !f.callsOut() {
+		return // idemgen's scaffold, a test's fake: no other system to send a key to
+	}
 	if key == nil {
 		c.report(ph.decl.Name, ph, ruleForeignKey, "the key parameter is blank, so the phase cannot send the key idemgen derived for it; "+
 			"name it and send it as the other system's idempotency key, so that a resumed execution gets the first call's result instead of a second effect")
 		return
 	}
+	f.solve()
+
+	// The key counts as used where it reaches a send, not where it is
+	// merely named (in an error, a log line).
 	used := false
-	assigned := map[*ast.Ident]bool{}
 	ast.Inspect(ph.decl.Body, func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.AssignStmt:
-			for _, l := range n.Lhs {
-				if id, ok := ast.Unparen(l).(*ast.Ident); ok && info.Uses[id] == key {
-					assigned[id] = true
-					c.report(id, ph, ruleForeignKey, "this replaces %s, the key idemgen derived for the phase, which is the same on every retry: "+
-						"a resumed attempt sends another key and the other system performs the effect again; send %[1]s unchanged", key.Name())
+			assignPairs(info, n.Lhs, n.Rhs, func(l, r ast.Expr, _ types.Type) {
+				id, ok := ast.Unparen(l).(*ast.Ident)
+				if !ok || info.Uses[id] != key || f.derivesKey(r, n.Tok != token.ASSIGN && n.Tok != token.DEFINE) {
+					return
 				}
-			}
-		case *ast.Ident:
-			if info.Uses[n] == key && !assigned[n] {
-				used = true
-			}
+				c.report(id, ph, ruleForeignKey, "this replaces %s, the key idemgen derived for the phase, which is the same on every retry: "+
+					"a resumed attempt sends another key and the other system performs the effect again; send %[1]s unchanged", key.Name())
+			})
+		case *ast.CallExpr:
+			used = used || f.sends(n)
 		}
 		return true
 	})
 	if !used {
-		c.report(ph.decl.Name, ph, ruleForeignKey, "the phase never uses %s; send it as the other system's idempotency key (a header, field or parameter), "+
+		c.report(ph.decl.Name, ph, ruleForeignKey, "the phase never sends %s (naming it in a log or an error does not send it); "+
+			"send it as the other system's idempotency key (a header, field or parameter), "+
 			"so that a resumed execution gets the first call's result instead of a second effect", key.Name())
 	}
 
-	f := &flow{c: c, body: ph.decl.Body, key: key, taint: map[*types.Var]string{}, keyed: map[*types.Var]bool{}}
-	f.solve()
 	ast.Inspect(ph.decl.Body, func(n ast.Node) bool {
 		call, ok := n.(*ast.CallExpr)
 		if !ok || !f.sends(call) {
@@ -63,6 +68,33 @@ func (c *checker) checkForeign(ph *phase) {
 		}
 		return true
 	})
+}
+
+// derivesKey reports whether e, assigned to the key (with an operator such
+// as += when op), computes the same key on every attempt: from the key
+// itself and constants, by computations (key = "pay-" + key).
+func (f *flow) derivesKey(e ast.Expr, op bool) bool {
+	info := f.c.pass.TypesInfo
+	mentions, other := op, false
+	ast.Inspect(e, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.FuncLit:
+			other = true
+		case *ast.CallExpr:
+			other = other || !f.transforms(n) || f.source(n) != ""
+		case *ast.Ident:
+			switch obj := info.Uses[n].(type) {
+			case *types.Var:
+				if obj == f.key {
+					mentions = true
+				} else if !obj.IsField() {
+					other = true // a variable: it may differ between attempts
+				}
+			}
+		}
+		return !other
+	})
+	return mentions && !other
 }
 
 // flow follows, within one foreign phase, which variables carry its key
@@ -92,9 +124,9 @@ func (f *flow) solve() {
 		ast.Inspect(f.body, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.AssignStmt:
-				assignPairs(n.Lhs, n.Rhs, func(l, r ast.Expr) { move(f.targets(l), r) })
+				assignPairs(info, n.Lhs, n.Rhs, func(l, r ast.Expr, _ types.Type) { move(f.targets(l), r) })
 			case *ast.ValueSpec:
-				assignPairs(identExprs(n.Names), n.Values, func(l, r ast.Expr) { move(f.targets(l), r) })
+				assignPairs(info, identExprs(n.Names), n.Values, func(l, r ast.Expr, _ types.Type) { move(f.targets(l), r) })
 			case *ast.RangeStmt:
 				for _, e := range []ast.Expr{n.Key, n.Value} {
 					if e != nil {
@@ -111,6 +143,7 @@ func (f *flow) solve() {
 					}
 				}
 				src := f.source(n)
+				computes := f.transforms(n) && src == ""
 				keyed := false
 				for _, in := range inputs {
 					if src == "" {
@@ -118,17 +151,16 @@ func (f *flow) solve() {
 					}
 					// Only a computation moves the key into what it writes
 					// (req.Header.Set(name, key)); what a send writes back is
-					// the other system's answer.
-					keyed = keyed || f.transforms(n) && f.carriesKey(in)
+					// the other system's answer, and what a read or the
+					// clock gives is theirs.
+					keyed = keyed || computes && f.carriesKey(in)
 				}
 				var outs []*types.Var
 				for _, a := range n.Args {
 					outs = append(outs, f.written(a)...)
 				}
 				if recv != nil {
-					if root := f.root(recv); root != nil && f.isLocal(root) {
-						outs = append(outs, root)
-					}
+					outs = append(outs, f.through(recv)...)
 				}
 				changed = f.mark(outs, src, keyed) || changed
 			}
@@ -179,6 +211,27 @@ func (f *flow) targets(l ast.Expr) []*types.Var {
 		vs = append(vs, root)
 	}
 	return vs
+}
+
+// through returns the local variables a method call writes through its
+// receiver recv: the variable at its root, or, when the receiver is made
+// by calls (json.NewEncoder(&buf)), what those calls were given pointers,
+// slices or maps of.
+func (f *flow) through(recv ast.Expr) []*types.Var {
+	if call, ok := ast.Unparen(recv).(*ast.CallExpr); ok {
+		var outs []*types.Var
+		for _, a := range call.Args {
+			outs = append(outs, f.written(a)...)
+		}
+		if se, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr); ok && f.c.pass.TypesInfo.Selections[se] != nil {
+			outs = append(outs, f.through(se.X)...)
+		}
+		return outs
+	}
+	if root := f.root(recv); root != nil && f.isLocal(root) {
+		return []*types.Var{root}
+	}
+	return nil
 }
 
 // written returns the variables a call can write through its argument a:
@@ -266,15 +319,17 @@ func (f *flow) source(call *ast.CallExpr) string {
 		path == idemclientPath && name == "NewKey":
 		return funcName(fn)
 	case method && oneOf(name, "Query", "QueryRow", "Exec", "SendBatch", "QueryContext", "QueryRowContext", "ExecContext") &&
-		dbHandle(fn.Signature().Recv().Type()) != "":
+		dbHandle(fn.Signature().Recv().Type()) != "",
+		// sqlc's queries.
+		method && name != "WithTx" && withTx(fn.Signature().Recv().Type()) != nil && takesContext(fn):
 		return "a database read, " + types.ExprString(call.Fun)
 	}
 	return ""
 }
 
 // carriesKey reports whether e's value carries the key: it is the key, or
-// computed from it by conversions, built-ins and the standard library's
-// functions that do not send anything (fmt.Sprintf, strings.Join).
+// computed from it by conversions, built-ins, and calls that compute
+// rather than send (fmt.Sprintf, strings.Join, the phase's own helpers).
 func (f *flow) carriesKey(e ast.Expr) bool {
 	info := f.c.pass.TypesInfo
 	found := false
@@ -283,8 +338,8 @@ func (f *flow) carriesKey(e ast.Expr) bool {
 		case *ast.FuncLit:
 			return false
 		case *ast.CallExpr:
-			if !f.transforms(n) {
-				return false // a send's result is the other system's answer
+			if !f.transforms(n) || f.source(n) != "" {
+				return false // a send's or a read's result is the other system's answer
 			}
 		case *ast.Ident:
 			if v, ok := info.Uses[n].(*types.Var); ok && (v == f.key || f.keyed[v]) {
@@ -297,8 +352,13 @@ func (f *flow) carriesKey(e ast.Expr) bool {
 }
 
 // transforms reports whether call computes a value rather than sending
-// one: a conversion, a built-in, or a standard library function that does
-// not reach the network.
+// one: a conversion, a built-in, a standard library function or method
+// that does not reach the network, or a static call of a concrete
+// function or method that neither reaches the network nor calls what no
+// fact describes (the service's own helpers, loggers and metrics, an
+// SDK's pointer helpers). A call through an interface or a function value
+// may send anything, and so may a function that makes one (an SDK client
+// calling its backend).
 func (f *flow) transforms(call *ast.CallExpr) bool {
 	info := f.c.pass.TypesInfo
 	if info.Types[call.Fun].IsType() {
@@ -308,7 +368,15 @@ func (f *flow) transforms(call *ast.CallExpr) bool {
 	case *types.Builtin:
 		return true
 	case *types.Func:
-		return fn.Pkg() != nil && isStd(fn.Pkg().Path()) && importedVia(f.c.pass, fn.Origin()) == ""
+		switch {
+		case fn.Pkg() == nil:
+			return true // error's Error
+		case isStd(fn.Pkg().Path()):
+			return importedVia(f.c.pass, fn.Origin()) == ""
+		case typeutil.StaticCallee(info, call) == nil:
+			return false // an interface method
+		}
+		return f.c.netVia(fn.Origin()) == "" && f.c.opaqueVia(fn.Origin()) == ""
 	}
 	return false
 }
@@ -320,13 +388,31 @@ var quietPackages = []string{
 	"go.opentelemetry.io/", "github.com/prometheus/",
 }
 
-// sends reports whether call sends the key: one of its arguments carries it,
-// and it is not a computation or a log or metric.
-func (f *flow) sends(call *ast.CallExpr) bool {
+// callsOut reports whether the phase calls something that may reach
+// another system: a call that is not a computation, a log or a metric.
+func (f *flow) callsOut() bool {
+	out := false
+	ast.Inspect(f.body, func(n ast.Node) bool {
+		if call, ok := n.(*ast.CallExpr); ok && f.mayCallOut(call) {
+			out = true
+		}
+		return !out
+	})
+	return out
+}
+
+func (f *flow) mayCallOut(call *ast.CallExpr) bool {
 	if f.transforms(call) {
 		return false
 	}
-	if fn, ok := typeutil.Callee(f.c.pass.TypesInfo, call).(*types.Func); ok && fn.Pkg() != nil && hasPrefix(fn.Pkg().Path(), quietPackages...) {
+	fn, ok := typeutil.Callee(f.c.pass.TypesInfo, call).(*types.Func)
+	return !ok || fn.Pkg() == nil || !hasPrefix(fn.Pkg().Path(), quietPackages...)
+}
+
+// sends reports whether call sends the key: one of its arguments carries it,
+// and it is not a computation or a log or metric.
+func (f *flow) sends(call *ast.CallExpr) bool {
+	if !f.mayCallOut(call) {
 		return false
 	}
 	for _, a := range call.Args {
@@ -351,7 +437,11 @@ func (f *flow) tainted(e ast.Expr, what string, report func(at ast.Expr, what, s
 		}
 		return
 	}
-	st, isStruct := f.c.pass.TypesInfo.TypeOf(cl).Underlying().(*types.Struct)
+	t := f.c.pass.TypesInfo.TypeOf(cl)
+	if p, ok := t.Underlying().(*types.Pointer); ok {
+		t = p.Elem() // an element of []*T written {...} for &T{...}
+	}
+	st, isStruct := t.Underlying().(*types.Struct)
 	for i, elt := range cl.Elts {
 		part, v := fmt.Sprintf("element %d", i), elt
 		switch kv, ok := elt.(*ast.KeyValueExpr); {

@@ -15,7 +15,9 @@
 // one interface per idempotent operation, named <Op>Phases, whose methods
 // are the operation's phases. The analyzer marks those interfaces with a fact,
 // so it finds their implementations in any package that imports them, and
-// checks every method of a type T where T or *T implements one. A phase is
+// checks every method of a type T where T or *T implements one (a generic
+// type, once instantiated: Gen[T], or the Gen[int] the package writes,
+// directly or embedded in another type). A phase is
 // local or final when its second parameter is a pgx.Tx (it runs in that
 // transaction) and foreign when it is the string key (it runs outside any
 // transaction and calls another system under key).
@@ -26,10 +28,19 @@
 //   - tx-only: a local or final phase calls Exec, Query, QueryRow, SendBatch,
 //     CopyFrom, Begin, BeginTx or Prepare (or database/sql's ...Context
 //     variants) on a *pgxpool.Pool, *pgxpool.Conn, *pgx.Conn, *sql.DB,
-//     *sql.Conn, *sql.Tx, or on a pgx.Tx that is not its own tx (or one
-//     begun from it). Such a write survives the phase's rollback and is
-//     repeated by the retry. A suggested fix sends the call through tx when
-//     tx has the method with the same signature.
+//     *sql.Conn, *sql.Tx, on an interface with pgx's or database/sql's
+//     Exec, Query or QueryRow (sqlc's DBTX), or on a pgx.Tx that is not its
+//     own tx; or a query method (one taking a context) of a type with a
+//     method WithTx(pgx.Tx) (sqlc's Queries). Its own tx includes a
+//     transaction begun from it (tx.Begin, or a helper given tx), the
+//     parameter of a callback that is called with tx or passed to a call
+//     also given tx (pgx.BeginFunc(ctx, tx, fn)), and handles built on it
+//     (db.New(tx), q.WithTx(tx), a conversion or assignment of tx). Such a
+//     call does not see the phase's writes, and what it writes survives the
+//     phase's rollback and is written again by the retry. A suggested fix
+//     sends the call through tx when tx has the method with the same
+//     signature, or binds sqlc's queries with WithTx(tx); it is offered
+//     only where the name tx refers to the phase's tx.
 //   - no-network-in-local: a local or final phase calls something that
 //     reaches the network: net/http, dialing in package net, net/smtp, gRPC,
 //     an interface's Do or RoundTrip of an *http.Request (http.Client,
@@ -41,9 +52,12 @@
 //     interface methods (other than Do and RoundTrip above) and function
 //     values are not followed, and database packages (pgx, database/sql)
 //     are never counted as network.
-//   - foreign-key: a foreign phase never uses its key, its key parameter is
-//     blank, or it assigns key a new value: the other system then sees a
-//     different key on each attempt and performs the effect again.
+//   - foreign-key: a foreign phase never sends its key (naming it in an
+//     error or a log does not send it), its key parameter is blank, or it
+//     assigns key a value computed from anything but key and constants
+//     (key = "pay-" + key is the same on every attempt): the other system
+//     then sees a different key on each attempt and performs the effect
+//     again.
 //   - foreign-reproducible: in a foreign phase, a value sent with the key
 //     is computed from the clock (time.Now, Since, Until), randomness
 //     (math/rand, math/rand/v2, crypto/rand, uuid.New and its random
@@ -52,33 +66,54 @@
 //     key when it is an argument, or a field or element of a composite
 //     literal argument, of a call that is also passed the key or a value
 //     built from it (key+"-refund", a request whose header was set to key).
-//     Standard library computations (fmt.Errorf, slog) and loggers and
-//     metrics are not sends, and a context is not a value sent. Values are
-//     followed through the phase's local variables and fields, not into
-//     the functions it calls.
+//     A call computes rather than sends when it is a conversion, a
+//     built-in, a standard library function that does not reach the
+//     network (fmt.Errorf, slog), or a static call of a concrete function
+//     or method that neither reaches the network nor calls, however
+//     indirectly, an interface's method or a function value (the service's
+//     own helpers, loggers and metrics, an SDK's pointer helpers; not an
+//     SDK client that calls its backend through an interface). A
+//     computation carries the key and those values from its arguments and
+//     receiver into its result and into the variables it is given
+//     pointers, slices or maps of (json.NewEncoder(&buf).Encode(v)). Calls
+//     through interface methods and function values are sends; the
+//     well-known loggers and metrics (zap, zerolog, logrus, OpenTelemetry,
+//     Prometheus) never are, and a context is not a value sent. Values are
+//     followed through the phase's local variables and fields and through
+//     computations, not into the functions it calls: a helper that reads
+//     the clock itself is not seen.
 //   - tx-escape: a local or final phase lets its tx, or a pgx.Rows, Row,
-//     BatchResults or Conn obtained from it, outlive the phase: it is used
-//     in a go statement, stored in a field, a package-level variable, a map
-//     or slice element or through a pointer, appended, or sent on a channel.
-//     The transaction ends when the phase returns.
+//     BatchResults or Conn obtained from it, or a handle built on it,
+//     outlive the phase: it is used in a go statement, stored in a field, a
+//     package-level variable, a map or slice element or through a pointer,
+//     appended, or sent on a channel. The transaction ends when the phase
+//     returns. Storing it in the phase's own variables (a field of a local
+//     struct, a slice or map the phase made) only makes them hold it, and
+//     they are followed in turn; what a struct holding it holds in fields
+//     of other types (an int64 beside tx) is not bound to it.
 //
 // Rules tx-only, foreign-*, and tx-escape look at the phase's own body,
 // closures included; no-network-in-local follows calls, as said above. A
-// foreign phase still being idemgen's scaffold (its body only returns
-// idem.ErrNotImplemented) sends nothing and is not checked.
+// foreign phase that calls nothing but computations (idemgen's scaffold,
+// whose body only returns idem.ErrNotImplemented, or a test's fake) sends
+// nothing and is not checked.
 //
-// A finding that is safe is silenced by a directive on its line or on the
-// line just above it, with the reason:
+// A finding that is safe is silenced by a directive with the reason:
 //
 //	//idemgen:ignore the chaos harness sends fresh keys on purpose
 //
-// A directive without a reason silences nothing and is itself reported
-// (category directive).
+// After code on its line, a directive silences that line. Alone on its
+// line, it silences the line below it (below the comment lines that
+// continue it, if any) and the statement that starts there, all of its
+// lines; of an if, for, switch or select statement, the header only: the
+// findings in its body need directives of their own. A directive without
+// a reason silences nothing and is itself reported (category directive).
 package idemvet
 
 import (
 	"fmt"
 	"go/ast"
+	"go/token"
 	"go/types"
 	"strings"
 
@@ -93,7 +128,7 @@ var Analyzer = &analysis.Analyzer{
 	Name:      "idemvet",
 	Doc:       "check idemgen phase implementations against the phase contract\n\n'go doc github.com/idemgen/idemgen/idemvet' and docs/testing.md give the rules.",
 	Run:       run,
-	FactTypes: []analysis.Fact{new(phasesFact), new(netFact)},
+	FactTypes: []analysis.Fact{new(phasesFact), new(netFact), new(opaqueFact)},
 }
 
 // The diagnostic categories, one per rule.
@@ -112,7 +147,7 @@ func run(pass *analysis.Pass) (any, error) {
 	c := &checker{pass: pass, ignored: map[lineKey]bool{}}
 	c.readDirectives()
 	c.exportPhaseInterfaces()
-	c.net = computeNetwork(pass)
+	c.net, c.opaque = computeNetwork(pass)
 	for _, ph := range c.phases() {
 		switch ph.kind {
 		case local, final:
@@ -121,21 +156,20 @@ func run(pass *analysis.Pass) (any, error) {
 			c.checkNetwork(ph)
 			c.checkTxEscape(ph, tv)
 		case foreign:
-			if isScaffold(pass.TypesInfo, ph.decl.Body) {
-				continue
-			}
 			c.checkForeign(ph)
 		}
 	}
 	return nil, nil
 }
 
-// A checker holds what one pass knows: the lines its directives silence and
+// A checker holds what one pass knows: the code its directives silence and
 // the functions of its package that reach the network.
 type checker struct {
 	pass    *analysis.Pass
-	ignored map[lineKey]bool
-	net     map[*types.Func]string
+	ignored map[lineKey]bool       // lines silenced whole
+	spans   []span                 // statements silenced whole
+	net     map[*types.Func]string // this package's functions that reach the network
+	opaque  map[*types.Func]string // and those that call what no fact describes
 }
 
 type lineKey struct {
@@ -143,10 +177,23 @@ type lineKey struct {
 	line int
 }
 
-// readDirectives records the lines //idemgen:ignore silences: its own (a
-// trailing comment) and the next one (a comment above the statement).
+type span struct{ pos, end token.Pos }
+
+// readDirectives records what each //idemgen:ignore silences. A directive
+// after code on its line silences that line only: the statement on the
+// next line is another one. A directive alone on its line (or ending a
+// comment group, the reason's continuation lines included) silences the
+// line below and, when a statement starts there, all of that statement's
+// lines; of an if, for, switch or select statement only the header, so
+// that the findings in its body need directives of their own.
 func (c *checker) readDirectives() {
 	for _, f := range c.pass.Files {
+		tf := c.pass.Fset.File(f.FileStart)
+		type found struct {
+			pos  token.Pos
+			next int // the line below its comment group
+		}
+		var dirs []found
 		for _, group := range f.Comments {
 			for _, cm := range group.List {
 				rest, ok := strings.CutPrefix(cm.Text, directive)
@@ -158,16 +205,77 @@ func (c *checker) readDirectives() {
 						Message: directive + " needs a reason: say why the finding is safe, e.g. " + directive + " <why>"})
 					continue
 				}
-				p := c.pass.Fset.Position(cm.Pos())
-				c.ignored[lineKey{p.Filename, p.Line}] = true
-				c.ignored[lineKey{p.Filename, p.Line + 1}] = true
+				dirs = append(dirs, found{cm.Pos(), tf.Line(group.End()) + 1})
 			}
 		}
+		if len(dirs) == 0 {
+			continue
+		}
+		// Where code comes first on a directive's line, the directive
+		// trails it. Some node of the code starts or ends on that line.
+		first := map[int]token.Pos{}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n.(type) {
+			case nil, *ast.File, *ast.CommentGroup, *ast.Comment:
+				return true
+			}
+			for _, p := range []token.Pos{n.Pos(), n.End() - 1} {
+				if l := tf.Line(p); first[l] == token.NoPos || p < first[l] {
+					first[l] = p
+				}
+			}
+			return true
+		})
+		below := map[int]bool{}
+		for _, d := range dirs {
+			l := tf.Line(d.pos)
+			if p := first[l]; p != token.NoPos && p < d.pos {
+				c.ignored[lineKey{tf.Name(), l}] = true
+			} else {
+				c.ignored[lineKey{tf.Name(), d.next}] = true
+				below[d.next] = true
+			}
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if s, ok := n.(ast.Stmt); ok && below[tf.Line(s.Pos())] {
+				c.spans = append(c.spans, span{s.Pos(), stmtHead(s)})
+				delete(below, tf.Line(s.Pos())) // the outermost statement only
+			}
+			return true
+		})
 	}
 }
 
+// stmtHead returns where the part of s a directive above it silences ends:
+// s's end, or for a statement with a body, the body's start.
+func stmtHead(s ast.Stmt) token.Pos {
+	switch s := s.(type) {
+	case *ast.LabeledStmt:
+		return stmtHead(s.Stmt)
+	case *ast.IfStmt:
+		return s.Body.Lbrace
+	case *ast.ForStmt:
+		return s.Body.Lbrace
+	case *ast.RangeStmt:
+		return s.Body.Lbrace
+	case *ast.SwitchStmt:
+		return s.Body.Lbrace
+	case *ast.TypeSwitchStmt:
+		return s.Body.Lbrace
+	case *ast.SelectStmt:
+		return s.Body.Lbrace
+	case *ast.BlockStmt:
+		return s.Lbrace
+	case *ast.CaseClause:
+		return s.Colon
+	case *ast.CommClause:
+		return s.Colon
+	}
+	return s.End()
+}
+
 // report reports a finding on n in phase ph unless a directive silences
-// its line.
+// it.
 func (c *checker) report(n ast.Node, ph *phase, rule, format string, args ...any) {
 	c.reportFix(n, ph, rule, nil, format, args...)
 }
@@ -177,6 +285,11 @@ func (c *checker) reportFix(n ast.Node, ph *phase, rule string, fixes []analysis
 	if c.ignored[lineKey{p.Filename, p.Line}] {
 		return
 	}
+	for _, s := range c.spans {
+		if s.pos <= n.Pos() && n.Pos() < s.end {
+			return
+		}
+	}
 	c.pass.Report(analysis.Diagnostic{
 		Pos:            n.Pos(),
 		End:            n.End(),
@@ -184,24 +297,6 @@ func (c *checker) reportFix(n ast.Node, ph *phase, rule string, fixes []analysis
 		Message:        ph.name + ": " + rule + ": " + fmt.Sprintf(format, args...),
 		SuggestedFixes: fixes,
 	})
-}
-
-// isScaffold reports whether body is still the stub idemgen's scaffold
-// writes: a single return of idem.ErrNotImplemented.
-func isScaffold(info *types.Info, body *ast.BlockStmt) bool {
-	if len(body.List) != 1 {
-		return false
-	}
-	ret, ok := body.List[0].(*ast.ReturnStmt)
-	if !ok || len(ret.Results) == 0 {
-		return false
-	}
-	sel, ok := ast.Unparen(ret.Results[len(ret.Results)-1]).(*ast.SelectorExpr)
-	if !ok {
-		return false
-	}
-	v, ok := info.Uses[sel.Sel].(*types.Var)
-	return ok && v.Name() == "ErrNotImplemented" && v.Pkg() != nil && v.Pkg().Path() == idemPath
 }
 
 // varOf returns the variable an identifier declares or refers to.
@@ -237,15 +332,19 @@ func funcName(fn *types.Func) string {
 }
 
 // assignPairs calls f for each left-hand side of an assignment with the
-// expression whose value it gets: its own right-hand side, or the one call
-// that yields all of them.
-func assignPairs(lhs, rhs []ast.Expr, f func(l, r ast.Expr)) {
+// expression whose value it gets, its own right-hand side or the one call
+// that yields all of them, and the type of that value (nil if unknown).
+func assignPairs(info *types.Info, lhs, rhs []ast.Expr, f func(l, r ast.Expr, t types.Type)) {
 	for i, l := range lhs {
 		switch {
 		case len(rhs) == len(lhs):
-			f(l, rhs[i])
+			f(l, rhs[i], info.TypeOf(rhs[i]))
 		case len(rhs) == 1:
-			f(l, rhs[0])
+			var t types.Type
+			if tuple, ok := info.TypeOf(rhs[0]).(*types.Tuple); ok && i < tuple.Len() {
+				t = tuple.At(i).Type()
+			}
+			f(l, rhs[0], t)
 		}
 	}
 }

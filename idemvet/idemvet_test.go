@@ -1,6 +1,8 @@
 package idemvet_test
 
 import (
+	"bytes"
+	"os"
 	"testing"
 
 	"golang.org/x/tools/go/analysis/analysistest"
@@ -8,22 +10,48 @@ import (
 	"github.com/idemgen/idemgen/idemvet"
 )
 
-// The cases live in testdata/src, a GOPATH tree with stubs of pgx,
-// pgxpool, uuid, kafka-go and idemgen's runtime. example.com/api holds the
-// generated phase interfaces; each other package implements them to
-// exercise one rule, so implementations are found through facts, as in a
-// user's module.
+// The cases live in testdata/src, a GOPATH tree with stubs of pgx (and
+// its pgconn and pgxpool), uuid, kafka-go and idemgen's runtime, and of a
+// service's dependencies: clients of other systems (cardnet, psp, sdk),
+// what sqlc generates (db), a logger and metrics (telemetry).
+// example.com/api holds the generated phase interfaces; each other package
+// implements them to exercise one rule, so implementations are found
+// through facts, as in a user's module.
 
 func TestVetPhaseInterfaces(t *testing.T) {
 	analysistest.Run(t, analysistest.TestData(), idemvet.Analyzer, "example.com/api")
 }
 
+// example.com/handles reaches the database through sqlc's DBTX and
+// Queries.
 func TestVetTxOnly(t *testing.T) {
-	analysistest.Run(t, analysistest.TestData(), idemvet.Analyzer, "example.com/txonly")
+	noIdleFixes(t, analysistest.Run(t, analysistest.TestData(), idemvet.Analyzer, "example.com/txonly", "example.com/handles"))
 }
 
 func TestVetTxOnlyFixes(t *testing.T) {
-	analysistest.RunWithSuggestedFixes(t, analysistest.TestData(), idemvet.Analyzer, "example.com/fix")
+	noIdleFixes(t, analysistest.RunWithSuggestedFixes(t, analysistest.TestData(), idemvet.Analyzer, "example.com/fix"))
+}
+
+// noIdleFixes checks that every suggested fix changes the code: one that
+// replaces tx with tx fixes nothing.
+func noIdleFixes(t *testing.T, results []*analysistest.Result) {
+	t.Helper()
+	for _, r := range results {
+		for _, d := range r.Diagnostics {
+			for _, fix := range d.SuggestedFixes {
+				for _, e := range fix.TextEdits {
+					tf := r.Pass.Fset.File(e.Pos)
+					src, err := os.ReadFile(tf.Name())
+					if err != nil {
+						t.Fatal(err)
+					}
+					if old := src[tf.Offset(e.Pos):tf.Offset(e.End)]; bytes.Equal(old, e.NewText) {
+						t.Errorf("%s: %q: fix %q replaces %q with itself", r.Pass.Fset.Position(d.Pos), d.Message, fix.Message, old)
+					}
+				}
+			}
+		}
+	}
 }
 
 func TestVetNoNetworkInLocal(t *testing.T) {
@@ -40,4 +68,8 @@ func TestVetTxEscape(t *testing.T) {
 
 func TestVetDirective(t *testing.T) {
 	analysistest.Run(t, analysistest.TestData(), idemvet.Analyzer, "example.com/directive")
+}
+
+func TestVetGeneric(t *testing.T) {
+	analysistest.Run(t, analysistest.TestData(), idemvet.Analyzer, "example.com/generic")
 }

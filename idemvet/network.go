@@ -85,16 +85,21 @@ func isDatabasePkg(path string) bool {
 }
 
 // computeNetwork finds the functions of this package that reach the
-// network and exports a fact for each. A function reaches it when its body
-// (closures included) calls a function that does; calls within the package
-// are followed to a fixed point, calls into dependencies through their
-// facts. Each function records the first such call in source order, so the
-// output is stable.
-func computeNetwork(pass *analysis.Pass) map[*types.Func]string {
-	via := map[*types.Func]string{}
+// network, and those that call what no fact can describe (opaque), and
+// exports a fact for each. A function reaches the network when its body
+// (closures included) calls a function that does, and is opaque when it
+// makes an opaque call (see opaqueCall) or calls a function that is;
+// calls within the package are followed to a fixed point, calls into
+// dependencies through their facts. Each function records the first such
+// call in source order, so the output is stable.
+func computeNetwork(pass *analysis.Pass) (net, opaque map[*types.Func]string) {
+	net, opaque = map[*types.Func]string{}, map[*types.Func]string{}
 	if isDatabasePkg(pass.Pkg.Path()) {
-		return via
+		return net, opaque
 	}
+	// What the standard library, a logger or metrics package calls through
+	// interfaces does not make their calls sends.
+	seesOpaque := !isStd(pass.Pkg.Path()) && !hasPrefix(pass.Pkg.Path(), quietPackages...)
 	type fnCalls struct {
 		fn    *types.Func
 		local []*types.Func // callees declared in this package, in call order
@@ -116,6 +121,9 @@ func computeNetwork(pass *analysis.Pass) map[*types.Func]string {
 				if !ok {
 					return true
 				}
+				if seesOpaque && opaque[fn] == "" {
+					opaque[fn] = opaqueCall(pass.TypesInfo, call, fd.Body)
+				}
 				callee, ok := typeutil.Callee(pass.TypesInfo, call).(*types.Func)
 				if !ok {
 					return true
@@ -123,35 +131,104 @@ func computeNetwork(pass *analysis.Pass) map[*types.Func]string {
 				callee = callee.Origin()
 				if callee.Pkg() == pass.Pkg && !sendsDirectly(callee) {
 					fc.local = append(fc.local, callee)
-				} else if v := importedVia(pass, callee); v != "" && via[fn] == "" {
-					via[fn] = v
+					return true
+				}
+				if v := importedVia(pass, callee); v != "" && net[fn] == "" {
+					net[fn] = v
+				}
+				if seesOpaque && opaque[fn] == "" {
+					opaque[fn] = importedOpaque(pass, callee)
 				}
 				return true
 			})
 			funcs = append(funcs, fc)
 		}
 	}
-	for changed := true; changed; {
-		changed = false
-		for _, fc := range funcs {
-			if via[fc.fn] != "" {
-				continue
-			}
-			for _, callee := range fc.local {
-				if v := via[callee]; v != "" {
-					via[fc.fn] = v
-					changed = true
-					break
+	for _, via := range []map[*types.Func]string{net, opaque} {
+		for changed := true; changed; {
+			changed = false
+			for _, fc := range funcs {
+				if via[fc.fn] != "" {
+					continue
+				}
+				for _, callee := range fc.local {
+					if v := via[callee]; v != "" {
+						via[fc.fn] = v
+						changed = true
+						break
+					}
 				}
 			}
 		}
 	}
 	for _, fc := range funcs {
-		if v := via[fc.fn]; v != "" {
+		if v := net[fc.fn]; v != "" {
 			pass.ExportObjectFact(fc.fn, &netFact{Via: v})
 		}
+		if v := opaque[fc.fn]; v != "" {
+			pass.ExportObjectFact(fc.fn, &opaqueFact{Via: v})
+		}
 	}
-	return via
+	return net, opaque
+}
+
+// opaqueFact marks a function or concrete method that calls, directly or
+// through the functions it calls, what no fact describes: an interface's
+// method or a function value, which may reach another system (an SDK's
+// backend: stripe-go's Backend.Call). A foreign phase's call of it may
+// send what it is given. Via names the call.
+type opaqueFact struct {
+	Via string
+}
+
+func (*opaqueFact) AFact() {}
+
+func (f *opaqueFact) String() string { return "calls out of sight via " + f.Via }
+
+// opaqueCall says what call reaches that no fact can describe, or "": a
+// method of an interface (other than the standard library's, a database's,
+// a logger's or metrics', and other than Do and RoundTrip, which send),
+// or a function value other than a closure of body's own.
+func opaqueCall(info *types.Info, call *ast.CallExpr, body *ast.BlockStmt) string {
+	if info.Types[call.Fun].IsType() {
+		return ""
+	}
+	switch callee := typeutil.Callee(info, call).(type) {
+	case *types.Builtin:
+		return ""
+	case *types.Func:
+		if typeutil.StaticCallee(info, call) != nil || callee.Pkg() == nil || sendsDirectly(callee) || dbShaped(callee) {
+			return ""
+		}
+		if p := callee.Pkg().Path(); isStd(p) || isDatabasePkg(p) || hasPrefix(p, quietPackages...) {
+			return ""
+		}
+		return funcName(callee)
+	case *types.Var:
+		if body.Pos() <= callee.Pos() && callee.Pos() < body.End() {
+			return "" // a closure of its own, seen in its body
+		}
+		return "the function value " + callee.Name()
+	case nil:
+		if _, ok := ast.Unparen(call.Fun).(*ast.FuncLit); ok {
+			return ""
+		}
+		return "the function value " + types.ExprString(call.Fun)
+	}
+	return ""
+}
+
+// importedOpaque says through what a callee outside this package is
+// opaque, or "".
+func importedOpaque(pass *analysis.Pass, fn *types.Func) string {
+	if fn.Pkg() == nil || fn.Pkg() == pass.Pkg {
+		return ""
+	}
+	var f opaqueFact
+	if pass.ImportObjectFact(fn, &f) {
+		return f.Via
+	}
+	return ""
 }
 
 // importedVia says through what a callee outside this package (or a
@@ -170,6 +247,25 @@ func importedVia(pass *analysis.Pass, fn *types.Func) string {
 	return ""
 }
 
+// netVia says through what a call of fn reaches the network, or "": its
+// package's own functions by what computeNetwork found, others by their
+// facts.
+func (c *checker) netVia(fn *types.Func) string {
+	if fn.Pkg() != c.pass.Pkg || sendsDirectly(fn) {
+		return importedVia(c.pass, fn)
+	}
+	return c.net[fn]
+}
+
+// opaqueVia says through what a call of fn calls what no fact describes,
+// or "".
+func (c *checker) opaqueVia(fn *types.Func) string {
+	if fn.Pkg() == c.pass.Pkg {
+		return c.opaque[fn]
+	}
+	return importedOpaque(c.pass, fn)
+}
+
 // checkNetwork reports the calls of a local or final phase that reach the
 // network: its transaction may roll back after the call, and the retry
 // calls again.
@@ -184,10 +280,7 @@ func (c *checker) checkNetwork(ph *phase) {
 			return true
 		}
 		fn = fn.Origin()
-		v := c.net[fn]
-		if fn.Pkg() != c.pass.Pkg || sendsDirectly(fn) {
-			v = importedVia(c.pass, fn)
-		}
+		v := c.netVia(fn)
 		if v == "" {
 			return true
 		}

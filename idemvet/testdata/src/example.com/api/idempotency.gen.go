@@ -40,6 +40,18 @@ type PaymentPhases interface { // want PaymentPhases:"phases Charge:foreign Fini
 	Finish(ctx context.Context, tx pgx.Tx, request Request, state *State) (Response, error)
 }
 
+// KeepState can hold what the transaction gives: a phase that stores it
+// there lets it outlive the phase.
+type KeepState struct {
+	Tx   pgx.Tx
+	Rows pgx.Rows
+	N    int64
+}
+
+type KeepPhases interface { // want KeepPhases:"phases Keep:local"
+	Keep(ctx context.Context, tx pgx.Tx, request Request, state *KeepState) error
+}
+
 // CloserPhases has a method that is no phase: it is not a phase interface.
 type CloserPhases interface {
 	Apply(ctx context.Context, tx pgx.Tx, request Request, state *State) error

@@ -28,7 +28,7 @@ func (p *Payment) Charge(ctx context.Context, key string, request Request, state
 }
 
 func (p *Payment) Finish(ctx context.Context, tx pgx.Tx, request Request, state *State) (Response, error) {
-	_, err := p.Pool.Exec(ctx, "UPDATE payments SET status = 'done'") // want `^Payment.Finish: tx-only: p.Pool.Exec goes through a \*pgxpool.Pool, outside the phase's transaction: its effect survives the phase's rollback and the retry repeats it; call tx.Exec instead$`
+	_, err := p.Pool.Exec(ctx, "UPDATE payments SET status = 'done'") // want `^Payment.Finish: tx-only: p.Pool.Exec goes through a \*pgxpool.Pool, outside the phase's transaction: it does not see the phase's writes, and what it writes survives the phase's rollback and is written again by the retry; call tx.Exec instead$`
 	return Response{ID: state.ChargeID}, err
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"example.com/api"
+	"example.com/db"
 )
 
 type Recorder struct {
@@ -31,4 +32,28 @@ func (p *Recorder) Record(ctx context.Context, tx pgx.Tx, request api.Request, s
 		return err
 	}
 	return p.Pool.QueryRow(ctx, "SELECT 1").Scan(&state.Amount) // want `tx-only`
+}
+
+// Queued reaches the database through sqlc's Queries and DBTX, made on the
+// pool, and through a transaction of the pool.
+type Queued struct {
+	Q    *db.Queries
+	DB   db.DBTX
+	Pool *pgxpool.Pool
+}
+
+var _ api.LocalPhases = (*Queued)(nil)
+
+func (p *Queued) Record(ctx context.Context, tx pgx.Tx, request api.Request, state *api.State) error {
+	if err := p.Q.InsertPayment(ctx, request.Amount); err != nil { // want `tx-only`
+		return err
+	}
+	if _, err := p.DB.Exec(ctx, "INSERT INTO a VALUES (1)"); err != nil { // want `tx-only`
+		return err
+	}
+	// The tx here is the callback's: no fix.
+	return pgx.BeginFunc(ctx, p.Pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO b VALUES (1)") // want `tx-only`
+		return err
+	})
 }

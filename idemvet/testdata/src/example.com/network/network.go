@@ -30,7 +30,7 @@ type Chatty struct {
 	Doer     Doer
 }
 
-func (p *Chatty) Record(ctx context.Context, tx pgx.Tx, request api.Request, state *api.State) error { // want Record:"reaches the network via http.Get"
+func (p *Chatty) Record(ctx context.Context, tx pgx.Tx, request api.Request, state *api.State) error { // want Record:"reaches the network via http.Get" Record:"calls out of sight via \\(network.Notifier\\).Notify"
 	if _, err := http.Get("http://ledger.example/ping"); err != nil { // want `^Chatty.Record: no-network-in-local: http.Get reaches the network, which happens again each time the phase's transaction rolls back and is retried; call other systems from a foreign phase under its key, or write an outbox row through tx$`
 		return err
 	}

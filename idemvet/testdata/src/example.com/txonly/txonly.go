@@ -93,3 +93,73 @@ func helper(ctx context.Context, pool *pgxpool.Pool) error {
 	_, err := pool.Exec(ctx, "VACUUM")
 	return err
 }
+
+// Nested runs statements in callbacks given its tx (pgx.BeginFunc's
+// savepoint, a helper's, a closure of its own) and in a savepoint a helper
+// begins from it: all of them are the phase's transaction.
+type Nested struct{ Pool *pgxpool.Pool }
+
+var _ api.LocalPhases = (*Nested)(nil)
+
+func (n *Nested) Record(ctx context.Context, tx pgx.Tx, request api.Request, state *api.State) error { // want Record:"calls out of sight via the function value fn"
+	if err := withSavepoint(ctx, tx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO a VALUES (1)")
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
+		return sp.QueryRow(ctx, "SELECT 1").Scan(&state.Amount)
+	}); err != nil {
+		return err
+	}
+	insert := func(t pgx.Tx) error {
+		_, err := t.Exec(ctx, "INSERT INTO b VALUES (1)")
+		return err
+	}
+	if err := insert(tx); err != nil {
+		return err
+	}
+	sp, err := beginSP(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if _, err := sp.Exec(ctx, "INSERT INTO c VALUES (1)"); err != nil {
+		return err
+	}
+	return sp.Commit(ctx)
+}
+
+// Detached runs its callback in a transaction of the pool: the callback's
+// tx is not the phase's, whatever its name.
+type Detached struct{ Pool *pgxpool.Pool }
+
+var _ api.LocalPhases = (*Detached)(nil)
+
+func (d *Detached) Record(ctx context.Context, tx pgx.Tx, request api.Request, state *api.State) error {
+	insert := func(t pgx.Tx) error {
+		_, err := t.Exec(ctx, "INSERT INTO b VALUES (1)") // want `^Detached.Record: tx-only: t.Exec goes through a pgx.Tx that is not the phase's tx, .*; call tx.Exec instead$`
+		return err
+	}
+	if err := pgx.BeginFunc(ctx, d.Pool, insert); err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO a VALUES (1)") // want `^Detached.Record: tx-only: tx.Exec goes through a pgx.Tx that is not the phase's tx, .*; use the phase's tx \(the name tx here is another variable\)$`
+		return err
+	})
+}
+
+func withSavepoint(ctx context.Context, tx pgx.Tx, fn func(pgx.Tx) error) error { // want withSavepoint:"calls out of sight via the function value fn"
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fn(sp); err != nil {
+		_ = sp.Rollback(ctx)
+		return err
+	}
+	return sp.Commit(ctx)
+}
+
+func beginSP(ctx context.Context, tx pgx.Tx) (pgx.Tx, error) { return tx.Begin(ctx) }

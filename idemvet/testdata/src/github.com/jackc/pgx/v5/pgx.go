@@ -5,9 +5,9 @@ package pgx
 import (
 	"context"
 	"errors"
-)
 
-type CommandTag struct{ s string }
+	"github.com/jackc/pgx/v5/pgconn"
+)
 
 type Identifier []string
 
@@ -33,7 +33,7 @@ type Row interface {
 }
 
 type BatchResults interface {
-	Exec() (CommandTag, error)
+	Exec() (pgconn.CommandTag, error)
 	Close() error
 }
 
@@ -44,7 +44,7 @@ type Tx interface {
 	CopyFrom(ctx context.Context, tableName Identifier, columnNames []string, rowSrc CopyFromSource) (int64, error)
 	SendBatch(ctx context.Context, b *Batch) BatchResults
 	Prepare(ctx context.Context, name, sql string) (*StatementDescription, error)
-	Exec(ctx context.Context, sql string, arguments ...any) (CommandTag, error)
+	Exec(ctx context.Context, sql string, arguments ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) Row
 	Conn() *Conn
@@ -54,10 +54,18 @@ type Conn struct{}
 
 func (c *Conn) Begin(ctx context.Context) (Tx, error) { return nil, nil }
 
-func (c *Conn) Exec(ctx context.Context, sql string, arguments ...any) (CommandTag, error) {
-	return CommandTag{}, nil
+func (c *Conn) Exec(ctx context.Context, sql string, arguments ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, nil
 }
 
 func (c *Conn) Query(ctx context.Context, sql string, args ...any) (Rows, error) { return nil, nil }
 
 func (c *Conn) QueryRow(ctx context.Context, sql string, args ...any) Row { return nil }
+
+// BeginFunc runs fn in a transaction begun on db (a pseudo-nested one, a
+// savepoint, when db is a Tx), committing when fn returns nil.
+func BeginFunc(ctx context.Context, db interface {
+	Begin(ctx context.Context) (Tx, error)
+}, fn func(Tx) error) error {
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 type Pool struct{}
@@ -15,8 +16,8 @@ func (p *Pool) Begin(ctx context.Context) (pgx.Tx, error) { return nil, nil }
 
 func (p *Pool) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) { return nil, nil }
 
-func (p *Pool) Exec(ctx context.Context, sql string, arguments ...any) (pgx.CommandTag, error) {
-	return pgx.CommandTag{}, nil
+func (p *Pool) Exec(ctx context.Context, sql string, arguments ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, nil
 }
 
 func (p *Pool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) { return nil, nil }
@@ -27,8 +28,8 @@ func (p *Pool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults { r
 
 type Conn struct{}
 
-func (c *Conn) Exec(ctx context.Context, sql string, arguments ...any) (pgx.CommandTag, error) {
-	return pgx.CommandTag{}, nil
+func (c *Conn) Exec(ctx context.Context, sql string, arguments ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, nil
 }
 
 func (c *Conn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row { return nil }
