@@ -27,6 +27,12 @@
 //	idemgen.pruned                                  counter, as idemgen_pruned_total
 //	idemgen.records.stuck                           gauge, as idemgen_records_stuck
 //	idemgen.phase.duration{operation,phase,outcome} histogram (s), as idemgen_phase_duration_seconds
+//	idemgen.retention{operation}                    gauge (s), as idemgen_retention_seconds
+//	idemgen.replay.age{operation}                   histogram (s), as idemgen_replay_age_seconds
+//	idemgen.replay.age_ratio{operation}             histogram, as idemgen_replay_age_ratio
+//	idemgen.replayed_failures{operation}            counter, as idemgen_replayed_failures_total
+//	idemgen.intent.age{operation}                   histogram (s), as idemgen_intent_age_seconds
+//	idemgen.intent.past_retention{operation}        counter, as idemgen_intent_past_retention_total
 package idemotel
 
 import (
@@ -88,6 +94,7 @@ type Observer struct {
 	replayedFail metric.Int64Counter
 	intentAge    metric.Float64Histogram
 	intentPast   metric.Int64Counter
+	seen         sync.Map // operations whose counters are recorded
 }
 
 // ageBuckets and ratioBuckets are idemprom's AgeBuckets and RatioBuckets
@@ -202,6 +209,9 @@ func (o *Observer) Observe(ev idem.Event) { o.ObserveContext(context.Background(
 // ObserveContext implements idem.ContextObserver: it records the event's
 // metrics and annotates the request it belongs to, if any.
 func (o *Observer) ObserveContext(ctx context.Context, ev idem.Event) {
+	if ev.Operation != "" {
+		o.see(ctx, ev.Operation)
+	}
 	switch ev.Kind {
 	case idem.EventPhase:
 		outcome := "ok"
@@ -258,6 +268,26 @@ func (o *Observer) ObserveContext(ctx context.Context, ev idem.Event) {
 	if out, ok := outcomes[ev.Kind]; ok {
 		req.outcome = out
 	}
+}
+
+// see records, at zero, the rare counters of an operation seen for the
+// first time, as idemprom does: an alert's increase() cannot see a
+// series' first samples.
+func (o *Observer) see(ctx context.Context, op string) {
+	if _, ok := o.seen.Load(op); ok {
+		return
+	}
+	if _, loaded := o.seen.LoadOrStore(op, true); loaded {
+		return
+	}
+	attr := attribute.String("operation", op)
+	for _, k := range []idem.EventKind{idem.EventInFlight, idem.EventMismatch, idem.EventRelease, idem.EventTakeover,
+		idem.EventFenced, idem.EventResume, idem.EventAmbiguous, idem.EventCompleterRun, idem.EventCompleterFailed,
+		idem.EventSameRequestNewKey, idem.EventPrimaryChanged, idem.EventReplay} {
+		o.events.Add(ctx, 0, metric.WithAttributes(attr, attribute.String("event", string(k))))
+	}
+	o.replayedFail.Add(ctx, 0, metric.WithAttributes(attr))
+	o.intentPast.Add(ctx, 0, metric.WithAttributes(attr))
 }
 
 var (

@@ -4,6 +4,8 @@
 package idemprom
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -43,7 +45,16 @@ type Observer struct {
 	replayedFail *prometheus.CounterVec
 	intentAge    *prometheus.HistogramVec
 	intentPast   *prometheus.CounterVec
+	seen         sync.Map // operations whose counters are made
 }
+
+// rareEvents are the events whose counters are made, at zero, when an
+// operation is first seen. An alert counts them with increase(), which
+// cannot see a series' first samples: a counter that first appears at 1
+// (three takeovers across a failover, scraped once) would increase by 0.
+var rareEvents = []idem.EventKind{idem.EventInFlight, idem.EventMismatch, idem.EventRelease, idem.EventTakeover,
+	idem.EventFenced, idem.EventResume, idem.EventAmbiguous, idem.EventCompleterRun, idem.EventCompleterFailed,
+	idem.EventSameRequestNewKey, idem.EventPrimaryChanged, idem.EventReplay}
 
 // AgeBuckets are the buckets of the age histograms, in seconds: from a
 // second to a week, finer where retentions usually end (a day to three).
@@ -100,6 +111,9 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 
 // Observe implements idem.Observer.
 func (o *Observer) Observe(ev idem.Event) {
+	if ev.Operation != "" {
+		o.see(ev.Operation)
+	}
 	switch ev.Kind {
 	case idem.EventPhase:
 		outcome := "ok"
@@ -134,6 +148,21 @@ func (o *Observer) Observe(ev idem.Event) {
 	default:
 		o.events.WithLabelValues(ev.Operation, string(ev.Kind)).Inc()
 	}
+}
+
+// see makes the counters of an operation seen for the first time, at zero.
+func (o *Observer) see(op string) {
+	if _, ok := o.seen.Load(op); ok {
+		return
+	}
+	if _, loaded := o.seen.LoadOrStore(op, true); loaded {
+		return
+	}
+	for _, k := range rareEvents {
+		o.events.WithLabelValues(op, string(k))
+	}
+	o.replayedFail.WithLabelValues(op)
+	o.intentPast.WithLabelValues(op)
 }
 
 var _ idem.Observer = (*Observer)(nil)

@@ -12,6 +12,10 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
+// TestObserver: events are counted by operation and kind; an operation's
+// rare events exist at zero from its first event on, so that an alert's
+// increase() sees the first of them (a counter that first appears at 1
+// increases by nothing).
 func TestObserver(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	o, err := New(reg)
@@ -39,8 +43,19 @@ func TestObserver(t *testing.T) {
 	err = testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP idemgen_events_total Idempotency engine events by operation and kind.
 # TYPE idemgen_events_total counter
+idemgen_events_total{event="ambiguous",operation="pay"} 0
 idemgen_events_total{event="claim",operation="pay"} 1
+idemgen_events_total{event="completer_failed",operation="pay"} 0
+idemgen_events_total{event="completer_run",operation="pay"} 0
+idemgen_events_total{event="fenced",operation="pay"} 0
+idemgen_events_total{event="in_flight",operation="pay"} 0
+idemgen_events_total{event="mismatch",operation="pay"} 0
+idemgen_events_total{event="primary_changed",operation="pay"} 0
+idemgen_events_total{event="release",operation="pay"} 0
 idemgen_events_total{event="replay",operation="pay"} 2
+idemgen_events_total{event="resume",operation="pay"} 0
+idemgen_events_total{event="same_request_new_key",operation="pay"} 0
+idemgen_events_total{event="takeover",operation="pay"} 0
 `), "idemgen_events_total")
 	if err != nil {
 		t.Error(err)
