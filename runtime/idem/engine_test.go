@@ -750,23 +750,31 @@ func TestRefreshIsFenced(t *testing.T) {
 	})
 }
 
+// abandonBackground registers a background operation whose completer runs
+// threePhases changed by completed, and leaves an execution of key dead
+// after its card charge: a record for the completer.
+func abandonBackground(e *env, key string, cd *card, runs *int, completed func([]idem.Phase[payState]) []idem.Phase[payState]) *idem.Operation {
+	op := &idem.Operation{ID: "bg", Policy: idem.Policy{Lease: 30 * time.Second, Complete: idemtype.CompleteBackground}}
+	idem.RegisterCompleter(e.eng, op, func(payload []byte) ([]idem.Phase[payState], error) {
+		return completed(threePhases(string(payload), cd, runs, "")), nil
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		idem.Run(context.Background(), e.eng, op, request("t", key, "k"), threePhases("k", cd, runs, "after-charge"))
+	}()
+	<-done
+	return op
+}
+
 // TestBackgroundCompleter finishes an abandoned execution without a retry.
 func TestBackgroundCompleter(t *testing.T) {
 	t.Parallel()
 	inModes(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
-		op := &idem.Operation{ID: "bg", Policy: idem.Policy{Lease: 30 * time.Second, Complete: idemtype.CompleteBackground}}
 		cd := &card{charges: map[string]string{}}
 		runs := 0
-		idem.RegisterCompleter(e.eng, op, func(payload []byte) ([]idem.Phase[payState], error) {
-			return threePhases(string(payload), cd, &runs, ""), nil
-		})
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			idem.Run(ctx, e.eng, op, request("t", "bgkey", "k"), threePhases("k", cd, &runs, "after-charge"))
-		}()
-		<-done
+		op := abandonBackground(e, "bgkey", cd, &runs, func(ps []idem.Phase[payState]) []idem.Phase[payState] { return ps })
 		if n, err := e.eng.CompleteAbandoned(ctx, 10); n != 0 || err != nil {
 			t.Fatalf("completed %d (%v) while the lease was live", n, err)
 		}
@@ -794,22 +802,14 @@ func TestCompleterFailureIsObserved(t *testing.T) {
 	t.Parallel()
 	inModes(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
-		op := &idem.Operation{ID: "bg", Policy: idem.Policy{Lease: 30 * time.Second, Complete: idemtype.CompleteBackground}}
 		cd := &card{charges: map[string]string{}}
 		runs := 0
-		idem.RegisterCompleter(e.eng, op, func(payload []byte) ([]idem.Phase[payState], error) {
-			ps := threePhases(string(payload), cd, &runs, "")
+		abandonBackground(e, "bgfail", cd, &runs, func(ps []idem.Phase[payState]) []idem.Phase[payState] {
 			ps[2].Final = func(context.Context, pgx.Tx, *payState) (*idem.Response, error) {
 				return nil, errors.New("the ledger refused")
 			}
-			return ps, nil
+			return ps
 		})
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			idem.Run(ctx, e.eng, op, request("t", "bgfail", "k"), threePhases("k", cd, &runs, "after-charge"))
-		}()
-		<-done
 		e.expireLeases()
 		if n, err := e.eng.CompleteAbandoned(ctx, 10); n != 0 || err == nil {
 			t.Fatalf("CompleteAbandoned = %d, %v; want 0 and the phase's error", n, err)
