@@ -501,7 +501,13 @@ func (k *checker[S]) takeover(ctx context.Context, i int, phase string) {
 func (k *checker[S]) duplicates(ctx context.Context) {
 	w := k.begin(ctx, fmt.Sprintf("%d concurrent duplicates", k.c.Concurrency))
 	defer k.end(ctx, w)
-	outs, errs := k.concurrently(ctx, w, func(int) idem.KeyedRequest { return k.req })
+	// A duplicate answered 409, or released (its phases met the others'
+	// locks before any effect: a release frees the key, and a client sends
+	// it again), is sent again, as a client would, until it gets the key's
+	// answer.
+	outs, errs := k.concurrently(ctx, w, func(int) idem.KeyedRequest { return k.req }, func(err error) bool {
+		return inFlight(err) || errors.As(err, new(*idem.ReleaseError))
+	})
 	executed := 0
 	var first *idem.Response
 	for i, out := range outs {
@@ -553,7 +559,7 @@ func (k *checker[S]) burst(ctx context.Context) {
 			req := k.req
 			req.Key = fmt.Sprintf("%s-burst-%d", k.req.Key, i)
 			return req
-		})
+		}, inFlight)
 		for i, err := range errs {
 			// A release (out of stock, try later) is an answer too; only
 			// the invariant matters here.
@@ -593,9 +599,10 @@ func warm(ctx context.Context, pool *pgxpool.Pool, n int) {
 }
 
 // concurrently runs Concurrency executions at once, each with a request
-// of its own, retrying those answered 409 (in flight) until they are
-// answered otherwise.
-func (k *checker[S]) concurrently(ctx context.Context, w *world, req func(int) idem.KeyedRequest) ([]*idem.Outcome, []error) {
+// of its own, sending again those whose error again says a client would
+// retry (409 in flight) until they are answered otherwise or a minute
+// passes.
+func (k *checker[S]) concurrently(ctx context.Context, w *world, req func(int) idem.KeyedRequest, again func(error) bool) ([]*idem.Outcome, []error) {
 	n := k.c.Concurrency
 	outs, errs := make([]*idem.Outcome, n), make([]error, n)
 	start := make(chan struct{})
@@ -608,7 +615,7 @@ func (k *checker[S]) concurrently(ctx context.Context, w *world, req func(int) i
 			deadline := time.Now().Add(time.Minute)
 			for {
 				outs[i], errs[i] = idem.Run(ctx, w.env.Engine, k.c.Operation, req(i), k.phases(hooks{}))
-				if !inFlight(errs[i]) || time.Now().After(deadline) {
+				if !again(errs[i]) || time.Now().After(deadline) {
 					return
 				}
 				time.Sleep(20 * time.Millisecond)
