@@ -9,8 +9,6 @@ import (
 	"io"
 	"net"
 	"runtime"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -203,92 +201,6 @@ func TestStatementsRecover(t *testing.T) {
 		t.Fatal(err)
 	}
 	round("after DEALLOCATE ALL")
-}
-
-// TestEngineStatementsPreparedOnce: where the engine's own statements take
-// pgconn's fast path (the default exec mode, no tracer), each is prepared
-// once on a connection, whatever the number of requests; a statement that
-// went stale (a column type changed, DEALLOCATE ALL) is prepared again and
-// the stale one deallocated, so none accumulate. With a tracer or another
-// exec mode the engine prepares nothing of its own: pgx does, as for a
-// phase's statements. In every claim mode.
-func TestEngineStatementsPreparedOnce(t *testing.T) {
-	t.Parallel()
-	if dbtest.Pooled() {
-		t.Log("through a pooler the default exec mode is not cache_statement: the fast path is off and counted so")
-	}
-	for _, tc := range []struct {
-		name      string
-		configure func(*pgxpool.Config)
-		fast      bool
-	}{
-		{"default", nil, !dbtest.Pooled()},
-		{"tracer", func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = &sqlLog{} }, false},
-		{"exec mode", func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec }, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			pool, schema := poolWithRows(t, func(cfg *pgxpool.Config) {
-				cfg.MaxConns = 1 // pg_prepared_statements is the session's own
-				if tc.configure != nil {
-					tc.configure(cfg)
-				}
-			})
-			eng, err := idem.New(pool, idem.Options{Schema: schema, ReplayCacheBytes: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n := 0
-			round := func() {
-				t.Helper()
-				for _, cm := range claimModes {
-					op := &idem.Operation{ID: "prepared-" + string(cm), Policy: idem.Policy{Lease: 30 * time.Second, Claim: cm}}
-					for range 3 {
-						n++
-						key := fmt.Sprint(n)
-						for range 2 { // an execution, then its replay from the store
-							if _, err := idem.Run(ctx, eng, op, request("t", key, "b"), twoPhases(key)); err != nil {
-								t.Fatalf("%s, key %s: %v", cm, key, err)
-							}
-						}
-					}
-				}
-			}
-			prepared := func() []string {
-				t.Helper()
-				// Not prepared itself: DEALLOCATE ALL behind pgx's back fails pgx's
-				// own next statement once.
-				rows, err := pool.Query(ctx, `SELECT statement FROM pg_prepared_statements WHERE name LIKE 'idemgen\_%' ORDER BY statement`, pgx.QueryExecModeSimpleProtocol)
-				if err != nil {
-					t.Fatal(err)
-				}
-				out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-				if err != nil {
-					t.Fatal(err)
-				}
-				return out
-			}
-			round()
-			first := prepared()
-			if tc.fast != (len(first) > 0) {
-				t.Fatalf("%d statements of the engine's own prepared; want some: %t", len(first), tc.fast)
-			}
-			round()
-			if again := prepared(); !slices.Equal(again, first) {
-				t.Fatalf("after more requests %d statements prepared; want the same %d", len(again), len(first))
-			}
-			for _, change := range []string{`ALTER TABLE records ALTER COLUMN response_status TYPE integer`, `DEALLOCATE ALL`} {
-				if _, err := pool.Exec(ctx, change); err != nil {
-					t.Fatal(err)
-				}
-				round()
-				round()
-				if after := prepared(); !slices.Equal(after, first) {
-					t.Fatalf("after %s: %d statements prepared; want the same %d:\n%s", change, len(after), len(first), strings.Join(after, "\n"))
-				}
-			}
-		})
-	}
 }
 
 // TestReplayCacheStalenessIsBounded: two engines on one database. After an

@@ -144,13 +144,7 @@ func scanRecord(row pgx.Row) (*record, error) {
 
 // read reads the record with id (Read) on db, or pgx.ErrNoRows.
 func (s *store) read(ctx context.Context, db execer, id [16]byte) (*record, error) {
-	args := s.q.Read.args(&idParams{ID: uuidArg(id)})
-	if conn, ok := db.(*pgx.Conn); ok {
-		if f := fastOf(conn); f != nil {
-			return scanRecord(f.queryRow(ctx, conn, s.q.Read.sql, args))
-		}
-	}
-	return scanRecord(db.QueryRow(ctx, s.q.Read.sql, args...))
+	return scanRecord(db.QueryRow(ctx, s.q.Read.sql, s.q.Read.args(&idParams{ID: uuidArg(id)})...))
 }
 
 // takeover installs c's token on a claimed record whose lease expired, if
@@ -273,7 +267,10 @@ func (s *store) commitResponse(ctx context.Context, conn *pgx.Conn, c *claim, re
 }
 
 func (s *store) commitFenced(ctx context.Context, conn *pgx.Conn, sql string, args []any) error {
-	stmt, err := sendCommit(ctx, conn, query{sql, args}, query{sql: commit})
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	b.Queue(commit)
+	stmt, err := sendCommit(ctx, conn, b)
 	switch {
 	case err == nil:
 		return nil
@@ -297,16 +294,18 @@ func (s *store) commitFenced(ctx context.Context, conn *pgx.Conn, sql string, ar
 //     trigger of the phases' tables): the error as is, nothing committed;
 //   - anything that leaves the outcome unknown: a *commitUnknownError.
 func (s *store) commitRecord(ctx context.Context, conn *pgx.Conn, begin bool, c *claim, resp *Response, omitted bool) error {
-	qs := make([]query, 0, 4)
+	b := &pgx.Batch{}
 	if begin {
-		qs = append(qs, query{sql: beginSQL})
+		b.Queue(beginSQL)
 	}
-	insert := len(qs)
+	insert := b.Len()
 	p := &insertCompletedParams{ID: uuidArg(c.id), Fingerprint: receiptFingerprint(c.op.ID, c.fingerprint), Status: resp.Status,
 		Headers: appendHeaders(nil, resp.Header), Body: storedBody(resp, omitted), BodyOmitted: omitted,
 		RetentionUS: micros(c.policy.Retention), LockTimeout: s.claimWait}
-	qs = append(qs, query{s.q.InsertCompleted.sql, s.q.InsertCompleted.args(p)}, query{sql: s.q.EndWait.sql}, query{sql: commit})
-	stmt, err := sendCommit(ctx, conn, qs...)
+	b.Queue(s.q.InsertCompleted.sql, s.q.InsertCompleted.args(p)...)
+	b.Queue(s.q.EndWait.sql)
+	b.Queue(commit)
+	stmt, err := sendCommit(ctx, conn, b)
 	if err == nil {
 		return nil
 	}
@@ -338,25 +337,11 @@ func storedBody(resp *Response, omitted bool) []byte {
 	return resp.Body
 }
 
-// query is one statement of a round trip, with its arguments.
-type query struct {
-	sql  string
-	args []any
-}
-
-// sendCommit sends qs, whose last statement is COMMIT, in one round trip
-// (on the fast path where the connection has one, fast.go; otherwise as a
-// pgx batch) and reads their results one by one. On a failure it returns
-// the index of the statement whose result failed (len(qs) when the failure
-// came after the last result: a FATAL before ReadyForQuery) and the error.
-func sendCommit(ctx context.Context, conn *pgx.Conn, qs ...query) (int, error) {
-	if f := fastOf(conn); f != nil {
-		return f.sendCommit(ctx, conn, qs)
-	}
-	b := &pgx.Batch{}
-	for _, q := range qs {
-		b.Queue(q.sql, q.args...)
-	}
+// sendCommit sends b, whose last statement is COMMIT, and reads its results
+// one by one. On a failure it returns the index of the statement whose
+// result failed (len(b.QueuedQueries) when the failure came after the last
+// result: a FATAL before ReadyForQuery) and the error.
+func sendCommit(ctx context.Context, conn *pgx.Conn, b *pgx.Batch) (int, error) {
 	br := conn.SendBatch(ctx, b)
 	for i := range b.QueuedQueries {
 		if _, err := br.Exec(); err != nil {
@@ -408,11 +393,11 @@ func (e *commitUnknownError) Unwrap() error { return e.Err }
 // else (a FATAL, a broken connection, a timeout) came after the
 // COMMIT may have taken effect: a *commitUnknownError.
 func commitFailed(err error) error {
-	var notSent pgx.ErrPreprocessingBatch // a statement did not prepare or its arguments did not encode (also fastNotSent)
+	var notSent pgx.ErrPreprocessingBatch // a statement did not prepare or its arguments did not encode
 	switch {
 	case stale(err): // a statement of the round trip that pgx had prepared
 		return fmt.Errorf("%w: %w", errStale, err)
-	case err == nil || pgconn.SafeToRetry(err) || errors.As(err, &notSent) || fastNotSent(err):
+	case err == nil || pgconn.SafeToRetry(err) || errors.As(err, &notSent):
 		return err
 	}
 	var pe *pgconn.PgError
