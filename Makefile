@@ -78,9 +78,9 @@ lint:
 generate:
 	$(call each,$(GO) generate ./...)
 
-## bench: the engine against plain and plain-tx handlers, 1 and 16 clients, on a durable PostgreSQL
+## bench: the engine against plain and plain-tx handlers, 1 and 16 clients, on a durable PostgreSQL, in BENCHCOUNT interleaved rounds
 bench:
-	IDEMGEN_PG_DURABLE=1 $(GO) test -run '^$$' -bench '^BenchmarkEngine$$' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./runtime/idemecho | tee bench.out
+	IDEMGEN_PG_DURABLE=1 IDEMGEN_BENCH_ROUNDS=$(BENCHCOUNT) $(GO) test -run '^$$' -bench '^BenchmarkEngine$$' -benchtime $(BENCHTIME) -count 1 -timeout 60m ./runtime/idemecho | tee bench.out
 	@echo; awk -f scripts/benchtable.awk bench.out
 
 ## bench-model: what the protocol's SQL alone costs: pgbench runs each request shape on the engine's tables (durable)

@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -257,15 +259,10 @@ func (s *benchService) do(b *testing.B, path, key string) {
 // runs, so that neither side's figures include what tracing costs (the
 // engine boxes its arguments for a tracer only when there is one).
 func BenchmarkEngine(b *testing.B) {
-	const calibrate = 50
 	s := newBenchService(b, nil)
 	counted := newBenchService(b, &counter{})
 	var run atomic.Int64
-	cases := []struct {
-		name string
-		path string
-		key  func(run, i int64) string
-	}{
+	cases := []benchSpec{
 		{"plain", "/plain", nil},
 		{"plain-tx", "/plain-tx", nil},
 		{"single-phase", "/idem/single", func(r, i int64) string { return fmt.Sprintf("s-%d-%d", r, i) }},
@@ -280,68 +277,108 @@ func BenchmarkEngine(b *testing.B) {
 		{"std-plain-tx", "/std/plain-tx", nil},
 		{"std-single-phase", "/std/idem/single", func(r, i int64) string { return fmt.Sprintf("n-%d-%d", r, i) }},
 	}
-	for _, clients := range []int{1, 16} {
-		for _, tc := range cases {
-			b.Run(fmt.Sprintf("c%d/%s", clients, tc.name), func(b *testing.B) {
-				r := run.Add(1)
-				if tc.key != nil && strings.HasPrefix(tc.name, "replay") {
-					s.do(b, tc.path, tc.key(r, 0)) // the first request completes the key
-					counted.do(b, tc.path, tc.key(r, 0))
-				}
-				var seq atomic.Int64
-				trips, commits := counted.count.trips.Load(), counted.count.commits.Load()
-				for range calibrate {
-					key := ""
-					if tc.key != nil {
-						key = tc.key(r, seq.Add(1))
-					}
-					counted.do(b, tc.path, key)
-				}
-				// Reported at the end: ResetTimer drops metrics reported before it.
-				trips = counted.count.trips.Load() - trips
-				commits = counted.count.commits.Load() - commits
-				var mu sync.Mutex
-				var lat []time.Duration
-				one := func(mine *[]time.Duration) {
-					key := ""
-					if tc.key != nil {
-						key = tc.key(r, seq.Add(1))
-					}
-					began := time.Now()
-					s.do(b, tc.path, key)
-					*mine = append(*mine, time.Since(began))
-				}
-				b.ReportAllocs()
-				b.ResetTimer()
-				began := time.Now()
-				if clients == 1 {
-					for b.Loop() {
-						one(&lat)
-					}
-				} else {
-					b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))
-					b.RunParallel(func(pb *testing.PB) {
-						var mine []time.Duration
-						for pb.Next() {
-							one(&mine)
-						}
-						mu.Lock()
-						lat = append(lat, mine...)
-						mu.Unlock()
-					})
-				}
-				elapsed := time.Since(began)
-				b.StopTimer()
-				n := float64(len(lat))
-				b.ReportMetric(n/elapsed.Seconds(), "req/s")
-				b.ReportMetric(float64(trips)/calibrate, "trips/op")
-				b.ReportMetric(float64(commits)/calibrate, "commits/op")
-				slices.Sort(lat)
-				b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
-			})
+	// Rounds (benchRounds) run every case once each, the order reversed
+	// every other round: a ratio is taken within a round (scripts/benchtable.awk),
+	// between runs seconds apart, and a drift of the machine over a round
+	// weighs on each side alike over two.
+	for round := range benchRounds(b) {
+		for _, clients := range []int{1, 16} {
+			order := slices.Clone(cases)
+			if round%2 == 1 {
+				slices.Reverse(order)
+			}
+			for _, tc := range order {
+				benchCase(b, s, counted, &run, clients, tc)
+			}
 		}
 	}
+}
+
+// benchRounds is IDEMGEN_BENCH_ROUNDS, 1 if unset: make bench runs its
+// rounds in one process, on one database, with -count 1.
+func benchRounds(b *testing.B) int {
+	v := os.Getenv("IDEMGEN_BENCH_ROUNDS")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("IDEMGEN_BENCH_ROUNDS=%q: want a positive number of rounds", v)
+	}
+	return n
+}
+
+// benchSpec is a case of BenchmarkEngine: a path, and the key of each of its
+// requests (none for the plain handlers).
+type benchSpec struct {
+	name string
+	path string
+	key  func(run, i int64) string
+}
+
+// benchCase runs one case at a number of clients (a sub-benchmark of its
+// own; repeated in later rounds under the same name, which testing numbers
+// #01, #02, ...).
+func benchCase(b *testing.B, s, counted *benchService, run *atomic.Int64, clients int, tc benchSpec) {
+	const calibrate = 50
+	b.Run(fmt.Sprintf("c%d/%s", clients, tc.name), func(b *testing.B) {
+		r := run.Add(1)
+		if tc.key != nil && strings.HasPrefix(tc.name, "replay") {
+			s.do(b, tc.path, tc.key(r, 0)) // the first request completes the key
+			counted.do(b, tc.path, tc.key(r, 0))
+		}
+		var seq atomic.Int64
+		trips, commits := counted.count.trips.Load(), counted.count.commits.Load()
+		for range calibrate {
+			key := ""
+			if tc.key != nil {
+				key = tc.key(r, seq.Add(1))
+			}
+			counted.do(b, tc.path, key)
+		}
+		// Reported at the end: ResetTimer drops metrics reported before it.
+		trips = counted.count.trips.Load() - trips
+		commits = counted.count.commits.Load() - commits
+		var mu sync.Mutex
+		var lat []time.Duration
+		one := func(mine *[]time.Duration) {
+			key := ""
+			if tc.key != nil {
+				key = tc.key(r, seq.Add(1))
+			}
+			began := time.Now()
+			s.do(b, tc.path, key)
+			*mine = append(*mine, time.Since(began))
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		began := time.Now()
+		if clients == 1 {
+			for b.Loop() {
+				one(&lat)
+			}
+		} else {
+			b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))
+			b.RunParallel(func(pb *testing.PB) {
+				var mine []time.Duration
+				for pb.Next() {
+					one(&mine)
+				}
+				mu.Lock()
+				lat = append(lat, mine...)
+				mu.Unlock()
+			})
+		}
+		elapsed := time.Since(began)
+		b.StopTimer()
+		n := float64(len(lat))
+		b.ReportMetric(n/elapsed.Seconds(), "req/s")
+		b.ReportMetric(float64(trips)/calibrate, "trips/op")
+		b.ReportMetric(float64(commits)/calibrate, "commits/op")
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	})
 }
 
 // BenchmarkMiddleware measures what idemecho does around the engine for a
