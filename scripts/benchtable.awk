@@ -11,12 +11,14 @@
 	runs[name]++
 	for (i = 3; i < NF; i += 2) { unit = $(i+1); v[name, unit, runs[name]] = $i; units[unit] = 1 }
 }
-# ratio is the median over rounds of name's requests/s over base's.
+# ratio is the median over rounds of name's requests/s over base's, as
+# text: "-" when base did not run (a -bench filter left it out).
 function ratio(name, base,    m, i, j, t, a) {
+	if (!(base in seen)) return "-"
 	m = (runs[name] < runs[base]) ? runs[name] : runs[base]
 	for (i = 1; i <= m; i++) a[i] = v[name, "req/s", i] / v[base, "req/s", i]
 	for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-	return (m % 2) ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+	return sprintf("%.2fx", (m % 2) ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2)
 }
 function median(name, unit,    m, i, j, t, a) {
 	m = runs[name]
@@ -32,7 +34,7 @@ END {
 		# The net/http rows (std-*) against their own plain handlers.
 		base = (name ~ /\/std-/) ? "/std-" : "/"
 		rps = median(name, "req/s")
-		printf "| %s | %.0f | %.2fx | %.2fx | %.0f | %.0f | %.2f | %.2f | %.0f |\n", name, rps,
+		printf "| %s | %.0f | %s | %s | %.0f | %.0f | %.2f | %.2f | %.0f |\n", name, rps,
 			ratio(name, c base "plain"), ratio(name, c base "plain-tx"),
 			median(name, "p50-µs"), median(name, "p99-µs"), median(name, "trips/op"), median(name, "commits/op"),
 			median(name, "allocs/op")
