@@ -298,6 +298,13 @@ var txCases = []txCase{
 		_, err := tx.Exec(ctx, `INSERT INTO c_watch VALUES ($1)`, "w")
 		return err
 	}},
+	{"a phase's own lock_timeout, at commit", func(ctx context.Context, tx pgx.Tx, note *strings.Builder) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '4321ms'`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO c_watch VALUES ($1)`, "own")
+		return err
+	}},
 	{"settings the phase sees", func(ctx context.Context, tx pgx.Tx, note *strings.Builder) error {
 		var lock string
 		if err := tx.QueryRow(ctx, `SELECT current_setting('lock_timeout')`).Scan(&lock); err != nil {
@@ -364,8 +371,9 @@ var execModes = []pgx.QueryExecMode{
 var claimModes = []idem.ClaimMode{idem.ClaimLast, idem.ClaimFirst, idem.ClaimSeparate}
 
 // contractPool is a pool in exec mode with contractSchema's tables, whose
-// connections have prepared c_insert, c_insert_fixed and c_upper by name (as
-// an application does in AfterConnect), and an engine on it.
+// connections have set lock_timeout for the session and prepared c_insert,
+// c_insert_fixed and c_upper by name (as an application does in
+// AfterConnect), and an engine on it.
 func contractPool(t *testing.T, mode pgx.QueryExecMode) (*pgxpool.Pool, *idem.Engine) {
 	t.Helper()
 	ctx := context.Background()
@@ -375,6 +383,12 @@ func contractPool(t *testing.T, mode pgx.QueryExecMode) (*pgxpool.Pool, *idem.En
 		cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 			if !ready.Load() || dbtest.Pooled() {
 				return nil
+			}
+			// A setting of the session's own, as an application makes
+			// in AfterConnect: what the engine sets for its claim wait
+			// must leave it as it found it.
+			if _, err := conn.Exec(ctx, `SET lock_timeout = '9876ms'`); err != nil {
+				return err
 			}
 			for name, sql := range map[string]string{
 				"c_insert":       `INSERT INTO c_rows VALUES ($1)`,

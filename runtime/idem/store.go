@@ -196,7 +196,7 @@ func (s *store) refresh(ctx context.Context, c *claim) (bool, error) {
 }
 
 // claimInTx sends a ClaimFirst claim on conn in one round trip: BEGIN,
-// ClaimRead, Claim (a conflict inserts nothing), EndWait. When the claim
+// ClaimRead, Claim (a conflict inserts nothing). When the claim
 // was inserted, tx is its transaction, open on conn. Otherwise conn's
 // transaction is still open, to be rolled back, and rec is what held the
 // key (nil if the holder committed while the insert waited), or err is why
@@ -208,7 +208,6 @@ func (s *store) claimInTx(ctx context.Context, conn *pgx.Conn, c *claim, payload
 	b.Queue(s.q.ClaimRead.sql, s.q.ClaimRead.args(&claimReadParams{ID: uuidArg(c.id),
 		StatementTimeout: strconv.FormatInt(c.policy.Lease.Milliseconds(), 10)})...)
 	b.Queue(s.q.Claim.sql, s.q.Claim.args(c.claimParams(payload, s.claimWait))...)
-	b.Queue(s.q.EndWait.sql)
 	br := conn.SendBatch(ctx, b)
 	var tag pgconn.CommandTag
 	_, err = br.Exec()
@@ -217,9 +216,6 @@ func (s *store) claimInTx(ctx context.Context, conn *pgx.Conn, c *claim, payload
 	}
 	if err == nil {
 		tag, err = br.Exec()
-	}
-	if err == nil {
-		_, err = br.Exec()
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -283,8 +279,8 @@ func (s *store) commitFenced(ctx context.Context, conn *pgx.Conn, sql string, ar
 // commitRecord inserts the completed record of a ClaimLast execution
 // (InsertCompleted) and commits, in one round trip on conn (with BEGIN
 // first when the phases sent no statement). The claim wait bounds the
-// insert and nothing after it: EndWait restores lock_timeout before COMMIT
-// runs the phases' deferred checks. A failure means, by what failed:
+// insert and nothing after it: the insert restores the lock_timeout the
+// phases left before COMMIT runs their deferred checks. A failure means, by what failed:
 //   - the insert, on the records table's own key: a concurrent duplicate
 //     committed first, errLostRace; nothing of this execution remains, and
 //     the duplicate's answer is the one to give;
@@ -303,7 +299,6 @@ func (s *store) commitRecord(ctx context.Context, conn *pgx.Conn, begin bool, c 
 		Headers: appendHeaders(nil, resp.Header), Body: storedBody(resp, omitted), BodyOmitted: omitted,
 		RetentionUS: micros(c.policy.Retention), LockTimeout: s.claimWait}
 	b.Queue(s.q.InsertCompleted.sql, s.q.InsertCompleted.args(p)...)
-	b.Queue(s.q.EndWait.sql)
 	b.Queue(commit)
 	stmt, err := sendCommit(ctx, conn, b)
 	if err == nil {

@@ -14,7 +14,6 @@ type statements struct {
 	Claim, ClaimAsync stmt[claimParams]
 	Read              stmt[idParams]
 	ClaimRead         stmt[claimReadParams]
-	EndWait           stmt[noParams]
 	Takeover          stmt[takeoverParams]
 	DeleteExpired     stmt[idParams]
 	// execution.sql

@@ -14,15 +14,24 @@
 -- (@lock_timeout, in milliseconds), set for the statement's own transaction
 -- by a one-time filter, evaluated before the row is formed and so before the
 -- insert looks at the index: past it the claim fails with
--- lock_not_available, a 409. In a ClaimFirst claim the setting lasts to
--- EndWait.
+-- lock_not_available, a 409. The filter first keeps the lock_timeout in
+-- force (the session's, or what the transaction set) in
+-- idemgen.lock_timeout, by the inner set_config, whose result is the outer
+-- one's is_local (true): an argument is evaluated before its function runs,
+-- where the order of ANDed filters is the planner's. RETURNING, evaluated
+-- once the row is in the index, restores it: in a ClaimFirst claim's
+-- transaction the phases, and the COMMIT that runs their deferred checks,
+-- wait as they would in a plain transaction. A claim that inserts nothing
+-- restores nothing; its transaction is rolled back.
 INSERT INTO {{schema}}.records (id, namespace, scope, key, owner_token, operation, fingerprint,
     lease_until, request, background, expires_at, key_derivation, timeline)
 SELECT @id, @namespace, @scope, @key, @owner_token, @operation, @fingerprint,
     now() + @lease_us::bigint * interval '1 microsecond', @request, @background,
     now() + @retention_us::bigint * interval '1 microsecond', @key_derivation, {{schema}}.timeline()
-WHERE set_config('lock_timeout', @lock_timeout, true) IS NOT NULL
-ON CONFLICT DO NOTHING;
+WHERE set_config('lock_timeout', @lock_timeout,
+    set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) IS NOT NULL) IS NOT NULL
+ON CONFLICT DO NOTHING
+RETURNING set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true);
 
 -- name: ClaimAsync :execrows
 -- Claim, committed without waiting for the WAL flush
@@ -55,7 +64,7 @@ WHERE r.id = @id;
 
 -- name: ClaimRead :one
 -- The first statement of a ClaimFirst claim, sent in one batch after BEGIN
--- and before Claim and EndWait (see store.claimInTx): Read's row (all NULL
+-- and before Claim (see store.claimInTx): Read's row (all NULL
 -- when no record holds the key), and, for the claim's transaction, the
 -- settings that bound it by the lease, since an uncommitted claim cannot be
 -- taken over: statement_timeout and idle_in_transaction_session_timeout.
@@ -70,12 +79,6 @@ SELECT coalesce(r.operation, ''), r.fingerprint,
 FROM (SELECT set_config('statement_timeout', @statement_timeout, true) AS statement_timeout,
         set_config('idle_in_transaction_session_timeout', @statement_timeout, true) AS idle_timeout) AS settings
     LEFT JOIN {{schema}}.records AS r ON r.id = @id;
-
--- name: EndWait :exec
--- Restores lock_timeout after a claim's bounded wait (Claim, in a ClaimFirst
--- claim's transaction; InsertCompleted), before the phases run or COMMIT
--- runs their deferred checks.
-SET LOCAL lock_timeout TO DEFAULT;
 
 -- name: Takeover :one
 -- Installs a new owner (@new_owner) on a claimed record whose lease expired,

@@ -46,12 +46,16 @@ SELECT 1 / count(*) FROM completed;
 -- duplicate that committed first) is a unique violation of records_pkey; an
 -- uncommitted one is waited on for at most the claim wait, set for this
 -- transaction by a one-time filter (evaluated before the row is formed)
--- before the insert looks at the index. EndWait follows it.
+-- before the insert looks at the index. As in Claim, the filter keeps the
+-- lock_timeout in force (what the phases left) and RETURNING restores it,
+-- for the COMMIT that runs their deferred checks.
 INSERT INTO {{schema}}.records (id, fingerprint, response_status, response_headers, response_body,
     body_omitted, expires_at, created_at, attempts, key_derivation, background, recovery_point)
 SELECT @id, @fingerprint, @status, @headers, @body, @body_omitted,
     clock_timestamp() + @retention_us::bigint * interval '1 microsecond', NULL, NULL, NULL, NULL, NULL
-WHERE set_config('lock_timeout', @lock_timeout, true) IS NOT NULL;
+WHERE set_config('lock_timeout', @lock_timeout,
+    set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) IS NOT NULL) IS NOT NULL
+RETURNING set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true);
 
 -- name: CommitAsync :exec
 -- Commits a claim without waiting for the WAL flush

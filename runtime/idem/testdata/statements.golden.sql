@@ -20,8 +20,10 @@ INSERT INTO idemgen.records (id, namespace, scope, key, owner_token, operation, 
 SELECT $1, $2, $3, $4, $5, $6, $7,
     now() + $8::bigint * interval '1 microsecond', $9, $10,
     now() + $11::bigint * interval '1 microsecond', $12, idemgen.timeline()
-WHERE set_config('lock_timeout', $13, true) IS NOT NULL
-ON CONFLICT DO NOTHING;
+WHERE set_config('lock_timeout', $13,
+    set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) IS NOT NULL) IS NOT NULL
+ON CONFLICT DO NOTHING
+RETURNING set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true);
 
 -- name: ClaimAsync :execrows
 -- $1: @id
@@ -69,9 +71,6 @@ SELECT coalesce(r.operation, ''), r.fingerprint,
 FROM (SELECT set_config('statement_timeout', $1, true) AS statement_timeout,
         set_config('idle_in_transaction_session_timeout', $1, true) AS idle_timeout) AS settings
     LEFT JOIN idemgen.records AS r ON r.id = $2;
-
--- name: EndWait :exec
-SET LOCAL lock_timeout TO DEFAULT;
 
 -- name: Takeover :one
 -- $1: @new_owner
@@ -143,7 +142,9 @@ INSERT INTO idemgen.records (id, fingerprint, response_status, response_headers,
     body_omitted, expires_at, created_at, attempts, key_derivation, background, recovery_point)
 SELECT $1, $2, $3, $4, $5, $6,
     clock_timestamp() + $7::bigint * interval '1 microsecond', NULL, NULL, NULL, NULL, NULL
-WHERE set_config('lock_timeout', $8, true) IS NOT NULL;
+WHERE set_config('lock_timeout', $8,
+    set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) IS NOT NULL) IS NOT NULL
+RETURNING set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true);
 
 -- name: CommitAsync :exec
 SET LOCAL synchronous_commit = off; COMMIT;
