@@ -124,22 +124,38 @@ func (r *record) response() *Response {
 // error, for ClaimRead's row without a record (an empty state): no record holds
 // the key.
 func scanRecord(row pgx.Row) (*record, error) {
-	var r record
-	var lease, expires float64
-	var headers []byte
-	err := row.Scan(&r.operation, &r.fingerprint, &r.state, &r.owner, &r.live, &lease, &r.pastRetention, &expires,
-		&r.recovery, &r.phaseState, &r.status, &headers, &r.body, &r.bodyOmitted)
+	// One allocation holds every destination (each escapes into Scan's
+	// arguments). The nullable owner and status go into pgtype's own
+	// types, which pgx scans directly, where a pointer to a pointer takes a
+	// scan plan built by reflection on every read.
+	var d struct {
+		record
+		lease, expires float64
+		headers        []byte
+		owner          pgtype.UUID
+		status         pgtype.Int4
+	}
+	r := &d.record
+	err := row.Scan(&r.operation, &r.fingerprint, &r.state, &d.owner, &r.live, &d.lease, &r.pastRetention, &d.expires,
+		&r.recovery, &r.phaseState, &d.status, &d.headers, &r.body, &r.bodyOmitted)
 	if err != nil || r.state == "" {
 		return nil, err
 	}
-	if r.headers, err = parseHeaders(headers); err != nil {
+	if d.owner.Valid {
+		r.owner = &d.owner.Bytes
+	}
+	if d.status.Valid {
+		st := int(d.status.Int32)
+		r.status = &st
+	}
+	if r.headers, err = parseHeaders(d.headers); err != nil {
 		return nil, err
 	}
 	// Until the lease ends (the Retry-After of a 409, at least a second)
 	// and until expires_at.
-	r.expiresIn = time.Duration(expires * float64(time.Second))
-	r.retryAfter = max(time.Duration(lease*float64(time.Second)), time.Second)
-	return &r, nil
+	r.expiresIn = time.Duration(d.expires * float64(time.Second))
+	r.retryAfter = max(time.Duration(d.lease*float64(time.Second)), time.Second)
+	return r, nil
 }
 
 // read reads the record with id (Read) on db, or pgx.ErrNoRows.

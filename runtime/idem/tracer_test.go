@@ -114,7 +114,7 @@ func TestTracerSeesTheEngine(t *testing.T) {
 		// with COMMIT.
 		want := "query SELECT v,\n" +
 			"batch of **\n  begin BEGIN \n  INSERT INSERT 0 1 " + key + ",\n" +
-			"batch of ***\n  INSERT INSERT 0 1 v,bytes,v,bytes,bytes,v,v,2000,\n  SET SET \n  COMMIT COMMIT "
+			"batch of **\n  INSERT INSERT 0 1 v,bytes,v,bytes,bytes,v,v,2000,\n  COMMIT COMMIT "
 		if got := log.String(); got != want {
 			t.Errorf("%v: the tracer saw\n%s\nwant\n%s", mode, got, want)
 		}
