@@ -13,16 +13,19 @@
 }
 # ratio is the median over rounds of name's requests/s over base's, as
 # text: "-" when base did not run (a -bench filter left it out).
-function ratio(name, base,    m, i, j, t, a) {
+function ratio(name, base,    m, i, a) {
 	if (!(base in seen)) return "-"
 	m = (runs[name] < runs[base]) ? runs[name] : runs[base]
 	for (i = 1; i <= m; i++) a[i] = v[name, "req/s", i] / v[base, "req/s", i]
-	for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-	return sprintf("%.2fx", (m % 2) ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2)
+	return sprintf("%.2fx", mid(a, m))
 }
-function median(name, unit,    m, i, j, t, a) {
+function median(name, unit,    m, i, a) {
 	m = runs[name]
 	for (i = 1; i <= m; i++) a[i] = v[name, unit, i] + 0
+	return mid(a, m)
+}
+# mid sorts a[1..m] and returns its median.
+function mid(a, m,    i, j, t) {
 	for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
 	return (m % 2) ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
 }
