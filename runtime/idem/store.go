@@ -296,7 +296,8 @@ func (s *store) commitFenced(ctx context.Context, conn *pgx.Conn, sql string, ar
 // (InsertCompleted) and commits, in one round trip on conn (with BEGIN
 // first when the phases sent no statement). The claim wait bounds the
 // insert and nothing after it: the insert restores the lock_timeout the
-// phases left before COMMIT runs their deferred checks. A failure means, by what failed:
+// phases left before COMMIT runs their deferred checks. A failure means,
+// by what failed:
 //   - the insert, on the records table's own key: a concurrent duplicate
 //     committed first, errLostRace; nothing of this execution remains, and
 //     the duplicate's answer is the one to give;

@@ -328,13 +328,15 @@ func benchCase(b *testing.B, s, counted *benchService, run *atomic.Int64, client
 			counted.do(b, tc.path, tc.key(r, 0))
 		}
 		var seq atomic.Int64
+		next := func() string { // a request's key: a new one each, none for plain
+			if tc.key == nil {
+				return ""
+			}
+			return tc.key(r, seq.Add(1))
+		}
 		trips, commits := counted.count.trips.Load(), counted.count.commits.Load()
 		for range calibrate {
-			key := ""
-			if tc.key != nil {
-				key = tc.key(r, seq.Add(1))
-			}
-			counted.do(b, tc.path, key)
+			counted.do(b, tc.path, next())
 		}
 		// Reported at the end: ResetTimer drops metrics reported before it.
 		trips = counted.count.trips.Load() - trips
@@ -342,10 +344,7 @@ func benchCase(b *testing.B, s, counted *benchService, run *atomic.Int64, client
 		var mu sync.Mutex
 		var lat []time.Duration
 		one := func(mine *[]time.Duration) {
-			key := ""
-			if tc.key != nil {
-				key = tc.key(r, seq.Add(1))
-			}
+			key := next()
 			began := time.Now()
 			s.do(b, tc.path, key)
 			*mine = append(*mine, time.Since(began))
