@@ -6,6 +6,10 @@
 #   DATABASE_URL=postgres://... scripts/ab.sh OLD NEW [QUADS]
 #
 # OLD and NEW are commits; QUADS (3) is how many ABBA quads per case.
+# OLD_PATCH names a patch applied to OLD before it is built (git apply),
+# to compare NEW with OLD as changed by it: scripts/ab-restore-3d063bc.patch
+# gives the path below pgx's API (3d063bc) the lock_timeout restore that
+# the engine now makes, so that the two differ in their path alone.
 # DATABASE_URL names a warm PostgreSQL, durable as make bench's is (fsync
 # and synchronous_commit on): both binaries use it. CASES overrides the
 # cases, "clients/name/requests" separated by spaces. For each case it
@@ -23,6 +27,9 @@ trap 'git -C "$root" worktree remove --force "$dir/src" >/dev/null 2>&1 || true;
 for side in old new; do
 	eval "rev=\$$side"
 	git -C "$root" worktree add --detach --force "$dir/src" "$rev" >/dev/null 2>&1
+	if [ "$side" = old ] && [ -n "${OLD_PATCH:-}" ]; then
+		git -C "$dir/src" apply "$(cd "$(dirname "$OLD_PATCH")" && pwd)/$(basename "$OLD_PATCH")"
+	fi
 	(cd "$dir/src" && go test -c -o "$dir/$side.test" ./runtime/idemecho)
 	git -C "$root" worktree remove --force "$dir/src"
 done
