@@ -19,7 +19,7 @@ import (
 )
 
 func init() {
-	register("migrate", "apply (up), revert (down N) or print (sql) the store's migrations", runMigrate)
+	register("migrate", "apply (up), revert (down N) or print (sql) the store's migrations; distribute the records table on Citus", runMigrate)
 	register("prune", "delete records past their retention, in batches", runPrune)
 	register("inspect", "show one key's record: state, recovery point, lease, owner, age", runInspect)
 	register("abandoned", "list claims whose owner's lease expired (-stuck: only those past retention)", runAbandoned)
@@ -118,7 +118,7 @@ func runMigrate(args []string, stdout, stderr io.Writer) error {
 	db := addDBFlags(fs)
 	format := fs.String("format", "plain", "with sql: plain, or goose (adds goose Up/Down annotations)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: idemgen migrate [flags] up | down VERSION | sql\n\n  up       apply every pending migration\n  down N   revert to version N (0 reverts all)\n  sql      print the migrations' SQL for goose, tern or golang-migrate users")
+		fmt.Fprintln(stderr, "usage: idemgen migrate [flags] up | down VERSION | sql | distribute | undistribute\n\n  up            apply every pending migration\n  down N        revert to version N (0 reverts all)\n  sql           print the migrations' SQL for goose, tern or golang-migrate users\n  distribute    on a Citus coordinator: distribute the records table by its id (idempotent)\n  undistribute  make a distributed records table an ordinary table again (idempotent)")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -140,6 +140,33 @@ func runMigrate(args []string, stdout, stderr io.Writer) error {
 			default:
 				return fmt.Errorf("-format %q: want plain or goose", *format)
 			}
+		}
+		return nil
+	case "distribute", "undistribute":
+		pool, err := db.pool(ctx)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		m := idemmigrate.New(pool, *db.schema)
+		var changed bool
+		if fs.Arg(0) == "distribute" {
+			changed, err = m.Distribute(ctx)
+		} else {
+			changed, err = m.Undistribute(ctx)
+		}
+		if err != nil {
+			return err
+		}
+		dist, err := m.Distributed(ctx)
+		if err != nil {
+			return err
+		}
+		state := map[bool]string{true: "distributed by " + idemmigrate.DistributionColumn, false: "not distributed"}[dist]
+		if changed {
+			fmt.Fprintf(stdout, "schema %s: records table now %s; restart the services on it\n", *db.schema, state)
+		} else {
+			fmt.Fprintf(stdout, "schema %s: records table already %s\n", *db.schema, state)
 		}
 		return nil
 	case "up", "down":

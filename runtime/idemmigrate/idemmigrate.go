@@ -115,10 +115,21 @@ func (m *Migrator) Up(ctx context.Context) ([]int, error) { return m.migrate(ctx
 
 // Down reverts the schema to version target (0 removes everything the
 // migrations created; the schema and version table remain). It returns the
-// versions it reverted.
+// versions it reverted. A records table distributed by Citus is made an
+// ordinary table first (Undistribute), since the migrations revert one.
 func (m *Migrator) Down(ctx context.Context, target int) ([]int, error) {
 	if target < 0 {
 		return nil, fmt.Errorf("idem: target version %d is negative", target)
+	}
+	if m.err != nil {
+		return nil, m.err
+	}
+	if v, err := m.Version(ctx); err == nil && v > target {
+		// The migrations revert a plain table: a distributed one is made
+		// plain first (Undistribute), and stays so.
+		if _, err := m.Undistribute(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return m.migrate(ctx, target)
 }
