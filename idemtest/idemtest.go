@@ -33,14 +33,12 @@
 package idemtest
 
 import (
-	"context"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/idemmigrate"
 )
 
 // Main runs the package's tests, removes the database they used (if any
@@ -77,9 +75,7 @@ type Env struct {
 func New(tb testing.TB, opts idem.Options) *Env {
 	tb.Helper()
 	pool, schema := dbtest.Pool(tb)
-	if _, err := idemmigrate.New(pool, schema).Up(context.Background()); err != nil {
-		tb.Fatalf("idemtest: migrating the engine's tables: %v", err)
-	}
+	dbtest.Migrate(tb, pool, schema)
 	opts.Schema = schema
 	eng, err := idem.New(pool, opts)
 	if err != nil {

@@ -458,6 +458,28 @@ func (c *Cluster) Restart(ctx context.Context) error {
 	return c.start(ctx)
 }
 
+// Kill ends the server as a crash would: SIGKILL to the postmaster and
+// every process of its group, at once, with no shutdown checkpoint.
+// Restart starts it again, recovering from the WAL.
+func (c *Cluster) Kill() {
+	c.mu.Lock()
+	cmd, exited := c.cmd, c.exited
+	c.cmd = nil
+	c.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the group: Setpgid in start
+	<-exited
+	// The backends the postmaster forked are in its group too; wait for
+	// them to be gone, so that the port and the shared memory are free.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if syscall.Kill(-cmd.Process.Pid, 0) != nil {
+			return
+		}
+	}
+}
+
 // Stop shuts the server down and removes its files: all of them, or, for
 // a cluster StartIn started, all but its data directory.
 func (c *Cluster) Stop() error {
@@ -538,6 +560,11 @@ func Open(ctx context.Context, prefix string, opts Options) (*Env, error) {
 		return nil, err
 	}
 	name := fmt.Sprintf("%s_%d_%d", sanitize(prefix), os.Getpid(), time.Now().UnixNano()%1e6)
+	if base != "" && Citus() {
+		// Citus keeps its nodes and extension per database: every caller
+		// shares DATABASE_URL's own, and keeps apart by schema.
+		return &Env{URL: base, close: func() {}}, nil
+	}
 	if base != "" {
 		if err := CreateDatabase(ctx, base, name); err != nil {
 			return nil, fmt.Errorf("pglocal: creating database %s on DATABASE_URL: %w", name, err)
@@ -555,6 +582,15 @@ func Open(ctx context.Context, prefix string, opts Options) (*Env, error) {
 	}
 	return &Env{URL: c.URL(name), Cluster: c, close: func() { c.Stop() }}, nil
 }
+
+// CitusEnv is the environment variable that says DATABASE_URL is a Citus
+// coordinator whose database is set up (the extension, the workers): Open
+// then gives every caller that database itself, since a database created
+// anew would have no Citus nodes.
+const CitusEnv = "IDEMGEN_PG_CITUS"
+
+// Citus reports whether CitusEnv is 1.
+func Citus() bool { return os.Getenv(CitusEnv) == "1" }
 
 // Persistent gives a service its database named db: on the server named
 // by DATABASE_URL when it is set (db is then that URL's own, as given), or

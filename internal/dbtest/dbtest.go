@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/pglocal"
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
 )
 
 var (
@@ -93,6 +94,10 @@ func Schema(tb testing.TB) string {
 	tb.Helper()
 	url := URL(tb)
 	name := fmt.Sprintf("t%d", schemas.Add(1))
+	if pglocal.Citus() {
+		// One database for every test process: schemas apart by process.
+		name = fmt.Sprintf("t%d_%d", os.Getpid(), schemas.Add(0))
+	}
 	conn, err := pgx.Connect(context.Background(), url)
 	if err != nil {
 		tb.Fatalf("idemtest: connect: %v", err)
@@ -183,3 +188,35 @@ func pooledPool(tb testing.TB, configure func(*pgxpool.Config)) (*pgxpool.Pool, 
 	}
 	return pool, schema
 }
+
+// Migrate brings schema's engine tables up to date on pool and, against a
+// Citus coordinator (pglocal.CitusEnv), distributes the records table as
+// a user of Citus does (idemmigrate's Distribute): the protocol suite then
+// runs on shards.
+func Migrate(tb testing.TB, pool *pgxpool.Pool, schema string) {
+	tb.Helper()
+	m := idemmigrate.New(pool, schema)
+	if _, err := m.Up(context.Background()); err != nil {
+		tb.Fatalf("idemtest: migrating the engine's tables: %v", err)
+	}
+	if !pglocal.Citus() {
+		return
+	}
+	if _, err := m.Distribute(context.Background()); err != nil {
+		tb.Fatalf("idemtest: %v", err)
+	}
+}
+
+// NotOnCitus ends a test that cannot apply to a Citus distributed records
+// table (pglocal.CitusEnv), saying why: one that pins what a single
+// PostgreSQL does and Citus does otherwise by design (docs/scaling.md).
+func NotOnCitus(tb testing.TB, why string) {
+	tb.Helper()
+	if pglocal.Citus() {
+		tb.Skip("does not apply on Citus: " + why)
+	}
+}
+
+// Citus reports whether the tests run against a Citus coordinator
+// (pglocal.CitusEnv), where Migrate distributes the records table.
+func Citus() bool { return pglocal.Citus() }

@@ -1,0 +1,209 @@
+// Package citus starts a Citus cluster (distributed PostgreSQL: a
+// coordinator and workers) from the PostgreSQL server binaries on this
+// machine, for `make citus`: each node a throwaway pglocal cluster with
+// Citus preloaded, listening on a loopback port, the workers added to the
+// coordinator. Citus itself must be installed into that PostgreSQL
+// (Installed, Install).
+package citus
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/pglocal"
+)
+
+// Library is where the Citus extension's library is for the PostgreSQL
+// whose binaries are in binDir (/usr/lib/postgresql/15/bin:
+// /usr/lib/postgresql/15/lib/citus.so).
+func Library(binDir string) string {
+	return filepath.Join(filepath.Dir(binDir), "lib", "citus.so")
+}
+
+// Installed reports whether Citus is installed into the local PostgreSQL.
+func Installed() (bool, string, error) {
+	bin, err := pglocal.BinDir()
+	if err != nil {
+		return false, "", err
+	}
+	lib := Library(bin)
+	_, err = os.Stat(lib)
+	return err == nil, lib, nil
+}
+
+// Ensure makes sure Citus is installed: it is, or src (CITUS_SRC, a
+// directory with the project's install.sh and Citus' source tarball) is
+// given and its install.sh installs it (root; about ten minutes, its
+// progress on out). Otherwise the error says how to install it.
+func Ensure(ctx context.Context, src string, out io.Writer) error {
+	ok, lib, err := Installed()
+	if err != nil || ok {
+		return err
+	}
+	if src == "" {
+		return fmt.Errorf("citus: Citus is not installed (no %s). Install it: CITUS_SRC=<dir with install.sh and the Citus source> make citus "+
+			"(for this project's machines, ../shared/citus), or your distribution's postgresql-15-citus package", lib)
+	}
+	script := filepath.Join(src, "install.sh")
+	if _, err := os.Stat(script); err != nil {
+		return fmt.Errorf("citus: CITUS_SRC=%s has no install.sh: %w", src, err)
+	}
+	fmt.Fprintf(out, "citus: installing Citus with %s (about ten minutes on 2 cores)\n", script)
+	cmd := exec.CommandContext(ctx, "bash", script)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("citus: %s: %w", script, err)
+	}
+	if ok, _, _ := Installed(); !ok {
+		return fmt.Errorf("citus: %s ran, and %s is still missing", script, lib)
+	}
+	return nil
+}
+
+// Options configure a cluster.
+type Options struct {
+	Workers int  // default 2
+	Durable bool // fsync and synchronous commit on, for measurements
+	// Settings are extra server settings for every node.
+	Settings map[string]string
+	Log      io.Writer // the servers' output; nil discards it
+}
+
+// Cluster is a running Citus cluster.
+type Cluster struct {
+	Coordinator *pglocal.Cluster
+	Workers     []*pglocal.Cluster
+}
+
+// DB is the database the cluster is set up in: Citus keeps its nodes and
+// extension per database.
+const DB = "postgres"
+
+// Start starts a coordinator and opts.Workers workers, creates the Citus
+// extension on each and adds the workers to the coordinator, by their
+// loopback addresses.
+func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
+	if opts.Workers <= 0 {
+		opts.Workers = 2
+	}
+	settings := map[string]string{
+		"shared_preload_libraries": "citus",
+		// Each coordinator backend opens connections to the workers.
+		"max_connections": "600",
+		// Citus commits a transaction that wrote on two nodes in two phases.
+		"max_prepared_transactions": "300",
+	}
+	for k, v := range opts.Settings {
+		settings[k] = v
+	}
+	node := pglocal.Options{TCPPort: -1, Durable: opts.Durable, Settings: settings, Log: opts.Log}
+	c := &Cluster{}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+	if c.Coordinator, err = pglocal.Start(ctx, node); err != nil {
+		return nil, fmt.Errorf("citus: coordinator: %w", err)
+	}
+	for i := range opts.Workers {
+		w, err := pglocal.Start(ctx, node)
+		if err != nil {
+			return nil, fmt.Errorf("citus: worker %d: %w", i+1, err)
+		}
+		c.Workers = append(c.Workers, w)
+	}
+	for _, n := range c.nodes() {
+		if err := exec1(ctx, n.URL(DB), `CREATE EXTENSION IF NOT EXISTS citus`); err != nil {
+			return nil, fmt.Errorf("citus: CREATE EXTENSION citus on %s: %w", n.TCPAddr(), err)
+		}
+	}
+	host, port := splitAddr(c.Coordinator.TCPAddr())
+	if err := exec1(ctx, c.URL(), `SELECT citus_set_coordinator_host($1, $2)`, host, port); err != nil {
+		return nil, fmt.Errorf("citus: citus_set_coordinator_host: %w", err)
+	}
+	for _, w := range c.Workers {
+		host, port := splitAddr(w.TCPAddr())
+		if err := exec1(ctx, c.URL(), `SELECT citus_add_node($1, $2)`, host, port); err != nil {
+			return nil, fmt.Errorf("citus: citus_add_node %s: %w", w.TCPAddr(), err)
+		}
+	}
+	return c, nil
+}
+
+func (c *Cluster) nodes() []*pglocal.Cluster {
+	return append([]*pglocal.Cluster{c.Coordinator}, c.Workers...)
+}
+
+// URL is the coordinator's connection URL (its unix socket).
+func (c *Cluster) URL() string { return c.Coordinator.URL(DB) }
+
+// WorkerURL is worker i's connection URL.
+func (c *Cluster) WorkerURL(i int) string { return c.Workers[i].URL(DB) }
+
+// KillWorker ends worker i as a crash would (SIGKILL to all its processes).
+func (c *Cluster) KillWorker(i int) { c.Workers[i].Kill() }
+
+// RestartWorker starts worker i again after KillWorker (or stops and
+// starts it), recovering from its WAL.
+func (c *Cluster) RestartWorker(ctx context.Context, i int) error {
+	return c.Workers[i].Restart(ctx)
+}
+
+// Stop stops every node and removes its files.
+func (c *Cluster) Stop() {
+	for _, n := range c.nodes() {
+		if n != nil {
+			n.Stop()
+		}
+	}
+}
+
+// WorkerOf returns the index of the worker that holds the shard of table
+// (schema-qualified) where distribution value v (as text) goes.
+func (c *Cluster) WorkerOf(ctx context.Context, table, v string) (int, error) {
+	conn, err := pgx.Connect(ctx, c.URL())
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(ctx)
+	var port int
+	err = conn.QueryRow(ctx, `SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n ON n.groupid = p.groupid
+WHERE p.shardid = get_shard_id_for_distribution_column($1, $2)`, table, v).Scan(&port)
+	if err != nil {
+		return 0, fmt.Errorf("citus: the worker of %s = %s: %w", table, v, err)
+	}
+	for i, w := range c.Workers {
+		if _, p := splitAddr(w.TCPAddr()); p == port {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("citus: no worker on port %d", port)
+}
+
+func exec1(ctx context.Context, url, sql string, args ...any) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, sql, args...)
+	return err
+}
+
+func splitAddr(addr string) (string, int) {
+	i := strings.LastIndexByte(addr, ':')
+	if i < 0 {
+		return addr, 0
+	}
+	p, _ := strconv.Atoi(addr[i+1:])
+	return addr[:i], p
+}
