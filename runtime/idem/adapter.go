@@ -174,7 +174,7 @@ func (e *Engine) Replay(ctx context.Context, op *Operation, req KeyedRequest) (*
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, nil
 	case err != nil:
-		return nil, unavailable("reading the record", err)
+		return nil, e.storeFailed(ctx, op, "reading the record", err)
 	case rec.state != stateCompleted || rec.pastRetention || !sameRequest(op, rec.operation, rec.fingerprint, req.Fingerprint):
 		return nil, nil
 	}

@@ -44,6 +44,9 @@ func (e *Engine) CompleteAbandoned(ctx context.Context, limit int) (int, error) 
 	if len(e.ops) == 0 {
 		return 0, nil
 	}
+	if err := e.store.detect(ctx); err != nil {
+		return 0, err
+	}
 	ids := make([]string, 0, len(e.ops))
 	byID := map[string]*Operation{}
 	for _, op := range e.ops {

@@ -17,7 +17,6 @@ import (
 
 	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/idemmigrate"
 )
 
 // The phase's pgx.Tx contract (docs/runtime.md, "A phase's transaction"):
@@ -405,9 +404,7 @@ func contractPool(t *testing.T, mode pgx.QueryExecMode) (*pgxpool.Pool, *idem.En
 	if _, err := pool.Exec(ctx, contractSchema); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := idemmigrate.New(pool, schema).Up(ctx); err != nil {
-		t.Fatal(err)
-	}
+	dbtest.Migrate(t, pool, schema)
 	ready.Store(true)
 	pool.Reset() // every connection from now on prepares
 	eng, err := idem.New(pool, idem.Options{Schema: schema})

@@ -185,6 +185,16 @@ func New(pool *pgxpool.Pool, opts Options) (*Engine, error) {
 	return e, nil
 }
 
+// Ready checks that the store answers, and learns which statements its
+// records table needs: a plain table's, or a Citus distributed table's
+// (docs/scaling.md). The engine does this by itself before its first
+// claim, completer pass or prune, and again after a failure; a service
+// that calls Ready at startup fails fast when the store is unreachable
+// and keeps that one query off its first request.
+func (e *Engine) Ready(ctx context.Context) error {
+	return e.store.detect(ctx)
+}
+
 // Register validates the policies of ops, so that a bad policy (a lease
 // under a second, a retention not longer than the lease, a framing header
 // in the replay list) is an error when the service starts rather than at

@@ -53,7 +53,7 @@ func (separateClaim) claim(ctx context.Context, e *Engine, c *claim, payload []b
 		e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})
 		return false, nil, inFlight(time.Second, nil)
 	case err != nil:
-		return false, nil, unavailable("claim", err)
+		return false, nil, e.storeFailed(ctx, c.op, "claim", err)
 	}
 	return inserted, nil, nil
 }
@@ -69,7 +69,7 @@ func (firstClaim) claim(ctx context.Context, e *Engine, c *claim, payload []byte
 	err := againIfStale(func() error {
 		pc, err := e.pool.Acquire(ctx)
 		if err != nil {
-			return err
+			return wrapStore("claim", "connect", err)
 		}
 		sess := newSession(pc)
 		tx, r, err := e.store.claimInTx(ctx, pc.Conn(), c, payload)
@@ -89,7 +89,7 @@ func (firstClaim) claim(ctx context.Context, e *Engine, c *claim, payload []byte
 		e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})
 		return false, nil, inFlight(time.Second, nil)
 	case err != nil:
-		return false, nil, unavailable("claim", err)
+		return false, nil, e.storeFailed(ctx, c.op, "claim", err)
 	}
 	return false, rec, nil
 }
@@ -124,7 +124,7 @@ type lastClaim struct{}
 func (lastClaim) claim(ctx context.Context, e *Engine, c *claim, _ []byte) (bool, *record, error) {
 	pc, err := e.pool.Acquire(ctx)
 	if err != nil {
-		return false, nil, unavailable("claim", err)
+		return false, nil, e.storeFailed(ctx, c.op, "claim", wrapStore("claim", "connect", err))
 	}
 	var rec *record
 	err = againIfStale(func() (err error) {
@@ -137,7 +137,7 @@ func (lastClaim) claim(ctx context.Context, e *Engine, c *claim, _ []byte) (bool
 	}
 	pc.Release()
 	if err != nil {
-		return false, nil, unavailable("claim", err)
+		return false, nil, e.storeFailed(ctx, c.op, "claim", err)
 	}
 	return false, rec, nil
 }
@@ -257,6 +257,9 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 		e.replayed(ctx, op, p, ent.stored, ent.resp)
 		return nil, &Outcome{Response: ent.resp, Replayed: true}, nil
 	}
+	if err := e.store.detect(ctx); err != nil {
+		return nil, nil, e.storeFailed(ctx, op, "claim", err)
+	}
 	c.id = recordID(c.ns, c.scope, c.key)
 	var payload []byte
 	if p.Complete == idemtype.CompleteBackground {
@@ -287,14 +290,14 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 			continue // released or pruned since the insert: try again
 		}
 		if err != nil {
-			return nil, nil, unavailable("reading the existing record", err)
+			return nil, nil, e.storeFailed(ctx, op, "reading the existing record", err)
 		}
 		if rec.pastRetention && (rec.state == stateCompleted || !rec.live) {
 			// Past retention: the key is free again, unless the delete's own
 			// predicates find the owner live again or a committed phase.
 			freed, err := e.store.deleteExpired(ctx, c.id)
 			if err != nil {
-				return nil, nil, unavailable("freeing an expired record", err)
+				return nil, nil, e.storeFailed(ctx, op, "freeing an expired record", err)
 			}
 			if freed {
 				continue
@@ -316,7 +319,7 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 			return err
 		})
 		if err != nil {
-			return nil, nil, unavailable("takeover", err)
+			return nil, nil, e.storeFailed(ctx, op, "takeover", err)
 		}
 		if ok {
 			e.observe(ctx, Event{Kind: EventTakeover, Operation: op.ID})

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
@@ -47,15 +45,13 @@ func (e *Engine) report(c *claim, cause error, out *Outcome, answer error) error
 	if c.releaseRefused {
 		outcome += " (release refused: a phase had committed)"
 	}
-	attrs := make([]slog.Attr, 0, 10)
+	attrs := make([]slog.Attr, 0, 14)
 	attrs = append(attrs, slog.String("operation", c.op.ID), slog.String("scope", c.scope), slog.String("idempotency_key", c.key),
 		slog.String("phase", c.phase), slog.String("recovery_point", c.recovery), slog.Bool("resumed", c.resumed),
-		slog.Bool("background", c.background), slog.String("outcome", outcome), slog.String("err", cause.Error()))
-	var pg *pgconn.PgError
-	if errors.As(cause, &pg) {
-		attrs = append(attrs, slog.String("sqlstate", pg.Code))
-	}
-	e.log.LogAttrs(c.ctx, level, "idem: execution failed", attrs...)
+		slog.Bool("background", c.background), slog.String("outcome", outcome))
+	// The statement, SQLSTATE and message of a store error (a commit's),
+	// or of the phase's own statement.
+	e.log.LogAttrs(c.ctx, level, "idem: execution failed", storeAttrs(attrs, cause)...)
 	if answer == nil {
 		return nil
 	}
@@ -109,7 +105,7 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 		// its acknowledgement leaves the record in place, as ambiguous.
 		released, derr := e.store.release(ctx, c)
 		if derr != nil {
-			e.log.WarnContext(ctx, "idem: release failed; the claim expires with its lease", "operation", c.op.ID, "err", derr)
+			e.logStoreError(ctx, slog.LevelWarn, c.op.ID, "release (the claim expires with its lease)", derr)
 		}
 		if released || derr != nil {
 			e.observe(ctx, Event{Kind: EventRelease, Operation: c.op.ID})
@@ -153,6 +149,6 @@ func (e *Engine) storeFailure(ctx context.Context, c *claim, resp *Response) err
 // for it to expire.
 func (e *Engine) yield(c *claim) {
 	if err := e.store.yield(context.WithoutCancel(c.ctx), c); err != nil {
-		e.log.WarnContext(c.ctx, "idem: giving up the lease failed; it expires by itself", "operation", c.op.ID, "err", err)
+		e.logStoreError(c.ctx, slog.LevelWarn, c.op.ID, "yield (the lease expires by itself)", err)
 	}
 }

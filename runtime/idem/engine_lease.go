@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -50,7 +51,7 @@ func (k *keeper) refresh() {
 	switch {
 	case k.stopped:
 	case err != nil:
-		k.e.log.WarnContext(k.c.ctx, "idem: lease refresh failed", "operation", k.c.op.ID, "err", err)
+		k.e.logStoreError(k.c.ctx, slog.LevelWarn, k.c.op.ID, "refresh", err)
 		k.timer.Reset(k.every)
 	case !ok:
 		k.e.observe(k.c.ctx, Event{Kind: EventFenced, Operation: k.c.op.ID})

@@ -47,9 +47,9 @@ VALUES (` + r.schema + `.record_id('ns', 't', 'stuck'), 'ns', 't', 'stuck', 'op'
 			sql  string
 			args []any
 		}{
-			{"the stuck count", r.eng.store.q.CountStuck.sql, nil},
-			{"Abandoned(stuck only)", r.eng.store.q.Abandoned.sql, r.eng.store.q.Abandoned.args(&abandonedParams{StuckOnly: true, Limit: 100})},
-			{"Abandoned(all)", r.eng.store.q.Abandoned.sql, r.eng.store.q.Abandoned.args(&abandonedParams{StuckOnly: false, Limit: 100})},
+			{"the stuck count", r.eng.store.q().CountStuck.sql, nil},
+			{"Abandoned(stuck only)", r.eng.store.q().Abandoned.sql, r.eng.store.q().Abandoned.args(&abandonedParams{StuckOnly: true, Limit: 100})},
+			{"Abandoned(all)", r.eng.store.q().Abandoned.sql, r.eng.store.q().Abandoned.args(&abandonedParams{StuckOnly: false, Limit: 100})},
 		} {
 			var plan []struct {
 				Plan struct {

@@ -62,6 +62,9 @@ func (e *Engine) PruneWith(ctx context.Context, o PruneOptions) (int64, error) {
 	if !(o.Rest >= 0 && o.Rest <= pruneMaxRest) {
 		return 0, fmt.Errorf("idem: prune: Rest %v: want a number from 0 to %v", o.Rest, pruneMaxRest)
 	}
+	if err := e.store.detect(ctx); err != nil {
+		return 0, fmt.Errorf("idem: prune: %w", err)
+	}
 	var total int64
 	// Each round trip starts at the expires_at where the previous one
 	// ended.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idemtest"
+	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
@@ -102,6 +103,7 @@ func TestPrune(t *testing.T) {
 // instant; what is not freeable stays; and a claim of a key outside the
 // held rows is not blocked by them.
 func TestPruneSkipsLockedBatch(t *testing.T) {
+	dbtest.NotOnCitus(t, "Citus runs no FOR UPDATE SKIP LOCKED across shards: a pruner there waits pruneLockWait for a held row, and its pass fails for the next to finish (docs/scaling.md)")
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
@@ -233,6 +235,10 @@ func (e *env) tracedPrune(n int64, o idem.PruneOptions) (log *sqlLog, trips, pau
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	if err := eng.Ready(context.Background()); err != nil { // its one-time query is no prune's
+		e.t.Fatal(err)
+	}
+	log.lines = nil
 	if got, err := eng.PruneWith(context.Background(), o); err != nil || got != n {
 		e.t.Fatalf("PruneWith(%+v) = %d, %v; want %d", o, got, err, n)
 	}

@@ -16,8 +16,6 @@ import (
 
 	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/runtime/idemtype"
-
-	"github.com/idemgen/idemgen/runtime/idemmigrate"
 )
 
 type raceEnv struct {
@@ -32,9 +30,7 @@ type raceEnv struct {
 func newRaceEnv(t *testing.T) *raceEnv {
 	t.Helper()
 	pool, schema := dbtest.Pool(t)
-	if _, err := idemmigrate.New(pool, schema).Up(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	dbtest.Migrate(t, pool, schema)
 	r := &raceEnv{t: t, pool: pool, schema: schema, events: map[EventKind]int{}}
 	eng, err := New(pool, Options{Schema: schema, Observer: ObserverFunc(func(ev Event) {
 		r.mu.Lock()

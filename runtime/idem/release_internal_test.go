@@ -9,8 +9,6 @@ import (
 
 	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/runtime/idemtype"
-
-	"github.com/idemgen/idemgen/runtime/idemmigrate"
 )
 
 // TestReleaseAfterLostCommitAck: a phase's commit went through but its
@@ -21,9 +19,7 @@ func TestReleaseAfterLostCommitAck(t *testing.T) {
 	t.Parallel()
 	pool, schema := dbtest.Pool(t)
 	ctx := context.Background()
-	if _, err := idemmigrate.New(pool, schema).Up(ctx); err != nil {
-		t.Fatal(err)
-	}
+	dbtest.Migrate(t, pool, schema)
 	e, err := New(pool, Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,22 +27,101 @@ import (
 // the test that fails without it.
 type store struct {
 	pool   *pgxpool.Pool
-	q      statements
 	schema string
 	// claimWait is Options.ClaimWait for lock_timeout, in milliseconds.
 	claimWait string
+	// qs is the statements in use: plain's until detect finds the records
+	// table distributed by Citus, citus's from then on.
+	qs           atomic.Pointer[statements]
+	plain, citus *statements
+	detected     atomic.Bool
+	detecting    sync.Mutex
 }
 
 func newStore(pool *pgxpool.Pool, schema string, claimWait time.Duration) (*store, error) {
-	q, err := loadStatements(schema)
+	plain, err := loadStatements(schema, false)
+	if err != nil {
+		return nil, err
+	}
+	citus, err := loadStatements(schema, true)
 	if err != nil {
 		return nil, err
 	}
 	// lock_timeout counts milliseconds, and reads 0 as no limit at all: a
 	// wait under a millisecond is rounded up.
 	ms := int64((claimWait + time.Millisecond - 1) / time.Millisecond)
-	return &store{pool: pool, q: q, schema: schema, claimWait: strconv.FormatInt(ms, 10)}, nil
+	s := &store{pool: pool, schema: schema, claimWait: strconv.FormatInt(ms, 10), plain: &plain, citus: &citus}
+	s.qs.Store(s.plain)
+	return s, nil
 }
+
+// q is the statements in use.
+func (s *store) q() *statements { return s.qs.Load() }
+
+// distributed reports whether detect found the records table distributed.
+func (s *store) distributed() bool { return s.qs.Load() == s.citus }
+
+// detect finds out, once, whether the records table is a Citus table
+// (distributed, or a reference or local table Citus manages): Citus sends a
+// statement on it to a worker and refuses some of what the plain
+// statements do there, so the engine then uses sql/citus/*.sql's in their
+// place. It is called before the store's first statement on each path
+// (a claim, the completer, the pruner, an operator's call) and costs an
+// atomic load once it has succeeded; a failure (the database unreachable)
+// is tried again on the next call. A table distributed while services run
+// is seen by those started after it (docs/scaling.md).
+func (s *store) detect(ctx context.Context) error {
+	if s.detected.Load() {
+		return nil
+	}
+	s.detecting.Lock()
+	defer s.detecting.Unlock()
+	if s.detected.Load() {
+		return nil
+	}
+	var citus bool
+	err := s.pool.QueryRow(ctx, detectCitus).Scan(&citus)
+	if err == nil && citus {
+		err = s.pool.QueryRow(ctx, detectDistributed, s.schema+".records").Scan(&citus)
+	}
+	if err != nil {
+		return &storeError{op: "detect", stmt: "DetectCitus", err: err}
+	}
+	if citus {
+		s.qs.Store(s.citus)
+	}
+	s.detected.Store(true)
+	return nil
+}
+
+// The statements of detect: whether Citus' catalog exists, and then
+// whether it holds the records table (two statements, since a query that
+// names a table that does not exist fails to plan).
+const (
+	detectCitus       = `SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL`
+	detectDistributed = `SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = to_regclass($1))`
+)
+
+// citusWait is what a statement on a Citus records table that may wait
+// for a row lock is preceded by, in its transaction: the claim wait (or
+// the pruner's) set with SET LOCAL, which Citus sends on to the worker
+// that waits (citus.propagate_set_commands = 'local', itself local to the
+// transaction), and, with async, synchronous_commit off there too. It keeps
+// the lock_timeout it found in idemgen.lock_timeout, for citusRestore.
+func citusWait(ms string, async bool) string {
+	sync := ""
+	if async {
+		sync = " SET LOCAL synchronous_commit = off;"
+	}
+	return "DO $$BEGIN PERFORM set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true); " +
+		"SET LOCAL citus.propagate_set_commands = 'local'; SET LOCAL lock_timeout = '" + ms + "';" + sync + " END$$"
+}
+
+// citusRestore gives the transaction back the lock_timeout citusWait
+// found, on the coordinator and the workers alike: the phases after a
+// claim, and the COMMIT that runs their deferred checks, wait as they
+// would without it.
+const citusRestore = "DO $$BEGIN EXECUTE format('SET LOCAL lock_timeout = %L', current_setting('idemgen.lock_timeout')); END$$"
 
 const (
 	stateClaimed   = "claimed"
@@ -77,12 +158,49 @@ func (c *claim) owner() *ownerParams {
 // did: false when the key is held. An uncommitted claim that holds the key
 // past the claim wait fails it with lock_not_available.
 func (s *store) claim(ctx context.Context, async bool, c *claim, payload []byte) (bool, error) {
-	st := &s.q.Claim
+	q := s.q()
+	st := &q.Claim
 	if async {
-		st = &s.q.ClaimAsync
+		st = &q.ClaimAsync
+	}
+	if s.distributed() {
+		return s.claimCitus(ctx, async, st, c, payload)
 	}
 	tag, err := s.pool.Exec(ctx, st.sql, st.args(c.claimParams(payload, s.claimWait))...)
-	return tag.RowsAffected() == 1, err
+	return tag.RowsAffected() == 1, wrapStore("claim", st.name, err)
+}
+
+// claimCitus is claim on a Citus records table, in one round trip: the
+// claim wait set for the worker (citusWait) and the insert, in a
+// transaction of their own. A failed insert leaves that transaction
+// aborted on the connection, rolled back before the connection goes back
+// to the pool.
+func (s *store) claimCitus(ctx context.Context, async bool, st *stmt[claimParams], c *claim, payload []byte) (bool, error) {
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return false, wrapStore("claim", "connect", err)
+	}
+	sess := newSession(pc)
+	defer sess.end()
+	b := &pgx.Batch{}
+	b.Queue(beginSQL)
+	b.Queue(citusWait(s.claimWait, async))
+	b.Queue(st.sql, st.args(c.claimParams(payload, s.claimWait))...)
+	b.Queue(commit)
+	names := []string{"BEGIN", "ClaimWait", st.name, "COMMIT"}
+	var tag pgconn.CommandTag
+	br := pc.Conn().SendBatch(ctx, b)
+	for i := range names {
+		t, err := br.Exec()
+		if err != nil {
+			br.Close()
+			return false, wrapStore("claim", names[i], err)
+		}
+		if i == 2 {
+			tag = t
+		}
+	}
+	return tag.RowsAffected() == 1, wrapStore("claim", "COMMIT", br.Close())
 }
 
 // record is what a claim reads of the record holding its key (Read,
@@ -160,7 +278,12 @@ func scanRecord(row pgx.Row) (*record, error) {
 
 // read reads the record with id (Read) on db, or pgx.ErrNoRows.
 func (s *store) read(ctx context.Context, db execer, id [16]byte) (*record, error) {
-	return scanRecord(db.QueryRow(ctx, s.q.Read.sql, s.q.Read.args(&idParams{ID: uuidArg(id)})...))
+	q := s.q()
+	rec, err := scanRecord(db.QueryRow(ctx, q.Read.sql, q.Read.args(&idParams{ID: uuidArg(id)})...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, err
+	}
+	return rec, wrapStore("read", "Read", err)
 }
 
 // takeover installs c's token on a claimed record whose lease expired, if
@@ -172,12 +295,13 @@ func (s *store) takeover(ctx context.Context, c *claim, observed *[16]byte) (boo
 	}
 	p := &takeoverParams{ID: uuidArg(c.id), OwnerToken: uuidArg(*observed), NewOwner: uuidArg(c.token),
 		LeaseUS: micros(c.policy.Lease), RetentionUS: micros(c.policy.Retention)}
-	err := s.pool.QueryRow(ctx, s.q.Takeover.sql, s.q.Takeover.args(p)...).Scan(&c.recovery, &c.state, &c.derivation, &c.crossedFailover)
+	q := s.q()
+	err := s.pool.QueryRow(ctx, q.Takeover.sql, q.Takeover.args(p)...).Scan(&c.recovery, &c.state, &c.derivation, &c.crossedFailover)
 	if err == pgx.ErrNoRows {
 		return false, nil
 	}
 	if err != nil {
-		return false, err
+		return false, wrapStore("takeover", "Takeover", err)
 	}
 	c.resumed = true
 	return true, nil
@@ -186,29 +310,29 @@ func (s *store) takeover(ctx context.Context, c *claim, observed *[16]byte) (boo
 // deleteExpired frees a record past its retention if it is freeable
 // (DeleteExpired), and reports whether it did.
 func (s *store) deleteExpired(ctx context.Context, id [16]byte) (bool, error) {
-	tag, err := s.pool.Exec(ctx, s.q.DeleteExpired.sql, s.q.DeleteExpired.args(&idParams{ID: uuidArg(id)})...)
-	return tag.RowsAffected() == 1, err
+	tag, err := s.pool.Exec(ctx, s.q().DeleteExpired.sql, s.q().DeleteExpired.args(&idParams{ID: uuidArg(id)})...)
+	return tag.RowsAffected() == 1, wrapStore("freeing an expired record", "DeleteExpired", err)
 }
 
 // release deletes c's record if it is still claimed by c at c's recovery
 // point (Release), and reports whether it did.
 func (s *store) release(ctx context.Context, c *claim) (bool, error) {
 	p := &releaseParams{ID: uuidArg(c.id), OwnerToken: uuidArg(c.token), RecoveryPoint: c.recovery}
-	tag, err := s.pool.Exec(ctx, s.q.Release.sql, s.q.Release.args(p)...)
-	return tag.RowsAffected() == 1, err
+	tag, err := s.pool.Exec(ctx, s.q().Release.sql, s.q().Release.args(p)...)
+	return tag.RowsAffected() == 1, wrapStore("release", "Release", err)
 }
 
 // yield gives c's lease up at once (Yield).
 func (s *store) yield(ctx context.Context, c *claim) error {
-	_, err := s.pool.Exec(ctx, s.q.Yield.sql, s.q.Yield.args(c.owner())...)
-	return err
+	_, err := s.pool.Exec(ctx, s.q().Yield.sql, s.q().Yield.args(c.owner())...)
+	return wrapStore("yield", "Yield", err)
 }
 
 // refresh extends c's lease (Refresh), and reports whether c still owns it.
 func (s *store) refresh(ctx context.Context, c *claim) (bool, error) {
 	p := &refreshParams{ID: uuidArg(c.id), OwnerToken: uuidArg(c.token), LeaseUS: micros(c.policy.Lease)}
-	tag, err := s.pool.Exec(ctx, s.q.Refresh.sql, s.q.Refresh.args(p)...)
-	return tag.RowsAffected() == 1, err
+	tag, err := s.pool.Exec(ctx, s.q().Refresh.sql, s.q().Refresh.args(p)...)
+	return tag.RowsAffected() == 1, wrapStore("refresh", "Refresh", err)
 }
 
 // claimInTx sends a ClaimFirst claim on conn in one round trip: BEGIN,
@@ -219,26 +343,45 @@ func (s *store) refresh(ctx context.Context, c *claim) (bool, error) {
 // it failed: a *pgconn.PgError with code lock_not_available when a
 // concurrent owner's uncommitted claim held it past the claim wait.
 func (s *store) claimInTx(ctx context.Context, conn *pgx.Conn, c *claim, payload []byte) (tx pgx.Tx, rec *record, err error) {
+	q := s.q()
+	citus := s.distributed()
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	b.Queue(s.q.ClaimRead.sql, s.q.ClaimRead.args(&claimReadParams{ID: uuidArg(c.id),
+	b.Queue(q.ClaimRead.sql, q.ClaimRead.args(&claimReadParams{ID: uuidArg(c.id),
 		StatementTimeout: strconv.FormatInt(c.policy.Lease.Milliseconds(), 10)})...)
-	b.Queue(s.q.Claim.sql, s.q.Claim.args(c.claimParams(payload, s.claimWait))...)
+	if citus {
+		b.Queue(citusWait(s.claimWait, false))
+	}
+	b.Queue(q.Claim.sql, q.Claim.args(c.claimParams(payload, s.claimWait))...)
+	if citus {
+		b.Queue(citusRestore)
+	}
 	br := conn.SendBatch(ctx, b)
 	var tag pgconn.CommandTag
+	stmt := "BEGIN"
 	_, err = br.Exec()
 	if err == nil {
+		stmt = "ClaimRead"
 		rec, err = scanRecord(br.QueryRow())
 	}
+	if err == nil && citus {
+		stmt = "ClaimWait"
+		_, err = br.Exec()
+	}
 	if err == nil {
+		stmt = "Claim"
 		tag, err = br.Exec()
+	}
+	if err == nil && citus {
+		stmt = "ClaimWaitRestore"
+		_, err = br.Exec()
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	switch {
 	case err != nil:
-		return nil, nil, err
+		return nil, nil, wrapStore("claim", stmt, err)
 	case tag.RowsAffected() == 1:
 		return br.Tx(), nil, nil
 	}
@@ -250,10 +393,10 @@ func (s *store) claimInTx(ctx context.Context, conn *pgx.Conn, c *claim, payload
 func (s *store) commitClaim(ctx context.Context, conn *pgx.Conn, async bool) error {
 	sql := commit
 	if async {
-		sql = s.q.CommitAsync.sql
+		sql = s.q().CommitAsync.sql
 	}
 	_, err := conn.Exec(ctx, sql)
-	return commitFailed(err)
+	return wrapStore("commit", "COMMIT", commitFailed(err))
 }
 
 // commitProgress stores c's recovery point phase with its state (Advance)
@@ -266,7 +409,8 @@ func (s *store) commitProgress(ctx context.Context, conn *pgx.Conn, c *claim, ph
 	}
 	p := &advanceParams{ID: uuidArg(c.id), OwnerToken: uuidArg(c.token), RecoveryPoint: phase, PhaseState: state,
 		LeaseUS: micros(c.policy.Lease), RetentionUS: micros(c.policy.Retention)}
-	return s.commitFenced(ctx, conn, s.q.Advance.sql, s.q.Advance.args(p))
+	q := s.q()
+	return s.commitFenced(ctx, conn, "Advance", q.Advance.sql, q.Advance.args(p))
 }
 
 // commitResponse completes c's record with resp (Complete) and commits, in
@@ -275,10 +419,11 @@ func (s *store) commitResponse(ctx context.Context, conn *pgx.Conn, c *claim, re
 	p := &completeParams{ID: uuidArg(c.id), OwnerToken: uuidArg(c.token), Fingerprint: receiptFingerprint(c.op.ID, c.fingerprint),
 		Status: resp.Status, Headers: appendHeaders(nil, resp.Header), Body: storedBody(resp, omitted), BodyOmitted: omitted,
 		RetentionUS: micros(c.policy.Retention)}
-	return s.commitFenced(ctx, conn, s.q.Complete.sql, s.q.Complete.args(p))
+	q := s.q()
+	return s.commitFenced(ctx, conn, "Complete", q.Complete.sql, q.Complete.args(p))
 }
 
-func (s *store) commitFenced(ctx context.Context, conn *pgx.Conn, sql string, args []any) error {
+func (s *store) commitFenced(ctx context.Context, conn *pgx.Conn, name, sql string, args []any) error {
 	b := &pgx.Batch{}
 	b.Queue(sql, args...)
 	b.Queue(commit)
@@ -289,7 +434,7 @@ func (s *store) commitFenced(ctx context.Context, conn *pgx.Conn, sql string, ar
 	case stmt == 0 && sqlState(err) == divisionByZero: // the fence matched no row
 		return ErrFenced
 	}
-	return commitFailed(err)
+	return wrapStore("commit", []string{name, "COMMIT", "COMMIT"}[stmt], commitFailed(err))
 }
 
 // commitRecord inserts the completed record of a ClaimLast execution
@@ -311,15 +456,34 @@ func (s *store) commitRecord(ctx context.Context, conn *pgx.Conn, begin bool, c 
 	if begin {
 		b.Queue(beginSQL)
 	}
+	citus := s.distributed()
+	if citus {
+		b.Queue(citusWait(s.claimWait, false))
+	}
 	insert := b.Len()
 	p := &insertCompletedParams{ID: uuidArg(c.id), Fingerprint: receiptFingerprint(c.op.ID, c.fingerprint), Status: resp.Status,
 		Headers: appendHeaders(nil, resp.Header), Body: storedBody(resp, omitted), BodyOmitted: omitted,
 		RetentionUS: micros(c.policy.Retention), LockTimeout: s.claimWait}
-	b.Queue(s.q.InsertCompleted.sql, s.q.InsertCompleted.args(p)...)
+	q := s.q()
+	b.Queue(q.InsertCompleted.sql, q.InsertCompleted.args(p)...)
+	if citus {
+		b.Queue(citusRestore)
+	}
 	b.Queue(commit)
 	stmt, err := sendCommit(ctx, conn, b)
 	if err == nil {
 		return nil
+	}
+	name := "COMMIT"
+	switch {
+	case stmt < insert && citus && stmt == insert-1:
+		name = "ClaimWait"
+	case stmt < insert:
+		name = "BEGIN"
+	case stmt == insert:
+		name = "InsertCompleted"
+	case stmt == insert+1 && citus:
+		name = "ClaimWaitRestore"
 	}
 	var pe *pgconn.PgError
 	if stmt == insert && errors.As(err, &pe) {
@@ -330,7 +494,7 @@ func (s *store) commitRecord(ctx context.Context, conn *pgx.Conn, begin bool, c 
 			return inFlight(time.Second, err)
 		}
 	}
-	return commitFailed(err)
+	return wrapStore("commit", name, commitFailed(err))
 }
 
 // errLostRace: a ClaimLast execution found the key taken when it came to
@@ -375,8 +539,18 @@ var errStale = errors.New("idem: a statement prepared on the connection was stal
 // the tables ("cached plan must not change result type") or is gone
 // (DEALLOCATE ALL, a pooler that lost it).
 func stale(err error) bool {
-	switch sqlState(err) {
-	case featureNotSupported, invalidStatementName:
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case featureNotSupported:
+		// Only the plan cache's own refusal: the same code from anything
+		// else (a trigger, a deferred check, Citus refusing a statement) is
+		// the statement's error, never a reason to run it again. The
+		// routine's name is not localized, where the message may be.
+		return pe.Routine == "RevalidateCachedQuery"
+	case invalidStatementName:
 		return true
 	}
 	return false

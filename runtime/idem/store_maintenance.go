@@ -2,9 +2,11 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
@@ -16,7 +18,7 @@ import (
 // from on (PruneBounds).
 func (s *store) pruneBounds(ctx context.Context, batch int, from time.Time) ([]pruneBound, error) {
 	p := &pruneBoundsParams{From: from, Batch: batch, Batches: pruneTripBatches}
-	rows, err := s.pool.Query(ctx, s.q.PruneBounds.sql, s.q.PruneBounds.args(p)...)
+	rows, err := s.pool.Query(ctx, s.q().PruneBounds.sql, s.q().PruneBounds.args(p)...)
 	if err != nil {
 		return nil, err
 	}
@@ -43,9 +45,14 @@ func (s *store) pruneRanges(ctx context.Context, bounds []pruneBound, pace *prun
 	// paused[i]: a pause follows batch i. The rest after the last batch
 	// is the trip's (PruneWith), taken without holding the connection.
 	paused := make([]bool, len(bounds)-1)
+	citus := s.distributed()
 	for i := range paused {
 		b.Queue(beginSQL)
-		b.Queue(s.q.Prune.sql, s.q.Prune.args(&pruneParams{From: bounds[i].at, To: bounds[i+1].at, LockTimeout: pruneLockWait})...)
+		if citus {
+			// The wait and the asynchronous commit on the workers too.
+			b.Queue(citusWait(pruneLockWait, true))
+		}
+		b.Queue(s.q().Prune.sql, s.q().Prune.args(&pruneParams{From: bounds[i].at, To: bounds[i+1].at, LockTimeout: pruneLockWait})...)
 		b.Queue(commit)
 		if i+1 == len(paused) {
 			break
@@ -55,7 +62,7 @@ func (s *store) pruneRanges(ctx context.Context, bounds []pruneBound, pace *prun
 			// extended protocol, which the query exec modes the engine
 			// works in use (docs/operations.md): a pipeline sends each
 			// statement as a message of its own.
-			b.Queue(s.q.PruneRest.sql, s.q.PruneRest.args(&pruneRestParams{Seconds: (d - pruneRestEarly).Seconds()})...)
+			b.Queue(s.q().PruneRest.sql, s.q().PruneRest.args(&pruneRestParams{Seconds: (d - pruneRestEarly).Seconds()})...)
 			paused[i] = true
 		}
 	}
@@ -64,6 +71,11 @@ func (s *store) pruneRanges(ctx context.Context, bounds []pruneBound, pace *prun
 		var n int64
 		if _, err = res.Exec(); err != nil {
 			break
+		}
+		if citus {
+			if _, err = res.Exec(); err != nil {
+				break
+			}
 		}
 		if err = res.QueryRow().Scan(&n); err != nil {
 			break
@@ -90,7 +102,37 @@ func (s *store) pruneRanges(ctx context.Context, bounds []pruneBound, pace *prun
 // that no other transaction holds (PruneSkipping).
 func (s *store) pruneSkipping(ctx context.Context, batch int, from time.Time) (n int64, next *time.Time, last bool, err error) {
 	p := &pruneSkippingParams{From: from, Batch: batch}
-	if err := s.pool.QueryRow(ctx, s.q.PruneSkipping.sql, s.q.PruneSkipping.args(p)...).Scan(&n, &next); err != nil {
+	q := s.q()
+	if !s.distributed() {
+		if err := s.pool.QueryRow(ctx, q.PruneSkipping.sql, q.PruneSkipping.args(p)...).Scan(&n, &next); err != nil {
+			return 0, nil, false, err
+		}
+		return n, next, n < int64(batch), nil
+	}
+	// On Citus, in a transaction whose waits are bounded on the workers,
+	// in one round trip.
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return 0, nil, false, err
+	}
+	defer newSession(pc).end() // rolls back a batch that failed
+	b := &pgx.Batch{}
+	b.Queue(beginSQL)
+	b.Queue(citusWait(pruneLockWait, true))
+	b.Queue(q.PruneSkipping.sql, q.PruneSkipping.args(p)...)
+	b.Queue(commit)
+	br := pc.SendBatch(ctx, b)
+	if _, err = br.Exec(); err == nil {
+		if _, err = br.Exec(); err == nil {
+			if err = br.QueryRow().Scan(&n, &next); err == nil {
+				_, err = br.Exec()
+			}
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return 0, nil, false, err
 	}
 	return n, next, n < int64(batch), nil
@@ -98,7 +140,7 @@ func (s *store) pruneSkipping(ctx context.Context, batch int, from time.Time) (n
 
 // namespacesOf lists the namespaces of op's claimed records (NamespacesOf).
 func (s *store) namespacesOf(ctx context.Context, op string) ([]string, error) {
-	rows, err := s.pool.Query(ctx, s.q.NamespacesOf.sql, s.q.NamespacesOf.args(&operationParams{Operation: op})...)
+	rows, err := s.pool.Query(ctx, s.q().NamespacesOf.sql, s.q().NamespacesOf.args(&operationParams{Operation: op})...)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +151,7 @@ func (s *store) namespacesOf(ctx context.Context, op string) ([]string, error) {
 // (CountStuck).
 func (s *store) countStuck(ctx context.Context) (int64, error) {
 	var n int64
-	err := s.pool.QueryRow(ctx, s.q.CountStuck.sql).Scan(&n)
+	err := s.pool.QueryRow(ctx, s.q().CountStuck.sql).Scan(&n)
 	return n, err
 }
 
@@ -125,7 +167,7 @@ type abandonedRecord struct {
 // than attempts attempts (AbandonedBackground).
 func (s *store) abandonedBackground(ctx context.Context, ops []string, attempts, limit int) ([]abandonedRecord, error) {
 	p := &abandonedBackgroundParams{Operations: ops, MaxAttempts: attempts, Limit: limit}
-	rows, err := s.pool.Query(ctx, s.q.AbandonedBackground.sql, s.q.AbandonedBackground.args(p)...)
+	rows, err := s.pool.Query(ctx, s.q().AbandonedBackground.sql, s.q().AbandonedBackground.args(p)...)
 	if err != nil {
 		return nil, err
 	}
@@ -166,12 +208,12 @@ func scanRecordInfo(row pgx.Row) (*RecordInfo, error) {
 // inspect reads the record with id for an operator (Inspect), or
 // pgx.ErrNoRows.
 func (s *store) inspect(ctx context.Context, id [16]byte) (*RecordInfo, error) {
-	return scanRecordInfo(s.pool.QueryRow(ctx, s.q.Inspect.sql, s.q.Inspect.args(&idParams{ID: uuidArg(id)})...))
+	return scanRecordInfo(s.pool.QueryRow(ctx, s.q().Inspect.sql, s.q().Inspect.args(&idParams{ID: uuidArg(id)})...))
 }
 
 // abandoned lists abandoned records for an operator (Abandoned).
 func (s *store) abandoned(ctx context.Context, stuckOnly bool, limit int) ([]*RecordInfo, error) {
-	rows, err := s.pool.Query(ctx, s.q.Abandoned.sql, s.q.Abandoned.args(&abandonedParams{StuckOnly: stuckOnly, Limit: limit})...)
+	rows, err := s.pool.Query(ctx, s.q().Abandoned.sql, s.q().Abandoned.args(&abandonedParams{StuckOnly: stuckOnly, Limit: limit})...)
 	if err != nil {
 		return nil, err
 	}
@@ -181,15 +223,27 @@ func (s *store) abandoned(ctx context.Context, stuckOnly bool, limit int) ([]*Re
 // resolveDelete deletes the abandoned record with id (ResolveDelete), and
 // reports whether it did.
 func (s *store) resolveDelete(ctx context.Context, id [16]byte) (bool, error) {
-	tag, err := s.pool.Exec(ctx, s.q.ResolveDelete.sql, s.q.ResolveDelete.args(&idParams{ID: uuidArg(id)})...)
+	tag, err := s.pool.Exec(ctx, s.q().ResolveDelete.sql, s.q().ResolveDelete.args(&idParams{ID: uuidArg(id)})...)
 	return tag.RowsAffected() == 1, err
 }
 
 // resolveComplete completes the abandoned record with id with a problem
-// response (ResolveComplete), and reports whether it did.
+// response (ResolveRead, then ResolveComplete fenced by the owner it read),
+// and reports whether it did.
 func (s *store) resolveComplete(ctx context.Context, id [16]byte, status int, headers, body []byte, retention time.Duration) (bool, error) {
-	p := &resolveCompleteParams{ID: uuidArg(id), Status: status, Headers: headers, Body: body,
-		RetentionUS: micros(retention), DefaultRetentionUS: micros(idemtype.DefaultRetention)}
-	tag, err := s.pool.Exec(ctx, s.q.ResolveComplete.sql, s.q.ResolveComplete.args(p)...)
+	q := s.q()
+	var op string
+	var fp []byte
+	var owner pgtype.UUID
+	err := s.pool.QueryRow(ctx, q.ResolveRead.sql, q.ResolveRead.args(&idParams{ID: uuidArg(id)})...).Scan(&op, &fp, &owner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	p := &resolveCompleteParams{ID: uuidArg(id), OwnerToken: owner, Fingerprint: receiptFingerprint(op, fp), Status: status,
+		Headers: headers, Body: body, RetentionUS: micros(retention), DefaultRetentionUS: micros(idemtype.DefaultRetention)}
+	tag, err := s.pool.Exec(ctx, q.ResolveComplete.sql, q.ResolveComplete.args(p)...)
 	return tag.RowsAffected() == 1, err
 }

@@ -36,6 +36,7 @@ type statements struct {
 	NamespacesOf        stmt[operationParams]
 	AbandonedBackground stmt[abandonedBackgroundParams]
 	ResolveDelete       stmt[idParams]
+	ResolveRead         stmt[idParams]
 	ResolveComplete     stmt[resolveCompleteParams]
 }
 
@@ -167,6 +168,8 @@ type abandonedBackgroundParams struct {
 
 type resolveCompleteParams struct {
 	ID                 pgtype.UUID `db:"id"`
+	OwnerToken         pgtype.UUID `db:"owner_token"`
+	Fingerprint        []byte      `db:"fingerprint"`
 	Status             int         `db:"status"`
 	Headers            []byte      `db:"headers"`
 	Body               []byte      `db:"body"`

@@ -24,7 +24,7 @@ import (
 // (store_params.go). Every statement as it is sent is in
 // testdata/statements.golden.sql, checked by TestStatementsGolden.
 //
-//go:embed sql/*.sql
+//go:embed sql/*.sql sql/citus/*.sql
 var sqlFiles embed.FS
 
 // stmt is one loaded statement, whose parameters come from a P.
@@ -48,7 +48,9 @@ func (s *stmt[P]) args(p *P) []any {
 
 // loader is what every field of statements is: a stmt of some params type.
 type loader interface {
-	load(name, kind, src, schema string) error
+	// load loads src; partial allows fields of the params struct that src
+	// does not name (a variant that needs fewer parameters).
+	load(name, kind, src, schema string, partial bool) error
 	text() (name, kind, sql string, params []string)
 }
 
@@ -56,8 +58,8 @@ func (s *stmt[P]) text() (string, string, string, []string) { return s.name, s.k
 
 var paramName = regexp.MustCompile(`@[a-z_][a-z0-9_]*`)
 
-func (s *stmt[P]) load(name, kind, src, schema string) error {
-	s.name, s.kind = name, kind
+func (s *stmt[P]) load(name, kind, src, schema string, partial bool) error {
+	*s = stmt[P]{name: name, kind: kind}
 	src = strings.ReplaceAll(src, "{{schema}}", schema)
 	s.sql = paramName.ReplaceAllStringFunc(src, func(m string) string {
 		p := m[1:]
@@ -84,6 +86,9 @@ func (s *stmt[P]) load(name, kind, src, schema string) error {
 		delete(byTag, p)
 	}
 	for tag := range byTag {
+		if partial {
+			break
+		}
 		return fmt.Errorf("statement %s: %s's field %q is no parameter of it", name, t, tag)
 	}
 	return nil
@@ -128,47 +133,67 @@ func parseBlocks(file, text string) ([]block, error) {
 var sqlRewrite func(name, src string) string
 
 // loadStatements loads every block of sql/*.sql into the field of
-// statements named for it, with schema filled in. A block without a field,
-// or a field without a block, is an error.
-func loadStatements(schema string) (statements, error) {
+// statements named for it, with schema filled in; with citus, the blocks
+// of sql/citus/*.sql then replace those of the same name (a block there
+// without one in sql/*.sql is an error). A block without a field, or a
+// field without a block, is an error.
+func loadStatements(schema string, citus bool) (statements, error) {
 	var q statements
 	fields := map[string]loader{}
 	v := reflect.ValueOf(&q).Elem()
 	for i := range v.NumField() {
 		fields[v.Type().Field(i).Name] = v.Field(i).Addr().Interface().(loader)
 	}
-	files, err := fs.Glob(sqlFiles, "sql/*.sql")
-	if err != nil {
+	all := map[string]loader{}
+	for k, l := range fields {
+		all[k] = l
+	}
+	if err := loadFiles("sql/*.sql", schema, false, fields); err != nil {
 		return q, err
+	}
+	for name := range fields {
+		return q, fmt.Errorf("idem: statements.%s has no block in sql/*.sql", name)
+	}
+	if citus {
+		if err := loadFiles("sql/citus/*.sql", schema, true, all); err != nil {
+			return q, err
+		}
+	}
+	return q, nil
+}
+
+// loadFiles loads the blocks of the files matching glob into the fields
+// named for them, deleting each from fields.
+func loadFiles(glob, schema string, partial bool, fields map[string]loader) error {
+	files, err := fs.Glob(sqlFiles, glob)
+	if err != nil {
+		return err
 	}
 	for _, f := range files {
 		text, err := sqlFiles.ReadFile(f)
 		if err != nil {
-			return q, err
+			return err
 		}
 		blocks, err := parseBlocks(f, string(text))
 		if err != nil {
-			return q, err
+			return err
 		}
 		for _, b := range blocks {
 			l, ok := fields[b.name]
 			if !ok {
-				return q, fmt.Errorf("%s: statement %s has no field in statements", f, b.name)
+				return fmt.Errorf("%s: statement %s has no field in statements, or is there twice", f, b.name)
 			}
 			delete(fields, b.name)
 			src := b.src
 			if sqlRewrite != nil {
 				src = sqlRewrite(b.name, src)
 			}
-			if err := l.load(b.name, b.kind, src, schema); err != nil {
-				return q, fmt.Errorf("%s: %w", f, err)
+			if err := l.load(b.name, b.kind, src, schema, partial); err != nil {
+				return fmt.Errorf("%s: %w", f, err)
 			}
 		}
 	}
-	for name := range fields {
-		return q, fmt.Errorf("idem: statements.%s has no block in sql/*.sql", name)
-	}
-	return q, nil
+	return nil
 }
 
 // each calls f with every statement, in statements' order.

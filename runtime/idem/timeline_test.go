@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
@@ -12,6 +13,7 @@ import (
 // execution takes it over; one written on this timeline is not. The
 // timeline is set back by hand: promoting a standby is make topology's.
 func TestTakeoverAcrossAFailover(t *testing.T) {
+	dbtest.NotOnCitus(t, "the records of a distributed table live on workers, whose timeline the coordinator cannot record in them (docs/scaling.md)")
 	t.Parallel()
 	inModes(t, func(t *testing.T, e *env) {
 		ctx := context.Background()

@@ -48,12 +48,21 @@ ORDER BY lease_until LIMIT @limit;
 DELETE FROM {{schema}}.records
 WHERE id = @id AND owner_token IS NOT NULL AND lease_until <= now();
 
+-- name: ResolveRead :one
+-- What ResolveComplete needs of an abandoned record: its operation and
+-- fingerprint, of which the receipt's fingerprint is made
+-- (receiptFingerprint), and its owner, which fences the completion.
+SELECT operation, fingerprint, owner_token
+FROM {{schema}}.records
+WHERE id = @id AND owner_token IS NOT NULL AND lease_until <= now();
+
 -- name: ResolveComplete :execrows
--- An operator completes an abandoned record with a problem response. Every
--- expression reads the row as it was: the receipt's fingerprint, from the
--- operation and fingerprint it clears; and, without a retention of the
--- operator's (@retention_us = 0), the operation's own, from now: the window
--- the record was claimed with (expires_at - created_at, which takeovers only
+-- An operator completes an abandoned record with a problem response, if
+-- its owner is still the one ResolveRead saw (@owner_token) and its lease
+-- still expired; @fingerprint is the receipt's, made from what
+-- ResolveRead read. Without a retention of the operator's (@retention_us =
+-- 0) the answer is kept for the operation's own, from now: the window the
+-- record was claimed with (expires_at - created_at, which takeovers only
 -- lengthen), so that the answer lasts as long as any execution of the key
 -- would have; at least the default retention, should the window have been
 -- cut short by hand.
@@ -61,8 +70,8 @@ UPDATE {{schema}}.records
 SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL,
     operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
     request = NULL, background = NULL, timeline = NULL,
-    fingerprint = {{schema}}.receipt_fingerprint(operation, fingerprint),
+    fingerprint = @fingerprint,
     response_status = @status, response_headers = @headers, response_body = @body, body_omitted = false,
     expires_at = now() + CASE WHEN @retention_us::bigint > 0 THEN @retention_us::bigint * interval '1 microsecond'
         ELSE GREATEST(expires_at - created_at, @default_retention_us::bigint * interval '1 microsecond') END
-WHERE id = @id AND owner_token IS NOT NULL AND lease_until <= now();
+WHERE id = @id AND owner_token = @owner_token AND lease_until <= now();

@@ -261,19 +261,27 @@ ORDER BY lease_until LIMIT $3;
 DELETE FROM idemgen.records
 WHERE id = $1 AND owner_token IS NOT NULL AND lease_until <= now();
 
+-- name: ResolveRead :one
+-- $1: @id
+SELECT operation, fingerprint, owner_token
+FROM idemgen.records
+WHERE id = $1 AND owner_token IS NOT NULL AND lease_until <= now();
+
 -- name: ResolveComplete :execrows
--- $1: @status
--- $2: @headers
--- $3: @body
--- $4: @retention_us
--- $5: @default_retention_us
--- $6: @id
+-- $1: @fingerprint
+-- $2: @status
+-- $3: @headers
+-- $4: @body
+-- $5: @retention_us
+-- $6: @default_retention_us
+-- $7: @id
+-- $8: @owner_token
 UPDATE idemgen.records
 SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL,
     operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
     request = NULL, background = NULL, timeline = NULL,
-    fingerprint = idemgen.receipt_fingerprint(operation, fingerprint),
-    response_status = $1, response_headers = $2, response_body = $3, body_omitted = false,
-    expires_at = now() + CASE WHEN $4::bigint > 0 THEN $4::bigint * interval '1 microsecond'
-        ELSE GREATEST(expires_at - created_at, $5::bigint * interval '1 microsecond') END
-WHERE id = $6 AND owner_token IS NOT NULL AND lease_until <= now();
+    fingerprint = $1,
+    response_status = $2, response_headers = $3, response_body = $4, body_omitted = false,
+    expires_at = now() + CASE WHEN $5::bigint > 0 THEN $5::bigint * interval '1 microsecond'
+        ELSE GREATEST(expires_at - created_at, $6::bigint * interval '1 microsecond') END
+WHERE id = $7 AND owner_token = $8 AND lease_until <= now();
