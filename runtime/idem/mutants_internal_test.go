@@ -95,6 +95,7 @@ func TestSQLPredicates(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the named tests once per predicate; not in -short")
 	}
+	dbtest.NotOnCitus(t, "its mutants remove clauses of sql/*.sql on a single PostgreSQL; TestCitusStatementsKeepThePredicates checks that sql/citus keeps each of them")
 	src := map[string]string{}
 	files, _ := fs.Glob(sqlFiles, "sql/*.sql")
 	for _, f := range files {
@@ -141,5 +142,65 @@ func TestSQLPredicates(t *testing.T) {
 				t.Fatalf("with %q removed from %s, %s did not fail as a test:\n%s", p.clause, p.statement, p.test, out)
 			}
 		})
+	}
+}
+
+// citusForms is, for a predicate whose statement sql/citus/citus.sql
+// replaces, the clause as that replacement writes it ("" where it is the
+// same), or why the Citus store keeps it elsewhere.
+var citusForms = map[string]struct{ clause, elsewhere string }{
+	"retention from progress in advance":       {clause: "GREATEST(expires_at, statement_timestamp() + @retention_us::bigint * interval '1 microsecond')"},
+	"retention from completion":                {clause: "expires_at = statement_timestamp() + @retention_us::bigint * interval '1 microsecond'"},
+	"the claim's bounded wait":                 {elsewhere: "the SET LOCAL lock_timeout of citusWait, sent before the insert"},
+	"the record-last insert's bounded wait":    {elsewhere: "the SET LOCAL lock_timeout of citusWait, sent before the insert"},
+	"the end of the claim wait":                {elsewhere: "citusRestore, sent after the insert"},
+	"the end of the record-last insert's wait": {elsewhere: "citusRestore, sent after the insert"},
+	"skipping locked rows in the pruner":       {elsewhere: "none: Citus locks no rows across shards; the batch waits pruneLockWait (citusWait) and fails"},
+}
+
+// TestCitusStatementsKeepThePredicates: every protecting clause of a
+// statement that sql/citus replaces is in the replacement too, as written
+// or in its Citus form (citusForms), or is kept by the Go named there; so
+// that TestSQLPredicates' mutants, run on a single PostgreSQL, speak for
+// the Citus statements as well.
+func TestCitusStatementsKeepThePredicates(t *testing.T) {
+	t.Parallel()
+	src := map[string]string{}
+	files, _ := fs.Glob(sqlFiles, "sql/citus/*.sql")
+	for _, f := range files {
+		text, _ := sqlFiles.ReadFile(f)
+		blocks, err := parseBlocks(f, string(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range blocks {
+			src[b.name] = b.src
+		}
+	}
+	for _, p := range predicates {
+		replaced, ok := src[p.statement]
+		if !ok {
+			continue // the same statement on Citus
+		}
+		form := citusForms[p.name]
+		clause := p.clause
+		switch {
+		case form.elsewhere != "":
+			continue
+		case form.clause != "":
+			clause = form.clause
+		}
+		if !strings.Contains(replaced, clause) {
+			t.Errorf("%s: sql/citus's %s lacks %q; add it, or say in citusForms where Citus keeps it", p.name, p.statement, clause)
+		}
+	}
+	for name := range citusForms {
+		found := false
+		for _, p := range predicates {
+			found = found || p.name == name
+		}
+		if !found {
+			t.Errorf("citusForms names %q, no predicate", name)
+		}
 	}
 }
