@@ -45,7 +45,9 @@ func (p *ReceiveCardnetEventImpl) Apply(ctx context.Context, tx pgx.Tx, request 
 		return nil, err
 	}
 	if ev.Type == ChargeSucceeded {
-		if _, err := tx.Exec(ctx, `UPDATE payments SET settled_at = coalesce(settled_at, now()) WHERE id = $1`, paymentID); err != nil {
+		// The first settlement's time stays. Written without coalesce(..,
+		// now()), which Citus refuses in an UPDATE of its tables.
+		if _, err := tx.Exec(ctx, `UPDATE payments SET settled_at = now() WHERE id = $1 AND settled_at IS NULL`, paymentID); err != nil {
 			return nil, err
 		}
 	}
