@@ -10,7 +10,7 @@ FORMFUZZTIME ?= 10000x
 BENCHCOUNT ?= 5
 BENCHTIME ?= 2s
 
-.PHONY: test test-short lint generate bench bench-model bench-store bench-layouts fuzz golden realspec demo chaos topology docs-check check-alerts prometheus-tools
+.PHONY: test test-short lint generate bench bench-model bench-store bench-layouts fuzz golden realspec demo chaos topology citus docs-check check-alerts prometheus-tools
 
 # The modules whose packages make test runs: the toolkit, and examples/, a
 # module of its own so that the examples' dependencies (toxiproxy,
@@ -120,3 +120,9 @@ topology: prometheus-tools
 	cd examples && $(GO) build -o ../bin/payments ./payments/cmd/payments
 	cd examples && $(GO) build -o ../bin/cardnet ./payments/cmd/cardnet
 	cd examples && GO=$(GO) $(GO) run ./payments/cmd/topology -repo .. -payments ../bin/payments -cardnet ../bin/cardnet -prometheus "$$(command -v prometheus)" $(TOPOLOGYFLAGS)
+
+## citus: the engine's suite, the conformance cases, a chaos round with a worker killed, a worker down, and throughput on a Citus cluster from local binaries (Citus installed, or CITUS_SRC=dir with its install.sh; docs/scaling.md)
+citus:
+	cd examples && $(GO) build -o ../bin/payments ./payments/cmd/payments
+	cd examples && $(GO) build -o ../bin/cardnet ./payments/cmd/cardnet
+	cd examples && GO=$(GO) $(GO) run ./payments/cmd/citus -repo .. -payments ../bin/payments -cardnet ../bin/cardnet $(CITUSFLAGS)

@@ -100,6 +100,10 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"max_connections": "600",
 		// Citus commits a transaction that wrote on two nodes in two phases.
 		"max_prepared_transactions": "300",
+		// The nodes talk over loopback, without TLS: libpq would otherwise
+		// look for client certificates in the home of the user who started
+		// the server, which the server's own user may not read.
+		"citus.node_conninfo": "sslmode=disable",
 	}
 	for k, v := range opts.Settings {
 		settings[k] = v
@@ -177,7 +181,7 @@ func (c *Cluster) WorkerOf(ctx context.Context, table, v string) (int, error) {
 	defer conn.Close(ctx)
 	var port int
 	err = conn.QueryRow(ctx, `SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n ON n.groupid = p.groupid
-WHERE p.shardid = get_shard_id_for_distribution_column($1, $2)`, table, v).Scan(&port)
+WHERE p.shardid = get_shard_id_for_distribution_column($1::regclass, $2::text)`, table, v).Scan(&port)
 	if err != nil {
 		return 0, fmt.Errorf("citus: the worker of %s = %s: %w", table, v, err)
 	}

@@ -110,6 +110,17 @@ type Database interface {
 	Fail(ctx context.Context) (string, error)
 }
 
+// ProxiedDatabase is a Database the round may put its connection faults
+// in front of: the services connect to Upstream (host:port) through the
+// round's fault proxies, to database Name, and the checker with URL.
+type ProxiedDatabase interface {
+	Database
+	Upstream() (addr, name string)
+	// FailName names the Fail fault in the report (default "primary
+	// failovers (SIGKILL, promotion)").
+	FailName() string
+}
+
 // Pooler is a connection pooler the round starts in front of its cluster.
 type Pooler interface {
 	// Start starts the pooler in front of upstream (host:port) and returns
@@ -120,6 +131,9 @@ type Pooler interface {
 
 // Report is what a run found.
 type Report struct {
+	// FailName names the Database's Fail fault (ProxiedDatabase); "" is
+	// a primary's failover.
+	FailName                                        string
 	Seed                                            uint64
 	Intents, Succeeded, Declined                    int
 	Attempts, Replays, Conflicts, Errors5xx, Resets int
@@ -171,7 +185,11 @@ func (r *Report) Table() string {
 	row("process kills (SIGKILL)", r.Kills)
 	row("database connection faults", r.ConnFaults)
 	row("PostgreSQL restarts", r.PGRestarts)
-	row("primary failovers (SIGKILL, promotion)", r.Failovers)
+	failName := r.FailName
+	if failName == "" {
+		failName = "primary failovers (SIGKILL, promotion)"
+	}
+	row(failName, r.Failovers)
 	row("longest pause between two answers", r.LongestPause.Round(time.Millisecond))
 	row("card network slower than lease", r.SlowCard)
 	row("responses dropped after commit", r.Drops)
@@ -259,6 +277,7 @@ type run struct {
 	out       io.Writer
 	cluster   *pglocal.Cluster
 	dbURL     string
+	dbName    string // the database the services connect to through the proxies
 	proxies   []*dbProxy
 	services  []*childproc.Process
 	card      *childproc.Process
@@ -319,8 +338,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		defer os.RemoveAll(d)
 		r.dir = d
 	}
-	if cfg.Database != nil && (cfg.ConnFaults != 0 || cfg.PGRestarts != 0) {
-		return nil, errors.New("chaos: with an external Database, ConnFaults and PGRestarts must be 0 (the services connect to it directly)")
+	_, proxied := cfg.Database.(ProxiedDatabase)
+	if cfg.Database != nil && (cfg.ConnFaults != 0 && !proxied || cfg.PGRestarts != 0) {
+		return nil, errors.New("chaos: with an external Database, PGRestarts must be 0, and ConnFaults too unless it is a ProxiedDatabase (the services connect to it directly)")
 	}
 	if cfg.Database == nil && cfg.Failovers != 0 {
 		return nil, errors.New("chaos: Failovers needs a Database to fail over")
@@ -369,7 +389,15 @@ func (r *run) up(ctx context.Context) error {
 	var err error
 	if r.cfg.Database != nil {
 		r.dbURL = r.cfg.Database.URL()
+		if pd, ok := r.cfg.Database.(ProxiedDatabase); ok {
+			r.upstream, r.dbName = pd.Upstream()
+			r.report.FailName = pd.FailName()
+			if r.proxies, err = newDBProxies(3, r.upstream); err != nil {
+				return err
+			}
+		}
 	} else {
+		r.dbName = "chaos"
 		c, err := pglocal.Start(ctx, pglocal.Options{TCPPort: -1})
 		if err != nil {
 			return err
@@ -452,14 +480,14 @@ func (r *run) serviceURL(i int) string {
 	if r.cfg.QueryExecMode != "" {
 		params += "&default_query_exec_mode=" + r.cfg.QueryExecMode
 	}
-	if r.cfg.Database != nil {
+	if r.cfg.Database != nil && r.proxies == nil {
 		sep := "?"
 		if strings.Contains(r.dbURL, "?") {
 			sep = "&"
 		}
 		return r.dbURL + sep + params
 	}
-	return fmt.Sprintf("postgres://postgres@%s/chaos?sslmode=disable&%s", r.proxies[i].addr, params)
+	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable&%s", r.proxies[i].addr, r.dbName, params)
 }
 
 func (r *run) down() {

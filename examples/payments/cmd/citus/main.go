@@ -1,0 +1,675 @@
+// Command citus runs idemgen on a Citus cluster (a coordinator and two
+// workers, started from this machine's PostgreSQL binaries with Citus
+// installed into them) and prints its figures; `make citus` runs it.
+//
+//   - suite: the engine's protocol suite in every claim mode and the
+//     black-box conformance cases (echo, net/http, gin) with every test's
+//     records table distributed (IDEMGEN_PG_CITUS=1), with the race
+//     detector;
+//   - chaos: a chaos round of the payments example, the records table
+//     distributed by id and the business tables Citus tables on the
+//     coordinator, with process kills, connection faults and one worker
+//     SIGKILLed mid-round and restarted; the same "must be 0" figures as
+//     `make chaos`;
+//   - worker-down: one worker down for a while, in every claim mode:
+//     requests whose record lives there answer 503 with Retry-After,
+//     requests for the other worker go on, and once it is back every key
+//     completes exactly once;
+//   - throughput: single-phase and three-phase requests at 16 clients on
+//     a durable Citus cluster against a durable single PostgreSQL, the
+//     same benchmark binary interleaved, and Citus' two-phase commits per
+//     request.
+//
+// Citus is installed from CITUS_SRC when it is missing (its install.sh);
+// without it the command says how and exits 2. It exits 1 when a round
+// broke a promise or a test failed.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/examples/payments/api"
+	"github.com/idemgen/idemgen/examples/payments/chaos"
+	"github.com/idemgen/idemgen/internal/citus"
+	"github.com/idemgen/idemgen/internal/topology"
+	"github.com/idemgen/idemgen/pglocal"
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
+	"github.com/idemgen/idemgen/runtime/idemtype"
+)
+
+type options struct {
+	repo, payments, cardnet, src, rounds string
+	race                                 bool
+	benchRounds                          int
+	benchTime                            string
+	down                                 time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.repo, "repo", "..", "the repository's root, whose tests the suite round runs")
+	flag.StringVar(&o.payments, "payments", "bin/payments", "the payments binary")
+	flag.StringVar(&o.cardnet, "cardnet", "bin/cardnet", "the cardnet binary")
+	flag.StringVar(&o.src, "citus-src", os.Getenv("CITUS_SRC"), "where Citus' install.sh is, to install Citus when it is missing (default $CITUS_SRC)")
+	flag.StringVar(&o.rounds, "rounds", "suite,chaos,worker-down,throughput", "which rounds to run, comma-separated")
+	flag.BoolVar(&o.race, "race", true, "run the suite round with the race detector")
+	flag.IntVar(&o.benchRounds, "bench-rounds", 3, "interleaved rounds of the throughput round")
+	flag.StringVar(&o.benchTime, "benchtime", "4000x", "requests per case and round of the throughput round (go test -benchtime)")
+	flag.DurationVar(&o.down, "down", 6*time.Second, "how long the worker-down round keeps its worker down")
+	flag.Parse()
+	os.Exit(run(o))
+}
+
+// errHarness marks a failure of the harness, not of idemgen.
+var errHarness = errors.New("harness")
+
+func harness(err error) error { return fmt.Errorf("%w: %w", errHarness, err) }
+
+func run(o options) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := citus.Ensure(ctx, o.src, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	dir, err := os.MkdirTemp("", "idemgen-citus-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	keep := false // the logs of a round that failed
+	defer func() {
+		if keep {
+			fmt.Printf("logs kept in %s\n", dir)
+		} else {
+			os.RemoveAll(dir)
+		}
+	}()
+	os.Chmod(dir, 0o755)
+	type result struct {
+		name string
+		err  error
+	}
+	var results []result
+	for _, name := range strings.Split(o.rounds, ",") {
+		var out string
+		var err error
+		started := time.Now()
+		fmt.Fprintf(os.Stderr, "== %s: starting ==\n", name)
+		switch name {
+		case "suite":
+			out, err = suiteRound(ctx, o)
+		case "chaos":
+			out, err = chaosRound(ctx, o, filepath.Join(dir, "chaos"))
+		case "worker-down":
+			out, err = workerDownRound(ctx, o)
+		case "throughput":
+			out, err = throughputRound(ctx, o)
+		default:
+			out, err = "", harness(fmt.Errorf("unknown round %q", name))
+		}
+		fmt.Printf("\n== %s (%s) ==\n%s", name, time.Since(started).Round(time.Second), out)
+		if err != nil {
+			fmt.Printf("FAILED: %v\n", err)
+		}
+		results = append(results, result{name, err})
+		keep = keep || err != nil
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	fmt.Println("\n== summary ==")
+	code := 0
+	for _, r := range results {
+		switch {
+		case r.err == nil:
+			fmt.Printf("  %-12s ok\n", r.name)
+		case errors.Is(r.err, errHarness):
+			fmt.Printf("  %-12s HARNESS: %s\n", r.name, firstLine(r.err.Error()))
+			code = max(code, 2)
+		default:
+			fmt.Printf("  %-12s FAILED: %s\n", r.name, firstLine(r.err.Error()))
+			code = 1
+		}
+	}
+	return code
+}
+
+func firstLine(s string) string { return strings.SplitN(s, "\n", 2)[0] }
+
+// startCluster starts a Citus cluster and says what it is on stderr.
+func startCluster(ctx context.Context, durable bool, settings map[string]string) (*citus.Cluster, error) {
+	cl, err := citus.Start(ctx, citus.Options{Workers: 2, Durable: durable, Settings: settings})
+	if err != nil {
+		return nil, harness(err)
+	}
+	fmt.Fprintf(os.Stderr, "citus: coordinator %s, workers %s and %s (durable: %t)\n",
+		cl.Coordinator.TCPAddr(), cl.Workers[0].TCPAddr(), cl.Workers[1].TCPAddr(), durable)
+	return cl, nil
+}
+
+// citusVersion is the cluster's Citus version.
+func citusVersion(ctx context.Context, url string) string {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return "?"
+	}
+	defer conn.Close(ctx)
+	var v string
+	conn.QueryRow(ctx, `SELECT extversion FROM pg_extension WHERE extname = 'citus'`).Scan(&v)
+	return v
+}
+
+// suitePackages are the tests the suite round runs on Citus, by module
+// directory: the engine's protocol suite (every test, each in every claim
+// mode where it applies) and the black-box conformance cases.
+var suitePackages = []struct {
+	Dir  string
+	Args []string
+	Pkgs int
+}{
+	{".", []string{"./runtime/idem"}, 1},
+	{".", []string{"-run", "^TestConformance$", "./runtime/idemecho", "./runtime/idemstd"}, 2},
+	{"runtime/idemgin", []string{"-run", "^TestConformance$", "."}, 1},
+}
+
+func suiteRound(ctx context.Context, o options) (string, error) {
+	cl, err := startCluster(ctx, false, nil)
+	if err != nil {
+		return "", err
+	}
+	defer cl.Stop()
+	var b strings.Builder
+	fmt.Fprintf(&b, "Citus %s: a coordinator and %d workers; every test's records table distributed by id\n",
+		citusVersion(ctx, cl.URL()), len(cl.Workers))
+	var failed error
+	for _, p := range suitePackages {
+		args := []string{"test", "-count=1", "-timeout", "30m"}
+		if o.race {
+			args = append(args, "-race")
+		}
+		cmd := exec.CommandContext(ctx, goCommand(), append(args, p.Args...)...)
+		cmd.Dir = filepath.Join(o.repo, p.Dir)
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+cl.URL(), pglocal.CitusEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		res, nfail := topology.ParseGoTest(string(out))
+		b.WriteString(topology.Summary(res))
+		if err != nil || nfail > 0 || len(res) != p.Pkgs {
+			failed = errors.Join(failed, fmt.Errorf("%s: %d failed (%v):\n%s", strings.Join(p.Args, " "), nfail, err, lastLines(out, 60)))
+		}
+		skips := skipped(out)
+		for _, s := range skips {
+			fmt.Fprintf(&b, "    not on Citus: %s\n", s)
+		}
+	}
+	return b.String(), failed
+}
+
+var skipLine = regexp.MustCompile(`(?m)^\s+\S+_test\.go:\d+: does not apply on Citus: (.*)$`)
+
+// skipped lists, once each, why tests did not apply on Citus.
+func skipped(out []byte) []string {
+	var why []string
+	for _, m := range skipLine.FindAllSubmatch(out, -1) {
+		if s := string(m[1]); !slices.Contains(why, s) {
+			why = append(why, s)
+		}
+	}
+	return why
+}
+
+func lastLines(out []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// goCommand is the go command that runs the tests: $GO, or go.
+func goCommand() string {
+	if g := os.Getenv("GO"); g != "" {
+		return g
+	}
+	return "go"
+}
+
+// prepare migrates the engine's tables into schema, distributes the
+// records table, and makes each of tables a Citus table on the coordinator
+// (with the tables its foreign keys reach): a plain table there would
+// commit apart from the records on the workers (docs/scaling.md).
+func prepare(ctx context.Context, pool *pgxpool.Pool, schema string, tables ...string) error {
+	m := idemmigrate.New(pool, schema)
+	if _, err := m.Up(ctx); err != nil {
+		return err
+	}
+	if _, err := m.Distribute(ctx); err != nil {
+		return err
+	}
+	for _, t := range tables {
+		_, err := pool.Exec(ctx, `SELECT citus_add_local_table_to_metadata($1, cascade_via_foreign_keys => true)
+WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = $1::regclass)`, t)
+		if err != nil {
+			return fmt.Errorf("making %s a Citus table: %w", t, err)
+		}
+	}
+	return nil
+}
+
+// citusDB is the cluster as the chaos round's external database, whose
+// "failover" fault kills a worker.
+type citusDB struct {
+	cl   *citus.Cluster
+	down time.Duration
+	mu   sync.Mutex
+	next int
+}
+
+func (d *citusDB) URL() string                   { return d.cl.URL() }
+func (d *citusDB) Upstream() (addr, name string) { return d.cl.Coordinator.TCPAddr(), citus.DB }
+func (d *citusDB) FailName() string              { return "Citus workers SIGKILLed and restarted" }
+
+func (d *citusDB) Fail(ctx context.Context) (string, error) {
+	d.mu.Lock()
+	i := d.next
+	d.next = (d.next + 1) % len(d.cl.Workers)
+	d.mu.Unlock()
+	addr := d.cl.Workers[i].TCPAddr()
+	d.cl.KillWorker(i)
+	time.Sleep(d.down)
+	if err := d.cl.RestartWorker(ctx, i); err != nil {
+		return "", fmt.Errorf("restarting worker %s: %w", addr, err)
+	}
+	return fmt.Sprintf("worker %s SIGKILLed, restarted %s later", addr, d.down), nil
+}
+
+func chaosRound(ctx context.Context, o options, dir string) (string, error) {
+	cl, err := startCluster(ctx, false, nil)
+	if err != nil {
+		return "", err
+	}
+	defer cl.Stop()
+	pool, err := pgxpool.New(ctx, cl.URL())
+	if err != nil {
+		return "", harness(err)
+	}
+	err = api.Migrate(ctx, pool)
+	if err == nil {
+		err = prepare(ctx, pool, idem.DefaultSchema, "payments", "orders")
+	}
+	pool.Close()
+	if err != nil {
+		return "", harness(err)
+	}
+	cfg := chaos.ShortRound(o.payments, o.cardnet)
+	cfg.Seed = 20261204
+	cfg.Clients, cfg.Intents = 10, 30
+	cfg.Kills, cfg.ConnFaults, cfg.PGRestarts, cfg.Failovers = 4, 8, 0, 1
+	cfg.Deadline = 5 * time.Minute
+	cfg.Database = &citusDB{cl: cl, down: 2 * time.Second}
+	cfg.Out, cfg.Dir = os.Stderr, dir
+	rep, err := chaos.Run(ctx, cfg)
+	if err != nil {
+		return "", harness(err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "payments on Citus %s: records distributed by id, business tables Citus tables on the coordinator\n%s",
+		citusVersion(ctx, cl.URL()), rep.Table())
+	switch {
+	case !rep.OK():
+		fmt.Fprintf(&b, "the services' errors, first of each:\n%s", serviceErrors(dir, 8))
+		return b.String(), fmt.Errorf("broken promise, seed %d: %d problems, the first: %v", rep.Seed, len(rep.Problems), rep.Problems[:min(3, len(rep.Problems))])
+	case rep.Failovers != 1 || rep.Kills != cfg.Kills || rep.ConnFaults != cfg.ConnFaults || rep.Intents < 250:
+		return b.String(), fmt.Errorf("the round did not run as planned: %d worker kills, %d process kills, %d connection faults, %d intents",
+			rep.Failovers, rep.Kills, rep.ConnFaults, rep.Intents)
+	}
+	return b.String(), nil
+}
+
+var errLine = regexp.MustCompile(`"level":"(ERROR|WARN)".*?"msg":"([^"]*)".*?(?:"sqlstate":"([0-9A-Z]{5})")?.*?(?:"message":"([^"]*)")?`)
+
+// serviceErrors is the first n distinct ERROR and WARN lines (message,
+// SQLSTATE) of the payments services' logs in dir.
+func serviceErrors(dir string, n int) string {
+	logs, _ := filepath.Glob(filepath.Join(dir, "payments-*.log"))
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range logs {
+		data, _ := os.ReadFile(f)
+		for _, l := range strings.Split(string(data), "\n") {
+			m := errLine.FindStringSubmatch(l)
+			if m == nil || len(out) >= n {
+				continue
+			}
+			key := m[2] + " " + m[3] + " " + m[4]
+			if !seen[key] {
+				seen[key] = true
+				out = append(out, "  "+firstLine(l)[:min(len(l), 400)])
+			}
+		}
+	}
+	if len(out) == 0 {
+		return "  (none)\n"
+	}
+	return strings.Join(out, "\n") + "\n"
+}
+
+// outcome is what one request was answered: its HTTP status, and whether
+// it was a replay or carried a Retry-After.
+type outcome struct {
+	status     int
+	replayed   bool
+	retryAfter bool
+}
+
+func answer(out *idem.Outcome, err error) outcome {
+	if err == nil {
+		return outcome{status: out.Response.Status, replayed: out.Replayed}
+	}
+	var ie *idemtype.Error
+	if errors.As(err, &ie) {
+		return outcome{status: ie.Status(), retryAfter: ie.RetryAfter > 0}
+	}
+	return outcome{status: http.StatusInternalServerError}
+}
+
+func workerDownRound(ctx context.Context, o options) (string, error) {
+	cl, err := startCluster(ctx, false, nil)
+	if err != nil {
+		return "", err
+	}
+	defer cl.Stop()
+	pool, err := pgxpool.New(ctx, cl.URL()+"&pool_max_conns=16")
+	if err != nil {
+		return "", harness(err)
+	}
+	defer pool.Close()
+	const schema = "wdown"
+	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS public.wdown_items (key text PRIMARY KEY, n int NOT NULL DEFAULT 1)`); err != nil {
+		return "", harness(err)
+	}
+	if err := prepare(ctx, pool, schema, "public.wdown_items"); err != nil {
+		return "", harness(err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Citus %s; worker %s down for %s; the business table a Citus table on the coordinator\n",
+		citusVersion(ctx, cl.URL()), cl.Workers[1].TCPAddr(), o.down)
+	var failed error
+	for _, mode := range []idem.ClaimMode{idem.ClaimLast, idem.ClaimFirst, idem.ClaimSeparate} {
+		res, err := workerDown(ctx, cl, pool, schema, mode, o.down)
+		if err != nil && errors.Is(err, errHarness) {
+			return b.String(), err
+		}
+		b.WriteString(res)
+		failed = errors.Join(failed, err)
+	}
+	return b.String(), failed
+}
+
+// workerDown runs one claim mode's part of the worker-down round.
+func workerDown(ctx context.Context, cl *citus.Cluster, pool *pgxpool.Pool, schema string, mode idem.ClaimMode, down time.Duration) (string, error) {
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	eng, err := idem.New(pool, idem.Options{Schema: schema, Claim: mode, ReplayCacheBytes: -1,
+		Logger: slog.New(slog.NewJSONHandler(lockedWriter{&logs, &logMu}, nil))})
+	if err != nil {
+		return "", harness(err)
+	}
+	op := &idem.Operation{ID: "wdown-" + string(mode), Policy: idem.Policy{Lease: 30 * time.Second}}
+	phases := func(key string) []idem.Phase[struct{}] {
+		return []idem.Phase[struct{}]{{Name: "only", Final: func(ctx context.Context, tx pgx.Tx, _ *struct{}) (*idem.Response, error) {
+			if _, err := tx.Exec(ctx, `INSERT INTO public.wdown_items (key) VALUES ($1)`, key); err != nil {
+				return nil, err
+			}
+			return &idem.Response{Status: 201, Body: []byte(key)}, nil
+		}}}
+	}
+	call := func(key string) outcome {
+		out, err := idem.Run(ctx, eng, op, idem.KeyedRequest{Scope: "t", Key: key, Fingerprint: []byte(key)}, phases(key))
+		return answer(out, err)
+	}
+	// Keys, and the worker each one's record lives on.
+	var keys []string
+	on := map[string]int{}
+	for i := range 24 {
+		key := fmt.Sprintf("%s-%d", mode, i)
+		var id string
+		if err := pool.QueryRow(ctx, `SELECT `+schema+`.record_id($1, $2, $3)::text`, op.ID, "t", key).Scan(&id); err != nil {
+			return "", harness(err)
+		}
+		w, err := cl.WorkerOf(ctx, schema+".records", id)
+		if err != nil {
+			return "", harness(err)
+		}
+		keys = append(keys, key)
+		on[key] = w
+	}
+	cl.KillWorker(1)
+	// While it is down: every key, round after round.
+	counts := map[string]int{} // "worker/status/retry-after" -> requests
+	var wrong []string
+	for deadline := time.Now().Add(down); time.Now().Before(deadline); {
+		for _, key := range keys {
+			a := call(key)
+			counts[fmt.Sprintf("worker %d: %d%s", on[key], a.status, map[bool]string{true: " with Retry-After"}[a.retryAfter])]++
+			switch {
+			case on[key] == 1 && (a.status != 503 || !a.retryAfter):
+				wrong = append(wrong, fmt.Sprintf("%s (on the down worker) answered %d, retry-after %t", key, a.status, a.retryAfter))
+			case on[key] == 0 && a.status != 201:
+				wrong = append(wrong, fmt.Sprintf("%s (on the live worker) answered %d", key, a.status))
+			}
+		}
+	}
+	if err := cl.RestartWorker(ctx, 1); err != nil {
+		return "", harness(err)
+	}
+	// Back: every key answers its one execution's response.
+	var after []outcome
+	for _, key := range keys {
+		var a outcome
+		for range 20 { // a retry while the worker's connections come back
+			if a = call(key); a.status != 503 {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		after = append(after, a)
+		if a.status != 201 {
+			wrong = append(wrong, fmt.Sprintf("%s answered %d once the worker was back", key, a.status))
+		}
+	}
+	var rows, dup int
+	if err := pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE n > 1) FROM public.wdown_items WHERE key LIKE $1`,
+		string(mode)+"-%").Scan(&rows, &dup); err != nil {
+		return "", harness(err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "claim mode %s:\n", mode)
+	names := make([]string, 0, len(counts))
+	for k := range counts {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		fmt.Fprintf(&b, "  while down, %-38s %d\n", k, counts[k])
+	}
+	replayed := 0
+	for _, a := range after {
+		if a.replayed {
+			replayed++
+		}
+	}
+	fmt.Fprintf(&b, "  once back: %d keys answered 201 (%d replayed)\n", len(keys)-len(wrong), replayed)
+	fmt.Fprintf(&b, "  %-48s %d\n", "keys lost (must be 0)", len(keys)-rows)
+	fmt.Fprintf(&b, "  %-48s %d\n", "applied twice (must be 0)", dup)
+	fmt.Fprintf(&b, "  %-48s %d\n", "wrong answers (must be 0)", len(wrong))
+	logMu.Lock()
+	states := sqlstates(logs.String())
+	logMu.Unlock()
+	fmt.Fprintf(&b, "  store errors logged, by SQLSTATE: %s\n", states)
+	if rows != len(keys) || dup != 0 || len(wrong) > 0 {
+		return b.String(), fmt.Errorf("claim mode %s: %d of %d keys stored, %d applied twice, wrong answers: %v", mode, rows, len(keys), dup, wrong)
+	}
+	return b.String(), nil
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+var sqlstateField = regexp.MustCompile(`"sqlstate":"([0-9A-Z]{5})"`)
+
+// sqlstates counts the log lines' SQLSTATEs.
+func sqlstates(logs string) string {
+	n := map[string]int{}
+	for _, m := range sqlstateField.FindAllStringSubmatch(logs, -1) {
+		n[m[1]]++
+	}
+	if len(n) == 0 {
+		return "none"
+	}
+	var parts []string
+	for k, v := range n {
+		parts = append(parts, fmt.Sprintf("%s x%d", k, v))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}
+
+// throughputRound measures the benchmark's single-phase and three-phase
+// requests (and the plain transaction they add to) at 16 clients, on a
+// durable single PostgreSQL and on a durable Citus cluster, in interleaved
+// rounds of the same test binary.
+func throughputRound(ctx context.Context, o options) (string, error) {
+	// Two-phase commits stay in pg_dist_transaction until Citus' recovery
+	// sweeps them: off, so that the round can count them.
+	cl, err := startCluster(ctx, true, map[string]string{"citus.recover_2pc_interval": "-1"})
+	if err != nil {
+		return "", err
+	}
+	defer cl.Stop()
+	pg, err := pglocal.Start(ctx, pglocal.Options{Durable: true})
+	if err != nil {
+		return "", harness(err)
+	}
+	defer pg.Stop()
+	bin := filepath.Join(os.TempDir(), fmt.Sprintf("idemecho-bench-%d.test", os.Getpid()))
+	build := exec.CommandContext(ctx, goCommand(), "test", "-c", "-o", bin, "./runtime/idemecho")
+	build.Dir = o.repo
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", harness(fmt.Errorf("building the benchmark: %v\n%s", err, out))
+	}
+	defer os.Remove(bin)
+	cases := []string{"plain-tx", "single-phase", "three-phase"}
+	type target struct {
+		name string
+		env  []string
+	}
+	targets := []target{
+		{"PostgreSQL", []string{"DATABASE_URL=" + pg.URL("postgres")}},
+		{"Citus", []string{"DATABASE_URL=" + cl.URL(), pglocal.CitusEnv + "=1"}},
+	}
+	reqs := map[string][]float64{} // target/case -> req/s per round
+	var citusRequests float64
+	twoPC := func() (int, error) {
+		conn, err := pgx.Connect(ctx, cl.URL())
+		if err != nil {
+			return 0, err
+		}
+		defer conn.Close(ctx)
+		var n int
+		// One transaction prepares on each worker it wrote: count it once.
+		err = conn.QueryRow(ctx, `SELECT count(DISTINCT split_part(gid, '_', 3) || '_' || split_part(gid, '_', 4)) FROM pg_dist_transaction`).Scan(&n)
+		return n, err
+	}
+	before, err := twoPC()
+	if err != nil {
+		return "", harness(err)
+	}
+	line := regexp.MustCompile(`^BenchmarkEngine/c16/([a-z-]+)(?:#\d+)?-\d+\s+(\d+)\s.*?\s([0-9.]+) req/s`)
+	for round := range o.benchRounds {
+		order := slices.Clone(targets)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, t := range order {
+			fmt.Fprintf(os.Stderr, "throughput: round %d of %d, %s\n", round+1, o.benchRounds, t.name)
+			cmd := exec.CommandContext(ctx, bin, "-test.run", "^$", "-test.bench", "^BenchmarkEngine$/^c16$/^("+strings.Join(cases, "|")+")$",
+				"-test.benchtime", o.benchTime, "-test.count", "1", "-test.timeout", "30m")
+			cmd.Dir = filepath.Join(o.repo, "runtime", "idemecho")
+			cmd.Env = append(append(os.Environ(), t.env...), "IDEMGEN_PG_DURABLE=1")
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				return "", harness(fmt.Errorf("the benchmark on %s: %v\n%s", t.name, err, lastLines(out, 30)))
+			}
+			sc := bufio.NewScanner(bytes.NewReader(out))
+			for sc.Scan() {
+				m := line.FindStringSubmatch(sc.Text())
+				if m == nil {
+					continue
+				}
+				v, _ := strconv.ParseFloat(m[3], 64)
+				reqs[t.name+"/"+m[1]] = append(reqs[t.name+"/"+m[1]], v)
+				if t.name == "Citus" && m[1] != "plain-tx" {
+					n, _ := strconv.ParseFloat(m[2], 64)
+					citusRequests += n + 50 // and the calibration's, on the counted service
+				}
+			}
+		}
+	}
+	after, err := twoPC()
+	if err != nil {
+		return "", harness(err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "16 clients, %d interleaved rounds of %s requests per case, durable nodes; Citus %s (records by id, the business table by its id)\n",
+		o.benchRounds, o.benchTime, citusVersion(ctx, cl.URL()))
+	fmt.Fprintf(&b, "  %-14s %14s %14s %10s\n", "case", "PostgreSQL r/s", "Citus r/s", "ratio")
+	for _, c := range cases {
+		p, q := median(reqs["PostgreSQL/"+c]), median(reqs["Citus/"+c])
+		if p == 0 || q == 0 {
+			return b.String(), harness(fmt.Errorf("no figures for %s", c))
+		}
+		fmt.Fprintf(&b, "  %-14s %14.0f %14.0f %10.2f\n", c, p, q, q/p)
+	}
+	fmt.Fprintf(&b, "  two-phase commits per idempotent request on Citus: %.2f (%d over %.0f requests)\n",
+		float64(after-before)/citusRequests, after-before, citusRequests)
+	fmt.Fprintf(&b, "  (medians of the rounds; the plain transaction's row shows what Citus costs a request without idemgen)\n")
+	return b.String(), nil
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
