@@ -460,12 +460,13 @@ func (c *Cluster) Restart(ctx context.Context) error {
 
 // Kill ends the server as a crash would: SIGKILL to the postmaster and
 // every process of its group, at once, with no shutdown checkpoint.
-// Restart starts it again, recovering from the WAL.
+// Restart starts it again, recovering from the WAL. A cluster that is not
+// Durable commits with synchronous_commit off and so loses its last
+// acknowledged commits on Kill, as PostgreSQL does; set it on in
+// Settings for a crash that keeps every acknowledged commit (fsync may
+// stay off: a process's crash keeps the kernel's pages).
 func (c *Cluster) Kill() {
-	c.mu.Lock()
-	cmd, exited := c.cmd, c.exited
-	c.cmd = nil
-	c.mu.Unlock()
+	cmd, exited := c.take()
 	if cmd == nil {
 		return
 	}
@@ -490,11 +491,18 @@ func (c *Cluster) Stop() error {
 // DataDir is the cluster's data directory.
 func (c *Cluster) DataDir() string { return c.dataDir }
 
-func (c *Cluster) stopServer() {
+// take returns the running server's process and its exit, and forgets
+// them: the caller ends it. cmd is nil when none runs.
+func (c *Cluster) take() (cmd *exec.Cmd, exited chan struct{}) {
 	c.mu.Lock()
-	cmd, exited := c.cmd, c.exited
+	defer c.mu.Unlock()
+	cmd, exited = c.cmd, c.exited
 	c.cmd = nil
-	c.mu.Unlock()
+	return cmd, exited
+}
+
+func (c *Cluster) stopServer() {
+	cmd, exited := c.take()
 	if cmd == nil {
 		return
 	}

@@ -43,6 +43,43 @@ func TestStartQueryRestartStop(t *testing.T) {
 	}
 }
 
+// TestKillThenRestart: Kill ends the server and every backend at once (a
+// session open before it is broken), and Restart recovers what committed.
+func TestKillThenRestart(t *testing.T) {
+	ctx := context.Background()
+	// A commit is acknowledged once its WAL is written (not flushed: a
+	// process's crash keeps the kernel's pages).
+	c, err := Start(ctx, Options{Settings: map[string]string{"synchronous_commit": "on"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE TABLE kept (v int); INSERT INTO kept VALUES (7)"); err != nil {
+		t.Fatal(err)
+	}
+	c.Kill()
+	if _, err := conn.Exec(ctx, "SELECT 1"); err == nil {
+		t.Fatal("a session survived Kill")
+	}
+	if err := c.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close(ctx)
+	var v int
+	if err := again.QueryRow(ctx, "SELECT v FROM kept").Scan(&v); err != nil || v != 7 {
+		t.Fatalf("after Kill and Restart: v=%d err=%v", v, err)
+	}
+}
+
 func TestWithDatabase(t *testing.T) {
 	for in, want := range map[string]string{
 		"postgres://u:p@h:5/old?sslmode=disable": "postgres://u:p@h:5/new?sslmode=disable",

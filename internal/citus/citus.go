@@ -49,8 +49,8 @@ func Ensure(ctx context.Context, src string, out io.Writer) error {
 		return err
 	}
 	if src == "" {
-		return fmt.Errorf("citus: Citus is not installed (no %s). Install it: CITUS_SRC=<dir with install.sh and the Citus source> make citus "+
-			"(for this project's machines, ../shared/citus), or your distribution's postgresql-15-citus package", lib)
+		return fmt.Errorf("citus: Citus is not installed (no %s). Install Citus' package for this PostgreSQL (postgresql-15-citus-13.2 or later), "+
+			"or give a directory whose install.sh builds and installs it: CITUS_SRC=<dir> make citus", lib)
 	}
 	script := filepath.Join(src, "install.sh")
 	if _, err := os.Stat(script); err != nil {
@@ -104,6 +104,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		// look for client certificates in the home of the user who started
 		// the server, which the server's own user may not read.
 		"citus.node_conninfo": "sslmode=disable",
+		// A worker killed mid-round keeps every commit it acknowledged,
+		// durable or not (pglocal.Cluster.Kill).
+		"synchronous_commit": "on",
 	}
 	for k, v := range opts.Settings {
 		settings[k] = v
