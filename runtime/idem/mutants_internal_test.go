@@ -96,18 +96,7 @@ func TestSQLPredicates(t *testing.T) {
 		t.Skip("runs the named tests once per predicate; not in -short")
 	}
 	dbtest.NotOnCitus(t, "its mutants remove clauses of sql/*.sql on a single PostgreSQL; TestCitusStatementsKeepThePredicates checks that sql/citus keeps each of them")
-	src := map[string]string{}
-	files, _ := fs.Glob(sqlFiles, "sql/*.sql")
-	for _, f := range files {
-		text, _ := sqlFiles.ReadFile(f)
-		blocks, err := parseBlocks(f, string(text))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, b := range blocks {
-			src[b.name] = b.src
-		}
-	}
+	src := blockSources(t, "sql/*.sql")
 	for _, p := range predicates {
 		if strings.Count(src[p.statement], p.clause) != 1 {
 			t.Fatalf("%s: %q is not once in statement %s; update the table", p.name, p.clause, p.statement)
@@ -165,18 +154,7 @@ var citusForms = map[string]struct{ clause, elsewhere string }{
 // the Citus statements as well.
 func TestCitusStatementsKeepThePredicates(t *testing.T) {
 	t.Parallel()
-	src := map[string]string{}
-	files, _ := fs.Glob(sqlFiles, "sql/citus/*.sql")
-	for _, f := range files {
-		text, _ := sqlFiles.ReadFile(f)
-		blocks, err := parseBlocks(f, string(text))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, b := range blocks {
-			src[b.name] = b.src
-		}
-	}
+	src := blockSources(t, "sql/citus/*.sql")
 	for _, p := range predicates {
 		replaced, ok := src[p.statement]
 		if !ok {
@@ -203,4 +181,23 @@ func TestCitusStatementsKeepThePredicates(t *testing.T) {
 			t.Errorf("citusForms names %q, no predicate", name)
 		}
 	}
+}
+
+// blockSources is every block of the files matching glob, by name, as
+// written.
+func blockSources(t *testing.T, glob string) map[string]string {
+	t.Helper()
+	src := map[string]string{}
+	files, _ := fs.Glob(sqlFiles, glob)
+	for _, f := range files {
+		text, _ := sqlFiles.ReadFile(f)
+		blocks, err := parseBlocks(f, string(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range blocks {
+			src[b.name] = b.src
+		}
+	}
+	return src
 }
