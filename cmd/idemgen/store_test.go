@@ -6,12 +6,14 @@ import (
 	"crypto/sha256"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgen/idemgen/idemtest"
+	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
@@ -47,6 +49,25 @@ func TestStoreCommands(t *testing.T) {
 		{[]string{"migrate", "sideways"}, 2, "usage: idemgen migrate"},
 		{[]string{"inspect", "-key", "k"}, 2, "-operation and -key are required"},
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+	}
+	distribute := []string{"migrate", "-database", idemtest.URL(t), "-schema", "cli", "distribute"}
+	if dbtest.Citus() {
+		// On a Citus coordinator every operator command runs on the
+		// distributed table, and the migrations revert it.
+		steps = slices.Insert(steps, 2, []struct {
+			args []string
+			code int
+			want string
+		}{
+			{distribute, 0, "schema cli: records table now distributed by id; restart the services on it"},
+			{distribute, 0, "schema cli: records table already distributed by id"},
+		}...)
+	} else {
+		steps = slices.Insert(steps, 2, struct {
+			args []string
+			code int
+			want string
+		}{distribute, 1, "the Citus extension is not installed"})
 	}
 	for _, s := range steps {
 		code, out, errs := runCLI(t, s.args...)

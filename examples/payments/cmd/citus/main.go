@@ -185,7 +185,8 @@ func citusVersion(ctx context.Context, url string) string {
 
 // suitePackages are the tests the suite round runs on Citus, by module
 // directory: the engine's protocol suite (every test, each in every claim
-// mode where it applies) and the black-box conformance cases.
+// mode where it applies), the black-box conformance cases and the
+// operator's commands.
 var suitePackages = []struct {
 	Dir  string
 	Args []string
@@ -194,6 +195,9 @@ var suitePackages = []struct {
 	{".", []string{"./runtime/idem"}, 1},
 	{".", []string{"-run", "^TestConformance$", "./runtime/idemecho", "./runtime/idemstd"}, 2},
 	{"runtime/idemgin", []string{"-run", "^TestConformance$", "."}, 1},
+	// The operator's commands (migrate distribute, inspect, abandoned,
+	// prune, resolve) on a distributed table.
+	{".", []string{"-run", "^(TestStoreCommands|TestOperatorCommandsTakeAnOperationID)$", "./cmd/idemgen"}, 1},
 }
 
 func suiteRound(ctx context.Context, o options) (string, error) {
@@ -207,7 +211,8 @@ func suiteRound(ctx context.Context, o options) (string, error) {
 		citusVersion(ctx, cl.URL()), len(cl.Workers))
 	var failed error
 	for _, p := range suitePackages {
-		args := []string{"test", "-count=1", "-timeout", "30m"}
+		// -v, for the reasons of the tests that do not apply on Citus.
+		args := []string{"test", "-count=1", "-v", "-timeout", "30m"}
 		if o.race {
 			args = append(args, "-race")
 		}
