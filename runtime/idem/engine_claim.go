@@ -299,7 +299,12 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 			if err != nil {
 				return nil, nil, e.storeFailed(ctx, op, "freeing an expired record", err)
 			}
-			if freed {
+			if freed || rec.state == stateCompleted {
+				// Freed: claim again. A completed record past its retention
+				// always matches the delete: matching nothing, it was
+				// deleted (and the key perhaps claimed again) by a
+				// concurrent retry since it was read, and what holds the
+				// key now is read again, never the deleted record replayed.
 				continue
 			}
 		}

@@ -194,3 +194,59 @@ func TestExpiredDeleteRechecksLiveness(t *testing.T) {
 		t.Fatalf("the live owner's record was deleted (%d, %v)", n, err)
 	}
 }
+
+// TestRetriesAfterRetentionAgree: two retries of a key whose completed
+// record is past its retention. The second frees the key and completes a
+// new execution while the first, which read the expired record, has not
+// yet deleted it; the first's delete then matches nothing, and it must
+// answer what holds the key now, the second's response, not the deleted
+// record it had read. In every claim mode.
+func TestRetriesAfterRetentionAgree(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []ClaimMode{ClaimLast, ClaimFirst, ClaimSeparate} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			r := newRaceEnv(t)
+			newEngine := func() *Engine {
+				// Nothing cached: the test moves expires_at in the database.
+				eng, err := New(r.pool, Options{Schema: r.schema, Claim: mode, ReplayCacheBytes: -1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return eng
+			}
+			first, second := newEngine(), newEngine()
+			op := &Operation{ID: "op", Policy: Policy{Lease: 30 * time.Second}}
+			answer := func(body string) []Phase[st] {
+				return []Phase[st]{{Name: "final", Final: func(ctx context.Context, tx pgx.Tx, s *st) (*Response, error) {
+					return &Response{Status: 201, Body: []byte(body)}, nil
+				}}}
+			}
+			if _, err := Run(ctx, first, op, raceReq("k"), answer("the first execution's")); err != nil {
+				t.Fatal(err)
+			}
+			r.exec(`UPDATE ` + r.schema + `.records SET expires_at = now() - interval '1 second'`)
+			var once sync.Once
+			var secondOut *Outcome
+			first.hooks.afterRead = func() {
+				once.Do(func() {
+					var err error
+					if secondOut, err = Run(ctx, second, op, raceReq("k"), answer("the second execution's")); err != nil {
+						t.Errorf("the second retry: %v", err)
+					}
+				})
+			}
+			out, err := Run(ctx, first, op, raceReq("k"), answer("a third execution's"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if secondOut == nil || secondOut.Replayed || string(secondOut.Response.Body) != "the second execution's" {
+				t.Fatalf("the second retry: %+v; want a new execution", secondOut)
+			}
+			if got := string(out.Response.Body); got != "the second execution's" || !out.Replayed {
+				t.Errorf("the first retry answered %q (replayed %t); want the second execution's response, replayed", got, out.Replayed)
+			}
+		})
+	}
+}
