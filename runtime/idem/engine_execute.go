@@ -98,10 +98,14 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 				err = p.Foreign(pctx, key, &state)
 			default:
 				resp, err = e.commitPhase(pctx, c, p.Name, &state, func(tx pgx.Tx) (*Response, error) {
-					if p.Final != nil {
-						return p.Final(pctx, tx, &state)
+					if p.Final == nil {
+						return nil, p.Local(pctx, tx, &state)
 					}
-					return nil, p.Local(pctx, tx, &state)
+					resp, err := p.Final(pctx, tx, &state)
+					if err == nil {
+						err = checkFinal(p.Name, resp)
+					}
+					return resp, err
 				})
 			}
 			return err
@@ -153,8 +157,8 @@ func runInClaimTx[S any](ctx context.Context, e *Engine, c *claim, phases []Phas
 			}
 			var err error
 			resp, err = p.Final(pctx, &c.sess.tx, state)
-			if err == nil && resp == nil {
-				err = fmt.Errorf("idem: final phase %s returned no response", p.Name)
+			if err == nil {
+				err = checkFinal(p.Name, resp)
 			}
 			return err
 		})
@@ -185,6 +189,21 @@ func runInClaimTx[S any](ctx context.Context, e *Engine, c *claim, phases []Phas
 		e.remember(c, resp, omitted, since)
 	}
 	return resp, nil
+}
+
+// checkFinal refuses, as the final phase's error, a response that must not
+// be stored: none at all (its writes would commit with no answer to give),
+// or a status net/http cannot write as a final one (under 100 it panics
+// the handler, on the first answer and every replay; a 1xx is no final
+// answer). The phase's transaction then rolls back, as for any error of it.
+func checkFinal(phase string, resp *Response) error {
+	switch {
+	case resp == nil:
+		return fmt.Errorf("idem: final phase %s returned no response", phase)
+	case resp.Status < 200 || resp.Status > 999:
+		return fmt.Errorf("idem: final phase %s returned status %d; a final response's status is 200 to 999", phase, resp.Status)
+	}
+	return nil
 }
 
 // completed notes that c's execution completed: its event, and, for one
