@@ -269,18 +269,19 @@ func runAbandoned(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return db.withEngine(func(ctx context.Context, eng *idem.Engine) error {
-		list, err := eng.Abandoned(ctx, *stuck, *limit)
+		// -operation: that namespace's, or, without -spec, the claims of
+		// that operationId in any group.
+		q := idem.AbandonedQuery{StuckOnly: *stuck, Limit: *limit, Namespace: ns}
+		if *op.spec == "" {
+			q.Operation = ns
+		}
+		list, err := eng.AbandonedOf(ctx, q)
 		if err != nil {
 			return err
 		}
 		enc := json.NewEncoder(stdout)
 		n := 0
 		for _, r := range list {
-			// -operation: that namespace's, or, without -spec, the
-			// claims of that operationId in any group.
-			if ns != "" && r.Namespace != ns && (*op.spec != "" || r.Operation != ns) {
-				continue
-			}
 			if err := enc.Encode(r); err != nil {
 				return err
 			}

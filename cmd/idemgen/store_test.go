@@ -138,3 +138,37 @@ paths:
 		}
 	}
 }
+
+// TestAbandonedFiltersBeforeItLimits: `abandoned -operation X -limit N`
+// lists X's abandoned claims even when more than N of other operations
+// are older: the filter is the query's, not a pass over its first N rows.
+func TestAbandonedFiltersBeforeItLimits(t *testing.T) {
+	env := idemtest.New(t, idem.Options{})
+	ctx := context.Background()
+	sum := sha256.Sum256([]byte("{}"))
+	abandon := func(op, key string) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			idem.Run(ctx, env.Engine, &idem.Operation{ID: op}, idem.KeyedRequest{Scope: "acct", Key: key, Fingerprint: sum[:]}, []idem.Phase[struct{}]{
+				{Name: "call", Foreign: func(context.Context, string, *struct{}) error { runtime.Goexit(); return nil }},
+				{Name: "finish", Final: func(context.Context, pgx.Tx, *struct{}) (*idem.Response, error) { return nil, nil }},
+			})
+		}()
+		<-done
+	}
+	for _, k := range []string{"a1", "a2", "a3"} {
+		abandon("Other", k)
+	}
+	abandon("Mine", "m1")
+	// The other operation's leases ran out first.
+	if _, err := env.Pool.Exec(ctx, `UPDATE records SET lease_until = now() - CASE WHEN operation = 'Other' THEN interval '1 hour' ELSE interval '1 second' END
+WHERE owner_token IS NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, "abandoned", "-database", idemtest.URL(t), "-schema", env.Schema, "-operation", "Mine", "-limit", "2")
+	if code != 0 || !strings.Contains(out, `"key":"m1"`) || !strings.Contains(errs, "1 abandoned claim(s)") {
+		t.Errorf("abandoned -operation Mine -limit 2: exit %d, output %q%q; want Mine's one claim", code, out, errs)
+	}
+}

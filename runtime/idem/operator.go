@@ -113,7 +113,23 @@ func (e *Engine) Inspect(ctx context.Context, namespace, scope, key string) (*Re
 // expired, oldest lease first: executions that died and that no retry has
 // resumed yet. With stuckOnly, only those past their retention.
 func (e *Engine) Abandoned(ctx context.Context, stuckOnly bool, limit int) ([]*RecordInfo, error) {
-	rs, err := e.store.abandoned(ctx, stuckOnly, limit)
+	return e.AbandonedOf(ctx, AbandonedQuery{StuckOnly: stuckOnly, Limit: limit})
+}
+
+// AbandonedQuery says which abandoned records AbandonedOf lists.
+type AbandonedQuery struct {
+	StuckOnly bool // only those past their retention
+	// Namespace, when set, keeps the records of that namespace (a group, or
+	// an operationId outside any group), and those of operationId
+	// Operation in any namespace ("" for none).
+	Namespace, Operation string
+	Limit                int // at most this many, oldest lease first
+}
+
+// AbandonedOf is Abandoned narrowed by q, in the query: the limit counts
+// only the records q keeps.
+func (e *Engine) AbandonedOf(ctx context.Context, q AbandonedQuery) ([]*RecordInfo, error) {
+	rs, err := e.store.abandoned(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("idem: abandoned: %w", err)
 	}

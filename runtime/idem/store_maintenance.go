@@ -212,8 +212,9 @@ func (s *store) inspect(ctx context.Context, id [16]byte) (*RecordInfo, error) {
 }
 
 // abandoned lists abandoned records for an operator (Abandoned).
-func (s *store) abandoned(ctx context.Context, stuckOnly bool, limit int) ([]*RecordInfo, error) {
-	rows, err := s.pool.Query(ctx, s.q().Abandoned.sql, s.q().Abandoned.args(&abandonedParams{StuckOnly: stuckOnly, Limit: limit})...)
+func (s *store) abandoned(ctx context.Context, q AbandonedQuery) ([]*RecordInfo, error) {
+	p := &abandonedParams{StuckOnly: q.StuckOnly, Namespace: q.Namespace, Operation: q.Operation, Limit: q.Limit}
+	rows, err := s.pool.Query(ctx, s.q().Abandoned.sql, s.q().Abandoned.args(p)...)
 	if err != nil {
 		return nil, err
 	}

@@ -156,8 +156,10 @@ type operationParams struct {
 }
 
 type abandonedParams struct {
-	StuckOnly bool `db:"stuck_only"`
-	Limit     int  `db:"limit"`
+	StuckOnly bool   `db:"stuck_only"`
+	Namespace string `db:"namespace"`
+	Operation string `db:"operation"`
+	Limit     int    `db:"limit"`
 }
 
 type abandonedBackgroundParams struct {

@@ -14,7 +14,9 @@ WHERE id = @id;
 
 -- name: Abandoned :many
 -- Claimed records whose owner's lease expired, oldest lease first; with
--- @stuck_only, only those past their retention.
+-- @stuck_only, only those past their retention; with a @namespace, only
+-- that namespace's or @operation's (the filter is the query's, before its
+-- limit).
 SELECT coalesce(namespace, ''), coalesce(scope, ''), coalesce(key, ''), coalesce(operation, ''),
     CASE WHEN owner_token IS NOT NULL THEN 'claimed' WHEN id IS NOT NULL THEN 'completed' END,
     coalesce(recovery_point, ''), phase_state, owner_token::text, extract(epoch FROM lease_until - now())::float8,
@@ -22,6 +24,7 @@ SELECT coalesce(namespace, ''), coalesce(scope, ''), coalesce(key, ''), coalesce
     response_status, (owner_token IS NOT NULL AND lease_until <= now() AND expires_at <= now())
 FROM {{schema}}.records
 WHERE owner_token IS NOT NULL AND lease_until <= now() AND (NOT @stuck_only OR expires_at <= now())
+    AND (@namespace::text = '' OR namespace = @namespace OR operation = @operation)
 ORDER BY lease_until LIMIT @limit;
 
 -- name: NamespacesOf :many

@@ -230,7 +230,9 @@ WHERE id = $1;
 
 -- name: Abandoned :many
 -- $1: @stuck_only
--- $2: @limit
+-- $2: @namespace
+-- $3: @operation
+-- $4: @limit
 SELECT coalesce(namespace, ''), coalesce(scope, ''), coalesce(key, ''), coalesce(operation, ''),
     CASE WHEN owner_token IS NOT NULL THEN 'claimed' WHEN id IS NOT NULL THEN 'completed' END,
     coalesce(recovery_point, ''), phase_state, owner_token::text, extract(epoch FROM lease_until - now())::float8,
@@ -238,7 +240,8 @@ SELECT coalesce(namespace, ''), coalesce(scope, ''), coalesce(key, ''), coalesce
     response_status, (owner_token IS NOT NULL AND lease_until <= now() AND expires_at <= now())
 FROM idemgen.records
 WHERE owner_token IS NOT NULL AND lease_until <= now() AND (NOT $1 OR expires_at <= now())
-ORDER BY lease_until LIMIT $2;
+    AND ($2::text = '' OR namespace = $2 OR operation = $3)
+ORDER BY lease_until LIMIT $4;
 
 -- name: NamespacesOf :many
 -- $1: @operation
