@@ -689,3 +689,57 @@ WHERE id = `+e.schema+`.record_id('webhook', 't', $1)`, key).Scan(&h); err != ni
 		}
 	})
 }
+
+// TestCommitNeverMovesALeaseBack: a lease that stands later than a commit
+// or a refresh would set it (as after the database's clock steps back:
+// an NTP step, a VM resumed) stays where it is: neither the phase's commit
+// (Advance) nor the keeper's refresh moves a live owner's lease into the
+// past, where another request could take the key over. In every claim
+// mode.
+func TestCommitNeverMovesALeaseBack(t *testing.T) {
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		op := &idem.Operation{ID: "clockStep", Policy: idem.Policy{Lease: time.Second}}
+		ahead := func(tx pgx.Tx) (bool, error) {
+			var ok bool
+			err := tx.QueryRow(ctx, `SELECT lease_until > now() + interval '50 minutes' FROM `+e.schema+`.records WHERE key = 'step'`).Scan(&ok)
+			return ok, err
+		}
+		var afterRefresh, afterCommit bool
+		// The claim commits first in every mode, so that the phases run in
+		// transactions of their own while another session moves the lease.
+		phases := committedFirst([]idem.Phase[payState]{
+			{Name: "push", Local: func(ctx context.Context, tx pgx.Tx, s *payState) error {
+				// The lease an hour ahead, as a clock that stepped back sees it.
+				if _, err := e.pool.Exec(ctx, `UPDATE `+e.schema+`.records SET lease_until = now() + interval '1 hour' WHERE key = 'step'`); err != nil {
+					return err
+				}
+				time.Sleep(700 * time.Millisecond) // past a refresh, a third of the lease in
+				var err error
+				afterRefresh, err = func() (bool, error) {
+					var ok bool
+					err := e.pool.QueryRow(ctx, `SELECT lease_until > now() + interval '50 minutes' FROM `+e.schema+`.records WHERE key = 'step'`).Scan(&ok)
+					return ok, err
+				}()
+				return err
+			}},
+			{Name: "check", Local: func(ctx context.Context, tx pgx.Tx, s *payState) (err error) {
+				afterCommit, err = ahead(tx)
+				return err
+			}},
+			{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
+				return created("{}"), nil
+			}},
+		})
+		if _, err := idem.Run(ctx, e.eng, op, request("t", "step", "b"), phases); err != nil {
+			t.Fatal(err)
+		}
+		if !afterRefresh {
+			t.Error("a refresh moved the lease back")
+		}
+		if !afterCommit {
+			t.Error("the phase's commit moved the lease back")
+		}
+	})
+}

@@ -53,6 +53,8 @@ var predicates = []struct {
 	{"the end of the claim wait", "Claim", "RETURNING set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true)", "RETURNING NULL", "TestPhaseTxContract"},
 	{"the end of the record-last insert's wait", "InsertCompleted", "RETURNING set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true)", "RETURNING NULL", "TestPhaseTxContract"},
 	{"the fence's abort in complete", "Complete", "SELECT 1 / count(*) FROM completed", "SELECT count(*) FROM completed", "TestFenceWhileTakerRuns/*/*/complete"},
+	{"the lease never moved back by advance", "Advance", "GREATEST(lease_until, clock_timestamp() + @lease_us::bigint * interval '1 microsecond')", "clock_timestamp() + @lease_us::bigint * interval '1 microsecond'", "TestCommitNeverMovesALeaseBack"},
+	{"the lease never moved back by refresh", "Refresh", "GREATEST(lease_until, clock_timestamp() + @lease_us::bigint * interval '1 microsecond')", "clock_timestamp() + @lease_us::bigint * interval '1 microsecond'", "TestCommitNeverMovesALeaseBack"},
 }
 
 // alsoIn names, for a clause that two statements hold so that either alone
@@ -140,6 +142,8 @@ func TestSQLPredicates(t *testing.T) {
 var citusForms = map[string]struct{ clause, elsewhere string }{
 	"retention from progress in advance":       {clause: "GREATEST(expires_at, statement_timestamp() + @retention_us::bigint * interval '1 microsecond')"},
 	"retention from completion":                {clause: "expires_at = statement_timestamp() + @retention_us::bigint * interval '1 microsecond'"},
+	"the lease never moved back by advance":    {clause: "GREATEST(lease_until, statement_timestamp() + @lease_us::bigint * interval '1 microsecond')"},
+	"the lease never moved back by refresh":    {clause: "GREATEST(lease_until, statement_timestamp() + @lease_us::bigint * interval '1 microsecond')"},
 	"the claim's bounded wait":                 {elsewhere: "the SET LOCAL lock_timeout of citusWait, sent before the insert"},
 	"the record-last insert's bounded wait":    {elsewhere: "the SET LOCAL lock_timeout of citusWait, sent before the insert"},
 	"the end of the claim wait":                {elsewhere: "citusRestore, sent after the insert"},
