@@ -33,8 +33,8 @@ func TestStoreCommands(t *testing.T) {
 		code int
 		want string
 	}{
-		{append([]string{"migrate"}, append(db, "up")...), 0, "applied [1 2 3 4 5 6]; now at version 6"},
-		{append([]string{"migrate"}, append(db, "up")...), 0, "applied []; now at version 6"},
+		{append([]string{"migrate"}, append(db, "up")...), 0, "applied [1 2 3 4 5 6 7]; now at version 7"},
+		{append([]string{"migrate"}, append(db, "up")...), 0, "applied []; now at version 7"},
 		{append([]string{"inspect"}, append(db, "-operation", "op", "-key", "k")...), 1, `no record for operation "op"`},
 		{append([]string{"prune"}, db...), 0, "pruned 0 records"},
 		{append([]string{"prune"}, append(db, "-rest", "1")...), 0, "pruned 0 records"},
@@ -43,7 +43,7 @@ func TestStoreCommands(t *testing.T) {
 		{append([]string{"resolve"}, append(db, "-operation", "op", "-key", "k")...), 2, "Nothing happens without -delete or -complete"},
 		{append([]string{"resolve"}, append(db, "-operation", "op", "-key", "k", "-delete", "-complete")...), 2, "usage: idemgen resolve"},
 		{append([]string{"resolve"}, append(db, "-operation", "op", "-key", "k", "-delete")...), 1, `no record for operation "op"`},
-		{append([]string{"migrate"}, append(db, "down", "0")...), 0, "reverted [6 5 4 3 2 1]; now at version 0"},
+		{append([]string{"migrate"}, append(db, "down", "0")...), 0, "reverted [7 6 5 4 3 2 1]; now at version 0"},
 		{[]string{"migrate", "-schema", "cli", "-format", "goose", "sql"}, 0, "-- +goose Up\nCREATE SCHEMA IF NOT EXISTS cli;"},
 		{[]string{"migrate", "-database", "", "up"}, 1, "no database"},
 		{[]string{"migrate", "sideways"}, 2, "usage: idemgen migrate"},

@@ -86,7 +86,7 @@ func (e *Engine) CompleteAbandoned(ctx context.Context, limit int) (int, error) 
 func (e *Engine) completeOne(ctx context.Context, op *Operation, p Policy, ns, scope, key string, owner *[16]byte, fp, payload []byte) (done bool, err error) {
 	ctx, end := e.start(ctx, Step{Kind: StepRequest, Operation: op.ID, Background: true})
 	defer func() { end(err) }()
-	c := &claim{op: op, policy: p, ns: ns, scope: scope, key: key, id: recordID(ns, scope, key), token: newToken(),
+	c := &claim{op: op, policy: p, ns: ns, scope: scope, key: key, id: recordID(ns, scope, key), token: newToken(), keyLength: e.keyLength(),
 		fingerprint: fp, background: true, ctx: context.WithoutCancel(ctx)}
 	ok, err := e.store.takeover(ctx, c, owner)
 	if err != nil || !ok {

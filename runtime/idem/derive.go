@@ -14,6 +14,15 @@ const DerivedKeyPrefix = "idg-"
 // Stripe's and Adyen's limits.
 const MaxDerivedKeyLength = 64
 
+// keyLength is the length of the derived keys of the claims this engine
+// makes (Options.DerivedKeyLength, or MaxDerivedKeyLength).
+func (e *Engine) keyLength() int {
+	if e.opts.DerivedKeyLength == 0 {
+		return MaxDerivedKeyLength
+	}
+	return e.opts.DerivedKeyLength
+}
+
 // KeyDerivation versions how derived keys are computed. Each record keeps
 // the version it was claimed with, so an execution in flight across an
 // upgrade presents the foreign system the same key on every attempt.

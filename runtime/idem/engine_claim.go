@@ -216,9 +216,11 @@ type claim struct {
 	// releaseRefused: the phase asked for a release after a phase had
 	// committed; the failure is treated as ambiguous.
 	releaseRefused bool
-	// fingerprint and derivation determine the derived keys of foreign phases.
+	// fingerprint, derivation and keyLength determine the derived keys of
+	// foreign phases; a resumed execution has the record's.
 	fingerprint []byte
 	derivation  KeyDerivation
+	keyLength   int
 	background  bool    // run by the completer
 	keeper      *keeper // refreshes the lease while the execution runs
 	// mode is how the claim was made, and how its transaction commits.
@@ -248,7 +250,7 @@ func newToken() [16]byte {
 // error.
 func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode claimer, req KeyedRequest) (*claim, *Outcome, error) {
 	c := &claim{op: op, policy: p, ns: op.namespace(), scope: req.Scope, key: req.Key, token: newToken(), ctx: ctx, began: time.Now(),
-		fingerprint: req.Fingerprint, derivation: CurrentKeyDerivation, mode: mode}
+		fingerprint: req.Fingerprint, derivation: CurrentKeyDerivation, keyLength: e.keyLength(), mode: mode}
 	if ent := e.cache.get(cacheKey{c.ns, c.scope, c.key}); ent != nil {
 		// A completed record, answered from memory: it cannot have changed.
 		if err := e.mismatch(ctx, op, ent.operation, ent.fingerprint, req.Fingerprint); err != nil {

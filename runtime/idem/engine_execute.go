@@ -94,7 +94,7 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 			switch {
 			case p.foreign():
 				foreignTried = true
-				key := DeriveKey(c.derivation, c.ns, c.scope, c.key, p.Name, c.fingerprint, e.opts.DerivedKeyLength)
+				key := DeriveKey(c.derivation, c.ns, c.scope, c.key, p.Name, c.fingerprint, c.keyLength)
 				err = p.Foreign(pctx, key, &state)
 			default:
 				resp, err = e.commitPhase(pctx, c, p.Name, &state, func(tx pgx.Tx) (*Response, error) {

@@ -90,8 +90,8 @@ func TestUpgradeKeepsRecords(t *testing.T) {
     phase_state, response_status, response_headers, response_body, completed_at, expires_at)
 VALUES ('createPayment', 't', 'old', 'createPayment', $1, 'completed', 'finish', '{"recorded": true}', 201,
     '{"Content-Type": ["application/json"]}', '{"old":true}', now(), now() + interval '1 hour')`, request("t", "old", "b").Fingerprint)
-	if got, err := idemmigrate.New(e.pool, e.schema).Up(ctx); err != nil || !slices.Equal(got, []int{3, 4, 5, 6}) {
-		t.Fatalf("Migrate = %v, %v; want migrations 3 to 6 applied", got, err)
+	if got, err := idemmigrate.New(e.pool, e.schema).Up(ctx); err != nil || !slices.Equal(got, []int{3, 4, 5, 6, 7}) {
+		t.Fatalf("Migrate = %v, %v; want migrations 3 to 7 applied", got, err)
 	}
 	if n := e.count(`SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'records'
     AND (column_name, data_type) IN (('id', 'uuid'), ('response_headers', 'bytea'), ('state', 'text'), ('completed_at', 'timestamp with time zone'))`, e.schema); n != 2 {
@@ -130,16 +130,16 @@ VALUES ('createPayment', 't', 'old', 'createPayment', $1, 'completed', 'finish',
 	if err == nil || !strings.Contains(err.Error(), "1 completed records keep no key") {
 		t.Fatalf("reverting 005 with a completed record: %v; want an error that says it keeps no key", err)
 	}
-	if v, err := idemmigrate.New(e.pool, e.schema).Version(ctx); err != nil || v != 6 {
-		t.Fatalf("after the refused revert: version %d, %v; want 6, as it was", v, err)
+	if v, err := idemmigrate.New(e.pool, e.schema).Version(ctx); err != nil || v != 7 {
+		t.Fatalf("after the refused revert: version %d, %v; want 7, as it was", v, err)
 	}
 	old("after the refused revert")
 	e.exec(`DELETE FROM ` + e.schema + `.records WHERE owner_token IS NULL`)
-	if got, err := idemmigrate.New(e.pool, e.schema).Down(ctx, 4); err != nil || !slices.Equal(got, []int{6, 5}) {
+	if got, err := idemmigrate.New(e.pool, e.schema).Down(ctx, 4); err != nil || !slices.Equal(got, []int{7, 6, 5}) {
 		t.Fatalf("reverting 005 with claimed records only: %v, %v", got, err)
 	}
-	if got, err := idemmigrate.New(e.pool, e.schema).Up(ctx); err != nil || !slices.Equal(got, []int{5, 6}) {
-		t.Fatalf("applying 005 and 006 again: %v, %v", got, err)
+	if got, err := idemmigrate.New(e.pool, e.schema).Up(ctx); err != nil || !slices.Equal(got, []int{5, 6, 7}) {
+		t.Fatalf("applying 005 to 007 again: %v, %v", got, err)
 	}
 	half("reverted and applied again")
 
@@ -208,7 +208,7 @@ FROM generate_series(1, 2) g`)
 		t.Fatalf("left invalid: Migrate = %v, %v; want an error that says to drop records_claimed", got, err)
 	}
 	e.exec(`DROP INDEX CONCURRENTLY ` + e.schema + `.records_claimed`)
-	if got, err := idemmigrate.New(e.pool, e.schema).Up(ctx); err != nil || !slices.Equal(got, []int{4, 5, 6}) {
+	if got, err := idemmigrate.New(e.pool, e.schema).Up(ctx); err != nil || !slices.Equal(got, []int{4, 5, 6, 7}) {
 		t.Fatalf("dropped: Migrate = %v, %v; want migrations 4 to 6 applied", got, err)
 	}
 	if _, valid := claimed(); !valid {

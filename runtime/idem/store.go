@@ -146,7 +146,7 @@ func (c *claim) claimParams(payload []byte, wait string) *claimParams {
 	return &claimParams{LockTimeout: wait, ID: uuidArg(c.id), Namespace: c.ns, Scope: c.scope, Key: c.key, OwnerToken: uuidArg(c.token),
 		Operation: c.op.ID, Fingerprint: c.fingerprint, LeaseUS: micros(c.policy.Lease), Request: payload,
 		Background: c.policy.Complete == idemtype.CompleteBackground, RetentionUS: micros(c.policy.Retention),
-		KeyDerivation: int16(CurrentKeyDerivation)}
+		KeyDerivation: int16(CurrentKeyDerivation), DerivedKeyLength: int16(c.keyLength)}
 }
 
 // owner is what fences c's statements: its record and its token.
@@ -296,7 +296,11 @@ func (s *store) takeover(ctx context.Context, c *claim, observed *[16]byte) (boo
 	p := &takeoverParams{ID: uuidArg(c.id), OwnerToken: uuidArg(*observed), NewOwner: uuidArg(c.token),
 		LeaseUS: micros(c.policy.Lease), RetentionUS: micros(c.policy.Retention)}
 	q := s.q()
-	err := s.pool.QueryRow(ctx, q.Takeover.sql, q.Takeover.args(p)...).Scan(&c.recovery, &c.state, &c.derivation, &c.crossedFailover)
+	var length pgtype.Int2
+	err := s.pool.QueryRow(ctx, q.Takeover.sql, q.Takeover.args(p)...).Scan(&c.recovery, &c.state, &c.derivation, &length, &c.crossedFailover)
+	if length.Valid { // else a claim made before migration 007: this engine's length, as before
+		c.keyLength = int(length.Int16)
+	}
 	if err == pgx.ErrNoRows {
 		return false, nil
 	}

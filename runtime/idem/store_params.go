@@ -69,6 +69,9 @@ type claimParams struct {
 	Background    bool        `db:"background"`
 	RetentionUS   int64       `db:"retention_us"`
 	KeyDerivation int16       `db:"key_derivation"`
+	// DerivedKeyLength is the claim's derived key length, kept with the
+	// record so that a resumed foreign call presents the same key.
+	DerivedKeyLength int16 `db:"derived_key_length"`
 	LockTimeout   string      `db:"lock_timeout"` // the claim wait, in milliseconds
 }
 

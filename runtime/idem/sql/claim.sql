@@ -24,10 +24,10 @@
 -- wait as they would in a plain transaction. A claim that inserts nothing
 -- restores nothing; its transaction is rolled back.
 INSERT INTO {{schema}}.records (id, namespace, scope, key, owner_token, operation, fingerprint,
-    lease_until, request, background, expires_at, key_derivation, timeline)
+    lease_until, request, background, expires_at, key_derivation, derived_key_length, timeline)
 SELECT @id, @namespace, @scope, @key, @owner_token, @operation, @fingerprint,
     now() + @lease_us::bigint * interval '1 microsecond', @request, @background,
-    now() + @retention_us::bigint * interval '1 microsecond', @key_derivation, {{schema}}.timeline()
+    now() + @retention_us::bigint * interval '1 microsecond', @key_derivation, @derived_key_length, {{schema}}.timeline()
 WHERE set_config('lock_timeout', @lock_timeout,
     set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) IS NOT NULL) IS NOT NULL
 ON CONFLICT DO NOTHING
@@ -39,10 +39,10 @@ RETURNING set_config('lock_timeout', current_setting('idemgen.lock_timeout'), tr
 -- statement's own transaction and read at its commit. As a one-time filter
 -- it runs once, before the row is formed, and costs no plan node of its own.
 INSERT INTO {{schema}}.records (id, namespace, scope, key, owner_token, operation, fingerprint,
-    lease_until, request, background, expires_at, key_derivation, timeline)
+    lease_until, request, background, expires_at, key_derivation, derived_key_length, timeline)
 SELECT @id, @namespace, @scope, @key, @owner_token, @operation, @fingerprint,
     now() + @lease_us::bigint * interval '1 microsecond', @request, @background,
-    now() + @retention_us::bigint * interval '1 microsecond', @key_derivation, {{schema}}.timeline()
+    now() + @retention_us::bigint * interval '1 microsecond', @key_derivation, @derived_key_length, {{schema}}.timeline()
 WHERE set_config('lock_timeout', @lock_timeout, true) IS NOT NULL
     AND set_config('synchronous_commit', 'off', true) IS NOT NULL
 ON CONFLICT DO NOTHING;
@@ -85,15 +85,17 @@ FROM (SELECT set_config('statement_timeout', @statement_timeout, true) AS statem
 -- if its owner is still the one observed (@owner_token). The lease condition
 -- is checked again here, not only in the read before it: the owner may have
 -- refreshed in between. The retention runs at least from now. It returns
--- whether the record was last written on another timeline than the
--- primary's now (migration 006): the execution crossed a failover.
+-- how the record's derived keys are made (migrations 002 and 007: NULL for
+-- a claim made before 007), and whether the record was last written on
+-- another timeline than the primary's now (migration 006): the execution
+-- crossed a failover.
 UPDATE {{schema}}.records
 SET owner_token = @new_owner,
     lease_until = clock_timestamp() + @lease_us::bigint * interval '1 microsecond',
     expires_at = GREATEST(expires_at, clock_timestamp() + @retention_us::bigint * interval '1 microsecond'),
     attempts = attempts + 1
 WHERE id = @id AND owner_token = @owner_token AND lease_until <= now()
-RETURNING recovery_point, phase_state, key_derivation, coalesce(timeline <> {{schema}}.timeline(), false);
+RETURNING recovery_point, phase_state, key_derivation, derived_key_length, coalesce(timeline <> {{schema}}.timeline(), false);
 
 -- name: DeleteExpired :execrows
 -- Frees a key whose record is past its retention: completed, or claimed by

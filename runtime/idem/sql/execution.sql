@@ -30,7 +30,7 @@ SELECT 1 / count(*) FROM advanced;
 -- completion.
 WITH completed AS (
     UPDATE {{schema}}.records
-    SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL,
+    SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL, derived_key_length = NULL,
         operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
         request = NULL, background = NULL, timeline = NULL,
         fingerprint = @fingerprint, response_status = @status, response_headers = @headers,

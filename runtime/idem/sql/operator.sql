@@ -70,7 +70,7 @@ WHERE id = @id AND owner_token IS NOT NULL AND lease_until <= now();
 -- would have; at least the default retention, should the window have been
 -- cut short by hand.
 UPDATE {{schema}}.records
-SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL,
+SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL, derived_key_length = NULL,
     operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
     request = NULL, background = NULL, timeline = NULL,
     fingerprint = @fingerprint,

@@ -15,11 +15,12 @@
 -- $10: @background
 -- $11: @retention_us
 -- $12: @key_derivation
+-- $13: @derived_key_length
 INSERT INTO idemgen.records (id, namespace, scope, key, owner_token, operation, fingerprint,
-    lease_until, request, background, expires_at, key_derivation)
+    lease_until, request, background, expires_at, key_derivation, derived_key_length)
 VALUES ($1, $2, $3, $4, $5, $6, $7,
     now() + $8::bigint * interval '1 microsecond', $9, $10,
-    now() + $11::bigint * interval '1 microsecond', $12)
+    now() + $11::bigint * interval '1 microsecond', $12, $13)
 ON CONFLICT DO NOTHING;
 
 -- name: ClaimAsync :execrows
@@ -35,11 +36,12 @@ ON CONFLICT DO NOTHING;
 -- $10: @background
 -- $11: @retention_us
 -- $12: @key_derivation
+-- $13: @derived_key_length
 INSERT INTO idemgen.records (id, namespace, scope, key, owner_token, operation, fingerprint,
-    lease_until, request, background, expires_at, key_derivation)
+    lease_until, request, background, expires_at, key_derivation, derived_key_length)
 VALUES ($1, $2, $3, $4, $5, $6, $7,
     now() + $8::bigint * interval '1 microsecond', $9, $10,
-    now() + $11::bigint * interval '1 microsecond', $12)
+    now() + $11::bigint * interval '1 microsecond', $12, $13)
 ON CONFLICT DO NOTHING;
 
 -- name: Read :one
@@ -78,7 +80,7 @@ SET owner_token = $1,
     expires_at = GREATEST(expires_at, statement_timestamp() + $3::bigint * interval '1 microsecond'),
     attempts = attempts + 1
 WHERE id = $4 AND owner_token = $5 AND lease_until <= now()
-RETURNING recovery_point, phase_state, key_derivation, false;
+RETURNING recovery_point, phase_state, key_derivation, derived_key_length, false;
 
 -- name: DeleteExpired :execrows
 -- $1: @id
@@ -113,7 +115,7 @@ SELECT 1 / count(*) FROM advanced;
 -- $8: @owner_token
 WITH completed AS (
     UPDATE idemgen.records
-    SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL,
+    SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL, derived_key_length = NULL,
         operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
         request = NULL, background = NULL, timeline = NULL,
         fingerprint = $1, response_status = $2, response_headers = $3,
@@ -271,7 +273,7 @@ WHERE id = $1 AND owner_token IS NOT NULL AND lease_until <= now();
 -- $7: @id
 -- $8: @owner_token
 UPDATE idemgen.records
-SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL,
+SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL, derived_key_length = NULL,
     operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
     request = NULL, background = NULL, timeline = NULL,
     fingerprint = $1,

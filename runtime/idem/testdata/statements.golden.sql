@@ -14,13 +14,14 @@
 -- $10: @background
 -- $11: @retention_us
 -- $12: @key_derivation
--- $13: @lock_timeout
+-- $13: @derived_key_length
+-- $14: @lock_timeout
 INSERT INTO idemgen.records (id, namespace, scope, key, owner_token, operation, fingerprint,
-    lease_until, request, background, expires_at, key_derivation, timeline)
+    lease_until, request, background, expires_at, key_derivation, derived_key_length, timeline)
 SELECT $1, $2, $3, $4, $5, $6, $7,
     now() + $8::bigint * interval '1 microsecond', $9, $10,
-    now() + $11::bigint * interval '1 microsecond', $12, idemgen.timeline()
-WHERE set_config('lock_timeout', $13,
+    now() + $11::bigint * interval '1 microsecond', $12, $13, idemgen.timeline()
+WHERE set_config('lock_timeout', $14,
     set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) IS NOT NULL) IS NOT NULL
 ON CONFLICT DO NOTHING
 RETURNING set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true);
@@ -38,13 +39,14 @@ RETURNING set_config('lock_timeout', current_setting('idemgen.lock_timeout'), tr
 -- $10: @background
 -- $11: @retention_us
 -- $12: @key_derivation
--- $13: @lock_timeout
+-- $13: @derived_key_length
+-- $14: @lock_timeout
 INSERT INTO idemgen.records (id, namespace, scope, key, owner_token, operation, fingerprint,
-    lease_until, request, background, expires_at, key_derivation, timeline)
+    lease_until, request, background, expires_at, key_derivation, derived_key_length, timeline)
 SELECT $1, $2, $3, $4, $5, $6, $7,
     now() + $8::bigint * interval '1 microsecond', $9, $10,
-    now() + $11::bigint * interval '1 microsecond', $12, idemgen.timeline()
-WHERE set_config('lock_timeout', $13, true) IS NOT NULL
+    now() + $11::bigint * interval '1 microsecond', $12, $13, idemgen.timeline()
+WHERE set_config('lock_timeout', $14, true) IS NOT NULL
     AND set_config('synchronous_commit', 'off', true) IS NOT NULL
 ON CONFLICT DO NOTHING;
 
@@ -84,7 +86,7 @@ SET owner_token = $1,
     expires_at = GREATEST(expires_at, clock_timestamp() + $3::bigint * interval '1 microsecond'),
     attempts = attempts + 1
 WHERE id = $4 AND owner_token = $5 AND lease_until <= now()
-RETURNING recovery_point, phase_state, key_derivation, coalesce(timeline <> idemgen.timeline(), false);
+RETURNING recovery_point, phase_state, key_derivation, derived_key_length, coalesce(timeline <> idemgen.timeline(), false);
 
 -- name: DeleteExpired :execrows
 -- $1: @id
@@ -119,7 +121,7 @@ SELECT 1 / count(*) FROM advanced;
 -- $8: @owner_token
 WITH completed AS (
     UPDATE idemgen.records
-    SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL,
+    SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL, derived_key_length = NULL,
         operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
         request = NULL, background = NULL, timeline = NULL,
         fingerprint = $1, response_status = $2, response_headers = $3,
@@ -280,7 +282,7 @@ WHERE id = $1 AND owner_token IS NOT NULL AND lease_until <= now();
 -- $7: @id
 -- $8: @owner_token
 UPDATE idemgen.records
-SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL,
+SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL, derived_key_length = NULL,
     operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
     request = NULL, background = NULL, timeline = NULL,
     fingerprint = $1,

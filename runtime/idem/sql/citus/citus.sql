@@ -20,19 +20,19 @@
 
 -- name: Claim :execrows
 INSERT INTO {{schema}}.records (id, namespace, scope, key, owner_token, operation, fingerprint,
-    lease_until, request, background, expires_at, key_derivation)
+    lease_until, request, background, expires_at, key_derivation, derived_key_length)
 VALUES (@id, @namespace, @scope, @key, @owner_token, @operation, @fingerprint,
     now() + @lease_us::bigint * interval '1 microsecond', @request, @background,
-    now() + @retention_us::bigint * interval '1 microsecond', @key_derivation)
+    now() + @retention_us::bigint * interval '1 microsecond', @key_derivation, @derived_key_length)
 ON CONFLICT DO NOTHING;
 
 -- name: ClaimAsync :execrows
 -- Claim's: synchronous_commit is set with the claim wait (store.citusWait).
 INSERT INTO {{schema}}.records (id, namespace, scope, key, owner_token, operation, fingerprint,
-    lease_until, request, background, expires_at, key_derivation)
+    lease_until, request, background, expires_at, key_derivation, derived_key_length)
 VALUES (@id, @namespace, @scope, @key, @owner_token, @operation, @fingerprint,
     now() + @lease_us::bigint * interval '1 microsecond', @request, @background,
-    now() + @retention_us::bigint * interval '1 microsecond', @key_derivation)
+    now() + @retention_us::bigint * interval '1 microsecond', @key_derivation, @derived_key_length)
 ON CONFLICT DO NOTHING;
 
 -- name: Takeover :one
@@ -42,7 +42,7 @@ SET owner_token = @new_owner,
     expires_at = GREATEST(expires_at, statement_timestamp() + @retention_us::bigint * interval '1 microsecond'),
     attempts = attempts + 1
 WHERE id = @id AND owner_token = @owner_token AND lease_until <= now()
-RETURNING recovery_point, phase_state, key_derivation, false;
+RETURNING recovery_point, phase_state, key_derivation, derived_key_length, false;
 
 -- name: Advance :one
 WITH advanced AS (
@@ -57,7 +57,7 @@ SELECT 1 / count(*) FROM advanced;
 -- name: Complete :one
 WITH completed AS (
     UPDATE {{schema}}.records
-    SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL,
+    SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL, derived_key_length = NULL,
         operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
         request = NULL, background = NULL, timeline = NULL,
         fingerprint = @fingerprint, response_status = @status, response_headers = @headers,

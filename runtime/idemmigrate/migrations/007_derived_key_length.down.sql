@@ -1,0 +1,1 @@
+ALTER TABLE {{schema}}.records DROP COLUMN derived_key_length;

@@ -1,0 +1,11 @@
+-- The length of a claim's derived keys (Options.DerivedKeyLength), kept
+-- with it as key_derivation is (migration 002): an execution resumed by an
+-- engine configured with another length (a rolling deploy that changes it
+-- while executions are in flight) presents each foreign system the key the
+-- first attempt sent, not a new one, which would be a second charge.
+--
+-- Completion clears it, as it clears key_derivation: a receipt keeps only
+-- what a replay needs. Adding a column with no default rewrites nothing:
+-- the migration is immediate on a table of any size. A claim made before
+-- it holds NULL, read as the resuming engine's length, as before.
+ALTER TABLE {{schema}}.records ADD COLUMN derived_key_length smallint;
