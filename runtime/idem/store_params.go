@@ -71,8 +71,8 @@ type claimParams struct {
 	KeyDerivation int16       `db:"key_derivation"`
 	// DerivedKeyLength is the claim's derived key length, kept with the
 	// record so that a resumed foreign call presents the same key.
-	DerivedKeyLength int16 `db:"derived_key_length"`
-	LockTimeout   string      `db:"lock_timeout"` // the claim wait, in milliseconds
+	DerivedKeyLength int16  `db:"derived_key_length"`
+	LockTimeout      string `db:"lock_timeout"` // the claim wait, in milliseconds
 }
 
 type claimReadParams struct {
