@@ -186,7 +186,7 @@ func claimModeOf[S any](mode ClaimMode, phases []Phase[S]) (claimer, error) {
 // drive the race deterministically. Each is nil outside tests; they are
 // the engine's own, so that tests of other engines run in parallel.
 type testHooks struct {
-	afterRead func() // acquire: a conflicting record was read, nothing decided yet
+	afterRead func() // acquire, Resolve: a conflicting (or abandoned) record was read, nothing decided yet
 	afterEnd  func() // execute: the outcome is stored, released or yielded
 }
 

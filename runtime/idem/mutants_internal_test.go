@@ -47,7 +47,7 @@ var predicates = []struct {
 	{"retention from progress in advance", "Advance", "GREATEST(expires_at, clock_timestamp() + @retention_us::bigint * interval '1 microsecond')", "expires_at + 0 * @retention_us::bigint * interval '1 microsecond'", "TestRetentionRunsFromProgress"},
 	{"retention from completion", "Complete", "expires_at = clock_timestamp() + @retention_us::bigint * interval '1 microsecond'", "expires_at = expires_at + 0 * @retention_us::bigint * interval '1 microsecond'", "TestRetentionRunsFromProgress"},
 	{"lease in the operator's delete", "ResolveDelete", " AND lease_until <= now()", "", "TestAbandonedAndResolve"},
-	{"lease in the operator's completion", "ResolveComplete", " AND lease_until <= now()", "", "TestAbandonedAndResolve"},
+	{"lease in the operator's completion", "ResolveComplete", " AND lease_until <= now()", "", "TestResolveRechecksLease"},
 	{"the completer's attempt bound", "AbandonedBackground", " AND attempts < @max_attempts", " AND @max_attempts::int IS NOT NULL", "TestPanicInPhase/*/*/background_completer"},
 	{"the fence's abort in advance", "Advance", "SELECT 1 / count(*) FROM advanced", "SELECT count(*) FROM advanced", "TestFenceWhileTakerRuns/*/*/advance"},
 	{"the end of the claim wait", "Claim", "RETURNING set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true)", "RETURNING NULL", "TestPhaseTxContract"},

@@ -62,7 +62,11 @@ func (e *Engine) Resolve(ctx context.Context, namespace, scope, key string, r Re
 			return merr
 		}
 		headers := appendHeaders(nil, http.Header{"Content-Type": {idemtype.ProblemContentType}})
-		done, err = e.store.resolveComplete(ctx, id, r.Status, headers, body, r.Retention)
+		op, fp, owner, found, rerr := e.store.resolveRead(ctx, id)
+		if err = rerr; found {
+			e.hooks.run(e.hooks.afterRead)
+			done, err = e.store.resolveComplete(ctx, id, owner, receiptFingerprint(op, fp), r.Status, headers, body, r.Retention)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("idem: resolve: %w", err)

@@ -250,3 +250,22 @@ func TestRetriesAfterRetentionAgree(t *testing.T) {
 		})
 	}
 }
+
+// TestResolveRechecksLease: an operator's Resolve read the record
+// abandoned, then its owner refreshed the lease before the completion: the
+// completion must not happen (the owner is live), and Resolve says the
+// record is not abandoned.
+func TestResolveRechecksLease(t *testing.T) {
+	t.Parallel()
+	r := newRaceEnv(t)
+	r.claimedAndExpired("k", "one", false)
+	r.eng.hooks.afterRead = r.ownerRefreshes("k")
+	err := r.eng.Resolve(context.Background(), "op", "s", "k", Resolution{Status: 500, Detail: "settled by hand"})
+	if !errors.Is(err, ErrNotAbandoned) {
+		t.Fatalf("Resolve: %v; want ErrNotAbandoned: the owner is live again", err)
+	}
+	var claimed int
+	if err := r.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+r.schema+`.records WHERE owner_token IS NOT NULL`).Scan(&claimed); err != nil || claimed != 1 {
+		t.Fatalf("the live owner's record was completed (%d claimed, %v)", claimed, err)
+	}
+}

@@ -228,22 +228,25 @@ func (s *store) resolveDelete(ctx context.Context, id [16]byte) (bool, error) {
 	return tag.RowsAffected() == 1, err
 }
 
-// resolveComplete completes the abandoned record with id with a problem
-// response (ResolveRead, then ResolveComplete fenced by the owner it read),
-// and reports whether it did.
-func (s *store) resolveComplete(ctx context.Context, id [16]byte, status int, headers, body []byte, retention time.Duration) (bool, error) {
+// resolveRead reads what resolveComplete needs of the abandoned record
+// with id (ResolveRead): its operation, fingerprint and owner; found is
+// false when no abandoned record has the id.
+func (s *store) resolveRead(ctx context.Context, id [16]byte) (op string, fp []byte, owner pgtype.UUID, found bool, err error) {
 	q := s.q()
-	var op string
-	var fp []byte
-	var owner pgtype.UUID
-	err := s.pool.QueryRow(ctx, q.ResolveRead.sql, q.ResolveRead.args(&idParams{ID: uuidArg(id)})...).Scan(&op, &fp, &owner)
+	err = s.pool.QueryRow(ctx, q.ResolveRead.sql, q.ResolveRead.args(&idParams{ID: uuidArg(id)})...).Scan(&op, &fp, &owner)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
+		return "", nil, owner, false, nil
 	}
-	if err != nil {
-		return false, err
-	}
-	p := &resolveCompleteParams{ID: uuidArg(id), OwnerToken: owner, Fingerprint: receiptFingerprint(op, fp), Status: status,
+	return op, fp, owner, err == nil, err
+}
+
+// resolveComplete completes the abandoned record with id with a problem
+// response (ResolveComplete), if owner still holds it and its lease is
+// still expired, and reports whether it did. receipt is the receipt's
+// fingerprint, made from what resolveRead read.
+func (s *store) resolveComplete(ctx context.Context, id [16]byte, owner pgtype.UUID, receipt []byte, status int, headers, body []byte, retention time.Duration) (bool, error) {
+	q := s.q()
+	p := &resolveCompleteParams{ID: uuidArg(id), OwnerToken: owner, Fingerprint: receipt, Status: status,
 		Headers: headers, Body: body, RetentionUS: micros(retention), DefaultRetentionUS: micros(idemtype.DefaultRetention)}
 	tag, err := s.pool.Exec(ctx, q.ResolveComplete.sql, q.ResolveComplete.args(p)...)
 	return tag.RowsAffected() == 1, err
