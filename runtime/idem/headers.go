@@ -15,15 +15,20 @@ import (
 // one per value, names in sorted order and each name's values in order:
 //
 //	field = name value
+//	      | the byte 1, name: a name present with no value
 //	name  = a byte n in [15, 61]: staticNames[n], the name of entry n of
 //	        HPACK's static table (RFC 7541, Appendix A) as net/http
 //	        canonicalises it
 //	      | the byte 0, the name's length (uvarint), the name
 //	value = its length (uvarint), the value
 //
+// A name present with no value is how a handler stops net/http's own
+// header (Content-Type's sniffing, Date): it reads back present, so that a
+// replay from the store sends what the first answer sent.
+//
 // A name is coded only when it is exactly staticNames[n], so every name
-// reads back as it was written. A block's first byte is 0 or at least 15
-// and at most 61: never '{' or 'n', with which the JSON of records
+// reads back as it was written. A block's first byte is 0, 1, or at least
+// 15 and at most 61: never '{' or 'n', with which the JSON of records
 // written before migration 005 begins, so parseHeaders reads both.
 // staticNames only ever grows: stored records refer to it.
 
@@ -44,6 +49,10 @@ var staticNames = [...]string{
 
 const firstStatic = 15
 
+// noValue is the code of a field that names a header present with no
+// value.
+const noValue = 1
+
 // staticIndex is staticNames reversed.
 var staticIndex = func() map[string]byte {
 	m := make(map[string]byte, len(staticNames))
@@ -55,8 +64,8 @@ var staticIndex = func() map[string]byte {
 	return m
 }()
 
-// appendHeaders appends h's coded block to dst. A name without values
-// writes nothing: there is nothing of it to send.
+// appendHeaders appends h's coded block to dst. A name without values is
+// written as such (noValue).
 func appendHeaders(dst []byte, h http.Header) []byte {
 	var room [16]string
 	names := room[:0]
@@ -65,19 +74,26 @@ func appendHeaders(dst []byte, h http.Header) []byte {
 	}
 	slices.Sort(names)
 	for _, name := range names {
+		if len(h[name]) == 0 {
+			dst = appendName(append(dst, noValue), name)
+		}
 		for _, v := range h[name] {
-			if i, ok := staticIndex[name]; ok {
-				dst = append(dst, i)
-			} else {
-				dst = append(dst, 0)
-				dst = binary.AppendUvarint(dst, uint64(len(name)))
-				dst = append(dst, name...)
-			}
+			dst = appendName(dst, name)
 			dst = binary.AppendUvarint(dst, uint64(len(v)))
 			dst = append(dst, v...)
 		}
 	}
 	return dst
+}
+
+// appendName appends name's code.
+func appendName(dst []byte, name string) []byte {
+	if i, ok := staticIndex[name]; ok {
+		return append(dst, i)
+	}
+	dst = append(dst, 0)
+	dst = binary.AppendUvarint(dst, uint64(len(name)))
+	return append(dst, name...)
 }
 
 var errHeaderBlock = errors.New("idem: a stored header block is malformed")
@@ -102,20 +118,38 @@ func parseHeaders(b []byte) (http.Header, error) {
 		b = b[w+int(n):]
 		return s, true
 	}
-	for len(b) > 0 {
+	name := func() (string, error) {
+		if len(b) == 0 {
+			return "", errHeaderBlock
+		}
 		code := b[0]
 		b = b[1:]
-		var name string
 		switch {
 		case code == 0:
-			var ok bool
-			if name, ok = str(); !ok {
-				return nil, errHeaderBlock
+			if name, ok := str(); ok {
+				return name, nil
 			}
+			return "", errHeaderBlock
 		case code >= firstStatic && int(code) < len(staticNames):
-			name = staticNames[code]
-		default:
-			return nil, fmt.Errorf("%w: name code %d", errHeaderBlock, code)
+			return staticNames[code], nil
+		}
+		return "", fmt.Errorf("%w: name code %d", errHeaderBlock, code)
+	}
+	for len(b) > 0 {
+		if b[0] == noValue {
+			b = b[1:]
+			name, err := name()
+			if err != nil {
+				return nil, err
+			}
+			if _, ok := h[name]; !ok {
+				h[name] = nil
+			}
+			continue
+		}
+		name, err := name()
+		if err != nil {
+			return nil, err
 		}
 		v, ok := str()
 		if !ok {
