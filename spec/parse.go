@@ -157,8 +157,11 @@ func (p *parser) lifetimes(x *Extension, m map[string]any) {
 	}
 	if v, ok := m["lease"]; ok {
 		x.Lease, leaseSet = p.duration(lease, v)
-		if leaseSet && x.Lease < time.Second {
+		switch {
+		case leaseSet && x.Lease < time.Second:
 			p.errorf(lease, "%v is shorter than 1s; leases are renewed every third of their length", x.Lease)
+		case leaseSet && x.Lease > idemtype.MaxLease:
+			p.errorf(lease, "%v is longer than %v, the longest lease PostgreSQL's statement_timeout can bound a claim's transaction by", x.Lease, idemtype.MaxLease)
 		}
 	}
 	if retentionSet && leaseSet && x.Retention <= x.Lease {

@@ -89,6 +89,9 @@ func (p Policy) withDefaults() Policy {
 	return p
 }
 
+// MaxLease is the longest lease a policy may have (idemtype.MaxLease).
+const MaxLease = idemtype.MaxLease
+
 // Validate reports a policy that cannot be honoured.
 func (p Policy) Validate() error {
 	p = p.withDefaults()
@@ -97,6 +100,8 @@ func (p Policy) Validate() error {
 	switch {
 	case p.Lease < time.Second:
 		return fmt.Errorf("lease %v is shorter than 1s", p.Lease)
+	case p.Lease > MaxLease:
+		return fmt.Errorf("lease %v is longer than the longest lease, %v: PostgreSQL's statement_timeout, which bounds a claim's open transaction by the lease, cannot hold more", p.Lease, MaxLease)
 	case p.Retention <= p.Lease:
 		return fmt.Errorf("retention %v must be longer than lease %v", p.Retention, p.Lease)
 	case ambiguousErr != nil:

@@ -29,6 +29,11 @@ const (
 	DefaultRetention = 24 * time.Hour
 	// DefaultLease is how long a claim is exclusive without renewal.
 	DefaultLease = 30 * time.Second
+	// MaxLease is the longest lease: 24 days, under the 2^31-1
+	// milliseconds (about 24.8 days) that PostgreSQL's statement_timeout
+	// and idle_in_transaction_session_timeout, which bound a claim's open
+	// transaction by the lease, can hold.
+	MaxLease = 24 * 24 * time.Hour
 	// DefaultMaxReplayBody is the largest response body stored for replay,
 	// in bytes.
 	DefaultMaxReplayBody = 64 << 10
