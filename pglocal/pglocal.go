@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -470,15 +471,61 @@ func (c *Cluster) Kill() {
 	if cmd == nil {
 		return
 	}
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the group: Setpgid in start
+	// Every backend and auxiliary process makes itself the leader of a
+	// process group of its own (PostgreSQL's InitPostmasterChild): they
+	// are found as the postmaster's children, and killed with it.
+	procs := append(children(cmd.Process.Pid), cmd.Process.Pid)
+	for _, pid := range procs {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
 	<-exited
-	// The backends the postmaster forked are in its group too; wait for
-	// them to be gone, so that the port and the shared memory are free.
+	// Wait for them to be gone, so that the port and the shared memory
+	// are free and no session outlives the crash.
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if syscall.Kill(-cmd.Process.Pid, 0) != nil {
+		if !slices.ContainsFunc(procs, running) {
 			return
 		}
 	}
+}
+
+// children returns the pids of pid's child processes, from /proc.
+func children(pid int) []int {
+	var out []int
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		child, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, _ := procStat(child); ppid == pid {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// procStat returns pid's parent and state from /proc/<pid>/stat (0 and ""
+// when it is gone).
+func procStat(pid int) (ppid int, state string) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, ""
+	}
+	// pid (comm) state ppid ...; comm may hold spaces and parentheses.
+	rest := string(b[strings.LastIndexByte(string(b), ')')+1:])
+	f := strings.Fields(rest)
+	if len(f) < 2 {
+		return 0, ""
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	return ppid, f[0]
+}
+
+// running reports whether pid is a process that has not exited (a zombie
+// has).
+func running(pid int) bool {
+	_, state := procStat(pid)
+	return state != "" && state != "Z" && state != "X"
 }
 
 // Stop shuts the server down and removes its files: all of them, or, for
