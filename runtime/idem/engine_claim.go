@@ -127,10 +127,13 @@ func (lastClaim) claim(ctx context.Context, e *Engine, c *claim, _ []byte) (bool
 		return false, nil, e.storeFailed(ctx, c.op, "claim", wrapStore("claim", "connect", err))
 	}
 	var rec *record
-	err = againIfStale(func() (err error) {
-		rec, err = e.store.read(ctx, pc.Conn(), c.id)
-		return err
-	})
+	err = primaryOnly(pc.Conn())
+	if err == nil {
+		err = againIfStale(func() (err error) {
+			rec, err = e.store.read(ctx, pc.Conn(), c.id)
+			return err
+		})
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		c.sess = newSession(pc)
 		return true, nil, nil

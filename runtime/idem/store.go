@@ -79,8 +79,11 @@ func (s *store) detect(ctx context.Context) error {
 	if s.detected.Load() {
 		return nil
 	}
-	var citus bool
-	err := s.pool.QueryRow(ctx, detectCitus).Scan(&citus)
+	var citus, standby bool
+	err := s.pool.QueryRow(ctx, detectCitus).Scan(&citus, &standby)
+	if err == nil && standby {
+		err = ErrStandby
+	}
 	if err == nil && citus {
 		err = s.pool.QueryRow(ctx, detectDistributed, s.schema+".records").Scan(&citus)
 	}
@@ -98,7 +101,7 @@ func (s *store) detect(ctx context.Context) error {
 // whether it holds the records table (two statements, since a query that
 // names a table that does not exist fails to plan).
 const (
-	detectCitus       = `SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL`
+	detectCitus       = `SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL, pg_is_in_recovery()`
 	detectDistributed = `SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = to_regclass($1))`
 )
 
@@ -166,8 +169,36 @@ func (s *store) claim(ctx context.Context, async bool, c *claim, payload []byte)
 	if s.distributed() {
 		return s.claimCitus(ctx, async, st, c, payload)
 	}
-	tag, err := s.pool.Exec(ctx, st.sql, st.args(c.claimParams(payload, s.claimWait))...)
-	return tag.RowsAffected() == 1, wrapStore("claim", st.name, err)
+	var tag pgconn.CommandTag
+	err := s.pool.AcquireFunc(ctx, func(pc *pgxpool.Conn) error {
+		if err := primaryOnly(pc.Conn()); err != nil {
+			return err
+		}
+		var err error
+		tag, err = pc.Exec(ctx, st.sql, st.args(c.claimParams(payload, s.claimWait))...)
+		return wrapStore("claim", st.name, err)
+	})
+	return tag.RowsAffected() == 1, wrapStore("claim", "connect", err)
+}
+
+// ErrStandby is a store error: the database the pool reached is a standby
+// (in recovery), where the engine refuses to claim. The records' unique
+// key is enforced on the primary alone, and a standby that lags does not
+// show a record just committed there: a retry routed to it would claim the
+// key again. It answers 503 with Retry-After (a failover may promote the
+// node, or the pool may reach the primary again); point the pool at the
+// primary (target_session_attrs=read-write in a multi-host URL).
+var ErrStandby = errors.New("idem: the idempotency store is a standby (in recovery): keys are claimed on the primary only; point the pool at the primary (target_session_attrs=read-write)")
+
+// primaryOnly refuses conn when its server is a standby, as the server
+// said when the connection was made or since (in_hot_standby, which
+// PostgreSQL 14 and later report; a demoted primary a pool reconnects to
+// says so on the new connection).
+func primaryOnly(conn *pgx.Conn) error {
+	if conn.PgConn().ParameterStatus("in_hot_standby") == "on" {
+		return wrapStore("claim", "connect", ErrStandby)
+	}
+	return nil
 }
 
 // claimCitus is claim on a Citus records table, in one round trip: the
@@ -182,6 +213,9 @@ func (s *store) claimCitus(ctx context.Context, async bool, st *stmt[claimParams
 	}
 	sess := newSession(pc)
 	defer sess.end()
+	if err := primaryOnly(pc.Conn()); err != nil {
+		return false, err
+	}
 	b := &pgx.Batch{}
 	b.Queue(beginSQL)
 	b.Queue(citusWait(s.claimWait, async))
@@ -347,6 +381,9 @@ func (s *store) refresh(ctx context.Context, c *claim) (bool, error) {
 // it failed: a *pgconn.PgError with code lock_not_available when a
 // concurrent owner's uncommitted claim held it past the claim wait.
 func (s *store) claimInTx(ctx context.Context, conn *pgx.Conn, c *claim, payload []byte) (tx pgx.Tx, rec *record, err error) {
+	if err := primaryOnly(conn); err != nil {
+		return nil, nil, err
+	}
 	q := s.q()
 	citus := s.distributed()
 	b := &pgx.Batch{}
