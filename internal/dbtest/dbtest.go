@@ -23,6 +23,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -30,6 +31,9 @@ import (
 	"github.com/idemgen/idemgen/pglocal"
 	"github.com/idemgen/idemgen/runtime/idemmigrate"
 )
+
+// started is when the process started, in nanoseconds.
+var started = time.Now().UnixNano()
 
 var (
 	once    sync.Once
@@ -95,8 +99,10 @@ func Schema(tb testing.TB) string {
 	url := URL(tb)
 	name := fmt.Sprintf("t%d", schemas.Add(1))
 	if pglocal.Citus() {
-		// One database for every test process: schemas apart by process.
-		name = fmt.Sprintf("t%d_%d", os.Getpid(), schemas.Add(0))
+		// One database for every test process: schemas apart by process,
+		// and by when it started, since a later process of the run (a
+		// test's child) may get the pid of an earlier one.
+		name = fmt.Sprintf("t%d_%x_%d", os.Getpid(), started%0xfffff, schemas.Add(0))
 	}
 	conn, err := pgx.Connect(context.Background(), url)
 	if err != nil {

@@ -223,7 +223,7 @@ func suiteRound(ctx context.Context, o options) (string, error) {
 		res, nfail := topology.ParseGoTest(string(out))
 		b.WriteString(topology.Summary(res))
 		if err != nil || nfail > 0 || len(res) != p.Pkgs {
-			failed = errors.Join(failed, fmt.Errorf("%s: %d failed (%v):\n%s", strings.Join(p.Args, " "), nfail, err, lastLines(out, 60)))
+			failed = errors.Join(failed, fmt.Errorf("%s: %d failed (%v):\n%s", strings.Join(p.Args, " "), nfail, err, failures(out, 60)))
 		}
 		skips := skipped(out)
 		for _, s := range skips {
@@ -244,6 +244,23 @@ func skipped(out []byte) []string {
 		}
 	}
 	return why
+}
+
+var failureLine = regexp.MustCompile(`^\s*(--- FAIL|\S+_test\.go:\d+: |panic:|FAIL)`)
+
+// failures is the first n lines of a verbose go test's output that say
+// what failed, or its last n lines when none does.
+func failures(out []byte, n int) string {
+	var keep []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if failureLine.MatchString(l) && !strings.Contains(l, "does not apply on Citus") && len(keep) < n {
+			keep = append(keep, l)
+		}
+	}
+	if len(keep) == 0 {
+		return lastLines(out, n)
+	}
+	return strings.Join(keep, "\n")
 }
 
 func lastLines(out []byte, n int) string {
