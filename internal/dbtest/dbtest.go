@@ -97,12 +97,13 @@ func URL(tb testing.TB) string {
 func Schema(tb testing.TB) string {
 	tb.Helper()
 	url := URL(tb)
-	name := fmt.Sprintf("t%d", schemas.Add(1))
+	n := schemas.Add(1)
+	name := fmt.Sprintf("t%d", n)
 	if pglocal.Citus() {
 		// One database for every test process: schemas apart by process,
 		// and by when it started, since a later process of the run (a
 		// test's child) may get the pid of an earlier one.
-		name = fmt.Sprintf("t%d_%x_%d", os.Getpid(), started%0xfffff, schemas.Add(0))
+		name = fmt.Sprintf("t%d_%x_%d", os.Getpid(), started%0xfffff, n)
 	}
 	conn, err := pgx.Connect(context.Background(), url)
 	if err != nil {
