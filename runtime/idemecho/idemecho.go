@@ -110,7 +110,7 @@ func Middleware(rt *Runtime, spec *Spec) echo.MiddlewareFunc {
 				var be *idemstd.BodyError
 				switch {
 				case errors.As(err, &perr):
-					idemstd.LogRequest(rt.Logger, c.Request(), call, perr.Status(), nil)
+					idemstd.LogRefusal(rt.Logger, c.Request(), call, perr)
 					if err := idemstd.Refuse(c.Request().Context(), rt.Engine, c.Response(), spec, perr); err != nil {
 						return err
 					}

@@ -96,7 +96,7 @@ func Middleware(rt *Runtime, spec *Spec) gin.HandlerFunc {
 			var be *idemstd.BodyError
 			switch {
 			case errors.As(err, &perr):
-				idemstd.LogRequest(rt.Logger, c.Request, call, perr.Status(), nil)
+				idemstd.LogRefusal(rt.Logger, c.Request, call, perr)
 				if err := idemstd.Refuse(c.Request.Context(), rt.Engine, c.Writer, spec, perr); err != nil {
 					c.Error(err)
 				}

@@ -21,6 +21,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -571,16 +572,52 @@ func Writer(ctx context.Context, r *idem.Response) func(http.ResponseWriter) err
 // is set: the request, the status sent, the key and whether it was
 // replayed or resumed, and the error the handler returned.
 func LogRequest(logger *slog.Logger, r *http.Request, call *Call, status int, err error) {
+	logRequest(logger, r, call, status, err, nil)
+}
+
+// LogRefusal is LogRequest for a request the protocol refused with perr:
+// the line also says which refusal it was (refusal: the problem's kind),
+// and a key the rule refused is logged as it was sent, quoted with Go's
+// escapes and cut to its first invalidKeyShown bytes (invalid_key), never
+// in full nor as "".
+func LogRefusal(logger *slog.Logger, r *http.Request, call *Call, perr *idemtype.Error) {
+	logRequest(logger, r, call, perr.Status(), nil, perr)
+}
+
+// invalidKeyShown is how much of a refused key a log line shows.
+const invalidKeyShown = 64
+
+func logRequest(logger *slog.Logger, r *http.Request, call *Call, status int, err error, perr *idemtype.Error) {
 	if logger == nil {
 		return
 	}
 	attrs := []any{"method", r.Method, "path", r.URL.Path, "status", status}
+	invalid := perr != nil && perr.Kind == idemtype.KindInvalidKey
 	if call != nil {
-		attrs = append(attrs, "operation", call.Spec.Operation.ID, "idempotency_key", call.Request.Key,
+		key := call.Request.Key
+		if invalid {
+			key = ""
+		}
+		attrs = append(attrs, "operation", call.Spec.Operation.ID, "idempotency_key", key,
 			"replayed", call.Replayed, "resumed", call.Resumed)
 		if call.FailedPhase != "" {
 			attrs = append(attrs, "failed_phase", call.FailedPhase)
 		}
+	}
+	if perr != nil {
+		attrs = append(attrs, "refusal", string(perr.Kind))
+	}
+	if invalid && call != nil && call.Spec.Key.Pointer == "" {
+		name := call.Spec.Key.Header
+		if name == "" {
+			name = idemtype.DefaultKeyHeader
+		}
+		sent := strings.Join(r.Header.Values(name), ", ")
+		shown := strconv.Quote(sent[:min(len(sent), invalidKeyShown)])
+		if len(sent) > invalidKeyShown {
+			shown += "..."
+		}
+		attrs = append(attrs, "invalid_key", shown, "invalid_key_bytes", len(sent))
 	}
 	if err != nil {
 		attrs = append(attrs, "err", err.Error())

@@ -111,7 +111,7 @@ func Middleware(rt *Runtime, spec *Spec) func(http.Handler) http.Handler {
 				if err := Refuse(r.Context(), rt.Engine, w, spec, perr); err != nil {
 					rt.fail(w, r, err)
 				}
-				LogRequest(rt.Logger, r, call, perr.Status(), nil)
+				LogRefusal(rt.Logger, r, call, perr)
 				return
 			}
 			r = call.Bind(r)

@@ -211,3 +211,45 @@ func TestIntentAgeReachesTheEngine(t *testing.T) {
 		t.Fatalf("a request without Idempotency-Intent-Age gave the engine an age: %v", <-ages)
 	}
 }
+
+// TestRefusalLogLine: the line of a refused request says which refusal it
+// was (refusal, the problem's kind), and a key the rule refused is logged
+// as it was sent, escaped and cut short, never in full and never as "".
+func TestRefusalLogLine(t *testing.T) {
+	env := idemtest.New(t, idem.Options{})
+	var logs bytes.Buffer
+	rt := &idemstd.Runtime{Engine: env.Engine, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+	spec := &idemstd.Spec{Operation: &idem.Operation{ID: "op"}, Key: idemhttp.KeyRule{Required: true},
+		Scope: idemtype.Scope{Kind: idemtype.ScopeGlobal}, Route: "/x"}
+	h := idemstd.Middleware(rt, spec)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Error("the handler ran")
+	}))
+	for _, tc := range []struct {
+		name, key, refusal, logged string
+	}{
+		{"too long", strings.Repeat("k", 300), "invalid-key", strconv.Quote(strings.Repeat("k", 64)) + "..."},
+		{"a control character", "bad\x7fkey", "invalid-key", `"bad\x7fkey"`},
+		{"missing", "", "missing-key", ""},
+	} {
+		logs.Reset()
+		req := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader("{}"))
+		if tc.key != "" {
+			req.Header.Set("Idempotency-Key", tc.key)
+		}
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		var line map[string]any
+		if err := json.Unmarshal(logs.Bytes(), &line); err != nil {
+			t.Fatalf("%s: %v: %q", tc.name, err, logs.String())
+		}
+		if line["refusal"] != tc.refusal {
+			t.Errorf("%s: refusal %v; want %s; line %v", tc.name, line["refusal"], tc.refusal, line)
+		}
+		got, _ := line["invalid_key"].(string)
+		if got != tc.logged {
+			t.Errorf("%s: invalid_key %q; want %q", tc.name, got, tc.logged)
+		}
+		if strings.Contains(logs.String(), strings.Repeat("k", 65)) {
+			t.Errorf("%s: the key is logged in full: %s", tc.name, logs.String())
+		}
+	}
+}
