@@ -696,7 +696,7 @@ func testLeaseRefresh(t *testing.T, e *env) {
 	op := &idem.Operation{ID: "slow", Policy: idem.Policy{Lease: 3 * time.Second}}
 	inPhase := make(chan struct{})
 	// The claim commits first in every mode: a phase in the claim's own
-	// transaction is bounded by the lease instead (TestLastModeIsBoundedByTheLease).
+	// transaction is bounded by the lease instead (TestClaimIsBoundedByTheLease).
 	slow := committedFirst([]idem.Phase[payState]{{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
 		close(inPhase)
 		time.Sleep(7 * time.Second) // well past the lease

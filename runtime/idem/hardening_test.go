@@ -44,7 +44,7 @@ func TestCommitNeverShortensLease(t *testing.T) {
 		var retryErr error
 		var retryOut *idem.Outcome
 		// The claim commits first in every mode: a phase in the claim's own
-		// transaction is bounded by the lease instead (TestLastModeIsBoundedByTheLease).
+		// transaction is bounded by the lease instead (TestClaimIsBoundedByTheLease).
 		phases := committedFirst([]idem.Phase[payState]{
 			{Name: "record", Local: func(ctx context.Context, tx pgx.Tx, s *payState) error {
 				if _, err := tx.Exec(ctx, `INSERT INTO rows (key) VALUES ('long')`); err != nil {
