@@ -201,40 +201,64 @@ func primaryOnly(conn *pgx.Conn) error {
 	return nil
 }
 
-// claimCitus is claim on a Citus records table, in one round trip: the
-// claim wait set for the worker (citusWait) and the insert, in a
-// transaction of their own. A failed insert leaves that transaction
-// aborted on the connection, rolled back before the connection goes back
-// to the pool.
+// claimCitus is claim on a Citus records table: the claim wait set for
+// the worker and the insert, in a transaction of their own (citusTx).
 func (s *store) claimCitus(ctx context.Context, async bool, st *stmt[claimParams], c *claim, payload []byte) (bool, error) {
+	var tag pgconn.CommandTag
+	err := s.citusTx(ctx, "claim", s.claimWait, async, st.sql, st.args(c.claimParams(payload, s.claimWait)), func(br pgx.BatchResults) (err error) {
+		tag, err = br.Exec()
+		return err
+	})
+	return tag.RowsAffected() == 1, wrapStore("claim", st.name, err)
+}
+
+// citusTx runs one statement on a Citus records table in a transaction of
+// its own, in one round trip on a connection of its own on the primary:
+// BEGIN, citusWait(wait, async), the statement (whose result read reads)
+// and COMMIT. A failure leaves the transaction aborted on the connection,
+// rolled back before it goes back to the pool. An error is wrapped in a
+// storeError of step op naming the statement that failed, but for the
+// statement's own error, which the caller names.
+func (s *store) citusTx(ctx context.Context, op, wait string, async bool, sql string, args []any, read func(pgx.BatchResults) error) error {
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return false, wrapStore("claim", "connect", err)
+		return &storeError{op: op, stmt: "connect", err: err}
 	}
 	sess := newSession(pc)
 	defer sess.end()
 	if err := primaryOnly(pc.Conn()); err != nil {
-		return false, err
+		return err
 	}
 	b := &pgx.Batch{}
 	b.Queue(beginSQL)
-	b.Queue(citusWait(s.claimWait, async))
-	b.Queue(st.sql, st.args(c.claimParams(payload, s.claimWait))...)
+	b.Queue(citusWait(wait, async))
+	b.Queue(sql, args...)
 	b.Queue(commit)
-	names := []string{"BEGIN", "ClaimWait", st.name, "COMMIT"}
-	var tag pgconn.CommandTag
 	br := pc.Conn().SendBatch(ctx, b)
-	for i := range names {
-		t, err := br.Exec()
-		if err != nil {
+	steps := []struct {
+		name string
+		run  func(pgx.BatchResults) error
+	}{
+		{"BEGIN", execResult}, {"ClaimWait", execResult}, {"", read}, {"COMMIT", execResult},
+	}
+	for _, st := range steps {
+		if err := st.run(br); err != nil {
 			br.Close()
-			return false, wrapStore("claim", names[i], err)
-		}
-		if i == 2 {
-			tag = t
+			if st.name == "" {
+				return err
+			}
+			return &storeError{op: op, stmt: st.name, err: err}
 		}
 	}
-	return tag.RowsAffected() == 1, wrapStore("claim", "COMMIT", br.Close())
+	if err := br.Close(); err != nil {
+		return &storeError{op: op, stmt: "COMMIT", err: err}
+	}
+	return nil
+}
+
+func execResult(br pgx.BatchResults) error {
+	_, err := br.Exec()
+	return err
 }
 
 // record is what a claim reads of the record holding its key (Read,

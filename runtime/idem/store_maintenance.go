@@ -111,27 +111,9 @@ func (s *store) pruneSkipping(ctx context.Context, batch int, from time.Time) (n
 	}
 	// On Citus, in a transaction whose waits are bounded on the workers,
 	// in one round trip.
-	pc, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return 0, nil, false, err
-	}
-	defer newSession(pc).end() // rolls back a batch that failed
-	b := &pgx.Batch{}
-	b.Queue(beginSQL)
-	b.Queue(citusWait(pruneLockWait, true))
-	b.Queue(q.PruneSkipping.sql, q.PruneSkipping.args(p)...)
-	b.Queue(commit)
-	br := pc.SendBatch(ctx, b)
-	if _, err = br.Exec(); err == nil {
-		if _, err = br.Exec(); err == nil {
-			if err = br.QueryRow().Scan(&n, &next); err == nil {
-				_, err = br.Exec()
-			}
-		}
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	err = s.citusTx(ctx, "prune", pruneLockWait, true, q.PruneSkipping.sql, q.PruneSkipping.args(p), func(br pgx.BatchResults) error {
+		return br.QueryRow().Scan(&n, &next)
+	})
 	if err != nil {
 		return 0, nil, false, err
 	}
