@@ -21,26 +21,11 @@ func TestStartQueryRestartStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop()
-	conn, err := pgx.Connect(ctx, c.URL("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, "CREATE TABLE kept (v int); INSERT INTO kept VALUES (7)"); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close(ctx)
+	connectKept(t, c.URL("postgres"), true).Close(ctx)
 	if err := c.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	conn, err = pgx.Connect(ctx, "postgres://postgres@"+c.TCPAddr()+"/postgres?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var v int
-	if err := conn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v); err != nil || v != 7 {
-		t.Fatalf("after restart: v=%d err=%v", v, err)
-	}
+	connectKept(t, "postgres://postgres@"+c.TCPAddr()+"/postgres?sslmode=disable", false).Close(ctx)
 }
 
 // TestKillThenRestart: Kill ends the server and every backend at once (a
@@ -54,14 +39,8 @@ func TestKillThenRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop()
-	conn, err := pgx.Connect(ctx, c.URL("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := connectKept(t, c.URL("postgres"), true)
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE TABLE kept (v int); INSERT INTO kept VALUES (7)"); err != nil {
-		t.Fatal(err)
-	}
 	c.Kill()
 	if _, err := conn.Exec(ctx, "SELECT 1"); err == nil {
 		t.Fatal("a session survived Kill")
@@ -69,15 +48,29 @@ func TestKillThenRestart(t *testing.T) {
 	if err := c.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	again, err := pgx.Connect(ctx, c.URL("postgres"))
+	connectKept(t, c.URL("postgres"), false).Close(ctx)
+}
+
+// connectKept connects to url and, with create, makes the table kept with
+// its one row, or else checks that the row is there.
+func connectKept(t *testing.T, url string, create bool) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer again.Close(ctx)
-	var v int
-	if err := again.QueryRow(ctx, "SELECT v FROM kept").Scan(&v); err != nil || v != 7 {
-		t.Fatalf("after Kill and Restart: v=%d err=%v", v, err)
+	if create {
+		if _, err := conn.Exec(ctx, "CREATE TABLE kept (v int); INSERT INTO kept VALUES (7)"); err != nil {
+			t.Fatal(err)
+		}
+		return conn
 	}
+	var v int
+	if err := conn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v); err != nil || v != 7 {
+		t.Fatalf("the kept row: v=%d err=%v", v, err)
+	}
+	return conn
 }
 
 func TestWithDatabase(t *testing.T) {
