@@ -153,9 +153,6 @@ func (c *Cluster) nodes() []*pglocal.Cluster {
 // URL is the coordinator's connection URL (its unix socket).
 func (c *Cluster) URL() string { return c.Coordinator.URL(DB) }
 
-// WorkerURL is worker i's connection URL.
-func (c *Cluster) WorkerURL(i int) string { return c.Workers[i].URL(DB) }
-
 // KillWorker ends worker i as a crash would (SIGKILL to all its processes).
 func (c *Cluster) KillWorker(i int) { c.Workers[i].Kill() }
 
