@@ -267,7 +267,7 @@ func TestClaimWaitUnderAMillisecond(t *testing.T) {
 	}()
 	<-started
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	_, err := idem.Run(ctx, eng, op, request("t", "k", "b"), twoPhases("k"))
+	_, err := idem.Run(ctx, eng, op, noWait(request("t", "k", "b")), twoPhases("k"))
 	cancel()
 	close(release)
 	wg.Wait()

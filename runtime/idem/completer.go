@@ -92,12 +92,14 @@ func (e *Engine) completeOne(ctx context.Context, op *Operation, p Policy, ns, s
 	if err != nil || !ok {
 		return false, err // !ok: a retry or another completer got there first
 	}
-	e.observe(ctx, Event{Kind: EventTakeover, Operation: op.ID})
+	e.observe(ctx, Event{Kind: EventTakeover, Operation: op.ID, Cause: TakeoverCompleter})
 	e.observeFailover(ctx, c)
 	// The phases run under c.ctx, which the completer's shutdown does not
 	// cancel: a phase it began ends (or its lease runs out, which fences
 	// it), as on the request path.
-	if _, err := e.resume[op.ID](c.ctx, c, payload); err != nil {
+	_, err = e.resume[op.ID](c.ctx, c, payload)
+	e.waits.kick(c.id)
+	if err != nil {
 		e.observe(ctx, Event{Kind: EventCompleterFailed, Operation: op.ID, Err: err})
 		return false, fmt.Errorf("%s key %q: %w", op.ID, key, err)
 	}

@@ -130,6 +130,7 @@ type Engine struct {
 	cache     *replayCache       // completed responses; nil when disabled
 	requests  *requestSketch     // recently claimed requests; nil when off
 	durations durations          // how long executions take, per operation
+	waits     *watcher           // duplicates waiting for executions in flight
 	hooks     testHooks
 }
 
@@ -176,6 +177,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Engine, error) {
 	e := &Engine{pool: pool, opts: opts, obs: opts.Observer, log: opts.Logger,
 		store: st, resume: map[string]resumer{}, cache: newReplayCache(opts.ReplayCacheBytes),
 		requests: newRequestSketch(opts.SameRequestWindow)}
+	e.waits = newWatcher(e)
 	if e.obs == nil {
 		e.obs = nopObserver{}
 	}
@@ -240,6 +242,11 @@ type KeyedRequest struct {
 	// show before a duplicate does.
 	IntentAge     time.Duration
 	IntentAgeSent bool
+	// Wait is how long the client is willing to wait for an execution in
+	// flight that holds its key (Prefer: wait=N, RFC 7240), when WaitSent:
+	// it shortens the policy's wait, never lengthens it.
+	Wait     time.Duration
+	WaitSent bool
 }
 
 // Response is an HTTP response as stored and replayed.
@@ -344,6 +351,9 @@ func Run[S any](ctx context.Context, e *Engine, op *Operation, req KeyedRequest,
 		}
 		c.ctx = context.WithoutCancel(ctx)
 		out, err = execute(c.ctx, e, c, phases)
+		// The record is completed, released, yielded or left: whatever
+		// waits on it here looks now.
+		e.waits.kick(c.id)
 		if !errors.Is(err, errLostRace) && !errors.Is(err, errStale) {
 			return out, err
 		}

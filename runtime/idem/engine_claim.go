@@ -50,8 +50,7 @@ func (separateClaim) claim(ctx context.Context, e *Engine, c *claim, payload []b
 	})
 	switch {
 	case sqlState(err) == lockNotAvailable: // an uncommitted claim (ClaimFirst) holds the key
-		e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})
-		return false, nil, inFlight(time.Second, nil)
+		return false, nil, errUncommitted
 	case err != nil:
 		return false, nil, e.storeFailed(ctx, c.op, "claim", err)
 	}
@@ -86,8 +85,7 @@ func (firstClaim) claim(ctx context.Context, e *Engine, c *claim, payload []byte
 	case c.sess != nil:
 		return true, nil, nil
 	case sqlState(err) == lockNotAvailable: // a concurrent claim is still uncommitted
-		e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})
-		return false, nil, inFlight(time.Second, nil)
+		return false, nil, errUncommitted
 	case err != nil:
 		return false, nil, e.storeFailed(ctx, c.op, "claim", err)
 	}
@@ -224,8 +222,11 @@ type claim struct {
 	fingerprint []byte
 	derivation  KeyDerivation
 	keyLength   int
-	background  bool    // run by the completer
-	keeper      *keeper // refreshes the lease while the execution runs
+	background  bool // run by the completer
+	// waiting: the request waits for an execution in flight (await), and
+	// its claims wait on no lock.
+	waiting bool
+	keeper  *keeper // refreshes the lease while the execution runs
 	// mode is how the claim was made, and how its transaction commits.
 	mode claimer
 	// sess is the claim's own open transaction (ClaimFirst, ClaimLast), in
@@ -270,18 +271,35 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 	if p.Complete == idemtype.CompleteBackground {
 		payload = req.Payload
 	}
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		claimed, rec, err := mode.claim(ctx, e, c, payload)
-		if err != nil {
-			return nil, nil, err
-		}
-		if claimed {
-			e.observe(ctx, Event{Kind: EventClaim, Operation: op.ID, Retention: p.Retention})
-			if e.requests.claimed(c.ns, c.scope, c.key, c.fingerprint, c.began) {
-				e.observe(ctx, Event{Kind: EventSameRequestNewKey, Operation: op.ID})
+	w := waitState{}
+	w.budget, _ = waitBudget(p, req)
+	defer w.observe(ctx, e, op)
+	var next *record // a completed record a wait handed back, to decide on
+	for attempt := 0; attempt < maxAttempts; {
+		rec := next
+		next = nil
+		if rec == nil {
+			claimed, r, err := mode.claim(ctx, e, c, payload)
+			switch {
+			case errors.Is(err, errUncommitted):
+				// A concurrent claim, not committed yet, holds the key past
+				// the claim wait: wait for it, or answer 409.
+				if next, err = e.await(ctx, c, &w, time.Second, true); err != nil {
+					return nil, nil, err
+				}
+				continue
+			case err != nil:
+				return nil, nil, err
+			case claimed:
+				e.observe(ctx, Event{Kind: EventClaim, Operation: op.ID, Retention: p.Retention})
+				if e.requests.claimed(c.ns, c.scope, c.key, c.fingerprint, c.began) {
+					e.observe(ctx, Event{Kind: EventSameRequestNewKey, Operation: op.ID})
+				}
+				return c, nil, nil
 			}
-			return c, nil, nil
+			rec = r
 		}
+		var err error
 		if rec == nil {
 			// A separate claim reads what holds the key; the others read
 			// again only if the holder committed while they looked.
@@ -292,6 +310,7 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 		}
 		e.hooks.run(e.hooks.afterRead)
 		if errors.Is(err, pgx.ErrNoRows) {
+			attempt++
 			continue // released or pruned since the insert: try again
 		}
 		if err != nil {
@@ -310,6 +329,7 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 				// deleted (and the key perhaps claimed again) by a
 				// concurrent retry since it was read, and what holds the
 				// key now is read again, never the deleted record replayed.
+				attempt++
 				continue
 			}
 		}
@@ -318,10 +338,19 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 		}
 		switch {
 		case rec.state == stateCompleted:
+			if !w.began.IsZero() {
+				// A waiter that looked itself hands what it found to the
+				// key's other waiters.
+				e.waits.settle(c.id, rec)
+			}
 			return nil, &Outcome{Response: e.replayCompleted(ctx, op, p, cacheKey{c.ns, c.scope, c.key}, rec), Replayed: true}, nil
 		case rec.live:
-			e.observe(ctx, Event{Kind: EventInFlight, Operation: op.ID})
-			return nil, nil, inFlight(e.retryAfter(op, rec.retryAfter), nil)
+			// An execution in flight holds the key: wait for its answer, or
+			// answer 409.
+			if next, err = e.await(ctx, c, &w, rec.retryAfter, false); err != nil {
+				return nil, nil, err
+			}
+			continue
 		}
 		var ok bool
 		err = againIfStale(func() (err error) {
@@ -332,15 +361,73 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 			return nil, nil, e.storeFailed(ctx, op, "takeover", err)
 		}
 		if ok {
-			e.observe(ctx, Event{Kind: EventTakeover, Operation: op.ID})
+			e.observe(ctx, Event{Kind: EventTakeover, Operation: op.ID, Cause: TakeoverExpired})
 			e.observeFailover(ctx, c)
 			return c, nil, nil
 		}
 		// The owner refreshed, or someone else took it over or finished it
 		// first: look again.
+		attempt++
 	}
 	e.observe(ctx, Event{Kind: EventInFlight, Operation: op.ID})
 	return nil, nil, &Error{Kind: idemtype.KindInFlight, RetryAfter: time.Second, Detail: "the key is contended; retry later"}
+}
+
+// errUncommitted is a claim's answer when a concurrent claim of its key,
+// not committed yet, held it past the claim wait (lock_not_available).
+var errUncommitted = errors.New("idem: an uncommitted claim holds the key")
+
+// waitState is a request's wait for the execution in flight that holds its
+// key: its budget, and, once it began, until when it may wait.
+type waitState struct {
+	budget   time.Duration
+	began    time.Time // zero until the wait begins
+	deadline time.Time
+	cause    string // how it ended: WaitAnswered unless set
+}
+
+// await waits for the execution in flight that holds c's key (committed,
+// its lease running leaseLeft more; or not committed yet), as long as w's
+// budget lasts: it returns the completed record that holds the key now, or
+// nil to look at the key again (released, or its owner's lease ran out);
+// or the 409 to answer, when the budget is spent or was none, or the
+// request's context ended.
+func (e *Engine) await(ctx context.Context, c *claim, w *waitState, leaseLeft time.Duration, uncommitted bool) (*record, error) {
+	now := time.Now()
+	if w.began.IsZero() && w.budget > 0 {
+		w.began, w.deadline = now, now.Add(w.budget)
+		// From now on a claim waits on no lock: an uncommitted claim's
+		// commit is seen by the watcher, with no connection held.
+		c.waiting = true
+	}
+	var err error
+	if w.budget > 0 && now.Before(w.deadline) {
+		var rec *record
+		if rec, err = e.waits.wait(ctx, c.id, w.deadline, uncommitted); err == nil {
+			return rec, nil
+		}
+	}
+	switch {
+	case err == nil || errors.Is(err, errBudgetSpent):
+		w.cause, err = WaitBudgetSpent, nil
+	default:
+		w.cause = WaitClientGone
+	}
+	e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})
+	return nil, inFlight(e.retryAfter(c.op, leaseLeft), err)
+}
+
+// observe reports the wait, if one began, when the request's claim is
+// decided.
+func (w *waitState) observe(ctx context.Context, e *Engine, op *Operation) {
+	if w.began.IsZero() {
+		return
+	}
+	cause := w.cause
+	if cause == "" {
+		cause = WaitAnswered
+	}
+	e.observe(ctx, Event{Kind: EventWait, Operation: op.ID, Duration: time.Since(w.began), Cause: cause})
 }
 
 // mismatch reports a key first used by another operation of its group, or

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -24,7 +25,12 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
-func TestMain(m *testing.M) { idemtest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(ownerChildEnv) != "" {
+		ownerChild() // killed by its parent test
+	}
+	idemtest.Main(m)
+}
 
 // events counts observed events by kind.
 type events struct {
@@ -175,6 +181,13 @@ func (e *env) exec(sql string, args ...any) {
 // gone for longer than the lease.
 func (e *env) expireLeases() {
 	e.exec(`UPDATE ` + e.schema + `.records SET lease_until = now() - interval '1 second' WHERE owner_token IS NOT NULL`)
+}
+
+// noWait is req from a client that will not wait for an execution in
+// flight that holds its key (Prefer: wait=0): it is answered 409 at once.
+func noWait(req idem.KeyedRequest) idem.KeyedRequest {
+	req.Wait, req.WaitSent = 0, true
+	return req
 }
 
 func request(scope, key, body string) idem.KeyedRequest {
@@ -431,7 +444,7 @@ func testCrashAt(t *testing.T, e *env, at string) {
 	held := !(at == "inside-record" && e.inline(threePhases("k", cd, &recordRuns, "")))
 	if held {
 		// The dead owner's lease still holds the key...
-		if _, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), threePhases("k", cd, &recordRuns, "")); kindOf(err) != idemtype.KindInFlight {
+		if _, err := idem.Run(ctx, e.eng, payOp, noWait(request("t", "k", "b")), threePhases("k", cd, &recordRuns, "")); kindOf(err) != idemtype.KindInFlight {
 			t.Fatalf("retry within the lease: %v; want in-flight", err)
 		}
 		// ...until it expires.
@@ -705,7 +718,7 @@ func testLeaseRefresh(t *testing.T, e *env) {
 	go func() {
 		<-inPhase
 		time.Sleep(4500 * time.Millisecond) // past one lease: refreshed, still live
-		_, err := idem.Run(ctx, e.eng, op, request("t", "slow", "b"), slow)
+		_, err := idem.Run(ctx, e.eng, op, noWait(request("t", "slow", "b")), slow)
 		if kindOf(err) != idemtype.KindInFlight {
 			t.Errorf("during a refreshed lease: %v; want in-flight", err)
 		}

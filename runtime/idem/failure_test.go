@@ -194,7 +194,7 @@ func TestDuplicateComesBackWhenLikelyDone(t *testing.T) {
 			idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), slow(held, release))
 		}()
 		<-held
-		_, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), slow(nil, open))
+		_, err := idem.Run(ctx, e.eng, payOp, noWait(request("t", "k", "b")), slow(nil, open))
 		close(release)
 		<-finished
 		var perr *idem.Error

@@ -56,7 +56,7 @@ func TestCommitNeverShortensLease(t *testing.T) {
 			{Name: "charge", Foreign: func(ctx context.Context, key string, s *payState) error {
 				if foreignCalls.Add(1) == 1 {
 					// The owner is at the foreign call: a retry arrives now.
-					retryOut, retryErr = idem.Run(ctx, e.eng, op, request("t", "long", "b"), twoPhases("other"))
+					retryOut, retryErr = idem.Run(ctx, e.eng, op, noWait(request("t", "long", "b")), twoPhases("other"))
 				}
 				return nil
 			}},

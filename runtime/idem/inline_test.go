@@ -122,7 +122,8 @@ func TestDuplicateWaitsThenReplays(t *testing.T) {
 }
 
 // TestDuplicateWaitIsBounded: when the owner's claim stays uncommitted
-// longer than ClaimWait, the duplicate answers 409 with Retry-After
+// longer than the duplicate's wait (here its client's Prefer: wait, past
+// a ClaimWait shorter still), the duplicate answers 409 with Retry-After
 // instead of waiting on, and leaves nothing behind.
 func TestDuplicateWaitIsBounded(t *testing.T) {
 	t.Parallel()
@@ -131,7 +132,11 @@ func TestDuplicateWaitIsBounded(t *testing.T) {
 		release, owner := holdOwner(t, e, "k")
 		res := make(chan error, 1)
 		go func() {
-			_, err := idem.Run(context.Background(), e.eng, payOp, request("t", "k", "b"), twoPhases("k"))
+			// The client waits at most 300 ms (Prefer: wait=N, which the
+			// protocol takes in whole seconds; the engine in any duration).
+			req := request("t", "k", "b")
+			req.Wait, req.WaitSent = 300*time.Millisecond, true
+			_, err := idem.Run(context.Background(), e.eng, payOp, req, twoPhases("k"))
 			res <- err
 		}()
 		var err error
@@ -139,7 +144,7 @@ func TestDuplicateWaitIsBounded(t *testing.T) {
 		case err = <-res:
 		case <-time.After(10 * time.Second):
 			release()
-			t.Fatal("the duplicate still waits on the uncommitted claim after 10s; want 409 after ClaimWait")
+			t.Fatal("the duplicate still waits on the uncommitted claim after 10s; want 409 once its wait is spent")
 		}
 		var perr *idem.Error
 		if kindOf(err) != idemtype.KindInFlight || !errors.As(err, &perr) || perr.RetryAfter <= 0 {

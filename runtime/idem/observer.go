@@ -20,6 +20,10 @@ type Event struct {
 	// Status is, for EventReplay, the replayed answer's HTTP status (a 5xx
 	// is a failure stored and replayed).
 	Status int
+	// Cause is, for EventWait, how the wait ended (WaitAnswered,
+	// WaitBudgetSpent, WaitClientGone); for EventTakeover, why the record
+	// could be taken over (TakeoverExpired, TakeoverCompleter).
+	Cause string
 }
 
 // EventKind names an event.
@@ -33,7 +37,8 @@ const (
 	EventMismatch     EventKind = "mismatch"      // 422: same key, different fingerprint
 	EventBadRequest   EventKind = "bad_request"   // 400/401: key, scope or body rejected
 	EventRelease      EventKind = "release"       // a claim was deleted before any effect
-	EventTakeover     EventKind = "takeover"      // an expired lease was taken over
+	EventTakeover     EventKind = "takeover"      // an expired lease was taken over (see Cause)
+	EventWait         EventKind = "wait"          // a duplicate waited for the execution in flight (see Duration, Cause)
 	EventFenced       EventKind = "fenced"        // a stale owner's commit or refresh was rejected
 	EventResume       EventKind = "resume"        // an execution continued from a recovery point
 	EventComplete     EventKind = "complete"      // an execution stored its response
@@ -59,6 +64,18 @@ const (
 	// failover, where a standby that was not synchronous may have lost what
 	// the old primary had acknowledged.
 	EventPrimaryChanged EventKind = "primary_changed"
+)
+
+// The causes of a takeover, as EventTakeover's Cause says.
+const (
+	// TakeoverExpired: a request found the owner's lease run out. An owner
+	// renews its lease every third of it while it runs (docs/decisions.md):
+	// a lease that ran out is an owner that died, or stopped for longer
+	// than two renewals (a pause, a store it could not reach).
+	TakeoverExpired = "lease_expired"
+	// TakeoverCompleter: the background completer took over an abandoned
+	// background record.
+	TakeoverCompleter = "completer"
 )
 
 // Observer receives engine events. Implementations must be safe for

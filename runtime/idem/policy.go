@@ -19,6 +19,11 @@ type Policy struct {
 	MaxReplayBody int                // response bodies above this many bytes are not stored
 	// Claim says when the execution's record is written; see ClaimMode.
 	Claim ClaimMode
+	// Wait is how long a duplicate that finds its key held by an execution
+	// in flight waits for that execution's answer before it is answered
+	// 409 with Retry-After (0: DefaultWait; NoWait: not at all; at most
+	// MaxWait). A client's Prefer: wait=N may shorten it.
+	Wait time.Duration
 }
 
 // ClaimMode says when an execution writes its record, relative to its
@@ -110,6 +115,10 @@ func (p Policy) Validate() error {
 		return completeErr
 	case p.Claim != ClaimAuto && p.Claim != ClaimLast && p.Claim != ClaimFirst && p.Claim != ClaimSeparate:
 		return fmt.Errorf("claim %q is not one of last, first, separate", p.Claim)
+	case p.Wait < NoWait:
+		return fmt.Errorf("wait %v is negative; NoWait (%v) does not wait", p.Wait, NoWait)
+	case p.Wait > MaxWait:
+		return fmt.Errorf("wait %v is longer than the longest wait, %v", p.Wait, MaxWait)
 	case p.MaxReplayBody < 0:
 		return fmt.Errorf("maxBodyBytes %d is negative", p.MaxReplayBody)
 	}

@@ -62,6 +62,14 @@ func raceReq(key string) KeyedRequest {
 	return KeyedRequest{Scope: "s", Key: key, Fingerprint: fp[:]}
 }
 
+// noWaitReq is raceReq from a client that will not wait for an execution
+// in flight (Prefer: wait=0): 409 at once.
+func noWaitReq(key string) KeyedRequest {
+	req := raceReq(key)
+	req.WaitSent = true
+	return req
+}
+
 func errKind(err error) idemtype.ErrorKind {
 	var e *Error
 	if errors.As(err, &e) {
@@ -167,7 +175,7 @@ func TestTakeoverRechecksLease(t *testing.T) {
 	op := &Operation{ID: "op", Policy: Policy{Lease: 30 * time.Second}}
 	r.claimedAndExpired("k", "one", false)
 	r.eng.hooks.afterRead = r.ownerRefreshes("k")
-	out, err := Run(context.Background(), r.eng, op, raceReq("k"), []Phase[st]{local("one"), final()})
+	out, err := Run(context.Background(), r.eng, op, noWaitReq("k"), []Phase[st]{local("one"), final()})
 	if errKind(err) != idemtype.KindInFlight {
 		t.Fatalf("retry: %+v, %v; want 409: the owner refreshed its lease before the takeover", out, err)
 	}
@@ -185,7 +193,7 @@ func TestExpiredDeleteRechecksLiveness(t *testing.T) {
 	op := &Operation{ID: "op", Policy: Policy{Lease: 30 * time.Second}}
 	r.claimedAndExpired("k", "", true)
 	r.eng.hooks.afterRead = r.ownerRefreshes("k")
-	out, err := Run(context.Background(), r.eng, op, raceReq("k"), []Phase[st]{local("one"), final()})
+	out, err := Run(context.Background(), r.eng, op, noWaitReq("k"), []Phase[st]{local("one"), final()})
 	if errKind(err) != idemtype.KindInFlight {
 		t.Fatalf("retry: %+v, %v; want 409: the owner is live again", out, err)
 	}

@@ -152,6 +152,17 @@ func (c *claim) claimParams(payload []byte, wait string) *claimParams {
 		KeyDerivation: int16(CurrentKeyDerivation), DerivedKeyLength: int16(c.keyLength)}
 }
 
+// waitOf is how long c's claim waits for an uncommitted claim of its key,
+// in milliseconds (lock_timeout, where 0 would wait for ever): the claim
+// wait, or a millisecond once the request waits for the execution in
+// flight, whose commit the watcher sees without a connection held.
+func (s *store) waitOf(c *claim) string {
+	if c.waiting {
+		return "1"
+	}
+	return s.claimWait
+}
+
 // owner is what fences c's statements: its record and its token.
 func (c *claim) owner() *ownerParams {
 	return &ownerParams{ID: uuidArg(c.id), OwnerToken: uuidArg(c.token)}
@@ -175,7 +186,7 @@ func (s *store) claim(ctx context.Context, async bool, c *claim, payload []byte)
 			return err
 		}
 		var err error
-		tag, err = pc.Exec(ctx, st.sql, st.args(c.claimParams(payload, s.claimWait))...)
+		tag, err = pc.Exec(ctx, st.sql, st.args(c.claimParams(payload, s.waitOf(c)))...)
 		return wrapStore("claim", st.name, err)
 	})
 	return tag.RowsAffected() == 1, wrapStore("claim", "connect", err)
@@ -205,7 +216,7 @@ func primaryOnly(conn *pgx.Conn) error {
 // the worker and the insert, in a transaction of their own (citusTx).
 func (s *store) claimCitus(ctx context.Context, async bool, st *stmt[claimParams], c *claim, payload []byte) (bool, error) {
 	var tag pgconn.CommandTag
-	err := s.citusTx(ctx, "claim", s.claimWait, async, st.sql, st.args(c.claimParams(payload, s.claimWait)), func(br pgx.BatchResults) (err error) {
+	err := s.citusTx(ctx, "claim", s.waitOf(c), async, st.sql, st.args(c.claimParams(payload, s.waitOf(c))), func(br pgx.BatchResults) (err error) {
 		tag, err = br.Exec()
 		return err
 	})
@@ -415,9 +426,9 @@ func (s *store) claimInTx(ctx context.Context, conn *pgx.Conn, c *claim, payload
 	b.Queue(q.ClaimRead.sql, q.ClaimRead.args(&claimReadParams{ID: uuidArg(c.id),
 		StatementTimeout: strconv.FormatInt(c.policy.Lease.Milliseconds(), 10)})...)
 	if citus {
-		b.Queue(citusWait(s.claimWait, false))
+		b.Queue(citusWait(s.waitOf(c), false))
 	}
-	b.Queue(q.Claim.sql, q.Claim.args(c.claimParams(payload, s.claimWait))...)
+	b.Queue(q.Claim.sql, q.Claim.args(c.claimParams(payload, s.waitOf(c)))...)
 	if citus {
 		b.Queue(citusRestore)
 	}
@@ -695,4 +706,26 @@ func sqlState(err error) string {
 		err = errors.Unwrap(err)
 	}
 	return ""
+}
+
+// watch reads the state of the records ids (Watch): a key with no record
+// is missing from the map.
+func (s *store) watch(ctx context.Context, ids [][16]byte) (map[[16]byte]keyState, error) {
+	args := make([]pgtype.UUID, len(ids))
+	for i, id := range ids {
+		args[i] = uuidArg(id)
+	}
+	q := s.q()
+	rows, err := s.pool.Query(ctx, q.Watch.sql, q.Watch.args(&idsParams{IDs: args})...)
+	if err != nil {
+		return nil, wrapStore("watch", "Watch", err)
+	}
+	out := make(map[[16]byte]keyState, len(ids))
+	var id pgtype.UUID
+	var st int32
+	_, err = pgx.ForEachRow(rows, []any{&id, &st}, func() error {
+		out[id.Bytes] = keyState(st)
+		return nil
+	})
+	return out, wrapStore("watch", "Watch", err)
 }

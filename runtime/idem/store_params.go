@@ -16,6 +16,7 @@ type statements struct {
 	ClaimRead         stmt[claimReadParams]
 	Takeover          stmt[takeoverParams]
 	DeleteExpired     stmt[idParams]
+	Watch             stmt[idsParams]
 	// execution.sql
 	Advance         stmt[advanceParams]
 	Complete        stmt[completeParams]
@@ -49,6 +50,10 @@ type noParams struct{}
 
 type idParams struct {
 	ID pgtype.UUID `db:"id"`
+}
+
+type idsParams struct {
+	IDs []pgtype.UUID `db:"ids"`
 }
 
 type ownerParams struct {

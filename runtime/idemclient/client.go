@@ -305,3 +305,19 @@ func (c *Call) Result() Result {
 	}
 	return r
 }
+
+// PreferWait returns a request editor (the signature of oapi-codegen's
+// RequestEditorFn) that sends Prefer: wait=N (RFC 7240), N being d in whole
+// seconds, rounded down: the longest the server should hold the request
+// while another request with its key executes before answering 409 with
+// Retry-After. An idemgen server waits up to the operation's budget (10 s
+// unless its spec says otherwise) without it; wait=0 asks for the 409 at
+// once, for a caller with work of its own to do meanwhile. The server says
+// Preference-Applied: wait=N when the preference shortened its wait.
+func PreferWait(d time.Duration) func(context.Context, *http.Request) error {
+	value := "wait=" + strconv.FormatInt(int64(max(d, 0)/time.Second), 10)
+	return func(_ context.Context, req *http.Request) error {
+		req.Header.Set("Prefer", value)
+		return nil
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/idemgen/idemgen/runtime/idemclient"
+	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
 // reply is one scripted answer. drop closes the connection instead of
@@ -685,5 +686,25 @@ func TestTheHorizonEndsRetries(t *testing.T) {
 	}
 	if n := len(s.requests()); n < 2 || n >= 50 || res.Attempts != n {
 		t.Fatalf("%d requests, %d attempts; want a few, ended by the horizon", n, res.Attempts)
+	}
+}
+
+// TestPreferWait: the editor sends the wait in whole seconds, as the server
+// reads it (idemhttp.PreferWait), 0 included, and a negative wait as 0.
+func TestPreferWait(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{{0, "wait=0"}, {2500 * time.Millisecond, "wait=2"}, {-time.Second, "wait=0"}, {time.Minute, "wait=60"}} {
+		req := httptest.NewRequest(http.MethodPost, "/", nil)
+		if err := idemclient.PreferWait(c.d)(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		if got := req.Header.Get("Prefer"); got != c.want {
+			t.Errorf("PreferWait(%v): Prefer %q; want %q", c.d, got, c.want)
+		}
+		if d, ok := idemhttp.PreferWait(req.Header); !ok || d != max(c.d, 0).Truncate(time.Second) {
+			t.Errorf("PreferWait(%v): the server reads %v, %t", c.d, d, ok)
+		}
 	}
 }

@@ -157,8 +157,9 @@ func TestHTTPProtocol(t *testing.T) {
 }
 
 // TestHTTPConcurrentDuplicate: with the claim first, a duplicate that
-// arrives while the first request is inside its phase gets 409 with
-// Retry-After (after ClaimWait), and the replay once the first completes.
+// arrives while the first request is inside its phase and will not wait
+// (Prefer: wait=0) gets 409 with Retry-After (after ClaimWait), and the
+// replay once the first completes.
 func TestHTTPConcurrentDuplicate(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -167,11 +168,14 @@ func TestHTTPConcurrentDuplicate(t *testing.T) {
 	firstDone := make(chan reply)
 	go func() { firstDone <- post(t, url, key("dup"), `{"name":"a"}`) }()
 	<-entered // the first request holds the claim inside its phase
-	second := post(t, url, key("dup"), `{"name":"a"}`)
+	// A client that will not wait (Prefer: wait=0) is answered at once.
+	h := key("dup")
+	h["Prefer"] = []string{"wait=0"}
+	second := post(t, url, h, `{"name":"a"}`)
 	close(release)
 	first := <-firstDone
-	if first.status != 201 || second.status != 409 || second.header.Get("Retry-After") == "" {
-		t.Fatalf("first %+v, second %+v; want 201 and 409 with Retry-After", first, second)
+	if first.status != 201 || second.status != 409 || second.header.Get("Retry-After") == "" || second.header.Get("Preference-Applied") != "wait=0" {
+		t.Fatalf("first %+v, second %+v; want 201 and 409 with Retry-After and Preference-Applied", first, second)
 	}
 	if third := post(t, url, key("dup"), `{"name":"a"}`); third.status != 201 || third.body != first.body {
 		t.Fatalf("after completion: %+v", third)

@@ -326,6 +326,7 @@ func Prepare(r *http.Request, o *Options, spec *Spec, route Route) (*Call, error
 		return call, nil // optional key not sent: no fingerprint needed
 	}
 	call.Request.IntentAge, call.Request.IntentAgeSent = idemhttp.IntentAge(r.Header)
+	call.Request.Wait, call.Request.WaitSent = idemhttp.PreferWait(r.Header)
 	var params map[string]string
 	if route.PathParams != nil {
 		params = route.PathParams()
@@ -560,13 +561,29 @@ func WriteResponse(w http.ResponseWriter, r *idem.Response, replayed bool) error
 // Writer is a strict-server response object for any generated response
 // interface: generated code wraps it so its Visit method writes the
 // engine's response, replay header included.
+//
+// A request whose Prefer: wait=N shortened how long it waits for an
+// execution in flight (idem.PreferenceApplied) is answered with
+// Preference-Applied: wait=N (RFC 7240).
 func Writer(ctx context.Context, r *idem.Response) func(http.ResponseWriter) error {
-	replayed := false
+	replayed, applied := false, ""
 	if call := CallFrom(ctx); call != nil {
 		replayed = call.Replayed
+		if call.Request.WaitSent && idem.PreferenceApplied(call.Spec.Operation, call.Request) {
+			applied = idemhttp.PreferenceAppliedWait(call.Request.Wait)
+		}
 	}
-	return func(w http.ResponseWriter) error { return WriteResponse(w, r, replayed) }
+	return func(w http.ResponseWriter) error {
+		if applied != "" {
+			w.Header().Set(PreferenceAppliedHeader, applied)
+		}
+		return WriteResponse(w, r, replayed)
+	}
 }
+
+// PreferenceAppliedHeader says which of a request's preferences (its
+// Prefer header) the answer honoured (RFC 7240).
+const PreferenceAppliedHeader = "Preference-Applied"
 
 // LogRequest writes the one line an idempotent request gets, when logger
 // is set: the request, the status sent, the key and whether it was

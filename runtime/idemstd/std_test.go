@@ -100,15 +100,17 @@ func TestRequestLogAfterAFailedTakeover(t *testing.T) {
 }
 
 // TestDuplicateWaitsAboutTheOperation measures what a client retrying a
-// duplicate waits: told Retry-After from the operation's recent executions
-// (3 s here), it retries when the first execution is about done and gets
-// its answer, instead of waiting out the 30 s lease. It logs the wait; the
-// header must be below the lease.
+// duplicate waits. One that will not wait on the server (Prefer: wait=0,
+// answered with Preference-Applied: wait=0) is told Retry-After from the
+// operation's recent executions (3 s here), not the 30 s lease; one that
+// lets the server wait (idemclient, which sends no Prefer) gets the first
+// execution's answer as soon as it is stored. It logs the waits; the header
+// must be below the lease.
 func TestDuplicateWaitsAboutTheOperation(t *testing.T) {
 	testshort.Long(t)
 	env := idemtest.New(t, idem.Options{})
 	rt := &idemstd.Runtime{Engine: env.Engine}
-	spec := &idemstd.Spec{Operation: &idem.Operation{ID: "render"}, Key: idemhttp.KeyRule{Required: true}, Scope: idemtype.Scope{Kind: idemtype.ScopeGlobal}, Route: "/render"}
+	spec := &idemstd.Spec{Operation: &idem.Operation{ID: "render", Policy: idem.Policy{Lease: 30 * time.Second}}, Key: idemhttp.KeyRule{Required: true}, Scope: idemtype.Scope{Kind: idemtype.ScopeGlobal}, Route: "/render"}
 	type state struct{}
 	h := idemstd.Middleware(rt, spec)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		resp, err := idemstd.Execute(r.Context(), env.Engine, nil, []idem.Phase[state]{
@@ -145,6 +147,7 @@ func TestDuplicateWaitsAboutTheOperation(t *testing.T) {
 	// The duplicate's first answer, as it comes.
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/render", strings.NewReader("{}"))
 	req.Header.Set("Idempotency-Key", "k")
+	req.Header.Set("Prefer", "wait=0")
 	raw, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -154,12 +157,15 @@ func TestDuplicateWaitsAboutTheOperation(t *testing.T) {
 	if raw.StatusCode != 409 || after < 1 || after >= 30 {
 		t.Fatalf("the duplicate: %d, Retry-After %q; want 409 with less than the 30 s lease", raw.StatusCode, raw.Header.Get("Retry-After"))
 	}
+	if got := raw.Header.Get("Preference-Applied"); got != "wait=0" {
+		t.Fatalf("the duplicate that prefers not to wait: Preference-Applied %q; want wait=0", got)
+	}
 	res, result := send("k")
 	<-first
 	if res.StatusCode != 201 || !result.Replayed {
 		t.Fatalf("the duplicate through the client: %d, %+v; want the first execution's answer", res.StatusCode, result)
 	}
-	t.Logf("a duplicate of a 3 s execution: Retry-After %ds; the client waited %v over %d attempts (the lease is 30 s)",
+	t.Logf("a duplicate of a 3 s execution: Retry-After %ds with Prefer: wait=0; without it, the client waited %v over %d attempts (the lease is 30 s)",
 		after, result.Waited.Round(100*time.Millisecond), result.Attempts)
 }
 

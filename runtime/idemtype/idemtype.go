@@ -27,8 +27,19 @@ const (
 	DefaultMaxKeyLength = 255
 	// DefaultRetention is how long a key is remembered.
 	DefaultRetention = 24 * time.Hour
-	// DefaultLease is how long a claim is exclusive without renewal.
-	DefaultLease = 30 * time.Second
+	// DefaultLease is how long a claim is exclusive without renewal. An
+	// owner renews it every third of its length while it runs, so a lease
+	// runs out only when its owner died or stalled: a retry then takes the
+	// execution over within this long (docs/decisions.md).
+	DefaultLease = 5 * time.Second
+	// DefaultWait is how long a duplicate waits for the execution in
+	// flight that holds its key before it is answered 409: two default
+	// leases, so that a duplicate that arrives just after the owner died is
+	// answered by the takeover that resumes the execution.
+	DefaultWait = 10 * time.Second
+	// MaxWait is the longest wait: a minute, beyond the timeouts of most
+	// clients and proxies.
+	MaxWait = time.Minute
 	// MaxLease is the longest lease: 24 days, under the 2^31-1
 	// milliseconds (about 24.8 days) that PostgreSQL's statement_timeout
 	// and idle_in_transaction_session_timeout, which bound a claim's open

@@ -104,3 +104,12 @@ RETURNING recovery_point, phase_state, key_derivation, derived_key_length, coale
 DELETE FROM {{schema}}.records
 WHERE id = @id
     AND expires_at <= now() AND (owner_token IS NULL OR (lease_until <= now() AND recovery_point = ''));
+
+-- name: Watch :many
+-- The state of the keys duplicates wait on (wait.go): each record of
+-- @ids, as 1 (claimed, its owner's lease running), 2 (completed) or 3
+-- (claimed, its owner's lease run out). A key with no row is free. One
+-- query for every key an engine's requests wait on.
+SELECT id, CASE WHEN owner_token IS NULL THEN 2 WHEN lease_until > now() THEN 1 ELSE 3 END
+FROM {{schema}}.records
+WHERE id = ANY(@ids);

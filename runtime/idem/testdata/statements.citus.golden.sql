@@ -88,6 +88,12 @@ DELETE FROM idemgen.records
 WHERE id = $1
     AND expires_at <= now() AND (owner_token IS NULL OR (lease_until <= now() AND recovery_point = ''));
 
+-- name: Watch :many
+-- $1: @ids
+SELECT id, CASE WHEN owner_token IS NULL THEN 2 WHEN lease_until > now() THEN 1 ELSE 3 END
+FROM idemgen.records
+WHERE id = ANY($1);
+
 -- name: Advance :one
 -- $1: @recovery_point
 -- $2: @phase_state
