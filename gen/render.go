@@ -148,6 +148,14 @@ func durationCode(d time.Duration) Code {
 	return Qual("time", "Duration").Call(Lit(int64(d)))
 }
 
+// waitCode writes a policy's wait: idem.NoWait for none.
+func waitCode(d time.Duration) Code {
+	if d == 0 {
+		return Qual(pkgIdem, "NoWait")
+	}
+	return durationCode(d)
+}
+
 // strs writes a list of strings; nil, the zero value, for none.
 func strs(l []string) Code {
 	if l == nil {
@@ -212,6 +220,7 @@ func renderSpecs(f *File, r *ir) {
 					field("Complete", vocab(x.Complete)),
 					field("ReplayHeaders", strs(x.Replay.Headers)),
 					field("MaxReplayBody", lit(x.Replay.MaxBodyBytes)),
+					field("Wait", waitCode(x.Wait)),
 				))),
 			))),
 			field("Key", Qual(pkgIdemHTTP, "KeyRule").Add(keyRule(x))),

@@ -14,11 +14,14 @@ const ExtensionName = "x-idempotency"
 
 // Extension is one operation's x-idempotency object, with defaults applied.
 type Extension struct {
-	Key         Key
-	Scope       Scope
-	Group       string // operations sharing one key namespace; "" for none
-	Retention   time.Duration
-	Lease       time.Duration
+	Key       Key
+	Scope     Scope
+	Group     string // operations sharing one key namespace; "" for none
+	Retention time.Duration
+	Lease     time.Duration
+	// Wait is how long a duplicate waits for the execution in flight that
+	// holds its key (0: not at all).
+	Wait        time.Duration
 	Fingerprint Fingerprint
 	Request     Request
 	Replay      Replay
@@ -100,6 +103,7 @@ func Default() *Extension {
 		Scope:     Scope{Kind: idemtype.ScopePrincipal},
 		Retention: idemtype.DefaultRetention,
 		Lease:     idemtype.DefaultLease,
+		Wait:      idemtype.DefaultWait,
 		Replay:    Replay{Headers: idemtype.DefaultReplayHeaders(), MaxBodyBytes: idemtype.DefaultMaxReplayBody},
 		Ambiguous: idemtype.AmbiguousResume,
 		Complete:  idemtype.CompleteOnRetry,

@@ -44,11 +44,12 @@ func Parse(v any) (*Extension, []FieldError) {
 		return nil, p.errs
 	}
 	x := Default()
-	m, _ := p.object(ExtensionName, v, "key", "scope", "group", "retention", "lease", "fingerprint", "request", "replay", "ambiguous", "complete", "phases")
+	m, _ := p.object(ExtensionName, v, "key", "scope", "group", "retention", "lease", "wait", "fingerprint", "request", "replay", "ambiguous", "complete", "phases")
 	p.key(&x.Key, m)
 	p.scope(&x.Scope, m)
 	p.group(&x.Group, m)
 	p.lifetimes(x, m)
+	p.wait(x, m)
 	p.fingerprint(&x.Fingerprint, m)
 	p.request(&x.Request, m)
 	p.replay(&x.Replay, m)
@@ -166,6 +167,30 @@ func (p *parser) lifetimes(x *Extension, m map[string]any) {
 	}
 	if retentionSet && leaseSet && x.Retention <= x.Lease {
 		p.errorf(retention, "%v must be longer than lease %v: a key must outlive every claim on it", x.Retention, x.Lease)
+	}
+}
+
+// wait reads wait: how long a duplicate waits for the execution in flight,
+// 0s (not at all) to idemtype.MaxWait.
+func (p *parser) wait(x *Extension, m map[string]any) {
+	const field = ExtensionName + ".wait"
+	v, ok := m["wait"]
+	if !ok {
+		return
+	}
+	if s, isStr := v.(string); isStr {
+		if d, err := parseDuration(s); err == nil && d == 0 {
+			x.Wait = 0
+			return
+		}
+	}
+	d, ok := p.duration(field, v)
+	switch {
+	case !ok:
+	case d > idemtype.MaxWait:
+		p.errorf(field, "%v is longer than %v, the longest wait: past the timeouts of most clients and proxies, nobody is left to answer; use 0s to answer 409 at once", d, idemtype.MaxWait)
+	default:
+		x.Wait = d
 	}
 }
 

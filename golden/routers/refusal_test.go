@@ -104,7 +104,8 @@ func TestRefusalsInTheAPIsFormat(t *testing.T) {
 		client.PostCharges(ctx, "k5", chargeclient.PostChargesJSONRequestBody{Amount: 1, Currency: "HOLD"}, auth)
 	}()
 	<-svc.entered
-	resp, _, err = client.PostCharges(ctx, "k5", chargeclient.PostChargesJSONRequestBody{Amount: 1, Currency: "HOLD"}, auth)
+	// A duplicate that will not wait for the first (Prefer: wait=0).
+	resp, _, err = client.PostCharges(ctx, "k5", chargeclient.PostChargesJSONRequestBody{Amount: 1, Currency: "HOLD"}, auth, idemclient.PreferWait(0))
 	if err != nil {
 		t.Fatal(err)
 	}

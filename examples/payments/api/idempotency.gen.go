@@ -97,6 +97,7 @@ var createPaymentIdempotency = &idemecho.Spec{
 			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
+			Wait:          10 * time.Second,
 		},
 	},
 	Key: idemhttp.KeyRule{
@@ -124,6 +125,7 @@ var createRefundIdempotency = &idemecho.Spec{
 			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
+			Wait:          10 * time.Second,
 		},
 	},
 	Key: idemhttp.KeyRule{
@@ -150,6 +152,7 @@ var receiveCardnetEventIdempotency = &idemecho.Spec{
 			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
+			Wait:          10 * time.Second,
 		},
 	},
 	Key: idemhttp.KeyRule{

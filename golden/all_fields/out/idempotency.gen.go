@@ -60,6 +60,7 @@ var createTransferIdempotency = &idemecho.Spec{
 			Complete:      idemtype.CompleteBackground,
 			ReplayHeaders: []string{"Content-Type", "Location", "ETag"},
 			MaxReplayBody: 4096,
+			Wait:          10 * time.Second,
 		},
 	},
 	Key: idemhttp.KeyRule{

@@ -59,6 +59,7 @@ var startExportIdempotency = &idemecho.Spec{
 			Complete:      idemtype.CompleteBackground,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
+			Wait:          10 * time.Second,
 		},
 	},
 	Key: idemhttp.KeyRule{

@@ -82,11 +82,12 @@ var createOrderIdempotency = &idemecho.Spec{
 		ID: "createOrder",
 		Policy: idem.Policy{
 			Retention:     24 * time.Hour,
-			Lease:         30 * time.Second,
+			Lease:         5 * time.Second,
 			Ambiguous:     idemtype.AmbiguousResume,
 			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
+			Wait:          10 * time.Second,
 		},
 	},
 	Key: idemhttp.KeyRule{
@@ -108,11 +109,12 @@ var refundOrderIdempotency = &idemecho.Spec{
 		ID: "refundOrder",
 		Policy: idem.Policy{
 			Retention:     24 * time.Hour,
-			Lease:         30 * time.Second,
+			Lease:         5 * time.Second,
 			Ambiguous:     idemtype.AmbiguousResume,
 			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
+			Wait:          10 * time.Second,
 		},
 	},
 	Key: idemhttp.KeyRule{
@@ -134,11 +136,12 @@ var cancelOrderIdempotency = &idemecho.Spec{
 		ID: "cancelOrder",
 		Policy: idem.Policy{
 			Retention:     24 * time.Hour,
-			Lease:         30 * time.Second,
+			Lease:         5 * time.Second,
 			Ambiguous:     idemtype.AmbiguousResume,
 			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
+			Wait:          10 * time.Second,
 		},
 	},
 	Key: idemhttp.KeyRule{

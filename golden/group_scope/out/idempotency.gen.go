@@ -57,11 +57,12 @@ var placeOrderIdempotency = &idemecho.Spec{
 		Namespace: "checkout",
 		Policy: idem.Policy{
 			Retention:     24 * time.Hour,
-			Lease:         30 * time.Second,
+			Lease:         5 * time.Second,
 			Ambiguous:     idemtype.AmbiguousResume,
 			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
+			Wait:          10 * time.Second,
 		},
 	},
 	Key: idemhttp.KeyRule{
@@ -84,11 +85,12 @@ var cancelOrderIdempotency = &idemecho.Spec{
 		Namespace: "checkout",
 		Policy: idem.Policy{
 			Retention:     24 * time.Hour,
-			Lease:         30 * time.Second,
+			Lease:         5 * time.Second,
 			Ambiguous:     idemtype.AmbiguousResume,
 			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
+			Wait:          10 * time.Second,
 		},
 	},
 	Key: idemhttp.KeyRule{

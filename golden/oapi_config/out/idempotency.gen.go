@@ -69,11 +69,12 @@ var createOrderIdempotency = &idemecho.Spec{
 		ID: "createOrder",
 		Policy: idem.Policy{
 			Retention:     24 * time.Hour,
-			Lease:         30 * time.Second,
+			Lease:         5 * time.Second,
 			Ambiguous:     idemtype.AmbiguousResume,
 			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
+			Wait:          10 * time.Second,
 		},
 	},
 	Key: idemhttp.KeyRule{
@@ -95,11 +96,12 @@ var refundOrderIdempotency = &idemecho.Spec{
 		ID: "refundOrder",
 		Policy: idem.Policy{
 			Retention:     24 * time.Hour,
-			Lease:         30 * time.Second,
+			Lease:         5 * time.Second,
 			Ambiguous:     idemtype.AmbiguousResume,
 			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
+			Wait:          10 * time.Second,
 		},
 	},
 	Key: idemhttp.KeyRule{

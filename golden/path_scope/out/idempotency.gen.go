@@ -57,11 +57,12 @@ var createJobIdempotency = &idemecho.Spec{
 		ID: "createJob",
 		Policy: idem.Policy{
 			Retention:     24 * time.Hour,
-			Lease:         30 * time.Second,
+			Lease:         5 * time.Second,
 			Ambiguous:     idemtype.AmbiguousResume,
 			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
+			Wait:          10 * time.Second,
 		},
 	},
 	Key: idemhttp.KeyRule{
@@ -83,11 +84,12 @@ var createBatchIdempotency = &idemecho.Spec{
 		ID: "createBatch",
 		Policy: idem.Policy{
 			Retention:     24 * time.Hour,
-			Lease:         30 * time.Second,
+			Lease:         5 * time.Second,
 			Ambiguous:     idemtype.AmbiguousResume,
 			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
+			Wait:          10 * time.Second,
 		},
 	},
 	Key: idemhttp.KeyRule{

@@ -53,11 +53,12 @@ var createChargeIdempotency = &idemecho.Spec{
 		ID: "createCharge",
 		Policy: idem.Policy{
 			Retention:     24 * time.Hour,
-			Lease:         30 * time.Second,
+			Lease:         5 * time.Second,
 			Ambiguous:     idemtype.AmbiguousResume,
 			Complete:      idemtype.CompleteOnRetry,
 			ReplayHeaders: []string{"Content-Type", "Location"},
 			MaxReplayBody: 65536,
+			Wait:          10 * time.Second,
 		},
 	},
 	Key: idemhttp.KeyRule{
