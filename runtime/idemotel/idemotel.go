@@ -94,6 +94,8 @@ type Observer struct {
 	replayedFail metric.Int64Counter
 	intentAge    metric.Float64Histogram
 	intentPast   metric.Int64Counter
+	wait         metric.Float64Histogram
+	takeovers    metric.Int64Counter
 	seen         sync.Map // operations whose counters are recorded
 }
 
@@ -102,6 +104,7 @@ type Observer struct {
 var (
 	ageBuckets   = []float64{1, 10, 60, 300, 1800, 3600, 4 * 3600, 12 * 3600, 20 * 3600, 24 * 3600, 36 * 3600, 48 * 3600, 65 * 3600, 72 * 3600, 7 * 24 * 3600}
 	ratioBuckets = []float64{0.1, 0.25, 0.5, 0.75, 0.9, 1}
+	waitBuckets  = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 )
 
 // New returns an observer that makes spans with tp's tracer and records
@@ -152,6 +155,15 @@ func New(tp trace.TracerProvider, mp metric.MeterProvider) (*Observer, error) {
 	}
 	if o.intentPast, err = m.Int64Counter("idemgen.intent.past_retention",
 		metric.WithDescription("Requests whose intent is older than the operation's retention: their record may be gone.")); err != nil {
+		return nil, err
+	}
+	if o.wait, err = m.Float64Histogram("idemgen.wait.duration", metric.WithUnit("s"),
+		metric.WithDescription("How long a duplicate waited for the execution in flight that held its key, by how the wait ended (outcome)."),
+		metric.WithExplicitBucketBoundaries(waitBuckets...)); err != nil {
+		return nil, err
+	}
+	if o.takeovers, err = m.Int64Counter("idemgen.takeovers",
+		metric.WithDescription("Executions taken over from an owner whose lease ran out, by cause.")); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -244,6 +256,10 @@ func (o *Observer) ObserveContext(ctx context.Context, ev idem.Event) {
 		if ev.Status >= 500 {
 			o.replayedFail.Add(ctx, 1, op)
 		}
+	case idem.EventWait:
+		o.wait.Record(ctx, ev.Duration.Seconds(), metric.WithAttributes(attribute.String("operation", ev.Operation), attribute.String("outcome", ev.Cause)))
+	case idem.EventTakeover:
+		o.takeovers.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", ev.Operation), attribute.String("cause", ev.Cause)))
 	case idem.EventClaim:
 		if ev.Retention > 0 {
 			o.retention.Record(ctx, ev.Retention.Seconds(), metric.WithAttributes(attribute.String("operation", ev.Operation)))
@@ -283,8 +299,11 @@ func (o *Observer) see(ctx context.Context, op string) {
 	attr := attribute.String("operation", op)
 	for _, k := range []idem.EventKind{idem.EventInFlight, idem.EventMismatch, idem.EventRelease, idem.EventTakeover,
 		idem.EventFenced, idem.EventResume, idem.EventAmbiguous, idem.EventCompleterRun, idem.EventCompleterFailed,
-		idem.EventSameRequestNewKey, idem.EventPrimaryChanged, idem.EventReplay} {
+		idem.EventSameRequestNewKey, idem.EventPrimaryChanged, idem.EventReplay, idem.EventWait} {
 		o.events.Add(ctx, 0, metric.WithAttributes(attr, attribute.String("event", string(k))))
+	}
+	for _, c := range []string{idem.TakeoverExpired, idem.TakeoverCompleter} {
+		o.takeovers.Add(ctx, 0, metric.WithAttributes(attr, attribute.String("cause", c)))
 	}
 	o.replayedFail.Add(ctx, 0, metric.WithAttributes(attr))
 	o.intentPast.Add(ctx, 0, metric.WithAttributes(attr))

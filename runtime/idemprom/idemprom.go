@@ -34,6 +34,10 @@ import (
 //	idemgen_replayed_failures_total{operation}       counter: replays of a stored 5xx answer
 //	idemgen_intent_age_seconds{operation}            histogram: the intent's age a request gave (Idempotency-Intent-Age)
 //	idemgen_intent_past_retention_total{operation}   counter: requests whose intent is older than the retention
+//	idemgen_wait_seconds{operation,outcome}          histogram: how long a duplicate waited for the execution in
+//	                                                 flight; outcome is answered, budget_spent (409) or client_gone
+//	idemgen_takeovers_total{operation,cause}         counter: takeovers by cause, lease_expired (the owner died or
+//	                                                 stalled) or completer (the background completer's)
 type Observer struct {
 	events       *prometheus.CounterVec
 	pruned       prometheus.Counter
@@ -45,6 +49,8 @@ type Observer struct {
 	replayedFail *prometheus.CounterVec
 	intentAge    *prometheus.HistogramVec
 	intentPast   *prometheus.CounterVec
+	wait         *prometheus.HistogramVec
+	takeovers    *prometheus.CounterVec
 	seen         sync.Map // operations whose counters are made
 }
 
@@ -54,7 +60,7 @@ type Observer struct {
 // (three takeovers across a failover, scraped once) would increase by 0.
 var rareEvents = []idem.EventKind{idem.EventInFlight, idem.EventMismatch, idem.EventRelease, idem.EventTakeover,
 	idem.EventFenced, idem.EventResume, idem.EventAmbiguous, idem.EventCompleterRun, idem.EventCompleterFailed,
-	idem.EventSameRequestNewKey, idem.EventPrimaryChanged, idem.EventReplay}
+	idem.EventSameRequestNewKey, idem.EventPrimaryChanged, idem.EventReplay, idem.EventWait}
 
 // AgeBuckets are the buckets of the age histograms, in seconds: from a
 // second to a week, finer where retentions usually end (a day to three).
@@ -63,6 +69,17 @@ var AgeBuckets = []float64{1, 10, 60, 300, 1800, 3600, 4 * 3600, 12 * 3600, 20 *
 // RatioBuckets are the buckets of idemgen_replay_age_ratio: an alert on
 // replays past 0.9 of the retention reads the 0.9 bucket.
 var RatioBuckets = []float64{0.1, 0.25, 0.5, 0.75, 0.9, 1}
+
+// WaitBuckets are the buckets of idemgen_wait_seconds, in seconds: from
+// the watcher's look (50 ms) to the longest wait (a minute).
+var WaitBuckets = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+// The wait outcomes and takeover causes whose series are made, at zero,
+// when an operation is first seen, as rareEvents' are.
+var (
+	waitOutcomes   = []string{idem.WaitAnswered, idem.WaitBudgetSpent, idem.WaitClientGone}
+	takeoverCauses = []string{idem.TakeoverExpired, idem.TakeoverCompleter}
+)
 
 // New registers the metrics with reg and returns the observer.
 func New(reg prometheus.Registerer) (*Observer, error) {
@@ -100,8 +117,14 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 		intentPast: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idemgen_intent_past_retention_total", Help: "Requests whose intent is older than the operation's retention: their record may be gone.",
 		}, op),
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "idemgen_wait_seconds", Help: "How long a duplicate waited for the execution in flight that held its key, by how the wait ended.", Buckets: WaitBuckets,
+		}, []string{"operation", "outcome"}),
+		takeovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idemgen_takeovers_total", Help: "Executions taken over from an owner whose lease ran out, by cause.",
+		}, []string{"operation", "cause"}),
 	}
-	for _, c := range []prometheus.Collector{o.events, o.pruned, o.stuck, o.phase, o.retention, o.replayAge, o.replayRatio, o.replayedFail, o.intentAge, o.intentPast} {
+	for _, c := range []prometheus.Collector{o.events, o.pruned, o.stuck, o.phase, o.retention, o.replayAge, o.replayRatio, o.replayedFail, o.intentAge, o.intentPast, o.wait, o.takeovers} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -140,6 +163,12 @@ func (o *Observer) Observe(ev idem.Event) {
 		if ev.Status >= 500 {
 			o.replayedFail.WithLabelValues(ev.Operation).Inc()
 		}
+	case idem.EventWait:
+		o.events.WithLabelValues(ev.Operation, string(ev.Kind)).Inc()
+		o.wait.WithLabelValues(ev.Operation, ev.Cause).Observe(ev.Duration.Seconds())
+	case idem.EventTakeover:
+		o.events.WithLabelValues(ev.Operation, string(ev.Kind)).Inc()
+		o.takeovers.WithLabelValues(ev.Operation, ev.Cause).Inc()
 	case idem.EventClaim:
 		o.events.WithLabelValues(ev.Operation, string(ev.Kind)).Inc()
 		if ev.Retention > 0 {
@@ -163,6 +192,12 @@ func (o *Observer) see(op string) {
 	}
 	o.replayedFail.WithLabelValues(op)
 	o.intentPast.WithLabelValues(op)
+	for _, w := range waitOutcomes {
+		o.wait.WithLabelValues(op, w)
+	}
+	for _, c := range takeoverCauses {
+		o.takeovers.WithLabelValues(op, c)
+	}
 }
 
 var _ idem.Observer = (*Observer)(nil)

@@ -56,7 +56,24 @@ idemgen_events_total{event="replay",operation="pay"} 2
 idemgen_events_total{event="resume",operation="pay"} 0
 idemgen_events_total{event="same_request_new_key",operation="pay"} 0
 idemgen_events_total{event="takeover",operation="pay"} 0
+idemgen_events_total{event="wait",operation="pay"} 0
 `), "idemgen_events_total")
+	if err != nil {
+		t.Error(err)
+	}
+	// Waits by how they ended, takeovers by cause: every outcome and
+	// cause at zero from the operation's first event.
+	o.Observe(idem.Event{Kind: idem.EventWait, Operation: "pay", Cause: idem.WaitAnswered, Duration: 40 * time.Millisecond})
+	o.Observe(idem.Event{Kind: idem.EventTakeover, Operation: "pay", Cause: idem.TakeoverExpired})
+	if n := testutil.CollectAndCount(o.wait); n != 3 {
+		t.Errorf("wait series = %d, want one per outcome (3)", n)
+	}
+	err = testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP idemgen_takeovers_total Executions taken over from an owner whose lease ran out, by cause.
+# TYPE idemgen_takeovers_total counter
+idemgen_takeovers_total{cause="completer",operation="pay"} 0
+idemgen_takeovers_total{cause="lease_expired",operation="pay"} 1
+`), "idemgen_takeovers_total")
 	if err != nil {
 		t.Error(err)
 	}
