@@ -11,6 +11,13 @@
 //   - pooler: PgBouncer in transaction mode in front of PostgreSQL: the
 //     engine with pgx's default query-exec mode, then with cache_describe;
 //     the conformance tests through it; the chaos short round through it.
+//   - proxy (not in the default list; -rounds=proxy runs only it): HAProxy
+//     from Debian's package in front of two payments instances, resending
+//     POSTs (retry-on all-retryable-errors, redispatch) after a server
+//     timeout shorter than a card call; one instance is killed with
+//     SIGKILL and restarted during the load; clients take a 409 as final;
+//     it counts duplicates, losses, and intents whose client got an error
+//     although their payment was made (see proxy.go).
 //
 // Missing Debian packages are installed when run as root; otherwise it
 // prints the apt-get line and exits 2. Everything runs under one temporary
@@ -28,6 +35,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -68,6 +76,7 @@ type options struct {
 	// rounds' services, whose report then gives the signals (takeovers
 	// across the failover among them) and the alerts that fired.
 	prometheus, rules string
+	proxy             proxyOptions
 }
 
 func main() {
@@ -75,13 +84,19 @@ func main() {
 	flag.StringVar(&o.repo, "repo", "..", "the repository's root, whose tests the pooler round runs")
 	flag.StringVar(&o.payments, "payments", "bin/payments", "the payments binary")
 	flag.StringVar(&o.cardnet, "cardnet", "bin/cardnet", "the cardnet binary")
-	flag.StringVar(&o.rounds, "rounds", "failover,async,pooler", "which rounds to run, comma-separated")
+	flag.StringVar(&o.rounds, "rounds", "failover,async,pooler", "which rounds to run, comma-separated: failover, async, pooler, proxy (HAProxy resending POSTs; not in the default list, -rounds=proxy runs only it)")
 	flag.Uint64Var(&o.seed, "seed", 20261201, "seed of the failover rounds' clients and faults")
 	flag.IntVar(&o.clients, "clients", 16, "concurrent clients in the failover rounds")
 	flag.IntVar(&o.intents, "intents", 63, "intents per client in the failover rounds (at least; 16 x 63 = 1,008)")
 	flag.DurationVar(&o.think, "think", 300*time.Millisecond, "pause between a client's intents in the failover rounds")
 	flag.DurationVar(&o.faultAfter, "fault-after", 8*time.Second, "mean time from the start of the load to the failover")
 	flag.StringVar(&o.prometheus, "prometheus", "", "a Prometheus server binary to evaluate the alert rules beside the failover rounds' services")
+	flag.IntVar(&o.proxy.clients, "proxy-clients", 15, "concurrent clients in the proxy round")
+	flag.IntVar(&o.proxy.intents, "proxy-intents", 5, "intents per client in the proxy round, at least: clients go on until the killed instance is back (15 x 5 = 75)")
+	flag.DurationVar(&o.proxy.think, "proxy-think", 200*time.Millisecond, "pause between a client's intents in the proxy round")
+	flag.DurationVar(&o.proxy.cardLatency, "proxy-card-latency", 1200*time.Millisecond, "how long a card call takes in the proxy round (HAProxy's server timeout is 700ms)")
+	flag.DurationVar(&o.proxy.killAfter, "proxy-kill-after", 2*time.Second, "from the start of the proxy round's load to the SIGKILL of one payments instance")
+	flag.DurationVar(&o.proxy.down, "proxy-down", time.Second, "how long the killed instance stays down before its restart on the same port")
 	flag.StringVar(&o.rules, "rules", "", "the alert rules, with -prometheus (default: deploy/prometheus/idemgen-rules.yaml under -repo)")
 	flag.Parse()
 	if o.rules == "" {
@@ -114,9 +129,18 @@ func (c *cleanups) run() {
 }
 
 func run(o options) int {
-	if err := topology.EnsurePackages(os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
+	rounds := strings.Split(o.rounds, ",")
+	if slices.ContainsFunc(rounds, func(r string) bool { return r != "proxy" }) {
+		if err := topology.EnsurePackages(os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+	}
+	if slices.Contains(rounds, "proxy") {
+		if err := ensureHAProxy(os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
 	}
 	root, err := os.MkdirTemp("", "idemgen-topology-")
 	if err != nil {
@@ -144,7 +168,7 @@ func run(o options) int {
 
 	var figures []string
 	code := 0
-	for _, round := range strings.Split(o.rounds, ",") {
+	for _, round := range rounds {
 		var out string
 		var err error
 		switch round {
@@ -152,8 +176,10 @@ func run(o options) int {
 			out, err = failoverRound(ctx, o, &c, filepath.Join(root, round), round == "async")
 		case "pooler":
 			out, err = poolerRound(ctx, o, &c, filepath.Join(root, round))
+		case "proxy":
+			out, err = proxyRound(ctx, o, &c, filepath.Join(root, round))
 		default:
-			err = fmt.Errorf("unknown round %q (failover, async, pooler)", round)
+			err = fmt.Errorf("unknown round %q (failover, async, pooler, proxy)", round)
 		}
 		fmt.Printf("\n== %s ==\n%s", round, out)
 		if err != nil {
