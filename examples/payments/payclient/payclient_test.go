@@ -168,9 +168,45 @@ func TestDroppedResponseRetriedGetsTheStoredAnswer(t *testing.T) {
 	t.Logf("one payment row, one card charge (%s)", resp.JSON201.Status)
 }
 
-// A second call with the key of a payment still at the card network gets
-// 409 with Retry-After, waits that long, and ends in the replay of the
-// first call's answer.
+// A second call with the key of a payment still at the card network
+// waits on the server for the first and is answered with its response,
+// replayed, in one attempt.
+func TestInFlightDuplicateWaitsForTheAnswer(t *testing.T) {
+	testshort.Long(t)
+	s := newService(t)
+	srv := httptest.NewServer(s.handler())
+	defer srv.Close()
+	charging := make(chan struct{})
+	var once sync.Once
+	s.cards.SetOptions(cardnet.Options{Latency: 1500 * time.Millisecond, OnCharge: func(cardnet.Charge) { once.Do(func() { close(charging) }) }})
+
+	key := idemclient.NewKey()
+	body := payment("waits@example.com", 2500)
+	var first *payclient.CreatePaymentResponse
+	var firstErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		first, _, firstErr = client(t, srv.URL, nil).CreatePayment(ctxFor(t), key, body)
+	}()
+	<-charging
+	second, res, err := client(t, srv.URL, nil).CreatePayment(ctxFor(t), key, body)
+	<-done
+	if err != nil || firstErr != nil {
+		t.Fatal(err, firstErr)
+	}
+	if second.StatusCode() != 201 || !res.Replayed || res.Attempts != 1 || string(second.Body) != string(first.Body) {
+		t.Fatalf("second call: %d replayed %t after %d attempts, body %s; want the first call's 201 (%s), replayed, in one attempt",
+			second.StatusCode(), res.Replayed, res.Attempts, second.Body, first.Body)
+	}
+	if p, c := s.payments("waits@example.com"), s.charges("waits@example.com"); p != 1 || c != 1 {
+		t.Fatalf("%d payment rows and %d card charges; want 1 and 1", p, c)
+	}
+}
+
+// A second call that will not wait (Prefer: wait=0) with the key of a
+// payment still at the card network gets 409 with Retry-After, waits that
+// long, and ends in the replay of the first call's answer.
 func TestInFlightRetriedAfterRetryAfterEndsInTheReplay(t *testing.T) {
 	testshort.Long(t)
 	s := newService(t)
@@ -195,7 +231,7 @@ func TestInFlightRetriedAfterRetryAfterEndsInTheReplay(t *testing.T) {
 	var at []time.Time
 	second, res, err := client(t, srv.URL, func(a idemclient.Attempt) {
 		attempts, at = append(attempts, a), append(at, time.Now())
-	}).CreatePayment(ctxFor(t), key, body)
+	}).CreatePayment(ctxFor(t), key, body, idemclient.PreferWait(0))
 	<-done
 	if err != nil || firstErr != nil {
 		t.Fatal(err, firstErr)
