@@ -10,7 +10,7 @@ FORMFUZZTIME ?= 10000x
 BENCHCOUNT ?= 5
 BENCHTIME ?= 2s
 
-.PHONY: test test-short lint generate bench bench-model bench-store bench-layouts fuzz golden realspec demo chaos topology citus docs-check check-alerts prometheus-tools
+.PHONY: test test-short lint generate bench bench-model bench-store bench-layouts bench-wait fuzz golden realspec demo chaos topology citus docs-check check-alerts prometheus-tools
 
 # The modules whose packages make test runs: the toolkit, and examples/, a
 # module of its own so that the examples' dependencies (toxiproxy,
@@ -91,6 +91,10 @@ bench-model:
 bench-store:
 	$(GO) run ./internal/storebench $(STOREBENCHFLAGS)
 
+## bench-wait: how soon duplicates waiting for an execution in flight are answered once it ends (same engine, another), and the statements a second their waiting costs (durable)
+bench-wait:
+	$(GO) run ./internal/storebench -waits
+
 ## bench-layouts: bytes per record of today's records table and of the candidate layouts of issue 12, on 1M completed records each
 bench-layouts:
 	$(GO) run ./internal/storebench -layouts
@@ -115,7 +119,7 @@ chaos: prometheus-tools
 	cd examples && $(GO) build -race -o ../bin/cardnet ./payments/cmd/cardnet
 	cd examples && $(GO) run ./payments/cmd/chaos -payments ../bin/payments -cardnet ../bin/cardnet -prometheus "$$(command -v prometheus)" $(CHAOSFLAGS)
 
-## topology: failover (pg_auto_failover) and pooler (PgBouncer) rounds of the payments example; installs the Debian packages when root (docs/reliability.md)
+## topology: failover (pg_auto_failover) and pooler (PgBouncer) rounds of the payments example, and the HAProxy round alone with TOPOLOGYFLAGS=-rounds=proxy; installs the Debian packages when root (docs/reliability.md)
 topology: prometheus-tools
 	cd examples && $(GO) build -o ../bin/payments ./payments/cmd/payments
 	cd examples && $(GO) build -o ../bin/cardnet ./payments/cmd/cardnet

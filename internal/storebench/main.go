@@ -11,6 +11,11 @@
 // completed records each (`make bench-layouts`; docs/scaling.md, "Bytes per
 // record").
 //
+// With -waits it measures instead how soon the duplicates of an execution
+// in flight are answered once it ends, in the same engine and from another,
+// and the statements a second their waiting costs (`make bench-wait`;
+// docs/performance.md, "Waiting for an execution in flight").
+//
 // It starts a throwaway durable cluster (fsync, synchronous_commit and
 // full_page_writes on) unless DATABASE_URL names a server, where it creates
 // and drops a database of its own.
@@ -42,6 +47,7 @@ func main() {
 	sweep := flag.String("sweep", joinInts(cfg.sweep), "client counts of the saturation sweep, comma-separated (empty: no sweep)")
 	flag.IntVar(&cfg.held, "held", cfg.held, "executions held open while their leases are refreshed")
 	flag.IntVar(&cfg.fillfactor, "fillfactor", 0, "the records table's fillfactor, to compare settings (0: the migrations')")
+	waitsMode := flag.Bool("waits", false, "measure instead how soon duplicates waiting for an execution in flight are answered, and the statements a second their waiting costs")
 	layoutsMode := flag.Bool("layouts", false, "measure bytes per record of today's layout and the candidates in layouts/*.sql instead of the four figures")
 	layoutRecords := flag.Int("layout-records", 1_000_000, "completed records loaded into each layout with -layouts")
 	settings := map[string]string{
@@ -83,9 +89,12 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	if *layoutsMode {
+	switch {
+	case *waitsMode:
+		_, err = runWaits(ctx, env.URL, waitsDefaults(), os.Stdout)
+	case *layoutsMode:
 		_, err = runLayouts(ctx, env.URL, *layoutRecords, os.Stdout)
-	} else {
+	default:
 		_, err = run(ctx, env.URL, cfg, os.Stdout)
 	}
 	env.Close()

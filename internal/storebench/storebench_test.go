@@ -153,3 +153,29 @@ WHERE i.indrelid = $1::regclass ORDER BY c.relname`, schema+".records")
 		t.Errorf("A's indexes are %v; the migrations make %v", got, want)
 	}
 }
+
+// TestSmallWaits runs the -waits measurement small, so that it cannot rot:
+// every case answers every duplicate with the execution's response (the
+// measurement fails otherwise) and reports its figures. It asserts no
+// timing; the round trips are a bound on cost, not on time: a Watch of
+// every committed key each 50 ms tick, or for a key a claim not yet
+// committed holds, one waiter's claim and its rollback each 100 ms.
+func TestSmallWaits(t *testing.T) {
+	var out bytes.Buffer
+	cases, err := runWaits(context.Background(), dbtest.URL(t), waitsConfig{rounds: 2, waiters: []int{1, 5}, hold: 600 * time.Millisecond}, &out)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) != 8 {
+		t.Fatalf("%d cases; want 2 modes x 2 engines x 2 counts", len(cases))
+	}
+	for _, c := range cases {
+		if c.P50 <= 0 || c.Max < c.P50 || c.Trips <= 0 || c.Statements < c.Trips {
+			t.Errorf("%+v", c)
+		}
+		if c.Trips > 25 {
+			t.Errorf("%s: %.1f round trips a second while waiting; want 20: one Watch each 50 ms, or a claim and its rollback each 100 ms", c, c.Trips)
+		}
+	}
+}
