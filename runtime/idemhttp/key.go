@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/dunglas/httpsfv"
 
@@ -32,10 +34,13 @@ type KeyRule struct {
 
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
-// ParseKey returns the key carried by h under rule. The value may be an
-// RFC 8941 sf-string ("abc", as the IETF draft specifies) or a bare value
-// (what Stripe and Adyen clients send): visible ASCII without quotes, commas
-// or spaces. It returns "" and nil when the header is absent and not required.
+// ParseKey returns the key carried by h under rule. In the default format
+// (idemtype.KeyFormatAny) the value may be an RFC 8941 sf-string ("abc",
+// as the IETF draft specifies) or a bare value: visible ASCII without
+// quotes, commas or spaces. In the raw format (idemtype.KeyFormatRaw) it is
+// the value as sent, past the spaces HTTP strips around it: printable UTF-8,
+// spaces included, never unquoted. It returns "" and nil when the header is
+// absent and not required.
 // Errors are *idemtype.Error of kind missing-key or invalid-key.
 func ParseKey(h http.Header, rule KeyRule) (string, error) {
 	name := rule.Header
@@ -51,6 +56,10 @@ func ParseKey(h http.Header, rule KeyRule) (string, error) {
 	case len(values) > 1:
 		return "", invalid("the %s header must appear once, got %d fields", name, len(values))
 	}
+	if rule.Format == idemtype.KeyFormatRaw {
+		key := strings.Trim(values[0], " \t")
+		return key, checkKey(key, rule, keySource{header: name})
+	}
 	key, err := parseKeyValue(values[0])
 	if err != nil {
 		return "", invalid("%s: %s", name, err)
@@ -60,12 +69,16 @@ func ParseKey(h http.Header, rule KeyRule) (string, error) {
 
 // checkKey applies the rules every key follows, wherever it came from:
 // not empty, visible ASCII or spaces only, at most MaxLength characters,
-// and a UUID when the format says so. what names the key's source in
-// errors.
+// and a UUID when the format says so; in the raw format, printable UTF-8
+// and spaces, MaxLength characters (not bytes). what names the key's
+// source in errors.
 func checkKey(key string, rule KeyRule, what keySource) error {
 	max := rule.MaxLength
 	if max <= 0 {
 		max = idemtype.DefaultMaxKeyLength
+	}
+	if rule.Format == idemtype.KeyFormatRaw {
+		return checkRawKey(key, max, what)
 	}
 	switch {
 	case key == "":
@@ -79,6 +92,27 @@ func checkKey(key string, rule KeyRule, what keySource) error {
 		if c := key[i]; c < 0x20 || c > 0x7e {
 			return invalid("%s has the byte 0x%02x at %d; a key is printable ASCII", what, c, i)
 		}
+	}
+	return nil
+}
+
+// checkRawKey is checkKey in the raw format. Its errors name the rule.
+func checkRawKey(key string, max int, what keySource) error {
+	if key == "" {
+		return invalid("%s is empty (key format raw: 1 to %d printable characters)", what, max)
+	}
+	n := 0
+	for i, r := range key {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(key[i:], "\uFFFD"):
+			return invalid("%s is not valid UTF-8 at byte %d (key format raw: printable UTF-8 characters and spaces)", what, i)
+		case r != ' ' && !unicode.IsPrint(r):
+			return invalid("%s has the character %U at byte %d (key format raw: printable characters and spaces, no controls or tabs)", what, r, i)
+		}
+		n++
+	}
+	if n > max {
+		return invalid("%s is %d characters long (key format raw: at most %d)", what, n, max)
 	}
 	return nil
 }

@@ -40,6 +40,17 @@ func TestParseKey(t *testing.T) {
 		{"custom limit", []string{"abcdef"}, KeyRule{Required: true, MaxLength: 5}, "", idemtype.KindInvalidKey},
 		{"not a uuid", []string{"abc"}, KeyRule{Required: true, Format: idemtype.KeyFormatUUID}, "", idemtype.KindInvalidKey},
 		{"custom header", []string{"x"}, KeyRule{Header: "X-Request-Key", Required: true}, "x", ""},
+		{"raw: quotes kept", []string{`"dup-7"`}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, `"dup-7"`, ""},
+		{"raw: spaces", []string{"order 42"}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, "order 42", ""},
+		{"raw: non-ASCII", []string{"commande-é"}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, "commande-é", ""},
+		{"raw: commas and backslashes", []string{`a,b\c`}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, `a,b\c`, ""},
+		{"raw: 255 characters of two bytes", []string{strings.Repeat("é", 255)}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, strings.Repeat("é", 255), ""},
+		{"raw: 256 characters", []string{strings.Repeat("é", 256)}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, "", idemtype.KindInvalidKey},
+		{"raw: control character", []string{"ab\x01c"}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, "", idemtype.KindInvalidKey},
+		{"raw: tab inside", []string{"a\tb"}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, "", idemtype.KindInvalidKey},
+		{"raw: invalid UTF-8", []string{"a\xffb"}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, "", idemtype.KindInvalidKey},
+		{"raw: a C1 control", []string{"a\u0085b"}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, "", idemtype.KindInvalidKey},
+		{"raw: empty", []string{""}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, "", idemtype.KindInvalidKey},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,7 +76,30 @@ func TestParseKey(t *testing.T) {
 			if e.Detail == "" {
 				t.Errorf("error %v has no detail for the client", err)
 			}
+			if tc.rule.Format == idemtype.KeyFormatRaw && tc.kind == idemtype.KindInvalidKey && !strings.Contains(e.Detail, "raw") {
+				t.Errorf("detail %q does not name the rule (format raw)", e.Detail)
+			}
 		})
+	}
+}
+
+// TestQuotedAndBareKeys: "dup-7" and dup-7 are one key in the default
+// format, which reads the header as an RFC 8941 string, and two keys in the
+// raw format, which takes the value as it was sent.
+func TestQuotedAndBareKeys(t *testing.T) {
+	for _, tc := range []struct {
+		format idemtype.KeyFormat
+		same   bool
+	}{{idemtype.KeyFormatAny, true}, {idemtype.KeyFormatRaw, false}} {
+		rule := KeyRule{Required: true, Format: tc.format}
+		quoted, err1 := ParseKey(http.Header{"Idempotency-Key": {`"dup-7"`}}, rule)
+		bare, err2 := ParseKey(http.Header{"Idempotency-Key": {`dup-7`}}, rule)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("%s: %v, %v", tc.format, err1, err2)
+		}
+		if (quoted == bare) != tc.same {
+			t.Errorf("format %s: %q and %q; want the same key: %t", tc.format, quoted, bare, tc.same)
+		}
 	}
 }
 
@@ -145,6 +179,9 @@ func TestBodyKey(t *testing.T) {
 			}
 			if e.Detail == "" {
 				t.Errorf("error %v has no detail for the client", err)
+			}
+			if tc.rule.Format == idemtype.KeyFormatRaw && tc.kind == idemtype.KindInvalidKey && !strings.Contains(e.Detail, "raw") {
+				t.Errorf("detail %q does not name the rule (format raw)", e.Detail)
 			}
 		})
 	}

@@ -76,7 +76,7 @@ func TestParseValues(t *testing.T) {
 		values []value
 		bad    []string
 	}{
-		{func(s string) (value, error) { return ParseKeyFormat(s) }, []value{KeyFormatAny, KeyFormatUUID}, []string{"", "UUID", "ulid"}},
+		{func(s string) (value, error) { return ParseKeyFormat(s) }, []value{KeyFormatAny, KeyFormatUUID, KeyFormatRaw}, []string{"", "UUID", "ulid"}},
 		{func(s string) (value, error) { return ParseAmbiguous(s) }, []value{AmbiguousResume, AmbiguousStore}, []string{"", "Resume", "retry"}},
 		{func(s string) (value, error) { return ParseComplete(s) }, []value{CompleteOnRetry, CompleteBackground}, []string{"", "on_retry", "never"}},
 		{func(s string) (value, error) { return ParsePhaseKind(s) }, []value{PhaseLocal, PhaseForeign}, []string{"", "final", "Local"}},
@@ -97,7 +97,7 @@ func TestParseValues(t *testing.T) {
 		err  error
 		want string
 	}{
-		{second(ParseKeyFormat("ulid")), `format "ulid" is not one of any, uuid`},
+		{second(ParseKeyFormat("ulid")), `format "ulid" is not one of any, uuid, raw`},
 		{second(ParseAmbiguous("x")), `ambiguous "x" is not one of resume, store`},
 		{second(ParseComplete("x")), `complete "x" is not one of on-retry, background`},
 		{second(ParsePhaseKind("x")), `phase kind "x" is not one of local, foreign`},

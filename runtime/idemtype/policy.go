@@ -10,13 +10,22 @@ type KeyFormat string
 
 // The key formats.
 const (
-	KeyFormatAny  KeyFormat = "any"  // any printable ASCII
-	KeyFormatUUID KeyFormat = "uuid" // an RFC 9562 UUID in its 36-character form
+	// KeyFormatAny: an RFC 8941 string ("abc", as the IETF draft
+	// specifies), unquoted, or a bare value of printable ASCII without
+	// quotes, commas, backslashes or spaces; "k" and k are one key.
+	KeyFormatAny KeyFormat = "any"
+	// KeyFormatUUID: an RFC 9562 UUID in its 36-character form, quoted or
+	// bare.
+	KeyFormatUUID KeyFormat = "uuid"
+	// KeyFormatRaw: the header's value as sent (what Stripe's clients
+	// send): any printable UTF-8, spaces included, MaxLength characters at
+	// most; nothing is unquoted, so "k" and k are two keys.
+	KeyFormatRaw KeyFormat = "raw"
 )
 
-// ParseKeyFormat parses a key.format value: any or uuid.
+// ParseKeyFormat parses a key.format value: any, uuid or raw.
 func ParseKeyFormat(s string) (KeyFormat, error) {
-	return parseOne("format", s, KeyFormatAny, KeyFormatUUID)
+	return parseOne("format", s, KeyFormatAny, KeyFormatUUID, KeyFormatRaw)
 }
 
 func (f KeyFormat) String() string { return string(f) }
