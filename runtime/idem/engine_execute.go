@@ -26,14 +26,14 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 			// The operation's phases changed under a live record: keep it for
 			// an operator rather than guess.
 			e.yield(c)
-			return nil, &Error{Kind: idemtype.KindFailed, Err: fmt.Errorf("recovery point %q is not a phase of %s", c.recovery, c.op.ID)}
+			return nil, &Error{Kind: idemtype.KindFailed, Err: fmt.Errorf("recovery point %q is not a phase of %s", c.recovery, c.op.ID), Detail: unresumable}
 		}
 		start = i + 1
 	}
 	if len(c.state) > 0 {
 		if err := json.Unmarshal(c.state, &state); err != nil {
 			e.yield(c)
-			return nil, &Error{Kind: idemtype.KindFailed, Err: fmt.Errorf("decoding stored phase state: %w", err)}
+			return nil, &Error{Kind: idemtype.KindFailed, Err: fmt.Errorf("decoding stored phase state: %w", err), Detail: unresumable}
 		}
 	}
 	if c.resumed {
@@ -171,7 +171,7 @@ func runInClaimTx[S any](ctx context.Context, e *Engine, c *claim, phases []Phas
 	}
 	omitted := false
 	if resp != nil {
-		resp = &Response{Status: resp.Status, Header: c.policy.storedHeaders(resp.Header), Body: resp.Body}
+		resp = &Response{Status: resp.Status, Header: e.storedHeaders(c, resp.Header), Body: resp.Body}
 		omitted = len(resp.Body) > c.policy.MaxReplayBody
 	}
 	since := time.Now()
@@ -287,7 +287,7 @@ func (e *Engine) commitPhase(ctx context.Context, c *claim, name string, state a
 		// The answer goes out exactly as it is stored (the allowed headers
 		// only), so that it and every replay are byte-identical. A body too
 		// large to store still goes out in full this once.
-		resp = &Response{Status: resp.Status, Header: c.policy.storedHeaders(resp.Header), Body: resp.Body}
+		resp = &Response{Status: resp.Status, Header: e.storedHeaders(c, resp.Header), Body: resp.Body}
 		omitted = len(resp.Body) > c.policy.MaxReplayBody
 		// No refresh may land after the completion: it would find the
 		// record completed and report a spurious fence.
@@ -323,3 +323,7 @@ func (e *Engine) commit(ctx context.Context, conn *pgx.Conn, c *claim, phase str
 	}
 	return e.store.commitProgress(ctx, conn, c, phase, state)
 }
+
+// unresumable is the detail of a failure to resume a recorded execution
+// this version of the service cannot continue.
+const unresumable = "the request's earlier execution cannot be resumed by this version of the service; retrying does not help until an operator resolves it"

@@ -118,10 +118,19 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 		c.releaseRefused = true
 	}
 	e.observe(ctx, Event{Kind: EventAmbiguous, Operation: c.op.ID})
-	failure := &Error{Kind: idemtype.KindFailed, Err: err}
+	failure := &Error{Kind: idemtype.KindFailed, Err: err, RetryAfter: time.Second,
+		Detail: "the request failed after it may have had effects; retry with the same key to resume it from its last completed step"}
+	if deterministic(err) {
+		// A statement the database refuses fails the resumed execution
+		// the same way: no Retry-After, which clients would follow for ever.
+		failure.RetryAfter = 0
+		failure.Detail = "the request failed after it may have had effects, on a statement the database refuses; a retry with the same key resumes it, and fails the same way until the cause is fixed"
+	}
 	if c.policy.Ambiguous == idemtype.AmbiguousStore {
+		failure.RetryAfter = 0
+		failure.Detail = "the request failed after it may have had effects; this answer is stored, and a retry with the same key gets it again"
 		resp := e.Refusal(failure)
-		resp.Header = c.policy.storedHeaders(resp.Header) // sent as stored
+		resp.Header = e.storedHeaders(c, resp.Header) // sent as stored
 		serr := e.storeFailure(ctx, c, resp)
 		if serr == nil {
 			e.observe(ctx, Event{Kind: EventComplete, Operation: c.op.ID})

@@ -82,6 +82,12 @@ func TestFailureSaysWhy(t *testing.T) {
 		if kindOf(err) != idemtype.KindFailed {
 			t.Errorf("answered %q; want failed", kindOf(err))
 		}
+		// The client is told what happened and what to do, in words: a
+		// Stripe-shaped error's message is the detail.
+		var ie *idem.Error
+		if errors.As(err, &ie) && !strings.Contains(ie.Detail, "retry with the same key") {
+			t.Errorf("the failure's detail is %q; want it to say a retry with the same key resumes", ie.Detail)
+		}
 		got := logs.records(t, "idem: execution failed")
 		if len(got) != 1 {
 			t.Fatalf("%d failure lines; want 1:\n%s", len(got), logs.buf.String())

@@ -132,6 +132,21 @@ func (e *Error) Unwrap() error { return e.Err }
 // Status returns the HTTP status of the error's kind.
 func (e *Error) Status() int { return e.Kind.Status() }
 
+// Message is the error in words for the client: its Detail, or its kind's
+// title when it has none. Never empty for a kind this package defines.
+func (e *Error) Message() string {
+	if e.Detail != "" {
+		return e.Detail
+	}
+	return e.Kind.Title()
+}
+
+// ShouldRetry reports whether a retry of the same request with the same
+// key may get past the error: whether it says when (RetryAfter). A request
+// in flight, a store that did not answer, a failed execution that a retry
+// resumes do; a bad key, a reused one, a stored failure do not.
+func (e *Error) ShouldRetry() bool { return e.RetryAfter > 0 }
+
 // Problem returns the error's problem document. Err is left out: it is
 // never shown to clients.
 func (e *Error) Problem() Problem {
