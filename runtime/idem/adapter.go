@@ -50,10 +50,12 @@ func ProblemResponse(e *Error, policyURL string) *Response {
 func (e *Engine) Refusal(err *Error) *Response {
 	problem := ProblemResponse(err, e.opts.PolicyURL)
 	if e.opts.Refusals == nil {
+		e.shouldRetry(err, problem)
 		return problem
 	}
 	resp := e.opts.Refusals(err, problem)
 	if resp == nil {
+		e.shouldRetry(err, problem)
 		return problem
 	}
 	if resp.Header == nil {
@@ -67,26 +69,26 @@ func (e *Engine) Refusal(err *Error) *Response {
 	if resp.Status == 0 {
 		resp.Status = problem.Status
 	}
+	e.shouldRetry(err, resp)
 	return resp
+}
+
+// shouldRetry sets Options.Headers.ShouldRetry on refusal resp of err.
+func (e *Engine) shouldRetry(err *Error, resp *Response) {
+	if name := e.opts.Headers.ShouldRetry; name != "" {
+		resp.Header.Set(name, strconv.FormatBool(err.ShouldRetry()))
+	}
 }
 
 // JSONRefusals returns an Options.Refusals for an API whose errors are one
 // JSON object (Stripe's {"error": {...}}, or any other): body makes that
 // object for a refusal, sent as Content-Type application/json, with the
 // status statuses gives its kind, or else the kind's own (a service that
-// answers a reused key with 400 sets {idemtype.KindMismatch: 400}).
+// answers a reused key with 400 sets {idemtype.KindMismatch: 400}). It is
+// JSONRefusalFormat{Body: body, Statuses: statuses}.Render; the format
+// also sets headers.
 func JSONRefusals(body func(*Error) any, statuses map[idemtype.ErrorKind]int) func(*Error, *Response) *Response {
-	return func(e *Error, problem *Response) *Response {
-		b, err := json.Marshal(body(e))
-		if err != nil {
-			return problem
-		}
-		status := e.Status()
-		if s, ok := statuses[e.Kind]; ok {
-			status = s
-		}
-		return &Response{Status: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: b}
-	}
+	return JSONRefusalFormat{Body: body, Statuses: statuses}.Render
 }
 
 // MaxScopeLength bounds a scope value (a principal, a header's value), in bytes.

@@ -79,6 +79,12 @@ type Options struct {
 	// it returns. What it renders for a failure the engine stores is stored
 	// and replayed. Nil: problem+json.
 	Refusals func(e *Error, problem *Response) *Response
+	// Headers are the headers the API's clients read on every answer of
+	// an idempotent operation: a request id, the key echoed, a replay's
+	// original request, whether a refusal is worth a retry (see Headers;
+	// Stripe sets Refusals and Headers as Stripe's clients expect). The
+	// zero Headers sends none of them.
+	Headers Headers
 	// Claim is the claim mode of operations whose policy leaves it to
 	// ClaimAuto (default: ClaimAuto itself, see ClaimMode). ClaimLast here
 	// applies to operations whose phases are all local; the others claim
@@ -247,6 +253,10 @@ type KeyedRequest struct {
 	// it shortens the policy's wait, never lengthens it.
 	Wait     time.Duration
 	WaitSent bool
+	// RequestID is the request's id (Options.Headers.RequestID), stored
+	// with its response when Options.Headers.OriginalRequest is set, so
+	// that a replay names the request whose execution made it.
+	RequestID string
 }
 
 // Response is an HTTP response as stored and replayed.

@@ -199,16 +199,18 @@ func (testHooks) run(hook func()) {
 
 // claim is an execution's hold on a record.
 type claim struct {
-	op       *Operation
-	policy   Policy
-	ns       string
-	scope    string
-	key      string
-	id       [16]byte // recordID(ns, scope, key)
-	token    [16]byte
-	recovery string          // last committed phase, "" for none
-	state    json.RawMessage // state saved with the recovery point
-	resumed  bool
+	op     *Operation
+	policy Policy
+	ns     string
+	scope  string
+	key    string
+	// requestID is the claiming request's id (KeyedRequest.RequestID).
+	requestID string
+	id        [16]byte // recordID(ns, scope, key)
+	token     [16]byte
+	recovery  string          // last committed phase, "" for none
+	state     json.RawMessage // state saved with the recovery point
+	resumed   bool
 	// crossedFailover: the takeover found the record last written on
 	// another timeline than the primary's (migration 006).
 	crossedFailover bool
@@ -253,7 +255,7 @@ func newToken() [16]byte {
 // means. It returns a claim to execute, or an outcome (a replay), or an
 // error.
 func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode claimer, req KeyedRequest) (*claim, *Outcome, error) {
-	c := &claim{op: op, policy: p, ns: op.namespace(), scope: req.Scope, key: req.Key, token: newToken(), ctx: ctx, began: time.Now(),
+	c := &claim{op: op, policy: p, ns: op.namespace(), scope: req.Scope, key: req.Key, requestID: req.RequestID, token: newToken(), ctx: ctx, began: time.Now(),
 		fingerprint: req.Fingerprint, derivation: CurrentKeyDerivation, keyLength: e.keyLength(), mode: mode}
 	if ent := e.cache.get(cacheKey{c.ns, c.scope, c.key}); ent != nil {
 		// A completed record, answered from memory: it cannot have changed.

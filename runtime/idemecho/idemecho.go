@@ -103,7 +103,7 @@ func Middleware(rt *Runtime, spec *Spec) echo.MiddlewareFunc {
 			if rt.Principal != nil {
 				route.Principal = func() (string, error) { return rt.Principal(c) }
 			}
-			opts := idemstd.Options{Senders: rt.Senders, MaxBodyBytes: rt.MaxBodyBytes}
+			opts := idemstd.Options{Senders: rt.Senders, MaxBodyBytes: rt.MaxBodyBytes, Headers: rt.Engine.Headers()}
 			call, err := idemstd.Prepare(c.Request(), &opts, spec, route)
 			if err != nil {
 				var perr *idemtype.Error
@@ -111,7 +111,7 @@ func Middleware(rt *Runtime, spec *Spec) echo.MiddlewareFunc {
 				switch {
 				case errors.As(err, &perr):
 					idemstd.LogRefusal(rt.Logger, c.Request(), call, perr)
-					if err := idemstd.Refuse(c.Request().Context(), rt.Engine, c.Response(), spec, perr); err != nil {
+					if err := call.Refuse(c.Request().Context(), rt.Engine, c.Response(), perr); err != nil {
 						return err
 					}
 					return refusal(perr)

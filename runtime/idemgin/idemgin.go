@@ -75,7 +75,7 @@ func requestContext(ctx context.Context) context.Context {
 
 // Middleware returns the gin middleware of one idempotent route.
 func Middleware(rt *Runtime, spec *Spec) gin.HandlerFunc {
-	opts := idemstd.Options{Senders: rt.Senders, MaxBodyBytes: rt.MaxBodyBytes}
+	opts := idemstd.Options{Senders: rt.Senders, MaxBodyBytes: rt.MaxBodyBytes, Headers: rt.Engine.Headers()}
 	return func(c *gin.Context) {
 		route := idemstd.Route{PathParams: func() map[string]string {
 			if len(c.Params) == 0 {
@@ -97,7 +97,7 @@ func Middleware(rt *Runtime, spec *Spec) gin.HandlerFunc {
 			switch {
 			case errors.As(err, &perr):
 				idemstd.LogRefusal(rt.Logger, c.Request, call, perr)
-				if err := idemstd.Refuse(c.Request.Context(), rt.Engine, c.Writer, spec, perr); err != nil {
+				if err := call.Refuse(c.Request.Context(), rt.Engine, c.Writer, perr); err != nil {
 					c.Error(err)
 				}
 				c.Error(perr)

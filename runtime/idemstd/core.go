@@ -13,6 +13,7 @@ package idemstd
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -73,6 +74,15 @@ type Call struct {
 	Resumed bool
 	// FailedPhase names the phase that failed, when one did.
 	FailedPhase string
+	// RequestID is the request's id, sent in Headers.RequestID on every
+	// answer and logged with the request's line; "" when the engine's
+	// Options.Headers name no such header.
+	RequestID string
+	// headers are the engine's Options.Headers, as Prepare got them.
+	headers idem.Headers
+	// sentKey is the key header's value as the client sent it, echoed
+	// when headers.EchoKey.
+	sentKey string
 	// problem is the refusal Execute answered with, if any.
 	problem *idemtype.Error
 	// executed is set once Execute runs: from then on the engine answers.
@@ -104,10 +114,45 @@ type Guard struct {
 }
 
 // Guard returns the call's writer in front of w, for the handler to write
-// through.
+// through. The headers every answer carries (SetHeaders) are set on w
+// first, so that an answer the framework or the service's error handler
+// writes carries them too.
 func (c *Call) Guard(ctx context.Context, w http.ResponseWriter, eng *idem.Engine) *Guard {
+	c.SetHeaders(w.Header())
 	c.guard = Guard{ResponseWriter: w, call: c, eng: eng, ctx: ctx}
 	return &c.guard
+}
+
+// SetHeaders sets on h the headers every answer to the call carries, as
+// the engine's Options.Headers name them: the request's id, and its key as
+// the client sent it.
+func (c *Call) SetHeaders(h http.Header) {
+	if c == nil {
+		return
+	}
+	if c.RequestID != "" {
+		h.Set(c.headers.RequestID, c.RequestID)
+	}
+	if c.headers.EchoKey && c.sentKey != "" {
+		name := c.Spec.Key.Header
+		if name == "" {
+			name = idemtype.DefaultKeyHeader
+		}
+		h.Set(name, c.sentKey)
+	}
+}
+
+// replayHeaders sets on h, the headers of a replay, the call's request id,
+// and the stored one (the first execution's) as the original request's.
+func (c *Call) replayHeaders(h http.Header) {
+	if c == nil || c.RequestID == "" {
+		return
+	}
+	name := c.headers.RequestID
+	if orig := h.Get(name); orig != "" && c.headers.OriginalRequest != "" && orig != c.RequestID {
+		h.Set(c.headers.OriginalRequest, orig)
+	}
+	h.Set(name, c.RequestID)
 }
 
 // WriteHeader sends status, or the stored answer in place of a binder's
@@ -125,7 +170,7 @@ func (w *Guard) WriteHeader(status int) {
 			h.Del("X-Content-Type-Options") // http.Error's
 
 			w.replayed, w.status, w.call.Replayed = true, resp.Status, true
-			WriteResponse(w.ResponseWriter, resp, true)
+			writeResponse(w.ResponseWriter, resp, true, w.call)
 			return
 		}
 	}
@@ -221,6 +266,9 @@ type Options struct {
 	// MaxBodyBytes limits request bodies read for fingerprinting (default
 	// DefaultMaxBodyBytes).
 	MaxBodyBytes int64
+	// Headers are the engine's Options.Headers (Engine.Headers): the
+	// headers every answer carries.
+	Headers idem.Headers
 }
 
 // DefaultMaxBodyBytes is the default limit of request bodies.
@@ -272,11 +320,18 @@ func (e *BodyError) Unwrap() error { return e.Err }
 // service's (a failing resolver or verifier). The call is returned with
 // every error, with what was read so far.
 func Prepare(r *http.Request, o *Options, spec *Spec, route Route) (*Call, error) {
-	call := &Call{Spec: spec}
+	call := &Call{Spec: spec, headers: o.Headers}
+	if o.Headers.RequestID != "" {
+		call.RequestID = o.Headers.NewID()
+		call.Request.RequestID = call.RequestID
+	}
 	signed := spec.Scope.Kind == idemtype.ScopeSender
 	headerKey := func() (err error) {
 		if spec.Key.Pointer == "" {
 			call.Request.Key, err = idemhttp.ParseKey(r.Header, spec.Key)
+			if err == nil && call.Request.Key != "" && o.Headers.EchoKey {
+				call.sentKey = r.Header.Get(cmp.Or(spec.Key.Header, idemtype.DefaultKeyHeader))
+			}
 		}
 		return err
 	}
@@ -442,10 +497,18 @@ func principalOf(spec *Spec, principal func() (string, error)) (string, error) {
 }
 
 // Refuse answers a refusal of Prepare: it observes it and writes the
-// problem response.
+// problem response. Call.Refuse does the same with the headers every
+// answer to the call carries (the request id).
 func Refuse(ctx context.Context, eng *idem.Engine, w http.ResponseWriter, spec *Spec, perr *idemtype.Error) error {
 	eng.ObserveContext(ctx, idem.Event{Kind: idem.EventBadRequest, Operation: spec.Operation.ID})
 	return WriteResponse(w, eng.Refusal(perr), false)
+}
+
+// Refuse answers perr, a refusal of the Prepare that returned c, as the
+// package's Refuse does, with the headers every answer to c carries.
+func (c *Call) Refuse(ctx context.Context, eng *idem.Engine, w http.ResponseWriter, perr *idemtype.Error) error {
+	c.SetHeaders(w.Header())
+	return Refuse(ctx, eng, w, c.Spec, perr)
 }
 
 // Execute runs the phases of the call in ctx's request for typed request
@@ -529,6 +592,12 @@ func (r *recorder) Write(b []byte) (int, error) {
 // WriteResponse writes a stored or fresh response. A replay carries
 // Idempotent-Replayed: true.
 func WriteResponse(w http.ResponseWriter, r *idem.Response, replayed bool) error {
+	return writeResponse(w, r, replayed, nil)
+}
+
+// writeResponse is WriteResponse for call (nil: none): a replay carries
+// the call's request id, and the stored one as the original request's.
+func writeResponse(w http.ResponseWriter, r *idem.Response, replayed bool, call *Call) error {
 	// The values are copied, so that nothing done to the response's
 	// headers reaches the stored response: into one slice, each header
 	// getting a part of it without room to append into the next.
@@ -552,6 +621,7 @@ func WriteResponse(w http.ResponseWriter, r *idem.Response, replayed bool) error
 	if replayed {
 		vals[0] = "true"
 		h[idemtype.ReplayedHeader] = vals[:1:1]
+		call.replayHeaders(h)
 	}
 	w.WriteHeader(r.Status)
 	_, err := w.Write(r.Body)
@@ -567,7 +637,8 @@ func WriteResponse(w http.ResponseWriter, r *idem.Response, replayed bool) error
 // Preference-Applied: wait=N (RFC 7240).
 func Writer(ctx context.Context, r *idem.Response) func(http.ResponseWriter) error {
 	replayed, applied := false, ""
-	if call := CallFrom(ctx); call != nil {
+	call := CallFrom(ctx)
+	if call != nil {
 		replayed = call.Replayed
 		if call.Request.WaitSent && idem.PreferenceApplied(call.Spec.Operation, call.Request) {
 			applied = idemhttp.PreferenceAppliedWait(call.Request.Wait)
@@ -577,7 +648,7 @@ func Writer(ctx context.Context, r *idem.Response) func(http.ResponseWriter) err
 		if applied != "" {
 			w.Header().Set(PreferenceAppliedHeader, applied)
 		}
-		return WriteResponse(w, r, replayed)
+		return writeResponse(w, r, replayed, call)
 	}
 }
 
@@ -617,6 +688,9 @@ func logRequest(logger *slog.Logger, r *http.Request, call *Call, status int, er
 		}
 		attrs = append(attrs, "operation", call.Spec.Operation.ID, "idempotency_key", key,
 			"replayed", call.Replayed, "resumed", call.Resumed)
+		if call.RequestID != "" {
+			attrs = append(attrs, "request_id", call.RequestID)
+		}
 		if call.FailedPhase != "" {
 			attrs = append(attrs, "failed_phase", call.FailedPhase)
 		}

@@ -80,7 +80,7 @@ func (rt *Runtime) fail(w http.ResponseWriter, r *http.Request, err error) {
 // for Execute.
 func Middleware(rt *Runtime, spec *Spec) func(http.Handler) http.Handler {
 	names := idemhttp.RouteParams(spec.Route)
-	opts := &Options{Senders: rt.Senders, MaxBodyBytes: rt.MaxBodyBytes}
+	opts := &Options{Senders: rt.Senders, MaxBodyBytes: rt.MaxBodyBytes, Headers: rt.Engine.Headers()}
 	pathValue := rt.PathValue
 	if pathValue == nil {
 		pathValue = func(r *http.Request, name string) string { return r.PathValue(name) }
@@ -108,7 +108,7 @@ func Middleware(rt *Runtime, spec *Spec) func(http.Handler) http.Handler {
 					LogRequest(rt.Logger, r, call, statusOf(err), err)
 					return
 				}
-				if err := Refuse(r.Context(), rt.Engine, w, spec, perr); err != nil {
+				if err := call.Refuse(r.Context(), rt.Engine, w, perr); err != nil {
 					rt.fail(w, r, err)
 				}
 				LogRefusal(rt.Logger, r, call, perr)

@@ -1,0 +1,219 @@
+package idem
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"net/http"
+
+	"github.com/idemgen/idemgen/runtime/idemtype"
+)
+
+// An API's contract with its clients goes beyond its operations: the
+// headers they read on every answer (a request id, the key echoed, a
+// replay's original request), and the shape of its errors. Options.Headers
+// and Options.Refusals carry it; Stripe is one such contract, complete.
+
+// Headers are the headers an API's clients read on the answers of its
+// idempotent operations, besides Idempotent-Replayed (always sent on a
+// replay) and Retry-After (on a refusal a retry may get past). The zero
+// Headers sends none of them.
+type Headers struct {
+	// RequestID names the header that carries a new id on every answer
+	// (Stripe's Request-Id): each request gets one, logged with the
+	// request's line. "" sends none.
+	RequestID string
+	// NewRequestID makes a request's id; nil: NewRequestID.
+	NewRequestID func() string
+	// EchoKey sends a keyed request's key back, in the operation's key
+	// header, on every answer to it (stripe-go reads it as
+	// LastResponse.IdempotencyKey).
+	EchoKey bool
+	// OriginalRequest names the header that, on a replay, carries the id
+	// of the request whose execution made the answer (Stripe's
+	// Original-Request); the replay's own id is in RequestID. It needs
+	// RequestID: the id is stored with the response, under RequestID.
+	OriginalRequest string
+	// ShouldRetry names the header that says on every refusal whether a
+	// retry with the same key may get past it, "true" or "false" (Stripe's
+	// Stripe-Should-Retry; see Error.ShouldRetry).
+	ShouldRetry string
+}
+
+// IsZero reports whether h sends no header.
+func (h Headers) IsZero() bool {
+	return h.RequestID == "" && !h.EchoKey && h.OriginalRequest == "" && h.ShouldRetry == ""
+}
+
+// NewID returns a new request id, with h.NewRequestID or NewRequestID.
+func (h Headers) NewID() string {
+	if h.NewRequestID != nil {
+		return h.NewRequestID()
+	}
+	return NewRequestID()
+}
+
+// NewRequestID returns a new request id as Stripe spells them: "req_" and
+// 14 random letters and digits (83 bits).
+func NewRequestID() string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	return "req_" + randomFrom(alphabet, 14)
+}
+
+// randomFrom returns n characters of alphabet (at most 64 of them), drawn
+// uniformly at random.
+func randomFrom(alphabet string, n int) string {
+	out := make([]byte, n)
+	var b [1]byte
+	for i := 0; i < n; {
+		rand.Read(b[:])
+		if c := int(b[0] & 63); c < len(alphabet) {
+			out[i] = alphabet[c]
+			i++
+		}
+	}
+	return string(out)
+}
+
+// storedHeaders are the headers of c's response as they are stored and
+// sent: those its policy allows (Policy.storedHeaders), and the request's
+// id when a replay is to send it as the original request's.
+func (e *Engine) storedHeaders(c *claim, h http.Header) http.Header {
+	out := c.policy.storedHeaders(h)
+	if hs := e.opts.Headers; hs.RequestID != "" && hs.OriginalRequest != "" && c.requestID != "" {
+		out.Set(hs.RequestID, c.requestID)
+	}
+	return out
+}
+
+// Headers are the engine's Options.Headers, for adapters; none for a nil
+// engine.
+func (e *Engine) Headers() Headers {
+	if e == nil {
+		return Headers{}
+	}
+	return e.opts.Headers
+}
+
+// JSONRefusalFormat renders refusals as an API's own JSON error object:
+// Body makes the object, Statuses give kinds other statuses than their own,
+// and Header, when set, adds headers to each refusal. Its Render is an
+// Options.Refusals.
+type JSONRefusalFormat struct {
+	Body     func(*Error) any
+	Statuses map[idemtype.ErrorKind]int
+	Header   func(*Error, http.Header)
+}
+
+// Render is f as an Options.Refusals: the object Body makes, as
+// Content-Type application/json, with the status Statuses gives the kind
+// (or else its own) and the headers Header sets.
+func (f JSONRefusalFormat) Render(e *Error, problem *Response) *Response {
+	b, err := json.Marshal(f.Body(e))
+	if err != nil {
+		return problem
+	}
+	status := e.Status()
+	if s, ok := f.Statuses[e.Kind]; ok {
+		status = s
+	}
+	h := http.Header{"Content-Type": {"application/json"}}
+	if f.Header != nil {
+		f.Header(e, h)
+	}
+	return &Response{Status: status, Header: h, Body: b}
+}
+
+// StripeError is Stripe's error object, as its clients parse it
+// (stripe-go's *stripe.Error): {"error": {"type", "code", "message"}}.
+type StripeError struct {
+	Error StripeErrorBody `json:"error"`
+}
+
+// StripeErrorBody is the inside of a StripeError.
+type StripeErrorBody struct {
+	Type    string `json:"type"`
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message"`
+	Param   string `json:"param,omitempty"`
+}
+
+// The types and codes of Stripe's errors that refusals use.
+const (
+	StripeIdempotencyError      = "idempotency_error"
+	StripeInvalidRequestError   = "invalid_request_error"
+	StripeAPIError              = "api_error"
+	StripeIdempotencyKeyInUse   = "idempotency_key_in_use"
+	StripeShouldRetryHeader     = "Stripe-Should-Retry"
+	StripeRequestIDHeader       = "Request-Id"
+	StripeOriginalRequestHeader = "Original-Request"
+)
+
+// stripeKinds is each refusal kind as Stripe answers it: its status, and
+// its error's type and code. Stripe documents two idempotency errors: a
+// key reused with other parameters (400, idempotency_error) and a key in
+// use by a concurrent request (409, idempotency_error,
+// idempotency_key_in_use). What the client sent wrong is an
+// invalid_request_error; what failed on the server's side an api_error.
+var stripeKinds = map[idemtype.ErrorKind]struct {
+	status    int
+	typ, code string
+}{
+	idemtype.KindMissingKey:       {400, StripeInvalidRequestError, ""},
+	idemtype.KindInvalidKey:       {400, StripeInvalidRequestError, ""},
+	idemtype.KindInvalidRequest:   {400, StripeInvalidRequestError, ""},
+	idemtype.KindMissingScope:     {401, StripeInvalidRequestError, ""},
+	idemtype.KindInvalidScope:     {400, StripeInvalidRequestError, ""},
+	idemtype.KindMismatch:         {400, StripeIdempotencyError, ""},
+	idemtype.KindInFlight:         {409, StripeIdempotencyError, StripeIdempotencyKeyInUse},
+	idemtype.KindNotImplemented:   {501, StripeAPIError, ""},
+	idemtype.KindFailed:           {500, StripeAPIError, ""},
+	idemtype.KindUnavailable:      {503, StripeAPIError, ""},
+	idemtype.KindNotStored:        {410, StripeAPIError, ""},
+	idemtype.KindTooLarge:         {413, StripeInvalidRequestError, ""},
+	idemtype.KindMediaType:        {415, StripeInvalidRequestError, ""},
+	idemtype.KindInvalidSignature: {401, StripeInvalidRequestError, ""},
+}
+
+// StripeRefusal is the Stripe error object of refusal e: its type and code
+// as Stripe documents them for idempotency errors, and its message in
+// words (Error.Message).
+func StripeRefusal(e *Error) StripeError {
+	k, ok := stripeKinds[e.Kind]
+	if !ok {
+		k.typ = StripeAPIError
+	}
+	return StripeError{Error: StripeErrorBody{Type: k.typ, Code: k.code, Message: e.Message()}}
+}
+
+// StripeRefusalStatuses are the statuses Stripe answers each refusal kind
+// with, where they differ from the kind's own: a reused key is 400.
+func StripeRefusalStatuses() map[idemtype.ErrorKind]int {
+	out := map[idemtype.ErrorKind]int{}
+	for kind, k := range stripeKinds {
+		if k.status != kind.Status() {
+			out[kind] = k.status
+		}
+	}
+	return out
+}
+
+// StripeHeaders are the headers Stripe's clients read: Request-Id on every
+// answer, the key echoed, Original-Request on a replay, and
+// Stripe-Should-Retry on a refusal.
+func StripeHeaders() Headers {
+	return Headers{RequestID: StripeRequestIDHeader, EchoKey: true, OriginalRequest: StripeOriginalRequestHeader, ShouldRetry: StripeShouldRetryHeader}
+}
+
+// Stripe returns opts with Stripe's contract: refusals as Stripe's error
+// object with Stripe's statuses (StripeRefusal), and Stripe's headers
+// (StripeHeaders). Keys are the operations' (x-idempotency key.format raw,
+// which the config's preset: stripe sets). docs/adopting.md, "A
+// Stripe-compatible API", is the worked example.
+func Stripe(opts Options) Options {
+	opts.Refusals = JSONRefusalFormat{
+		Body:     func(e *Error) any { return StripeRefusal(e) },
+		Statuses: StripeRefusalStatuses(),
+	}.Render
+	opts.Headers = StripeHeaders()
+	return opts
+}
