@@ -2,6 +2,7 @@ package gen
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -85,7 +86,23 @@ type Settings struct {
 	// in the enriched spec and the client, and in the RefusalStatuses the
 	// glue declares for idem.JSONRefusals.
 	RefusalStatuses map[string]int `yaml:"refusal-statuses,omitempty"`
+	// KeyFormat is the key format of every operation that does not set
+	// key.format itself: any (the default), uuid or raw.
+	KeyFormat string `yaml:"key-format,omitempty"`
+	// Preset is an API contract its clients already know, in one line:
+	// stripe (Stripe's key format, error object, statuses and headers; see
+	// idem.Stripe). It fills in what the settings above leave unset.
+	Preset string `yaml:"preset,omitempty"`
 }
+
+// PresetStripe is the preset of a Stripe-compatible API: keys in the raw
+// format, refusals in Stripe's error object with its statuses (a reused
+// key is 400), and the glue's Contract, idem.Stripe, for the engine.
+const PresetStripe = "stripe"
+
+// stripeRefusalStatuses are idem.StripeRefusalStatuses, which the
+// generator does not import (TestStripePresetMatchesTheRuntime pins them).
+var stripeRefusalStatuses = map[string]int{string(idemtype.KindMismatch): 400}
 
 // DefaultOutput is oapi-codegen's output file when neither the config nor
 // the command line names one.
@@ -252,6 +269,26 @@ func (c *Config) Complete() error {
 		}
 		if status < 400 || status > 599 {
 			return fmt.Errorf("idemgen.refusal-statuses: %s: %d is not a 4xx or 5xx status", kind, status)
+		}
+	}
+	switch c.Preset {
+	case "":
+	case PresetStripe:
+		c.KeyFormat = cmp.Or(c.KeyFormat, string(idemtype.KeyFormatRaw))
+		for kind, status := range stripeRefusalStatuses {
+			if _, ok := c.RefusalStatuses[kind]; !ok {
+				if c.RefusalStatuses == nil {
+					c.RefusalStatuses = map[string]int{}
+				}
+				c.RefusalStatuses[kind] = status
+			}
+		}
+	default:
+		return fmt.Errorf("idemgen.preset: %q is not a preset; the one preset is %s", c.Preset, PresetStripe)
+	}
+	if c.KeyFormat != "" {
+		if _, err := idemtype.ParseKeyFormat(c.KeyFormat); err != nil {
+			return fmt.Errorf("idemgen.key-format: %v", err)
 		}
 	}
 	if c.RefusalMediaType != "" && c.RefusalSchema == "" {

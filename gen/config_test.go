@@ -1,12 +1,15 @@
 package gen
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
+
+	"github.com/idemgen/idemgen/runtime/idem"
 )
 
 // TestParseConfig: oapi-codegen's fields land in oapi-codegen's type, ours
@@ -88,5 +91,34 @@ func TestUserTemplates(t *testing.T) {
 	}
 	if _, err := userTemplates(map[string]string{"x.tmpl": filepath.Join(dir, "missing.tmpl")}, func(p string) string { return p }); err == nil {
 		t.Error("a missing template file was accepted")
+	}
+}
+
+// TestStripePresetMatchesTheRuntime: the statuses the stripe preset
+// documents in the enriched spec and the client are the ones idem.Stripe
+// answers with.
+func TestStripePresetMatchesTheRuntime(t *testing.T) {
+	runtime := map[string]int{}
+	for kind, status := range idem.StripeRefusalStatuses() {
+		runtime[string(kind)] = status
+	}
+	if !maps.Equal(runtime, stripeRefusalStatuses) {
+		t.Errorf("the preset's statuses %v; the runtime's %v", stripeRefusalStatuses, runtime)
+	}
+	cfg, err := ParseConfig("c.yaml", []byte("package: api\nidemgen: {preset: stripe, refusal-statuses: {in-flight: 429}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Spec = "api.yaml"
+	if err := cfg.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.KeyFormat != "raw" || cfg.RefusalStatuses["key-reused"] != 400 || cfg.RefusalStatuses["in-flight"] != 429 {
+		t.Errorf("preset stripe completed to key-format %q, refusal-statuses %v; want raw, key-reused 400 and the config's own in-flight 429", cfg.KeyFormat, cfg.RefusalStatuses)
+	}
+	cfg, _ = ParseConfig("c.yaml", []byte("package: api\nidemgen: {preset: paypal}\n"))
+	cfg.Spec = "api.yaml"
+	if err := cfg.Complete(); err == nil || !strings.Contains(err.Error(), "stripe") {
+		t.Errorf("an unknown preset: %v; want an error naming the presets", err)
 	}
 }

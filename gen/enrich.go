@@ -73,6 +73,32 @@ func (f refusalFormat) status(k idemtype.ErrorKind) int {
 	return k.Status()
 }
 
+// stripeSchema names the schema of Stripe's error object that the stripe
+// preset documents refusals with, when the config names no refusal-schema.
+const stripeSchema = "IdempotencyStripeError"
+
+// stripeErrorSchema adds Stripe's error object to t's components, unless
+// it has one by that name, and returns its reference.
+func stripeErrorSchema(t *openapi3.T) string {
+	if _, ok := t.Components.Schemas[stripeSchema]; !ok {
+		schemas := make(openapi3.Schemas, len(t.Components.Schemas)+1)
+		maps.Copy(schemas, t.Components.Schemas)
+		str := func() *openapi3.SchemaRef { return openapi3.NewSchemaRef("", openapi3.NewStringSchema()) }
+		schemas[stripeSchema] = openapi3.NewSchemaRef("", &openapi3.Schema{
+			Type:        &openapi3.Types{openapi3.TypeObject},
+			Description: "Stripe's error object: type is idempotency_error (a key reused with other parameters, 400; a key in use, 409 with code idempotency_key_in_use), invalid_request_error or api_error; message says what happened in words.",
+			Required:    []string{"error"},
+			Properties: openapi3.Schemas{"error": openapi3.NewSchemaRef("", &openapi3.Schema{
+				Type:       &openapi3.Types{openapi3.TypeObject},
+				Required:   []string{"type", "message"},
+				Properties: openapi3.Schemas{"type": str(), "code": str(), "message": str(), "param": str()},
+			})},
+		})
+		t.Components.Schemas = schemas
+	}
+	return "#/components/schemas/" + stripeSchema
+}
+
 // enrichedDoc is the document Enrich writes: withKey adds the key header
 // parameter too, which the client's document leaves out (its wrapper sends
 // the key; a parameter would change oapi-codegen's method signatures). The
@@ -96,6 +122,8 @@ func enrichedDoc(doc *spec.Document, withKey bool, s Settings) (*openapi3.T, err
 			return nil, spec.Errors{&spec.Error{File: doc.File, Message: fmt.Sprintf("idemgen.refusal-schema %q names no schema of the spec's components", s.RefusalSchema)}}
 		}
 		f.ref, f.schema, f.mediaType = "#/components/schemas/"+s.RefusalSchema, ref.Value, cmp.Or(s.RefusalMediaType, "application/json")
+	} else if s.Preset == PresetStripe {
+		f.ref, f.schema, f.mediaType = stripeErrorSchema(&t), t.Components.Schemas[stripeSchema].Value, "application/json"
 	} else if _, ok := t.Components.Schemas[problemSchema]; !ok {
 		schemas := make(openapi3.Schemas, len(t.Components.Schemas)+1)
 		maps.Copy(schemas, t.Components.Schemas)

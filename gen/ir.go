@@ -25,8 +25,10 @@ type ir struct {
 	MiddlewareFirstToLast bool
 	// RefusalStatuses are the config's refusal-statuses.
 	RefusalStatuses map[string]int
-	Idempotent      []*opIR    // in spec order
-	Plain           []*plainIR // in spec order
+	// Preset is the config's preset ("" for none).
+	Preset     string
+	Idempotent []*opIR    // in spec order
+	Plain      []*plainIR // in spec order
 	// Served is every operation served, idempotent or plain, in spec order.
 	Served []served
 	// MiddlewareKeys are the keys of oapi-codegen's OperationMiddlewares of
@@ -201,7 +203,7 @@ func buildIR(cfg *Config, doc *spec.Document, sources []Source) (*ir, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &ir{Package: cfg.Package(), SpecFile: cfg.Spec, Server: srv, RefusalStatuses: cfg.RefusalStatuses}
+	r := &ir{Package: cfg.Package(), SpecFile: cfg.Spec, Server: srv, RefusalStatuses: cfg.RefusalStatuses, Preset: cfg.Preset}
 	switch compat := cfg.Codegen.Compatibility; srv {
 	case serverStd, serverChi:
 		r.MiddlewareFirstToLast = compat.ApplyChiMiddlewareFirstToLast

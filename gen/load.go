@@ -17,6 +17,7 @@ import (
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/util"
 
+	"github.com/idemgen/idemgen/runtime/idemtype"
 	"github.com/idemgen/idemgen/spec"
 	"github.com/idemgen/idemgen/templates"
 )
@@ -66,6 +67,7 @@ func Load(cfg *Config, wd string) (*Input, error) {
 	if in.Doc, err = spec.Validate(cfg.Spec, data, doc); err != nil {
 		return nil, err
 	}
+	applyKeyFormat(in.Doc, idemtype.KeyFormat(cfg.KeyFormat))
 	if cfg.GlueOnly {
 		if in.Sources, err = readPackage(at(cfg.Dir())); err != nil {
 			return nil, err
@@ -78,6 +80,19 @@ func Load(cfg *Config, wd string) (*Input, error) {
 		return nil, err
 	}
 	return in, nil
+}
+
+// applyKeyFormat gives every idempotent operation of doc that does not set
+// key.format itself the config's key-format, if any.
+func applyKeyFormat(doc *spec.Document, f idemtype.KeyFormat) {
+	if f == "" {
+		return
+	}
+	for _, op := range doc.Idempotent() {
+		if !op.Idempotency.Key.FormatSet {
+			op.Idempotency.Key.Format = f
+		}
+	}
 }
 
 // within resolves p against wd, as a command run in wd would.

@@ -54,6 +54,7 @@ func renderGlue(r *ir) ([]byte, error) {
 	renderPlainIface(f, r)
 	renderSpecs(f, r)
 	renderRefusalStatuses(f, r)
+	renderContract(f, r)
 	renderServer(f, r)
 	switch r.Server {
 	case serverEcho:
@@ -265,6 +266,19 @@ func renderRefusalStatuses(f *File, r *ir) {
 	f.Line()
 }
 
+// renderContract declares Contract, the engine options of the config's
+// preset, when it has one.
+func renderContract(f *File, r *ir) {
+	if r.Preset != PresetStripe {
+		return
+	}
+	f.Add(doc(0, "Contract is the API's contract with its clients that the config's preset (stripe) names: refusals in Stripe's error object with Stripe's statuses, and Stripe's headers (Request-Id, the key echoed, Original-Request, Stripe-Should-Retry). Pass idem.New the options it returns: idem.New(pool, Contract(idem.Options{...}))."))
+	f.Func().Id("Contract").Params(Id("opts").Qual(pkgIdem, "Options")).Qual(pkgIdem, "Options").Block(
+		Return(Qual(pkgIdem, "Stripe").Call(Id("opts"))),
+	)
+	f.Line()
+}
+
 // keyRule writes the operation's idemhttp.KeyRule: a header, or a pointer
 // into the body.
 func keyRule(x *spec.Extension) Code {
@@ -297,7 +311,7 @@ func scopeCode(sc spec.Scope) Code {
 var vocabNames = map[any]string{
 	idemtype.ScopePrincipal: "ScopePrincipal", idemtype.ScopeGlobal: "ScopeGlobal",
 	idemtype.ScopeHeader: "ScopeHeader", idemtype.ScopeSender: "ScopeSender", idemtype.ScopePath: "ScopePath",
-	idemtype.KeyFormatAny: "KeyFormatAny", idemtype.KeyFormatUUID: "KeyFormatUUID",
+	idemtype.KeyFormatAny: "KeyFormatAny", idemtype.KeyFormatUUID: "KeyFormatUUID", idemtype.KeyFormatRaw: "KeyFormatRaw",
 	idemtype.AmbiguousResume: "AmbiguousResume", idemtype.AmbiguousStore: "AmbiguousStore",
 	idemtype.CompleteOnRetry: "CompleteOnRetry", idemtype.CompleteBackground: "CompleteBackground",
 }

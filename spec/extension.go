@@ -38,6 +38,9 @@ type Key struct {
 	Required  bool   // always true for a body key
 	MaxLength int
 	Format    idemtype.KeyFormat
+	// FormatSet says the operation sets key.format itself: the config's
+	// key-format (a spec-wide default) does not apply to it.
+	FormatSet bool
 }
 
 // Source says where the key comes from, e.g. "header Idempotency-Key" or

@@ -83,7 +83,8 @@ func (p *parser) key(k *Key, m map[string]any) {
 			k.MaxLength = n
 		}
 	}
-	k.Format = choice(p, km, field, "format", k.Format, idemtype.KeyFormatAny, idemtype.KeyFormatUUID)
+	k.Format = choice(p, km, field, "format", k.Format, idemtype.KeyFormatAny, idemtype.KeyFormatUUID, idemtype.KeyFormatRaw)
+	_, k.FormatSet = km["format"]
 }
 
 // keySource reads key.header and key.pointer, which exclude each other.

@@ -27,6 +27,8 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	clientPkg := fs.String("client-package", "", "Go package name of the client (default: the last element of -client-out)")
 	templatesDir := fs.String("templates", "", "directory of templates overriding the built-in phase scaffold")
 	noScaffold := fs.Bool("no-scaffold", false, "do not write missing phase scaffolds")
+	keyFormat := fs.String("key-format", "", "the key format of every operation that sets no key.format: any, uuid or raw (idemgen.key-format)")
+	preset := fs.String("preset", "", "an API contract in one word: stripe (idemgen.preset)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: idemgen generate [-config FILE] [flags] SPEC")
 		fmt.Fprintln(stderr, "Reads oapi-codegen's configuration and runs it, then writes the idempotency glue and phase scaffolds beside its output.")
@@ -61,6 +63,8 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	set(&cfg.ClientOut, *clientOut)
 	set(&cfg.ClientPackage, *clientPkg)
 	set(&cfg.Templates, *templatesDir)
+	set(&cfg.KeyFormat, *keyFormat)
+	set(&cfg.Preset, *preset)
 	cfg.NoScaffold = cfg.NoScaffold || *noScaffold
 	cfg.GlueOnly = cfg.GlueOnly || *glueOnly
 	if err := cfg.Complete(); err != nil {
