@@ -63,6 +63,7 @@ func (p Policy) send(req *http.Request, attempt func(*http.Request) (*http.Respo
 	}
 	horizon, margin := p.horizon(tr)
 	cur := req
+	ambiguous := false // an earlier attempt may have taken effect
 	for n := 1; ; n++ {
 		if n > 1 {
 			next, err := rewind(req)
@@ -83,8 +84,15 @@ func (p Policy) send(req *http.Request, attempt func(*http.Request) (*http.Respo
 			}
 			cur.Header.Set(IntentAgeHeader, strconv.FormatInt(int64(max(age, 0)/time.Second), 10))
 		}
+		sent := &sendTrace{}
+		cur = sent.wrap(cur)
 		res, err := attempt(cur)
-		v := p.judge(ctx, cur, res, err, n)
+		v := p.judgeSent(ctx, cur, res, err, n, sent)
+		if err != nil && !neverSent(err, sent) || res != nil && res.StatusCode >= 500 && res.StatusCode != http.StatusNotImplemented {
+			// This attempt may have taken effect: a later answer may be
+			// the effect's (a DELETE's 404).
+			ambiguous = true
+		}
 		tr.record(p.key(cur), res, err, v.retry, v.wait)
 		if p.OnAttempt != nil {
 			a := Attempt{Request: cur, N: n, Err: err, Retry: v.retry, Reason: v.reason}
@@ -97,6 +105,9 @@ func (p Policy) send(req *http.Request, attempt func(*http.Request) (*http.Respo
 			p.OnAttempt(a)
 		}
 		if !v.retry {
+			if ambiguous && err == nil && req.Method == http.MethodDelete && (res.StatusCode == http.StatusNotFound || res.StatusCode == http.StatusGone) {
+				tr.gone()
+			}
 			return res, err
 		}
 		if res != nil {
@@ -148,6 +159,28 @@ type Result struct {
 	// call sent, so an earlier attempt, whose answer was lost, made it.
 	// Treat the write as done.
 	Confirmed bool
+	// Gone is set on a DELETE answered 404 or 410 after an attempt whose
+	// outcome is unknown (a connection lost after the request was sent, a
+	// 5xx): that attempt may have deleted the resource, as the intent
+	// asked. Treat the delete as done.
+	Gone bool
+}
+
+// Done reports whether the call's intent is done: a 2xx answer, a
+// conditional write Confirmed, or a DELETE whose resource is Gone.
+func (r Result) Done() bool {
+	return r.Status >= 200 && r.Status <= 299 || r.Confirmed || r.Gone
+}
+
+// gone records that the call's DELETE found its resource gone after an
+// ambiguous attempt (Result.Gone).
+func (t *Tracker) gone() {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	t.res.Gone = true
+	t.mu.Unlock()
 }
 
 // Tracker collects the Result of the calls made with its context. It is

@@ -22,8 +22,15 @@
 //     started, and the last answer is returned instead.
 //   - Never retry a request whose body cannot be replayed (no GetBody), and
 //     never retry a request without a key whose method is not idempotent
-//     (POST, PATCH) unless the connection was refused before anything was
-//     sent.
+//     (POST, PATCH) unless the server provably never received it or never
+//     processed it: no connection was made (refused, or reset before the
+//     request was written), or HTTP/2 refused the stream (a GOAWAY that
+//     excludes it, REFUSED_STREAM). Then any request may be resent.
+//   - An answer may be the proof that an earlier attempt did the work: a
+//     DELETE answered 404 or 410 after an attempt whose outcome is unknown
+//     is Result.Gone, and a conditional write's 412 on a retry, read back
+//     and found to hold what was sent, is Result.Confirmed
+//     (Conditional.Confirm); Result.Done says the intent is done.
 //
 // Three ways to use the rules: Transport (an http.RoundTripper, for any
 // http.Client), NewDoer (around any Do(*http.Request) client, e.g. the one
@@ -42,8 +49,10 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -169,6 +178,12 @@ type verdict struct {
 // retried. n is the attempt number (1 for the first), 0 when unknown. req may
 // be nil when only an error is known (go-retryablehttp's CheckRetry).
 func (p Policy) judge(ctx context.Context, req *http.Request, res *http.Response, err error, n int) verdict {
+	return p.judgeSent(ctx, req, res, err, n, nil)
+}
+
+// judgeSent is judge with what the attempt's trace saw of its connection
+// (nil: nothing known), which may prove that the request was never sent.
+func (p Policy) judgeSent(ctx context.Context, req *http.Request, res *http.Response, err error, n int, sent *sendTrace) verdict {
 	if ctx.Err() != nil {
 		return verdict{reason: "context done: " + context.Cause(ctx).Error()}
 	}
@@ -180,7 +195,7 @@ func (p Policy) judge(ctx context.Context, req *http.Request, res *http.Response
 		if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
 			return verdict{reason: v.reason + "; not retried: the body cannot be replayed (no GetBody)"}
 		}
-		if p.key(req) == "" && !idempotentMethod(req.Method) && !refused(err) {
+		if p.key(req) == "" && !idempotentMethod(req.Method) && !neverSent(err, sent) {
 			return verdict{reason: fmt.Sprintf("%s; not retried: %s without %s may have taken effect", v.reason, req.Method, p.Header)}
 		}
 	}
@@ -308,6 +323,64 @@ func idempotentMethod(method string) bool {
 func refused(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// neverSent reports whether err proves that the server never received the
+// request, or received it and did not process it, so that any request may
+// be sent again, whatever its method and with no key:
+//
+//   - no connection was made: the dial failed (refused), or the attempt
+//     asked for a connection and never got one (sent's trace: a TLS
+//     handshake or a proxy's CONNECT that failed, a connection reset
+//     before the request was written to it);
+//   - HTTP/2 said so (RFC 9113, sections 6.8 and 8.7): a GOAWAY whose
+//     last stream id excludes the request's, or REFUSED_STREAM.
+//     net/http's transport resends such a request by itself when it can
+//     (a body with GetBody); what reaches the caller are the cases it
+//     gave up on, known only by their text.
+//
+// Nothing else is a proof: an EOF or a reset after the request was handed
+// to the connection may come after the server read it.
+func neverSent(err error, sent *sendTrace) bool {
+	if err == nil {
+		return false
+	}
+	if refused(err) || sent.noConnection() {
+		return true
+	}
+	msg := err.Error()
+	for _, s := range []string{
+		"http2: Transport received GOAWAY from server ErrCode:",
+		"Transport received Server's graceful shutdown GOAWAY",
+		"; REFUSED_STREAM; ",
+	} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// sendTrace is what an attempt's client trace saw of its connection.
+type sendTrace struct {
+	getConn, gotConn atomic.Bool
+}
+
+// wrap returns req with a client trace that fills t in, composed with the
+// trace req's context has.
+func (t *sendTrace) wrap(req *http.Request) *http.Request {
+	ctx := httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		GetConn: func(string) { t.getConn.Store(true) },
+		GotConn: func(httptrace.GotConnInfo) { t.gotConn.Store(true) },
+	})
+	return req.WithContext(ctx)
+}
+
+// noConnection reports whether the attempt asked for a connection and got
+// none: nothing of the request was written. A transport that does not
+// report to traces (GetConn never fired) proves nothing.
+func (t *sendTrace) noConnection() bool {
+	return t != nil && t.getConn.Load() && !t.gotConn.Load()
 }
 
 // permanent reports whether a transport error would recur on every retry:
