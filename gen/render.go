@@ -272,9 +272,13 @@ func renderContract(f *File, r *ir) {
 	if r.Preset != PresetStripe {
 		return
 	}
-	f.Add(doc(0, "Contract is the API's contract with its clients that the config's preset (stripe) names: refusals in Stripe's error object with Stripe's statuses, and Stripe's headers (Request-Id, the key echoed, Original-Request, Stripe-Should-Retry). Pass idem.New the options it returns: idem.New(pool, Contract(idem.Options{...}))."))
+	f.Add(doc(0, "Contract is the API's contract with its clients that the config's preset (stripe) names: refusals in Stripe's error object with Stripe's statuses, and Stripe's headers (Request-Id, the key echoed, Original-Request, Stripe-Should-Retry), with the statuses of RefusalStatuses. Pass idem.New the options it returns: idem.New(pool, Contract(idem.Options{...}))."))
+	statuses := Code(Nil())
+	if len(r.RefusalStatuses) > 0 {
+		statuses = Id("RefusalStatuses")
+	}
 	f.Func().Id("Contract").Params(Id("opts").Qual(pkgIdem, "Options")).Qual(pkgIdem, "Options").Block(
-		Return(Qual(pkgIdem, "Stripe").Call(Id("opts"))),
+		Return(Qual(pkgIdem, "StripeWith").Call(Id("opts"), statuses)),
 	)
 	f.Line()
 }

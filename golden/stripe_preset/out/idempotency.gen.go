@@ -117,10 +117,10 @@ var RefusalStatuses = map[idemtype.ErrorKind]int{
 
 // Contract is the API's contract with its clients that the config's preset (stripe) names: refusals
 // in Stripe's error object with Stripe's statuses, and Stripe's headers (Request-Id, the key
-// echoed, Original-Request, Stripe-Should-Retry). Pass idem.New the options it returns:
-// idem.New(pool, Contract(idem.Options{...})).
+// echoed, Original-Request, Stripe-Should-Retry), with the statuses of RefusalStatuses. Pass
+// idem.New the options it returns: idem.New(pool, Contract(idem.Options{...})).
 func Contract(opts idem.Options) idem.Options {
-	return idem.Stripe(opts)
+	return idem.StripeWith(opts, RefusalStatuses)
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the

@@ -3,6 +3,7 @@ package idem
 import (
 	"crypto/rand"
 	"encoding/json"
+	"maps"
 	"net/http"
 
 	"github.com/idemgen/idemgen/runtime/idemtype"
@@ -75,12 +76,19 @@ func randomFrom(alphabet string, n int) string {
 }
 
 // storedHeaders are the headers of c's response as they are stored and
-// sent: those its policy allows (Policy.storedHeaders), and the request's
-// id when a replay is to send it as the original request's.
+// sent: those its policy allows (Policy.storedHeaders), the request's id
+// when a replay is to send it as the original request's, and a stored
+// refusal's retry hint (Headers.ShouldRetry).
 func (e *Engine) storedHeaders(c *claim, h http.Header) http.Header {
 	out := c.policy.storedHeaders(h)
-	if hs := e.opts.Headers; hs.RequestID != "" && hs.OriginalRequest != "" && c.requestID != "" {
+	hs := e.opts.Headers
+	if hs.RequestID != "" && hs.OriginalRequest != "" && c.requestID != "" {
 		out.Set(hs.RequestID, c.requestID)
+	}
+	if v := h.Get(hs.ShouldRetry); hs.ShouldRetry != "" && v != "" {
+		// A stored failure's hint (ambiguous: store): false, on its
+		// first answer and every replay.
+		out.Set(hs.ShouldRetry, v)
 	}
 	return out
 }
@@ -206,14 +214,24 @@ func StripeHeaders() Headers {
 
 // Stripe returns opts with Stripe's contract: refusals as Stripe's error
 // object with Stripe's statuses (StripeRefusal), and Stripe's headers
-// (StripeHeaders). Keys are the operations' (x-idempotency key.format raw,
-// which the config's preset: stripe sets). docs/adopting.md, "A
-// Stripe-compatible API", is the worked example.
-func Stripe(opts Options) Options {
+// (StripeHeaders; opts.Headers.NewRequestID, if set, still makes the
+// ids). Keys are the operations' (x-idempotency key.format raw, which the
+// config's preset: stripe sets). docs/adopting.md, "A Stripe-compatible
+// API", is the worked example.
+func Stripe(opts Options) Options { return StripeWith(opts, nil) }
+
+// StripeWith is Stripe with statuses in place of Stripe's for the kinds it
+// names: the config's refusal-statuses, which the glue's Contract passes so
+// that the service answers what its enriched spec documents.
+func StripeWith(opts Options, statuses map[idemtype.ErrorKind]int) Options {
+	all := StripeRefusalStatuses()
+	maps.Copy(all, statuses)
 	opts.Refusals = JSONRefusalFormat{
 		Body:     func(e *Error) any { return StripeRefusal(e) },
-		Statuses: StripeRefusalStatuses(),
+		Statuses: all,
 	}.Render
-	opts.Headers = StripeHeaders()
+	h := StripeHeaders()
+	h.NewRequestID = opts.Headers.NewRequestID
+	opts.Headers = h
 	return opts
 }
