@@ -105,7 +105,7 @@ func (p Policy) send(req *http.Request, attempt func(*http.Request) (*http.Respo
 			p.OnAttempt(a)
 		}
 		if !v.retry {
-			if ambiguous && err == nil && req.Method == http.MethodDelete && (res.StatusCode == http.StatusNotFound || res.StatusCode == http.StatusGone) {
+			if ambiguous && err == nil && !Replayed(res) && req.Method == http.MethodDelete && (res.StatusCode == http.StatusNotFound || res.StatusCode == http.StatusGone) {
 				tr.gone()
 			}
 			return res, err
@@ -159,7 +159,7 @@ type Result struct {
 	// call sent, so an earlier attempt, whose answer was lost, made it.
 	// Treat the write as done.
 	Confirmed bool
-	// Gone is set on a DELETE answered 404 or 410 after an attempt whose
+	// Gone is set on a DELETE answered 404 or 410 (not replayed) after an attempt whose
 	// outcome is unknown (a connection lost after the request was sent, a
 	// 5xx): that attempt may have deleted the resource, as the intent
 	// asked. Treat the delete as done.

@@ -238,6 +238,21 @@ func TestDeleteAlreadyDone(t *testing.T) {
 		t.Fatalf("status %d after %d requests, result %+v; want the 404 after 2, Gone and Done", res.StatusCode, len(s.requests()), r)
 	}
 
+	// A keyed DELETE whose first answer, a 404, was lost: the retry gets
+	// that 404 replayed, the resource never having been there.
+	_, url = serve(t, reply{drop: true}, reply{status: 404, header: map[string]string{"Idempotent-Replayed": "true"}})
+	keyed := idemclient.NewCall(context.Background(), "", "del-1")
+	req, _ = http.NewRequestWithContext(keyed.Context(), http.MethodDelete, url+"/customers/cus_3", nil)
+	keyed.SetKey(nil, req)
+	res, err = (&http.Client{Transport: &idemclient.Transport{Policy: fast}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if r := keyed.Result(); r.Gone || r.Done() {
+		t.Errorf("a replayed 404: %+v; want not done (it is the first attempt's own answer)", r)
+	}
+
 	_, url = serve(t, reply{status: 404})
 	call = idemclient.NewConditional(context.Background())
 	req, _ = http.NewRequestWithContext(call.Context(), http.MethodDelete, url+"/customers/cus_2", nil)

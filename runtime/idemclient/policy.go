@@ -23,8 +23,9 @@
 //   - Never retry a request whose body cannot be replayed (no GetBody), and
 //     never retry a request without a key whose method is not idempotent
 //     (POST, PATCH) unless the server provably never received it or never
-//     processed it: no connection was made (refused, or reset before the
-//     request was written), or HTTP/2 refused the stream (a GOAWAY that
+//     processed it: no connection was made (the dial refused, or the
+//     connection lost before it was ready, in a TLS handshake or a
+//     proxy's CONNECT), or HTTP/2 refused the stream (a GOAWAY that
 //     excludes it, REFUSED_STREAM). Then any request may be resent.
 //   - An answer may be the proof that an earlier attempt did the work: a
 //     DELETE answered 404 or 410 after an attempt whose outcome is unknown
@@ -50,6 +51,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -337,7 +339,8 @@ func refused(err error) bool {
 //     last stream id excludes the request's, or REFUSED_STREAM.
 //     net/http's transport resends such a request by itself when it can
 //     (a body with GetBody); what reaches the caller are the cases it
-//     gave up on, known only by their text.
+//     gave up on, known only by their text, matched whole (a GOAWAY's
+//     debug data, which the server writes, never matches).
 //
 // Nothing else is a proof: an EOF or a reset after the request was handed
 // to the connection may come after the server read it.
@@ -348,18 +351,25 @@ func neverSent(err error, sent *sendTrace) bool {
 	if refused(err) || sent.noConnection() {
 		return true
 	}
-	msg := err.Error()
-	for _, s := range []string{
-		"http2: Transport received GOAWAY from server ErrCode:",
-		"Transport received Server's graceful shutdown GOAWAY",
-		"; REFUSED_STREAM; ",
-	} {
-		if strings.Contains(msg, s) {
-			return true
-		}
+	// The innermost error, whose text net/http makes from fixed words and
+	// the frame's code: a GOAWAY error for a stream the server may have
+	// processed carries the server's debug data, which must not pass for
+	// these.
+	for u := errors.Unwrap(err); u != nil; u = errors.Unwrap(err) {
+		err = u
 	}
-	return false
+	msg := err.Error()
+	return msg == http2GracefulGoAway || http2GoAwayFromServer.MatchString(msg) || http2RefusedStream.MatchString(msg)
 }
+
+// The texts of net/http's HTTP/2 errors (h2_bundle.go) that prove a
+// request unprocessed: a GOAWAY that excluded its stream (with NO_ERROR,
+// or another code), and REFUSED_STREAM from the peer.
+var (
+	http2GracefulGoAway   = "http2: Transport received Server's graceful shutdown GOAWAY"
+	http2GoAwayFromServer = regexp.MustCompile(`^http2: Transport received GOAWAY from server ErrCode:[A-Z_]+$`)
+	http2RefusedStream    = regexp.MustCompile(`^stream error: stream ID [0-9]+; REFUSED_STREAM; received from peer$`)
+)
 
 // sendTrace is what an attempt's client trace saw of its connection.
 type sendTrace struct {
