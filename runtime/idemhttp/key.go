@@ -96,7 +96,14 @@ func checkKey(key string, rule KeyRule, what keySource) error {
 	return nil
 }
 
-// checkRawKey is checkKey in the raw format. Its errors name the rule.
+// checkRawKey is checkKey in the raw format: any character a person can
+// type or paste into a key, Unicode's graphic characters (letters, marks,
+// numbers, punctuation, symbols, spaces) and its invisible format
+// characters (the joiner of an emoji sequence, a soft hyphen), and none
+// that hides or reorders what is shown (the bidirectional controls), nor
+// controls, nor U+FFFD (what invalid bytes or a lone surrogate decode to:
+// two different keys would read as one). At most max characters. Its
+// errors name the rule.
 func checkRawKey(key string, max int, what keySource) error {
 	if key == "" {
 		return invalid("%s is empty (key format raw: 1 to %d printable characters)", what, max)
@@ -106,7 +113,11 @@ func checkRawKey(key string, max int, what keySource) error {
 		switch {
 		case r == utf8.RuneError && !strings.HasPrefix(key[i:], "\uFFFD"):
 			return invalid("%s is not valid UTF-8 at byte %d (key format raw: printable UTF-8 characters and spaces)", what, i)
-		case r != ' ' && !unicode.IsPrint(r):
+		case r == utf8.RuneError:
+			return invalid("%s has U+FFFD, the replacement character, at byte %d (key format raw: a key decoded from invalid text is refused)", what, i)
+		case bidiControl(r):
+			return invalid("%s has the bidirectional control %U at byte %d (key format raw: no character that reorders what is shown)", what, r, i)
+		case !unicode.IsGraphic(r) && !unicode.Is(unicode.Cf, r):
 			return invalid("%s has the character %U at byte %d (key format raw: printable characters and spaces, no controls or tabs)", what, r, i)
 		}
 		n++
@@ -115,6 +126,13 @@ func checkRawKey(key string, max int, what keySource) error {
 		return invalid("%s is %d characters long (key format raw: at most %d)", what, n, max)
 	}
 	return nil
+}
+
+// bidiControl reports whether r is one of Unicode's bidirectional
+// formatting characters (UAX #9), which change the order text is shown
+// in.
+func bidiControl(r rune) bool {
+	return r == 0x061C || r == 0x200E || r == 0x200F || 0x202A <= r && r <= 0x202E || 0x2066 <= r && r <= 0x2069
 }
 
 // keySource names where a key comes from, in errors: a header or a member

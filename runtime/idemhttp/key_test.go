@@ -51,6 +51,10 @@ func TestParseKey(t *testing.T) {
 		{"raw: invalid UTF-8", []string{"a\xffb"}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, "", idemtype.KindInvalidKey},
 		{"raw: a C1 control", []string{"a\u0085b"}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, "", idemtype.KindInvalidKey},
 		{"raw: empty", []string{""}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, "", idemtype.KindInvalidKey},
+		{"raw: an emoji sequence with joiners", []string{"family-👨\u200d👩\u200d👧"}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, "family-👨\u200d👩\u200d👧", ""},
+		{"raw: a no-break space", []string{"a\u00a0b"}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, "a\u00a0b", ""},
+		{"raw: a bidirectional override", []string{"abc\u202edef"}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, "", idemtype.KindInvalidKey},
+		{"raw: the replacement character", []string{"a\ufffdb"}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, "", idemtype.KindInvalidKey},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -184,6 +188,21 @@ func TestBodyKey(t *testing.T) {
 				t.Errorf("detail %q does not name the rule (format raw)", e.Detail)
 			}
 		})
+	}
+}
+
+// TestRawBodyKeysDoNotCollide: in the raw format, a body key with a lone
+// surrogate escape (which decodes to U+FFFD) is refused, so that
+// "a\ud800", "a\udbff" and "a\ufffd" are not one key.
+func TestRawBodyKeysDoNotCollide(t *testing.T) {
+	rule := KeyRule{Pointer: "/id", Required: true, Format: idemtype.KeyFormatRaw}
+	for _, body := range []string{`{"id":"a\ud800"}`, `{"id":"a\udbff"}`, `{"id":"a\ufffd"}`} {
+		if key, err := BodyKey([]byte(body), rule); err == nil {
+			t.Errorf("%s: key %q; want it refused", body, key)
+		}
+	}
+	if key, err := BodyKey([]byte(`{"id":"evt \ud83d\ude00"}`), rule); err != nil || key != "evt 😀" {
+		t.Errorf("a surrogate pair: %q, %v; want the emoji", key, err)
 	}
 }
 
