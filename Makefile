@@ -67,11 +67,12 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzHeaders$$' -fuzztime $(FUZZTIME) ./runtime/idem
 	cd examples && $(GO) test -run '^$$' -fuzz '^FuzzRequestPath$$' -fuzztime $(FUZZTIME) ./payments/api
 
-## lint: formatting, go vet, the example's generated code against its spec, and idemgen vet on the examples' phases
+## lint: formatting, go vet, the examples' generated code against their specs, and idemgen vet on the examples' phases
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(call each,$(GO) vet ./...)
 	cd examples/payments/api && $(GO) tool idemgen generate -check -config idemgen.yaml ../api.yaml
+	cd examples/stripelike/api && $(GO) tool idemgen generate -check -config idemgen.yaml ../api.yaml
 	cd examples && $(GO) tool idemgen vet ./...
 
 ## generate: run every go:generate directive

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -111,7 +112,7 @@ func TestStripePresetThroughTheGeneratedClient(t *testing.T) {
 		t.Errorf(`"dup-7" and dup-7: %s and %s; want two charges`, quoted.Body, bare.Body)
 	}
 
-	done := make(chan struct{})
+	done, done2 := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		charge("slow", 13)
@@ -127,5 +128,31 @@ func TestStripePresetThroughTheGeneratedClient(t *testing.T) {
 	replay := charge("slow", 13)
 	if replay.JSON200 == nil || replay.HTTPResponse.Header.Get("Original-Request") == "" {
 		t.Errorf("the replay: %d %v; want the charge, naming its original request", replay.StatusCode(), replay.HTTPResponse.Header)
+	}
+
+	// With its retries on, the client that would not wait comes back after
+	// the 409's Retry-After and gets the charge: one charge for the key.
+	retrying, err := stripeclient.NewIdempotentClient(srv.URL, idemclient.Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	charges.entered, charges.hold = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done2)
+		charge("slow-2", 13)
+	}()
+	<-charges.entered
+	before := charges.n.Load()
+	go func() {
+		<-time.After(200 * time.Millisecond)
+		close(charges.hold)
+	}()
+	resp, res, err := retrying.PostChargesWithFormdataBody(ctx, "slow-2", stripeclient.PostChargesFormdataRequestBody{Amount: 13, Currency: "usd"}, auth, idemclient.PreferWait(0))
+	<-done2
+	if err != nil || resp.JSON200 == nil || res.Attempts < 2 || !res.Replayed {
+		t.Errorf("the retrying client: %v, %d, %+v; want the charge, replayed after a 409 and a retry", err, resp.StatusCode(), res)
+	}
+	if n := charges.n.Load(); n != before+1 {
+		t.Errorf("%d charges made for slow-2; want 1", n-before)
 	}
 }

@@ -106,6 +106,8 @@ func Middleware(rt *Runtime, spec *Spec) echo.MiddlewareFunc {
 			opts := idemstd.Options{Senders: rt.Senders, MaxBodyBytes: rt.MaxBodyBytes, Headers: rt.Engine.Headers()}
 			call, err := idemstd.Prepare(c.Request(), &opts, spec, route)
 			if err != nil {
+				// Every answer carries the request's id, a failure's too.
+				call.SetHeaders(c.Response().Header())
 				var perr *idemtype.Error
 				var be *idemstd.BodyError
 				switch {

@@ -92,6 +92,8 @@ func Middleware(rt *Runtime, spec *Spec) gin.HandlerFunc {
 		}
 		call, err := idemstd.Prepare(c.Request, &opts, spec, route)
 		if err != nil {
+			// Every answer carries the request's id, a failure's too.
+			call.SetHeaders(c.Writer.Header())
 			var perr *idemtype.Error
 			var be *idemstd.BodyError
 			switch {

@@ -52,3 +52,46 @@ func TestLogLine(t *testing.T) {
 		t.Fatalf("log lines:\n%s\nwant one for the 201 and one for the 400", got)
 	}
 }
+
+// TestStripeHeaders: on an engine with Stripe's contract, gin's answers
+// carry a request id (a refusal's too), the key, and on a replay the
+// original request's id.
+func TestStripeHeaders(t *testing.T) {
+	env := idemtest.New(t, idem.Stripe(idem.Options{}))
+	rt := &idemgin.Runtime{Engine: env.Engine}
+	spec := &idemgin.Spec{Operation: &idem.Operation{ID: "op"}, Key: idemhttp.KeyRule{Required: true, Format: idemtype.KeyFormatRaw},
+		Scope: idemtype.Scope{Kind: idemtype.ScopeGlobal}, Route: "/x"}
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.POST("/x", idemgin.Middleware(rt, spec), func(c *gin.Context) {
+		resp, err := idemgin.Execute(c, rt, nil, []idem.Phase[struct{}]{{Name: "only",
+			Final: func(context.Context, pgx.Tx, *struct{}) (*idem.Response, error) {
+				return &idem.Response{Status: http.StatusCreated, Body: []byte("{}")}, nil
+			}}})
+		if err != nil {
+			c.AbortWithError(500, err)
+			return
+		}
+		idemgin.Writer(c, resp)(c.Writer)
+	})
+	send := func(key string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader("{}"))
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		return rec
+	}
+	first, replay, refused := send("k 1"), send("k 1"), send("")
+	id := first.Header().Get("Request-Id")
+	if first.Code != 201 || !strings.HasPrefix(id, "req_") || first.Header().Get("Idempotency-Key") != "k 1" {
+		t.Errorf("the first answer: %d %v", first.Code, first.Header())
+	}
+	if replay.Header().Get("Original-Request") != id || replay.Header().Get("Request-Id") == id {
+		t.Errorf("the replay: %v; want Original-Request %s and an id of its own", replay.Header(), id)
+	}
+	if refused.Code != 400 || !strings.HasPrefix(refused.Header().Get("Request-Id"), "req_") || refused.Header().Get("Stripe-Should-Retry") != "false" {
+		t.Errorf("the refusal: %d %v", refused.Code, refused.Header())
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -151,5 +152,49 @@ func assertStripeError(t *testing.T, what string, rec *httptest.ResponseRecorder
 	}
 	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
 		t.Errorf("%s: Content-Type %q", what, ct)
+	}
+}
+
+// TestStripeHeadersOnEveryAnswer: a request the service fails before the
+// engine (its principal resolver errs) still carries its request id and
+// key; a failure stored for replay (ambiguous: store) says, on its first
+// answer and on every replay, that a retry will not get past it.
+func TestStripeHeadersOnEveryAnswer(t *testing.T) {
+	env := idemtest.New(t, idem.Stripe(idem.Options{Logger: slog.New(slog.DiscardHandler)}))
+	rt := &idemstd.Runtime{Engine: env.Engine, Principal: func(*http.Request) (string, error) { return "", errors.New("the token service is down") }}
+	spec := &idemstd.Spec{Operation: &idem.Operation{ID: "op"}, Key: idemhttp.KeyRule{Required: true, Format: idemtype.KeyFormatRaw},
+		Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal}, Route: "/x"}
+	h := idemstd.Middleware(rt, spec)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("the handler ran") }))
+	req := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader("{}"))
+	req.Header.Set("Idempotency-Key", "k 1")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != 500 || !strings.HasPrefix(rec.Header().Get("Request-Id"), "req_") || rec.Header().Get("Idempotency-Key") != "k 1" {
+		t.Errorf("a failing principal: %d %v; want the 500 with a Request-Id and the key", rec.Code, rec.Header())
+	}
+
+	rt = &idemstd.Runtime{Engine: env.Engine}
+	stored := &idemstd.Spec{Operation: &idem.Operation{ID: "stored", Policy: idem.Policy{Ambiguous: idemtype.AmbiguousStore}},
+		Key: idemhttp.KeyRule{Required: true}, Scope: idemtype.Scope{Kind: idemtype.ScopeGlobal}, Route: "/y"}
+	type state struct{}
+	h = idemstd.Middleware(rt, stored)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resp, err := idemstd.Execute(r.Context(), env.Engine, nil, []idem.Phase[state]{
+			{Name: "charge", Foreign: func(context.Context, string, *state) error { return errors.New("declined by the network") }},
+			{Name: "finish", Final: func(context.Context, pgx.Tx, *state) (*idem.Response, error) { return &idem.Response{Status: 200}, nil }},
+		})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		idemstd.Writer(r.Context(), resp)(w)
+	}))
+	for i, what := range []string{"the first answer", "the replay"} {
+		req := httptest.NewRequest(http.MethodPost, "/y", strings.NewReader("{}"))
+		req.Header.Set("Idempotency-Key", "k")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 500 || rec.Header().Get("Stripe-Should-Retry") != "false" || (i == 1) != (rec.Header().Get("Idempotent-Replayed") == "true") {
+			t.Errorf("%s of a stored failure: %d %v; want 500 with Stripe-Should-Retry: false", what, rec.Code, rec.Header())
+		}
 	}
 }

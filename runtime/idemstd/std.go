@@ -102,6 +102,8 @@ func Middleware(rt *Runtime, spec *Spec) func(http.Handler) http.Handler {
 			}
 			call, err := Prepare(r, opts, spec, route)
 			if err != nil {
+				// Every answer carries the request's id, a failure's too.
+				call.SetHeaders(w.Header())
 				var perr *idemtype.Error
 				if !errors.As(err, &perr) {
 					rt.fail(w, r, err)

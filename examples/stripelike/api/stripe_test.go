@@ -182,6 +182,12 @@ func TestStripeGo(t *testing.T) {
 		}
 	})
 
+	t.Run("a request without a secret key", func(t *testing.T) {
+		_, err := stripe.NewClient("pk_test_publishable", stripe.WithBackends(&stripe.Backends{API: stripe.GetBackendWithConfig(stripe.APIBackend,
+			&stripe.BackendConfig{URL: stripe.String(s.URL), LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull}})})).V1Charges.Create(ctx, chargeParams(100, "no-auth"))
+		stripeError(t, "no secret key", err, 401, stripe.ErrorTypeInvalidRequest, "")
+	})
+
 	t.Run("a failed charge says so in words, and its retry resumes it", func(t *testing.T) {
 		s.network.SetFailure(errors.New("card network unreachable"))
 		_, err := sc.V1Charges.Create(ctx, chargeParams(400, "fails-1"))
