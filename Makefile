@@ -67,13 +67,14 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzHeaders$$' -fuzztime $(FUZZTIME) ./runtime/idem
 	cd examples && $(GO) test -run '^$$' -fuzz '^FuzzRequestPath$$' -fuzztime $(FUZZTIME) ./payments/api
 
-## lint: formatting, go vet, the examples' generated code against their specs, and idemgen vet on the examples' phases
+## lint: formatting, go vet, the examples' generated code against their specs, idemgen vet on the examples' phases, and the docs' citations (every test and make target they name exists)
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(call each,$(GO) vet ./...)
 	cd examples/payments/api && $(GO) tool idemgen generate -check -config idemgen.yaml ../api.yaml
 	cd examples/stripelike/api && $(GO) tool idemgen generate -check -config idemgen.yaml ../api.yaml
 	cd examples && $(GO) tool idemgen vet ./...
+	$(GO) test -count=1 -run '^TestTheDocsCiteWhatExists$$' ./internal/docscite
 
 ## generate: run every go:generate directive
 generate:
