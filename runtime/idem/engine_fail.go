@@ -105,9 +105,17 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 		// its acknowledgement leaves the record in place, as ambiguous.
 		released, derr := e.store.release(ctx, c)
 		if derr != nil {
-			e.logStoreError(ctx, slog.LevelWarn, c.op.ID, "release (the claim expires with its lease)", derr)
+			// The key is still claimed, bound to this request: the phase's
+			// answer would tell the client it is free, and its corrected
+			// request under the same key would get 422. The store's failure
+			// is the answer (503, or 500 when retrying cannot help); the
+			// same request, retried, takes the key over (at once if the
+			// lease could be given back) and frees it.
+			e.yield(c)
+			e.hooks.run(e.hooks.afterEnd)
+			return nil, e.storeFailed(ctx, c.op, "release", derr)
 		}
-		if released || derr != nil {
+		if released {
 			e.observe(ctx, Event{Kind: EventRelease, Operation: c.op.ID})
 			e.hooks.run(e.hooks.afterEnd)
 			return nil, err

@@ -212,3 +212,48 @@ func TestDuplicateComesBackWhenLikelyDone(t *testing.T) {
 		}
 	})
 }
+
+// TestReleaseThatFailsIsNotAnsweredAsReleased: a phase asks for its key to
+// be released (a refusal of the request: idem.Release), but the DELETE
+// that frees the key fails (the store lost the connection). The key is
+// still claimed, bound to this request's fingerprint: answering the
+// phase's 4xx would tell the client its key is free, and its corrected
+// request under the same key would get 422. It is answered 503 with
+// Retry-After instead; the same request retried takes the key over once
+// the lease is out, is refused again, and frees the key; then the
+// corrected request runs.
+func TestReleaseThatFailsIsNotAnsweredAsReleased(t *testing.T) {
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		e.exec(`CREATE FUNCTION ` + e.schema + `.lost() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'connection lost' USING ERRCODE = 'connection_failure'; END $$`)
+		e.exec(`CREATE TRIGGER lost BEFORE DELETE ON ` + e.schema + `.records FOR EACH ROW EXECUTE FUNCTION ` + e.schema + `.lost()`)
+		ctx := context.Background()
+		bad := errors.New("amount must be positive")
+		refuse := []idem.Phase[payState]{
+			{Name: "check", Foreign: func(context.Context, string, *payState) error { return idem.Release(bad) }},
+			{Name: "finish", Final: func(context.Context, pgx.Tx, *payState) (*idem.Response, error) {
+				return &idem.Response{Status: 201}, nil
+			}},
+		}
+		_, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "amount=-1"), refuse)
+		var ie *idem.Error
+		if !errors.As(err, &ie) || ie.Kind != idemtype.KindUnavailable || ie.RetryAfter <= 0 {
+			t.Fatalf("a release whose DELETE failed: %v; want 503 unavailable with Retry-After, the key still held", err)
+		}
+		if n := e.count(`SELECT count(*) FROM records`); n != 1 {
+			t.Fatalf("%d records; want the claim, still there", n)
+		}
+		e.exec(`DROP TRIGGER lost ON ` + e.schema + `.records`)
+		e.expireLeases()
+		if _, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "amount=-1"), refuse); !errors.Is(err, bad) {
+			t.Fatalf("the same request again: %v; want the phase's refusal, the key freed", err)
+		}
+		ok := refuse[:1:1]
+		ok[0].Foreign = func(context.Context, string, *payState) error { return nil }
+		o, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "amount=5"), append(ok, refuse[1]))
+		if err != nil || o.Response.Status != 201 {
+			t.Fatalf("the corrected request under the same key: %v; want it run", err)
+		}
+	}, notIn{idem.ClaimLast, "its phases include a foreign one, which last mode does not run"})
+}
