@@ -31,6 +31,14 @@ func checkBody(op *Operation, at func(field, format string, args ...any)) {
 			jsonSchema = orEmpty(s)
 		case base == "application/x-www-form-urlencoded":
 			formSchema = orEmpty(s)
+		case base == "multipart/form-data":
+			// Its parts are fields, excluded by name as a form's are; it
+			// stays among the others, which carry no key in the body and
+			// are not stored for background completion.
+			if formSchema == nil {
+				formSchema = orEmpty(s)
+			}
+			other = append(other, mt)
 		default:
 			other = append(other, mt)
 		}

@@ -6,7 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"slices"
@@ -86,7 +88,7 @@ func Fingerprint(r Request) ([]byte, error) {
 	b = appendField(b, kind)
 	at = len(b)
 	p.out = binary.BigEndian.AppendUint64(b, 0)
-	if err := p.appendBody(kind, r.Body, r.Exclude); err != nil {
+	if err := p.appendBody(kind, r.ContentType, r.Body, r.Exclude); err != nil {
 		return nil, err
 	}
 	binary.BigEndian.PutUint64(p.out[at:], uint64(len(p.out)-at-8))
@@ -154,8 +156,9 @@ func appendQueryEscape(b []byte, s string) []byte {
 
 // CanonicalBody returns the canonical form of a body and its kind: "json"
 // for application/json and +json types, "form" for
-// application/x-www-form-urlencoded, "raw" for anything else (hashed as is),
-// "empty" for no body.
+// application/x-www-form-urlencoded, "multipart" for multipart/form-data
+// (CanonicalMultipart), "raw" for anything else (hashed as is), "empty"
+// for no body.
 func CanonicalBody(contentType string, body []byte, exclude []string) ([]byte, string, error) {
 	kind, err := bodyKind(contentType, body)
 	switch {
@@ -168,7 +171,7 @@ func CanonicalBody(contentType string, body []byte, exclude []string) ([]byte, s
 	}
 	p := getCanon()
 	defer p.release()
-	if err := p.appendBody(kind, body, exclude); err != nil {
+	if err := p.appendBody(kind, contentType, body, exclude); err != nil {
 		return nil, kind, err
 	}
 	return bytes.Clone(p.out), kind, nil
@@ -188,6 +191,8 @@ func bodyKind(contentType string, body []byte) (string, error) {
 		return "json", nil
 	case mt == "application/x-www-form-urlencoded":
 		return "form", nil
+	case mt == "multipart/form-data":
+		return "multipart", nil
 	}
 	return "raw", nil
 }
@@ -222,12 +227,16 @@ func plainMediaType(s string) bool {
 
 // appendBody appends the canonical form of a body of kind "json" or "form"
 // to p.out, or the body itself when it is "raw".
-func (p *canon) appendBody(kind string, body []byte, exclude []string) error {
+func (p *canon) appendBody(kind, contentType string, body []byte, exclude []string) error {
 	switch kind {
 	case "json":
 		return p.appendJSON(body, exclude)
 	case "form":
 		c, err := CanonicalForm(body, exclude)
+		p.out = append(p.out, c...)
+		return err
+	case "multipart":
+		c, err := CanonicalMultipart(contentType, body, exclude)
 		p.out = append(p.out, c...)
 		return err
 	case "raw":
@@ -276,6 +285,85 @@ func CanonicalForm(body []byte, exclude []string) ([]byte, error) {
 		}
 	}
 	return appendQuery([]byte{}, v), nil
+}
+
+// CanonicalMultipart returns a multipart/form-data body (of Content-Type
+// contentType, which names its boundary) as its parts, not its bytes: for
+// each part its field name, file name, content type (as
+// mime.FormatMediaType writes it: lower case, parameters sorted; a part
+// without one is text/plain, or application/octet-stream for a file, as
+// RFC 7578 says) and body, decoded of its transfer encoding; the parts
+// sorted by name (parts of one name keep their order), and those named by
+// exclude removed, as CanonicalForm's fields are. A client that encodes the
+// same form again on a retry (a new random boundary, as browsers, Python's
+// requests and curl -F draw) sends the same request. A body that does not
+// parse, a part without a name, and a missing boundary are errors.
+func CanonicalMultipart(contentType string, body []byte, exclude []string) ([]byte, error) {
+	_, params, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return nil, badBody("Content-Type %q: %v", contentType, err)
+	}
+	boundary := params["boundary"]
+	if boundary == "" {
+		return nil, badBody("multipart/form-data without a boundary parameter")
+	}
+	type formPart struct{ name, filename, ctype, body string }
+	var parts []formPart
+	mr := multipart.NewReader(bytes.NewReader(body), boundary)
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, badBody("malformed multipart body: %v", err)
+		}
+		_, disp, err := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+		if err != nil || disp["name"] == "" {
+			return nil, badBody("a part of the multipart body has no Content-Disposition: form-data; name=...")
+		}
+		fp := formPart{name: disp["name"], filename: disp["filename"]}
+		switch ct := part.Header.Get("Content-Type"); {
+		case ct != "":
+			mt, ps, err := mime.ParseMediaType(ct)
+			if err != nil {
+				return nil, badBody("part %q: Content-Type %q: %v", fp.name, ct, err)
+			}
+			fp.ctype = mime.FormatMediaType(mt, ps)
+		case fp.filename != "":
+			fp.ctype = "application/octet-stream"
+		default:
+			fp.ctype = "text/plain"
+		}
+		b, err := io.ReadAll(part)
+		if err != nil {
+			return nil, badBody("malformed multipart body: part %q: %v", fp.name, err)
+		}
+		fp.body = string(b)
+		if err := checkNUL(fp.name + fp.filename); err != nil {
+			return nil, err
+		}
+		parts = append(parts, fp)
+	}
+	var ptrs [][]string
+	for _, p := range exclude {
+		if toks, err := idemtype.ParsePointer(p); err == nil {
+			ptrs = append(ptrs, toks)
+		}
+	}
+	parts = slices.DeleteFunc(parts, func(fp formPart) bool {
+		steps := idemtype.FormSteps(fp.name)
+		return slices.ContainsFunc(ptrs, func(toks []string) bool { return coversForm(toks, steps) })
+	})
+	slices.SortStableFunc(parts, func(a, b formPart) int { return strings.Compare(a.name, b.name) })
+	out := binary.BigEndian.AppendUint64(nil, uint64(len(parts)))
+	for _, fp := range parts {
+		out = appendField(out, fp.name)
+		out = appendField(out, fp.filename)
+		out = appendField(out, fp.ctype)
+		out = appendField(out, fp.body)
+	}
+	return out, nil
 }
 
 // coversForm reports whether a pointer's tokens name a form field of these
