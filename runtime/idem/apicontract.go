@@ -2,6 +2,8 @@ package idem
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"maps"
 	"net/http"
@@ -91,6 +93,26 @@ func (e *Engine) storedHeaders(c *claim, h http.Header) http.Header {
 		out.Set(hs.ShouldRetry, v)
 	}
 	return out
+}
+
+// ScopeDigest is the SHA-256 of a scope, in hex: what identifies a scope
+// without showing it.
+func ScopeDigest(scope string) string {
+	sum := sha256.Sum256([]byte(scope))
+	return hex.EncodeToString(sum[:])
+}
+
+// LogScope is scope as the engine's log lines show it
+// (Options.RedactScope; by default "sha256:" and ScopeDigest's first 16
+// hex digits). "" stays "": the global scope.
+func (e *Engine) LogScope(scope string) string {
+	switch {
+	case scope == "":
+		return ""
+	case e != nil && e.opts.RedactScope != nil:
+		return e.opts.RedactScope(scope)
+	}
+	return "sha256:" + ScopeDigest(scope)[:16]
 }
 
 // Headers are the engine's Options.Headers, for adapters; none for a nil

@@ -79,6 +79,12 @@ type Options struct {
 	// it returns. What it renders for a failure the engine stores is stored
 	// and replayed. Nil: problem+json.
 	Refusals func(e *Error, problem *Response) *Response
+	// RedactScope is how a scope appears in the engine's and the adapters'
+	// log lines: a scope is often a credential (an API key as the
+	// principal). Default: ScopeDigest's first 16 hex digits, "sha256:"
+	// before them, the same for every line of one scope and none of its
+	// text.
+	RedactScope func(scope string) string
 	// Headers are the headers the API's clients read on every answer of
 	// an idempotent operation: a request id, the key echoed, a replay's
 	// original request, whether a refusal is worth a retry (see Headers;

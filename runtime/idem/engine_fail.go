@@ -46,7 +46,7 @@ func (e *Engine) report(c *claim, cause error, out *Outcome, answer error) error
 		outcome += " (release refused: a phase had committed)"
 	}
 	attrs := make([]slog.Attr, 0, 14)
-	attrs = append(attrs, slog.String("operation", c.op.ID), slog.String("scope", c.scope), slog.String("idempotency_key", c.key),
+	attrs = append(attrs, slog.String("operation", c.op.ID), slog.String("scope", e.LogScope(c.scope)), slog.String("idempotency_key", c.key),
 		slog.String("phase", c.phase), slog.String("recovery_point", c.recovery), slog.Bool("resumed", c.resumed),
 		slog.Bool("background", c.background), slog.String("outcome", outcome))
 	// The statement, SQLSTATE and message of a store error (a commit's),

@@ -92,7 +92,7 @@ func TestFailureSaysWhy(t *testing.T) {
 		if len(got) != 1 {
 			t.Fatalf("%d failure lines; want 1:\n%s", len(got), logs.buf.String())
 		}
-		want := map[string]any{"level": "ERROR", "operation": payOp.ID, "scope": "t", "idempotency_key": "k", "phase": "finish",
+		want := map[string]any{"level": "ERROR", "operation": payOp.ID, "scope": e.eng.LogScope("t"), "idempotency_key": "k", "phase": "finish",
 			"recovery_point": "record", "resumed": true, "outcome": "failed", "sqlstate": "22012"}
 		for k, v := range want {
 			if got[0][k] != v {

@@ -80,6 +80,8 @@ type Call struct {
 	RequestID string
 	// headers are the engine's Options.Headers, as Prepare got them.
 	headers idem.Headers
+	// logScope shows a scope in the request's log line (Options.LogScope).
+	logScope func(string) string
 	// sentKey is the key header's value as the client sent it, echoed
 	// when headers.EchoKey.
 	sentKey string
@@ -269,6 +271,9 @@ type Options struct {
 	// Headers are the engine's Options.Headers (Engine.Headers): the
 	// headers every answer carries.
 	Headers idem.Headers
+	// LogScope shows a scope in the request's log line: the engine's
+	// Engine.LogScope (nil: its default, a digest).
+	LogScope func(string) string
 }
 
 // DefaultMaxBodyBytes is the default limit of request bodies.
@@ -320,7 +325,10 @@ func (e *BodyError) Unwrap() error { return e.Err }
 // service's (a failing resolver or verifier). The call is returned with
 // every error, with what was read so far.
 func Prepare(r *http.Request, o *Options, spec *Spec, route Route) (*Call, error) {
-	call := &Call{Spec: spec, headers: o.Headers}
+	call := &Call{Spec: spec, headers: o.Headers, logScope: o.LogScope}
+	if call.logScope == nil {
+		call.logScope = (*idem.Engine)(nil).LogScope
+	}
 	if o.Headers.RequestID != "" {
 		call.RequestID = o.Headers.NewID()
 		call.Request.RequestID = call.RequestID
@@ -688,6 +696,11 @@ func logRequest(logger *slog.Logger, r *http.Request, call *Call, status int, er
 		}
 		attrs = append(attrs, "operation", call.Spec.Operation.ID, "idempotency_key", key,
 			"replayed", call.Replayed, "resumed", call.Resumed)
+		if call.Request.Scope != "" {
+			// Which tenant, never its text: a principal is often a
+			// credential (Engine.LogScope).
+			attrs = append(attrs, "scope", call.logScope(call.Request.Scope))
+		}
 		if call.RequestID != "" {
 			attrs = append(attrs, "request_id", call.RequestID)
 		}
