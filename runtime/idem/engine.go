@@ -358,6 +358,9 @@ func Run[S any](ctx context.Context, e *Engine, op *Operation, req KeyedRequest,
 	if req.IntentAgeSent {
 		e.observe(ctx, Event{Kind: EventIntentAge, Operation: op.ID, Age: req.IntentAge, Retention: p.Retention})
 	}
+	if why := idemtype.WeakKey(req.Key, time.Now()); why != "" {
+		e.observe(ctx, Event{Kind: EventWeakKey, Operation: op.ID, Cause: why})
+	}
 	for attempt := 0; ; attempt++ {
 		claimCtx, endClaim := e.start(ctx, Step{Kind: StepClaim, Operation: op.ID})
 		c, out, err := e.acquire(claimCtx, op, p, mode, req)

@@ -64,6 +64,10 @@ const (
 	// failover, where a standby that was not synchronous may have lost what
 	// the old primary had acknowledged.
 	EventPrimaryChanged EventKind = "primary_changed"
+	// EventWeakKey: a request's key looks weak (idemtype.WeakKey; Cause
+	// says why: timestamp, numeric, short): another intent's client is
+	// likely to send it too, and the two would be taken for one.
+	EventWeakKey EventKind = "weak_key"
 )
 
 // The causes of a takeover, as EventTakeover's Cause says.

@@ -96,6 +96,7 @@ type Observer struct {
 	intentPast   metric.Int64Counter
 	wait         metric.Float64Histogram
 	takeovers    metric.Int64Counter
+	weakKeys     metric.Int64Counter
 	seen         sync.Map // operations whose counters are recorded
 }
 
@@ -164,6 +165,10 @@ func New(tp trace.TracerProvider, mp metric.MeterProvider) (*Observer, error) {
 	}
 	if o.takeovers, err = m.Int64Counter("idemgen.takeovers",
 		metric.WithDescription("Executions taken over from an owner whose lease ran out, by cause.")); err != nil {
+		return nil, err
+	}
+	if o.weakKeys, err = m.Int64Counter("idemgen.weak_keys",
+		metric.WithDescription("Requests whose key looks weak (another intent's client is likely to send it too), by reason: timestamp, numeric, short.")); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -260,6 +265,8 @@ func (o *Observer) ObserveContext(ctx context.Context, ev idem.Event) {
 		o.wait.Record(ctx, ev.Duration.Seconds(), metric.WithAttributes(attribute.String("operation", ev.Operation), attribute.String("outcome", ev.Cause)))
 	case idem.EventTakeover:
 		o.takeovers.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", ev.Operation), attribute.String("cause", ev.Cause)))
+	case idem.EventWeakKey:
+		o.weakKeys.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", ev.Operation), attribute.String("reason", ev.Cause)))
 	case idem.EventClaim:
 		if ev.Retention > 0 {
 			o.retention.Record(ctx, ev.Retention.Seconds(), metric.WithAttributes(attribute.String("operation", ev.Operation)))

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // Observer counts engine events and records phase latency, and the
@@ -36,6 +37,7 @@ import (
 //	idemgen_intent_past_retention_total{operation}   counter: requests whose intent is older than the retention
 //	idemgen_wait_seconds{operation,outcome}          histogram: how long a duplicate waited for the execution in
 //	                                                 flight; outcome is answered, budget_spent (409) or client_gone
+//	idemgen_weak_keys_total{operation,reason}        counter: requests whose key looks weak: timestamp, numeric, short
 //	idemgen_takeovers_total{operation,cause}         counter: takeovers by cause, lease_expired (the owner died or
 //	                                                 stalled) or completer (the background completer's)
 type Observer struct {
@@ -51,6 +53,7 @@ type Observer struct {
 	intentPast   *prometheus.CounterVec
 	wait         *prometheus.HistogramVec
 	takeovers    *prometheus.CounterVec
+	weakKeys     *prometheus.CounterVec
 	seen         sync.Map // operations whose counters are made
 }
 
@@ -123,8 +126,11 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 		takeovers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idemgen_takeovers_total", Help: "Executions taken over from an owner whose lease ran out, by cause.",
 		}, []string{"operation", "cause"}),
+		weakKeys: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idemgen_weak_keys_total", Help: "Requests whose key looks weak (another intent's client is likely to send it too), by why: timestamp, numeric, short.",
+		}, []string{"operation", "reason"}),
 	}
-	for _, c := range []prometheus.Collector{o.events, o.pruned, o.stuck, o.phase, o.retention, o.replayAge, o.replayRatio, o.replayedFail, o.intentAge, o.intentPast, o.wait, o.takeovers} {
+	for _, c := range []prometheus.Collector{o.events, o.pruned, o.stuck, o.phase, o.retention, o.replayAge, o.replayRatio, o.replayedFail, o.intentAge, o.intentPast, o.wait, o.takeovers, o.weakKeys} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -169,6 +175,8 @@ func (o *Observer) Observe(ev idem.Event) {
 	case idem.EventTakeover:
 		o.events.WithLabelValues(ev.Operation, string(ev.Kind)).Inc()
 		o.takeovers.WithLabelValues(ev.Operation, ev.Cause).Inc()
+	case idem.EventWeakKey:
+		o.weakKeys.WithLabelValues(ev.Operation, ev.Cause).Inc()
 	case idem.EventClaim:
 		o.events.WithLabelValues(ev.Operation, string(ev.Kind)).Inc()
 		if ev.Retention > 0 {
@@ -194,6 +202,9 @@ func (o *Observer) see(op string) {
 	o.intentPast.WithLabelValues(op)
 	for _, w := range waitOutcomes {
 		o.wait.WithLabelValues(op, w)
+	}
+	for _, r := range idemtype.WeakKeyReasons {
+		o.weakKeys.WithLabelValues(op, r)
 	}
 	for _, c := range takeoverCauses {
 		o.takeovers.WithLabelValues(op, c)

@@ -28,6 +28,13 @@ func TestObserver(t *testing.T) {
 	o.Observe(idem.Event{Kind: idem.EventPhase, Operation: "pay", Phase: "charge", Duration: 3 * time.Millisecond, Err: errors.New("x")})
 	o.Observe(idem.Event{Kind: idem.EventPruned, Count: 7})
 	o.Observe(idem.Event{Kind: idem.EventStuck, Count: 3})
+	o.Observe(idem.Event{Kind: idem.EventWeakKey, Operation: "pay", Cause: "numeric"})
+	if got := testutil.ToFloat64(o.weakKeys.WithLabelValues("pay", "numeric")); got != 1 {
+		t.Errorf("weak keys = %v, want 1", got)
+	}
+	if got := testutil.CollectAndCount(o.weakKeys); got != 3 {
+		t.Errorf("weak key series = %d, want one per reason, made at zero", got)
+	}
 	if got := testutil.ToFloat64(o.events.WithLabelValues("pay", "replay")); got != 2 {
 		t.Errorf("replays = %v, want 2", got)
 	}
