@@ -89,6 +89,9 @@ type Settings struct {
 	// KeyFormat is the key format of every operation that does not set
 	// key.format itself: any (the default), uuid or raw.
 	KeyFormat string `yaml:"key-format,omitempty"`
+	// KeyMinLength is the key.minLength of every operation that does not
+	// set it: shorter keys are refused (0: none).
+	KeyMinLength int `yaml:"key-min-length,omitempty"`
 	// Preset is an API contract its clients already know, in one line:
 	// stripe (Stripe's key format, error object, statuses and headers; see
 	// idem.Stripe). It fills in what the settings above leave unset.
@@ -290,6 +293,9 @@ func (c *Config) Complete() error {
 		if _, err := idemtype.ParseKeyFormat(c.KeyFormat); err != nil {
 			return fmt.Errorf("idemgen.key-format: %v", err)
 		}
+	}
+	if c.KeyMinLength < 0 || c.KeyMinLength > 8192 {
+		return fmt.Errorf("idemgen.key-min-length: %d is not 1 to 8192", c.KeyMinLength)
 	}
 	if c.RefusalMediaType != "" && c.RefusalSchema == "" {
 		return errors.New("idemgen.refusal-media-type needs refusal-schema, the schema of the refusals in that media type")

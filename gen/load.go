@@ -68,6 +68,9 @@ func Load(cfg *Config, wd string) (*Input, error) {
 		return nil, err
 	}
 	applyKeyFormat(in.Doc, idemtype.KeyFormat(cfg.KeyFormat))
+	if err := applyKeyMinLength(in.Doc, cfg.KeyMinLength); err != nil {
+		return nil, err
+	}
 	if cfg.GlueOnly {
 		if in.Sources, err = readPackage(at(cfg.Dir())); err != nil {
 			return nil, err
@@ -93,6 +96,31 @@ func applyKeyFormat(doc *spec.Document, f idemtype.KeyFormat) {
 			op.Idempotency.Key.Format = f
 		}
 	}
+}
+
+// applyKeyMinLength gives every idempotent operation of doc that does not
+// set key.minLength the config's key-min-length, if any; one whose
+// key.maxLength is below it is an error.
+func applyKeyMinLength(doc *spec.Document, n int) error {
+	if n == 0 {
+		return nil
+	}
+	var errs spec.Errors
+	for _, op := range doc.Idempotent() {
+		k := &op.Idempotency.Key
+		switch {
+		case k.MinLengthSet:
+		case n > k.MaxLength:
+			errs = append(errs, &spec.Error{File: doc.File, Method: op.Method, Path: op.Path, OperationID: op.OperationID, Field: spec.ExtensionName + ".key.maxLength",
+				Message: fmt.Sprintf("%d is below the config's key-min-length %d: no key could be sent", k.MaxLength, n)})
+		default:
+			k.MinLength = n
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
 }
 
 // within resolves p against wd, as a command run in wd would.

@@ -286,13 +286,16 @@ func renderContract(f *File, r *ir) {
 // keyRule writes the operation's idemhttp.KeyRule: a header, or a pointer
 // into the body.
 func keyRule(x *spec.Extension) Code {
-	return elements(
+	fields := []kv{
 		field("Header", lit(x.Key.Header)),
 		field("Pointer", lit(x.Key.Pointer)),
 		field("Required", lit(x.Key.Required)),
 		field("MaxLength", lit(x.Key.MaxLength)),
-		field("Format", vocab(x.Key.Format)),
-	)
+	}
+	if x.Key.MinLength > 0 {
+		fields = append(fields, field("MinLength", lit(x.Key.MinLength)))
+	}
+	return elements(append(fields, field("Format", vocab(x.Key.Format)))...)
 }
 
 // scopeCode writes the operation's parsed scope on one line, e.g.

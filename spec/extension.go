@@ -37,7 +37,11 @@ type Key struct {
 	Pointer   string // a JSON Pointer into the JSON request body; "" for a header key
 	Required  bool   // always true for a body key
 	MaxLength int
-	Format    idemtype.KeyFormat
+	// MinLength refuses shorter keys (0: none); MinLengthSet says the
+	// operation sets it, so that the config's key-min-length does not.
+	MinLength    int
+	MinLengthSet bool
+	Format       idemtype.KeyFormat
 	// FormatSet says the operation sets key.format itself: the config's
 	// key-format (a spec-wide default) does not apply to it.
 	FormatSet bool

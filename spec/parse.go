@@ -64,7 +64,7 @@ func Parse(v any) (*Extension, []FieldError) {
 // is required, and what it may look like.
 func (p *parser) key(k *Key, m map[string]any) {
 	const field = ExtensionName + ".key"
-	km, ok := p.section(m, "key", "header", "pointer", "required", "maxLength", "format")
+	km, ok := p.section(m, "key", "header", "pointer", "required", "maxLength", "minLength", "format")
 	if !ok {
 		return
 	}
@@ -81,6 +81,15 @@ func (p *parser) key(k *Key, m map[string]any) {
 	if v, ok := km["maxLength"]; ok {
 		if n, ok := p.integer(field+".maxLength", v, 1, 8192); ok {
 			k.MaxLength = n
+		}
+	}
+	if v, ok := km["minLength"]; ok {
+		if n, ok := p.integer(field+".minLength", v, 1, 8192); ok {
+			if n > k.MaxLength {
+				p.errorf(field+".minLength", "%d exceeds key.maxLength %d: no key could be sent", n, k.MaxLength)
+			} else {
+				k.MinLength, k.MinLengthSet = n, true
+			}
 		}
 	}
 	k.Format = choice(p, km, field, "format", k.Format, idemtype.KeyFormatAny, idemtype.KeyFormatUUID, idemtype.KeyFormatRaw)

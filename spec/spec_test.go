@@ -46,6 +46,7 @@ func TestParseErrors(t *testing.T) {
 		{map[string]any{"lease": "500ms"}, []string{"x-idempotency.lease: 500ms is shorter than 1s"}},
 		{map[string]any{"lease": "25d", "retention": "60d"}, []string{"x-idempotency.lease: 600h0m0s is longer than 576h0m0s"}},
 		{map[string]any{"retention": "5s"}, []string{"x-idempotency.retention: 5s must be longer than lease 5s"}},
+		{map[string]any{"key": map[string]any{"maxLength": 36.0, "minLength": 40.0}}, []string{"x-idempotency.key.minLength: 40 exceeds key.maxLength 36: no key could be sent"}},
 		{map[string]any{"scope": "header:"}, []string{`x-idempotency.scope: "header:" is not a scope`}},
 		{map[string]any{"scope": "sender:"}, []string{`x-idempotency.scope: "sender:" is not a scope; use principal, global, header:<Header-Name>, path:<param> or sender:<name> (principal+header:<Header-Name> or principal+path:<param> for both)`}},
 		{map[string]any{"key": map[string]any{"pointer": "id"}}, []string{`x-idempotency.key.pointer: "id" is not a JSON Pointer`}},

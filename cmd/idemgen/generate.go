@@ -29,6 +29,7 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	noScaffold := fs.Bool("no-scaffold", false, "do not write missing phase scaffolds")
 	keyFormat := fs.String("key-format", "", "the key format of every operation that sets no key.format: any, uuid or raw (idemgen.key-format)")
 	preset := fs.String("preset", "", "an API contract in one word: stripe (idemgen.preset)")
+	keyMinLength := fs.Int("key-min-length", 0, "refuse keys shorter than this in every operation that sets no key.minLength (idemgen.key-min-length)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: idemgen generate [-config FILE] [flags] SPEC")
 		fmt.Fprintln(stderr, "Reads oapi-codegen's configuration and runs it, then writes the idempotency glue and phase scaffolds beside its output.")
@@ -65,6 +66,9 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	set(&cfg.Templates, *templatesDir)
 	set(&cfg.KeyFormat, *keyFormat)
 	set(&cfg.Preset, *preset)
+	if *keyMinLength != 0 {
+		cfg.KeyMinLength = *keyMinLength
+	}
 	cfg.NoScaffold = cfg.NoScaffold || *noScaffold
 	cfg.GlueOnly = cfg.GlueOnly || *glueOnly
 	if err := cfg.Complete(); err != nil {

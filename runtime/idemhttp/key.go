@@ -27,8 +27,11 @@ type KeyRule struct {
 	// an integer written as digits. Header is then ignored and the key is
 	// always required.
 	Pointer   string
-	Required  bool               // a missing key is an error (otherwise the request runs without idempotency)
-	MaxLength int                // default idemtype.DefaultMaxKeyLength
+	Required  bool // a missing key is an error (otherwise the request runs without idempotency)
+	MaxLength int  // default idemtype.DefaultMaxKeyLength
+	// MinLength, when set, refuses shorter keys (invalid-key): a short
+	// key is one another intent's client may send too (idemtype.WeakKey).
+	MinLength int
 	Format    idemtype.KeyFormat // default any
 }
 
@@ -76,6 +79,9 @@ func checkKey(key string, rule KeyRule, what keySource) error {
 	max := rule.MaxLength
 	if max <= 0 {
 		max = idemtype.DefaultMaxKeyLength
+	}
+	if n := utf8.RuneCountInString(key); key != "" && n < rule.MinLength {
+		return invalid("%s is %d characters long; at least %d are required (key.minLength): mint a UUID per intent", what, n, rule.MinLength)
 	}
 	if rule.Format == idemtype.KeyFormatRaw {
 		return checkRawKey(key, max, what)

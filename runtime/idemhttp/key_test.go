@@ -51,6 +51,9 @@ func TestParseKey(t *testing.T) {
 		{"raw: invalid UTF-8", []string{"a\xffb"}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, "", idemtype.KindInvalidKey},
 		{"raw: a C1 control", []string{"a\u0085b"}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, "", idemtype.KindInvalidKey},
 		{"raw: empty", []string{""}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, "", idemtype.KindInvalidKey},
+		{"under the minimum length", []string{"order-42"}, KeyRule{Required: true, MinLength: 16}, "", idemtype.KindInvalidKey},
+		{"at the minimum length", []string{"0123456789abcdef"}, KeyRule{Required: true, MinLength: 16}, "0123456789abcdef", ""},
+		{"raw: under the minimum length in characters", []string{"éééé"}, KeyRule{Required: true, MinLength: 5, Format: idemtype.KeyFormatRaw}, "", idemtype.KindInvalidKey},
 		{"raw: an emoji sequence with joiners", []string{"family-👨\u200d👩\u200d👧"}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, "family-👨\u200d👩\u200d👧", ""},
 		{"raw: a no-break space", []string{"a\u00a0b"}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, "a\u00a0b", ""},
 		{"raw: a bidirectional override", []string{"abc\u202edef"}, KeyRule{Required: true, Format: idemtype.KeyFormatRaw}, "", idemtype.KindInvalidKey},
@@ -80,7 +83,7 @@ func TestParseKey(t *testing.T) {
 			if e.Detail == "" {
 				t.Errorf("error %v has no detail for the client", err)
 			}
-			if tc.rule.Format == idemtype.KeyFormatRaw && tc.kind == idemtype.KindInvalidKey && !strings.Contains(e.Detail, "raw") {
+			if tc.rule.Format == idemtype.KeyFormatRaw && tc.kind == idemtype.KindInvalidKey && !strings.Contains(e.Detail, "raw") && !strings.Contains(e.Detail, "minLength") {
 				t.Errorf("detail %q does not name the rule (format raw)", e.Detail)
 			}
 		})
@@ -184,7 +187,7 @@ func TestBodyKey(t *testing.T) {
 			if e.Detail == "" {
 				t.Errorf("error %v has no detail for the client", err)
 			}
-			if tc.rule.Format == idemtype.KeyFormatRaw && tc.kind == idemtype.KindInvalidKey && !strings.Contains(e.Detail, "raw") {
+			if tc.rule.Format == idemtype.KeyFormatRaw && tc.kind == idemtype.KindInvalidKey && !strings.Contains(e.Detail, "raw") && !strings.Contains(e.Detail, "minLength") {
 				t.Errorf("detail %q does not name the rule (format raw)", e.Detail)
 			}
 		})
