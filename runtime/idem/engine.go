@@ -196,6 +196,9 @@ func New(pool *pgxpool.Pool, opts Options) (*Engine, error) {
 	if e.log == nil {
 		e.log = slog.Default()
 	}
+	st.timelineOff = func(ctx context.Context, err error) {
+		e.logStoreError(ctx, slog.LevelWarn, "", "the failover signal is off: the store refuses what timeline() reads", err)
+	}
 	return e, nil
 }
 

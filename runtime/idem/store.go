@@ -34,8 +34,12 @@ type store struct {
 	// table distributed by Citus, citus's from then on.
 	qs           atomic.Pointer[statements]
 	plain, citus *statements
+	dist         atomic.Bool // detect found the records table on Citus
 	detected     atomic.Bool
 	detecting    sync.Mutex
+	// timelineOff, when set, is told once that the store refuses what
+	// timeline() reads (detect), with the refusal.
+	timelineOff func(ctx context.Context, err error)
 }
 
 func newStore(pool *pgxpool.Pool, schema string, claimWait time.Duration) (*store, error) {
@@ -59,7 +63,7 @@ func newStore(pool *pgxpool.Pool, schema string, claimWait time.Duration) (*stor
 func (s *store) q() *statements { return s.qs.Load() }
 
 // distributed reports whether detect found the records table distributed.
-func (s *store) distributed() bool { return s.qs.Load() == s.citus }
+func (s *store) distributed() bool { return s.dist.Load() }
 
 // detect finds out, once, whether the records table is a Citus table
 // (distributed, or a reference or local table Citus manages): Citus sends a
@@ -90,11 +94,44 @@ func (s *store) detect(ctx context.Context) error {
 	if err != nil {
 		return &storeError{op: "detect", stmt: "DetectCitus", err: err}
 	}
+	q := s.plain
 	if citus {
-		s.qs.Store(s.citus)
+		q = s.citus
 	}
+	// The primary's timeline (migration 006) is read with every claim and
+	// recovery point; a managed PostgreSQL may refuse what it reads
+	// (pg_current_wal_lsn: permission denied, or not supported). Then the
+	// statements read no timeline, and the failover signal is off, rather
+	// than every claim failing.
+	var tl *int32
+	if err := s.pool.QueryRow(ctx, "SELECT "+s.schema+".timeline()").Scan(&tl); err != nil {
+		if !timelineRefused(err) {
+			return &storeError{op: "detect", stmt: "Timeline", err: err}
+		}
+		without, lerr := loadStatementsTimeline(s.schema, citus, false)
+		if lerr != nil {
+			return lerr
+		}
+		q = &without
+		if s.timelineOff != nil {
+			s.timelineOff(ctx, &storeError{op: "detect", stmt: "Timeline", err: err})
+		}
+	}
+	s.dist.Store(citus)
+	s.qs.Store(q)
 	s.detected.Store(true)
 	return nil
+}
+
+// timelineRefused reports whether err is the store refusing what
+// timeline() reads, for good: no privilege, not supported (a managed
+// service's own PostgreSQL), no such function.
+func timelineRefused(err error) bool {
+	switch sqlState(err) {
+	case "42501", "0A000", "42883":
+		return true
+	}
+	return false
 }
 
 // The statements of detect: whether Citus' catalog exists, and then

@@ -138,6 +138,21 @@ var sqlRewrite func(name, src string) string
 // without one in sql/*.sql is an error). A block without a field, or a
 // field without a block, is an error.
 func loadStatements(schema string, citus bool) (statements, error) {
+	return loadStatementsTimeline(schema, citus, true)
+}
+
+// timelineCall is how the statements read the primary's timeline
+// (migration 006), and noTimeline what they read instead where the store
+// refuses it (store.detect): no timeline, which is never taken for
+// another.
+const (
+	timelineCall = "{{schema}}.timeline()"
+	noTimeline   = "NULL::integer"
+)
+
+// loadStatementsTimeline is loadStatements, with timeline() replaced by
+// NULL when timeline is false.
+func loadStatementsTimeline(schema string, citus, timeline bool) (statements, error) {
 	var q statements
 	fields := map[string]loader{}
 	v := reflect.ValueOf(&q).Elem()
@@ -148,14 +163,14 @@ func loadStatements(schema string, citus bool) (statements, error) {
 	for k, l := range fields {
 		all[k] = l
 	}
-	if err := loadFiles("sql/*.sql", schema, false, fields); err != nil {
+	if err := loadFiles("sql/*.sql", schema, false, timeline, fields); err != nil {
 		return q, err
 	}
 	for name := range fields {
 		return q, fmt.Errorf("idem: statements.%s has no block in sql/*.sql", name)
 	}
 	if citus {
-		if err := loadFiles("sql/citus/*.sql", schema, true, all); err != nil {
+		if err := loadFiles("sql/citus/*.sql", schema, true, timeline, all); err != nil {
 			return q, err
 		}
 	}
@@ -164,7 +179,7 @@ func loadStatements(schema string, citus bool) (statements, error) {
 
 // loadFiles loads the blocks of the files matching glob into the fields
 // named for them, deleting each from fields.
-func loadFiles(glob, schema string, partial bool, fields map[string]loader) error {
+func loadFiles(glob, schema string, partial, timeline bool, fields map[string]loader) error {
 	files, err := fs.Glob(sqlFiles, glob)
 	if err != nil {
 		return err
@@ -185,6 +200,9 @@ func loadFiles(glob, schema string, partial bool, fields map[string]loader) erro
 			}
 			delete(fields, b.name)
 			src := b.src
+			if !timeline {
+				src = strings.ReplaceAll(src, timelineCall, noTimeline)
+			}
 			if sqlRewrite != nil {
 				src = sqlRewrite(b.name, src)
 			}
