@@ -348,13 +348,18 @@ const ownerChildEnv = "IDEMGEN_TEST_OWNER_CHILD"
 // card network would), then hangs, renewing its lease, until the process
 // is killed with SIGKILL.
 func ownerChild() {
-	schema, claim, _ := strings.Cut(os.Getenv(ownerChildEnv), "/")
+	parts := strings.SplitN(os.Getenv(ownerChildEnv), "/", 3)
+	schema, claim, database := parts[0], parts[1], parts[2]
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL"))
 	if err != nil {
 		panic(err)
 	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.ConnConfig.Database = database
+	if !dbtest.Pooled() {
+		// A pooler refuses it in the startup packet; its database sets it.
+		cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		panic(err)
@@ -401,7 +406,11 @@ func TestKilledOwnerIsReplacedInSeconds(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		child := exec.CommandContext(ctx, os.Args[0], "-test.run", "^$")
-		child.Env = append(os.Environ(), ownerChildEnv+"="+e.schema+"/"+string(e.mode.claim), "DATABASE_URL="+dbtest.URL(t))
+		// The child connects as the test's pool does: to its database (its
+		// own one through a pooler, where the search_path is the
+		// database's), with the pool's query exec mode from the URL.
+		child.Env = append(os.Environ(), ownerChildEnv+"="+e.schema+"/"+string(e.mode.claim)+"/"+e.pool.Config().ConnConfig.Database,
+			"DATABASE_URL="+dbtest.URL(t))
 		out := &strings.Builder{}
 		child.Stdout, child.Stderr = out, out
 		if err := child.Start(); err != nil {
