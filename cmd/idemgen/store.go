@@ -297,21 +297,22 @@ func runResolve(args []string, stdout, stderr io.Writer) error {
 	db := addDBFlags(fs)
 	op := addOpFlags(fs)
 	scope := fs.String("scope", "", "scope value: the principal, the scope header's value, or empty for global")
-	key := fs.String("key", "", "the Idempotency-Key (required)")
+	key := fs.String("key", "", "the Idempotency-Key (required, unless -id)")
+	id := fs.String("id", "", "the record's id, as 'idemgen abandoned' lists it: in place of -scope and -key, for a record whose scope you do not know (it keeps only its digest)")
 	del := fs.Bool("delete", false, "delete the record: a retry then executes from the start, whatever the committed phases did")
 	complete := fs.Bool("complete", false, "complete the record with a problem response that every retry gets")
 	status := fs.Int("status", 500, "with -complete: the problem's HTTP status (400 to 599)")
 	detail := fs.String("detail", "", "with -complete: the problem's detail, shown to the client")
 	retention := fs.Duration("retention", 0, "with -complete: how long the answer is replayed (default: the operation's own retention, from now)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: idemgen resolve -operation OP [-spec SPEC] [-scope S] -key K (-delete | -complete [-status N] [-detail TEXT])\n\n"+
+		fmt.Fprintln(stderr, "usage: idemgen resolve -operation OP [-spec SPEC] ([-scope S] -key K | -id ID) (-delete | -complete [-status N] [-detail TEXT])\n\n"+
 			"Settles one abandoned claim (see 'idemgen abandoned'). Nothing happens without -delete or -complete.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *op.name == "" || *key == "" || *del == *complete {
+	if *op.name == "" || (*key == "") == (*id == "") || *del == *complete {
 		fs.Usage()
 		return errUsage
 	}
@@ -320,7 +321,18 @@ func runResolve(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return db.withEngine(func(ctx context.Context, eng *idem.Engine) error {
-		err := eng.Resolve(ctx, ns, *scope, *key, idem.Resolution{Delete: *del, Status: *status, Detail: *detail, Retention: *retention})
+		res := idem.Resolution{Delete: *del, Status: *status, Detail: *detail, Retention: *retention}
+		if *id != "" {
+			if err := eng.ResolveID(ctx, *id, res); err != nil {
+				if errors.Is(err, pgx.ErrNoRows) {
+					return fmt.Errorf("no record has id %s", *id)
+				}
+				return err
+			}
+			fmt.Fprintf(stdout, "settled record %s (%s)\n", *id, map[bool]string{true: "deleted: the key is free", false: fmt.Sprintf("completed with a %d problem", *status)}[*del])
+			return nil
+		}
+		err := eng.Resolve(ctx, ns, *scope, *key, res)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return op.notFound(ctx, eng, ns, *scope, *key)
 		}

@@ -2,8 +2,6 @@ package idem
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"maps"
 	"net/http"
@@ -93,13 +91,6 @@ func (e *Engine) storedHeaders(c *claim, h http.Header) http.Header {
 		out.Set(hs.ShouldRetry, v)
 	}
 	return out
-}
-
-// ScopeDigest is the SHA-256 of a scope, in hex: what identifies a scope
-// without showing it.
-func ScopeDigest(scope string) string {
-	sum := sha256.Sum256([]byte(scope))
-	return hex.EncodeToString(sum[:])
 }
 
 // LogScope is scope as the engine's log lines show it

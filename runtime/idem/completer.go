@@ -68,7 +68,7 @@ func (e *Engine) CompleteAbandoned(ctx context.Context, limit int) (int, error) 
 			errs = append(errs, err)
 			continue
 		}
-		ok, err := e.completeOne(ctx, op, p, a.ns, a.scope, a.key, &a.owner, a.fp, a.payload)
+		ok, err := e.completeOne(ctx, op, p, a, a.fp, a.payload)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -83,14 +83,21 @@ func (e *Engine) CompleteAbandoned(ctx context.Context, limit int) (int, error) 
 // remaining phases from the stored payload, as one request of its own for
 // the tracer. It reports whether it completed the record; a record a retry
 // or another completer took first is neither completed nor an error.
-func (e *Engine) completeOne(ctx context.Context, op *Operation, p Policy, ns, scope, key string, owner *[16]byte, fp, payload []byte) (done bool, err error) {
+func (e *Engine) completeOne(ctx context.Context, op *Operation, p Policy, a abandonedRecord, fp, payload []byte) (done bool, err error) {
 	ctx, end := e.start(ctx, Step{Kind: StepRequest, Operation: op.ID, Background: true})
 	defer func() { end(err) }()
-	c := &claim{op: op, policy: p, ns: ns, scope: scope, key: key, id: recordID(ns, scope, key), token: newToken(), keyLength: e.keyLength(),
+	key := a.key
+	c := &claim{op: op, policy: p, ns: a.ns, scope: a.scope, key: key, id: a.id, token: newToken(), keyLength: e.keyLength(),
 		fingerprint: fp, background: true, ctx: context.WithoutCancel(ctx)}
-	ok, err := e.store.takeover(ctx, c, owner)
+	ok, err := e.store.takeover(ctx, c, &a.owner)
 	if err != nil || !ok {
 		return false, err // !ok: a retry or another completer got there first
+	}
+	// The record keeps its scope's digest from key derivation 3 on, and
+	// the scope itself before (Takeover returned the record's derivation).
+	c.scopeDigest = a.scope
+	if c.derivation < KeyDerivationV3 {
+		c.scopeDigest = ScopeDigest(a.scope)
 	}
 	e.observe(ctx, Event{Kind: EventTakeover, Operation: op.ID, Cause: TakeoverCompleter})
 	e.observeFailover(ctx, c)

@@ -36,10 +36,23 @@ const (
 	// and reused with another request derives other foreign keys, so a
 	// foreign system never sees one key with two sets of parameters.
 	KeyDerivationV2 KeyDerivation = 2
+	// KeyDerivationV3 hashes the scope's digest (ScopeDigest) where V2
+	// hashes the scope: the records table keeps only the digest (a scope
+	// is often a credential), and the background completer, which has
+	// only what the table keeps, derives the same keys from it.
+	KeyDerivationV3 KeyDerivation = 3
 )
 
 // CurrentKeyDerivation is the version new claims use.
-const CurrentKeyDerivation = KeyDerivationV2
+const CurrentKeyDerivation = KeyDerivationV3
+
+// ScopeDigest is the SHA-256 of a scope, in hex: what the records table
+// keeps of a claim's scope, and what identifies a scope in logs
+// (Engine.LogScope) without showing it.
+func ScopeDigest(scope string) string {
+	sum := sha256.Sum256([]byte(scope))
+	return hex.EncodeToString(sum[:])
+}
 
 // DeriveKey returns the idempotency key for a foreign call made by phase
 // within the execution of (namespace, scope, key) for the request whose
@@ -48,6 +61,15 @@ const CurrentKeyDerivation = KeyDerivationV2
 // ASCII (lowercase hex after the prefix) and length characters long, clamped
 // to [20, 64]. Distinct inputs collide with probability 2^-(4*(length-4)).
 func DeriveKey(v KeyDerivation, namespace, scope, key, phase string, fingerprint []byte, length int) string {
+	if v >= KeyDerivationV3 {
+		scope = ScopeDigest(scope)
+	}
+	return deriveKey(v, namespace, scope, key, phase, fingerprint, length)
+}
+
+// deriveKey is DeriveKey with the scope as version v hashes it: the scope
+// itself up to V2, its digest from V3 on.
+func deriveKey(v KeyDerivation, namespace, scope, key, phase string, fingerprint []byte, length int) string {
 	if length <= 0 || length > MaxDerivedKeyLength {
 		length = MaxDerivedKeyLength
 	}

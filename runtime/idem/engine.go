@@ -262,6 +262,13 @@ type KeyedRequest struct {
 	// it shortens the policy's wait, never lengthens it.
 	Wait     time.Duration
 	WaitSent bool
+	// ScopePublic says the scope names no secret (the sender of a signed
+	// webhook, which the adapter sets): its record keeps the scope itself,
+	// not its digest, and the background completer's phases see it in
+	// Execution.Scope. Other scopes may be credentials (a secret key as
+	// the principal): their records keep only ScopeDigest, and the
+	// completer's Execution.Scope is that digest.
+	ScopePublic bool
 	// RequestID is the request's id (Options.Headers.RequestID), stored
 	// with its response when Options.Headers.OriginalRequest is set, so
 	// that a replay names the request whose execution made it.
@@ -405,9 +412,13 @@ const maxAttempts = 5
 type Execution struct {
 	Operation string // the operationId
 	Namespace string // the key namespace (the group, or the operationId)
-	Scope     string // the resolved scope value: the principal, a header's value, or "" for global
-	Key       string // the client's idempotency key
-	Resumed   bool   // the execution continues from an earlier one's recovery point
+	// Scope is the resolved scope value: the principal, a header's value,
+	// or "" for global. In the background completer it is what the record
+	// keeps: the scope's digest (ScopeDigest), or the scope itself for a
+	// public one (KeyedRequest.ScopePublic, a webhook's sender).
+	Scope   string
+	Key     string // the client's idempotency key
+	Resumed bool   // the execution continues from an earlier one's recovery point
 	// Background is set when the completer runs the execution, with no
 	// client waiting for it.
 	Background bool

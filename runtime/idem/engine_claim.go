@@ -223,6 +223,9 @@ type claim struct {
 	// foreign phases; a resumed execution has the record's.
 	fingerprint []byte
 	derivation  KeyDerivation
+	// scopeDigest is ScopeDigest(scope): what the record keeps of the
+	// scope, and what derivations from V3 on hash.
+	scopeDigest string
 	keyLength   int
 	background  bool // run by the completer
 	// waiting: the request waits for an execution in flight (await), and
@@ -257,6 +260,11 @@ func newToken() [16]byte {
 func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode claimer, req KeyedRequest) (*claim, *Outcome, error) {
 	c := &claim{op: op, policy: p, ns: op.namespace(), scope: req.Scope, key: req.Key, requestID: req.RequestID, token: newToken(), ctx: ctx, began: time.Now(),
 		fingerprint: req.Fingerprint, derivation: CurrentKeyDerivation, keyLength: e.keyLength(), mode: mode}
+	if req.ScopePublic {
+		// The record may keep the scope itself (version 2 hashes it), so
+		// that the background completer's phases see it.
+		c.derivation = KeyDerivationV2
+	}
 	if ent := e.cache.get(cacheKey{c.ns, c.scope, c.key}); ent != nil {
 		// A completed record, answered from memory: it cannot have changed.
 		if err := e.mismatch(ctx, op, ent.operation, ent.fingerprint, req.Fingerprint); err != nil {
@@ -269,6 +277,7 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 		return nil, nil, e.storeFailed(ctx, op, "claim", err)
 	}
 	c.id = recordID(c.ns, c.scope, c.key)
+	c.scopeDigest = ScopeDigest(c.scope)
 	var payload []byte
 	if p.Complete == idemtype.CompleteBackground {
 		payload = req.Payload
@@ -522,4 +531,14 @@ func (e *Engine) observeFailover(ctx context.Context, c *claim) {
 	if c.crossedFailover {
 		e.observe(ctx, Event{Kind: EventPrimaryChanged, Operation: c.op.ID})
 	}
+}
+
+// derivationScope is the scope as c's derivation hashes it, and as its
+// record keeps it: the scope itself up to KeyDerivationV2 (a record
+// claimed before V3, or for a public scope), its digest from V3 on.
+func (c *claim) derivationScope() string {
+	if c.derivation >= KeyDerivationV3 {
+		return c.scopeDigest
+	}
+	return c.scope
 }

@@ -20,6 +20,12 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 	defer c.sess.end()
 	var state S
 	start := 0
+	if c.derivation > CurrentKeyDerivation {
+		// Claimed by a newer version of the engine, whose derived keys this
+		// one cannot make: a foreign call would go out under another key.
+		e.yield(c)
+		return nil, &Error{Kind: idemtype.KindFailed, Err: fmt.Errorf("record claimed with key derivation %d; this engine knows %d", c.derivation, CurrentKeyDerivation), Detail: unresumable}
+	}
 	if c.recovery != "" {
 		i := phaseIndex(phases, c.recovery)
 		if i < 0 {
@@ -94,7 +100,7 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 			switch {
 			case p.foreign():
 				foreignTried = true
-				key := DeriveKey(c.derivation, c.ns, c.scope, c.key, p.Name, c.fingerprint, c.keyLength)
+				key := deriveKey(c.derivation, c.ns, c.derivationScope(), c.key, p.Name, c.fingerprint, c.keyLength)
 				err = p.Foreign(pctx, key, &state)
 			default:
 				resp, err = e.commitPhase(pctx, c, p.Name, &state, func(tx pgx.Tx) (*Response, error) {

@@ -7,10 +7,12 @@ package idem
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idemtype"
@@ -41,7 +43,20 @@ var ErrNotAbandoned = errors.New("idem: the record is not abandoned (completed, 
 // refuses a record that is completed or has a live owner, and returns
 // pgx.ErrNoRows when there is no record.
 func (e *Engine) Resolve(ctx context.Context, namespace, scope, key string, r Resolution) error {
-	id := recordID(namespace, scope, key)
+	return e.resolve(ctx, recordID(namespace, scope, key), r)
+}
+
+// ResolveID is Resolve for the record of id (RecordInfo.ID, as Abandoned
+// lists it): for an operator who has the record but not its scope.
+func (e *Engine) ResolveID(ctx context.Context, id string, r Resolution) error {
+	b, err := hex.DecodeString(strings.ReplaceAll(id, "-", ""))
+	if err != nil || len(b) != 16 {
+		return fmt.Errorf("idem: resolve: %q is not a record id (a UUID, as 'idemgen abandoned' lists it)", id)
+	}
+	return e.resolve(ctx, [16]byte(b), r)
+}
+
+func (e *Engine) resolve(ctx context.Context, id [16]byte, r Resolution) error {
 	var done bool
 	var err error
 	if r.Delete {
@@ -74,7 +89,7 @@ func (e *Engine) Resolve(ctx context.Context, namespace, scope, key string, r Re
 	if done {
 		return nil
 	}
-	if _, err := e.Inspect(ctx, namespace, scope, key); err != nil {
+	if _, err := e.store.inspect(ctx, id); err != nil {
 		return err
 	}
 	return ErrNotAbandoned
@@ -84,7 +99,14 @@ func (e *Engine) Resolve(ctx context.Context, namespace, scope, key string, r Re
 // keeps only what a replay needs (migration 005): its operation, recovery
 // point, phase state, attempts and age are empty.
 type RecordInfo struct {
-	Namespace     string          `json:"namespace"`
+	// ID is the record's id, by which ResolveID settles it: a record
+	// claimed with key derivation 3 keeps its scope's digest, not the
+	// scope, so an operator who does not know the scope still can.
+	ID        string `json:"id"`
+	Namespace string `json:"namespace"`
+	// Scope is the scope that found the record (Inspect), or what the
+	// record keeps (Abandoned): the scope's digest (ScopeDigest) for a
+	// record claimed with key derivation 3, the scope itself before.
 	Scope         string          `json:"scope"`
 	Key           string          `json:"key"`
 	Operation     string          `json:"operation,omitempty"`

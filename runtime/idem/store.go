@@ -183,10 +183,10 @@ func micros(d time.Duration) int64 { return d.Microseconds() }
 // claimParams is c's claim, as Claim inserts it, waiting at most wait (in
 // milliseconds) for an uncommitted claim of the key.
 func (c *claim) claimParams(payload []byte, wait string) *claimParams {
-	return &claimParams{LockTimeout: wait, ID: uuidArg(c.id), Namespace: c.ns, Scope: c.scope, Key: c.key, OwnerToken: uuidArg(c.token),
+	return &claimParams{LockTimeout: wait, ID: uuidArg(c.id), Namespace: c.ns, Scope: c.derivationScope(), Key: c.key, OwnerToken: uuidArg(c.token),
 		Operation: c.op.ID, Fingerprint: c.fingerprint, LeaseUS: micros(c.policy.Lease), Request: payload,
 		Background: c.policy.Complete == idemtype.CompleteBackground, RetentionUS: micros(c.policy.Retention),
-		KeyDerivation: int16(CurrentKeyDerivation), DerivedKeyLength: int16(c.keyLength)}
+		KeyDerivation: int16(c.derivation), DerivedKeyLength: int16(c.keyLength)}
 }
 
 // waitOf is how long c's claim waits for an uncommitted claim of its key,

@@ -140,6 +140,7 @@ func (s *store) countStuck(ctx context.Context) (int64, error) {
 // abandonedRecord is a row of AbandonedBackground: what the completer needs
 // to take a record over and run it.
 type abandonedRecord struct {
+	id                 [16]byte
 	ns, scope, key, op string
 	owner              [16]byte
 	payload, fp        []byte
@@ -155,7 +156,7 @@ func (s *store) abandonedBackground(ctx context.Context, ops []string, attempts,
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (abandonedRecord, error) {
 		var a abandonedRecord
-		err := r.Scan(&a.ns, &a.scope, &a.key, &a.op, &a.owner, &a.payload, &a.fp)
+		err := r.Scan(&a.id, &a.ns, &a.scope, &a.key, &a.op, &a.owner, &a.payload, &a.fp)
 		return a, err
 	})
 }
@@ -166,7 +167,7 @@ func scanRecordInfo(row pgx.Row) (*RecordInfo, error) {
 	var owner *string
 	var lease, age *float64
 	var expires float64
-	err := row.Scan(&r.Namespace, &r.Scope, &r.Key, &r.Operation, &r.State, &r.RecoveryPoint, &r.PhaseState,
+	err := row.Scan(&r.ID, &r.Namespace, &r.Scope, &r.Key, &r.Operation, &r.State, &r.RecoveryPoint, &r.PhaseState,
 		&owner, &lease, &r.Attempts, &age, &expires, &r.Status, &r.Stuck)
 	if err != nil {
 		return nil, err

@@ -376,6 +376,7 @@ func Prepare(r *http.Request, o *Options, spec *Spec, route Route) (*Call, error
 		if call.Request.Scope, err = verify(r, body, o.Senders[spec.Scope.Name], spec); err != nil {
 			return call, err
 		}
+		call.Request.ScopePublic = true // a sender's name, from the spec
 		if err := headerKey(); err != nil {
 			return call, err
 		}

@@ -22,8 +22,8 @@ import (
 // TestCredentialScopeIsNotLogged: a principal that is a credential (a
 // Stripe-style secret key) never appears in the log lines of a request,
 // a refused one, a failed one or a replayed one, the engine's or the
-// adapter's; its digest does, the same on every line, so that one
-// tenant's lines can be found.
+// adapter's, nor in the records table; its digest does, the same on every
+// line, so that one tenant's lines can be found.
 func TestCredentialScopeIsNotLogged(t *testing.T) {
 	const secret = "sk_live_51HxCREDENTIALnotForLogs"
 	var logs bytes.Buffer
@@ -72,6 +72,15 @@ func TestCredentialScopeIsNotLogged(t *testing.T) {
 	send(strings.Repeat("x", 300)) // refused: an invalid key
 	if strings.Contains(logs.String(), secret) || strings.Contains(logs.String(), "CREDENTIAL") {
 		t.Fatalf("the credential is in the logs:\n%s", logs.String())
+	}
+	// Nor in the records table: the failed execution's claim, in
+	// progress, keeps the scope's digest; the completed ones keep no scope.
+	var table string
+	if err := env.Pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(r::text, ' '), '') FROM records AS r`).Scan(&table); err != nil {
+		t.Fatal(err)
+	}
+	if table == "" || strings.Contains(table, secret) || strings.Contains(table, "CREDENTIAL") {
+		t.Fatalf("the records table holds the credential (or nothing): %s", table)
 	}
 	digest := env.Engine.LogScope(secret)
 	if !strings.HasPrefix(digest, "sha256:") || strings.Count(logs.String(), digest) < 4 {

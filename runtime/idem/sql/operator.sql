@@ -4,7 +4,7 @@
 -- and age are gone (migration 005).
 
 -- name: Inspect :one
-SELECT coalesce(namespace, ''), coalesce(scope, ''), coalesce(key, ''), coalesce(operation, ''),
+SELECT id::text, coalesce(namespace, ''), coalesce(scope, ''), coalesce(key, ''), coalesce(operation, ''),
     CASE WHEN owner_token IS NOT NULL THEN 'claimed' WHEN id IS NOT NULL THEN 'completed' END,
     coalesce(recovery_point, ''), phase_state, owner_token::text, extract(epoch FROM lease_until - now())::float8,
     coalesce(attempts, 0), extract(epoch FROM now() - created_at)::float8, extract(epoch FROM expires_at - now())::float8,
@@ -17,7 +17,7 @@ WHERE id = @id;
 -- @stuck_only, only those past their retention; with a @namespace, only
 -- that namespace's or @operation's (the filter is the query's, before its
 -- limit).
-SELECT coalesce(namespace, ''), coalesce(scope, ''), coalesce(key, ''), coalesce(operation, ''),
+SELECT id::text, coalesce(namespace, ''), coalesce(scope, ''), coalesce(key, ''), coalesce(operation, ''),
     CASE WHEN owner_token IS NOT NULL THEN 'claimed' WHEN id IS NOT NULL THEN 'completed' END,
     coalesce(recovery_point, ''), phase_state, owner_token::text, extract(epoch FROM lease_until - now())::float8,
     coalesce(attempts, 0), extract(epoch FROM now() - created_at)::float8, extract(epoch FROM expires_at - now())::float8,
@@ -39,8 +39,10 @@ ORDER BY namespace LIMIT 3;
 -- The completer's work: abandoned records of background operations
 -- (@operations) it has not given up on. attempts counts the claim and every
 -- takeover: a record that keeps failing (a poisoned request, a phase that
--- panics) is left to an operator instead of being tried forever.
-SELECT namespace, scope, key, operation, owner_token, request, fingerprint
+-- panics) is left to an operator instead of being tried forever. The id
+-- is read, not made again from the rest: a record claimed with key
+-- derivation 3 keeps its scope's digest, not the scope.
+SELECT id, namespace, scope, key, operation, owner_token, request, fingerprint
 FROM {{schema}}.records
 WHERE owner_token IS NOT NULL AND background AND lease_until <= now()
     AND operation = ANY(@operations) AND attempts < @max_attempts

@@ -228,7 +228,7 @@ WHERE expires_at <= now() AND owner_token IS NOT NULL AND lease_until <= now();
 
 -- name: Inspect :one
 -- $1: @id
-SELECT coalesce(namespace, ''), coalesce(scope, ''), coalesce(key, ''), coalesce(operation, ''),
+SELECT id::text, coalesce(namespace, ''), coalesce(scope, ''), coalesce(key, ''), coalesce(operation, ''),
     CASE WHEN owner_token IS NOT NULL THEN 'claimed' WHEN id IS NOT NULL THEN 'completed' END,
     coalesce(recovery_point, ''), phase_state, owner_token::text, extract(epoch FROM lease_until - now())::float8,
     coalesce(attempts, 0), extract(epoch FROM now() - created_at)::float8, extract(epoch FROM expires_at - now())::float8,
@@ -241,7 +241,7 @@ WHERE id = $1;
 -- $2: @namespace
 -- $3: @operation
 -- $4: @limit
-SELECT coalesce(namespace, ''), coalesce(scope, ''), coalesce(key, ''), coalesce(operation, ''),
+SELECT id::text, coalesce(namespace, ''), coalesce(scope, ''), coalesce(key, ''), coalesce(operation, ''),
     CASE WHEN owner_token IS NOT NULL THEN 'claimed' WHEN id IS NOT NULL THEN 'completed' END,
     coalesce(recovery_point, ''), phase_state, owner_token::text, extract(epoch FROM lease_until - now())::float8,
     coalesce(attempts, 0), extract(epoch FROM now() - created_at)::float8, extract(epoch FROM expires_at - now())::float8,
@@ -261,7 +261,7 @@ ORDER BY namespace LIMIT 3;
 -- $1: @operations
 -- $2: @max_attempts
 -- $3: @limit
-SELECT namespace, scope, key, operation, owner_token, request, fingerprint
+SELECT id, namespace, scope, key, operation, owner_token, request, fingerprint
 FROM idemgen.records
 WHERE owner_token IS NOT NULL AND background AND lease_until <= now()
     AND operation = ANY($1) AND attempts < $2
