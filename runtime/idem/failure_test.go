@@ -225,9 +225,7 @@ func TestDuplicateComesBackWhenLikelyDone(t *testing.T) {
 func TestReleaseThatFailsIsNotAnsweredAsReleased(t *testing.T) {
 	t.Parallel()
 	inModes(t, func(t *testing.T, e *env) {
-		e.exec(`CREATE FUNCTION ` + e.schema + `.lost() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN RAISE EXCEPTION 'connection lost' USING ERRCODE = 'connection_failure'; END $$`)
-		e.exec(`CREATE TRIGGER lost BEFORE DELETE ON ` + e.schema + `.records FOR EACH ROW EXECUTE FUNCTION ` + e.schema + `.lost()`)
+		e.raiseOn("DELETE", "connection_failure", "connection lost")
 		ctx := context.Background()
 		bad := errors.New("amount must be positive")
 		refuse := []idem.Phase[payState]{
@@ -244,7 +242,7 @@ BEGIN RAISE EXCEPTION 'connection lost' USING ERRCODE = 'connection_failure'; EN
 		if n := e.count(`SELECT count(*) FROM records`); n != 1 {
 			t.Fatalf("%d records; want the claim, still there", n)
 		}
-		e.exec(`DROP TRIGGER lost ON ` + e.schema + `.records`)
+		e.exec(`DROP TRIGGER refuse ON ` + e.schema + `.records`)
 		e.expireLeases()
 		if _, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "amount=-1"), refuse); !errors.Is(err, bad) {
 			t.Fatalf("the same request again: %v; want the phase's refusal, the key freed", err)

@@ -21,8 +21,16 @@ import (
 // gives again on every retry.
 func (e *env) refuse(event string) {
 	e.t.Helper()
+	e.raiseOn(event, "feature_not_supported", "refused by the test")
+}
+
+// raiseOn makes the records table fail the statements of event (INSERT,
+// UPDATE or DELETE) with the condition errcode and message, through a
+// trigger, which Citus takes on a distributed table when told it is safe.
+func (e *env) raiseOn(event, errcode, message string) {
+	e.t.Helper()
 	e.exec(`CREATE FUNCTION ` + e.schema + `.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN RAISE EXCEPTION 'refused by the test' USING ERRCODE = 'feature_not_supported'; END $$`)
+BEGIN RAISE EXCEPTION '` + message + `' USING ERRCODE = '` + errcode + `'; END $$`)
 	err := pgx.BeginFunc(context.Background(), e.pool, func(tx pgx.Tx) error {
 		if dbtest.Citus() {
 			// Citus makes triggers on a distributed table's shards only
