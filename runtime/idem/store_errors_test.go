@@ -24,6 +24,23 @@ func (e *env) refuse(event string) {
 	e.raiseOn(event, "feature_not_supported", "refused by the test")
 }
 
+// unraise drops raiseOn's trigger, as Citus takes it (see raiseOn).
+func (e *env) unraise() {
+	e.t.Helper()
+	err := pgx.BeginFunc(context.Background(), e.pool, func(tx pgx.Tx) error {
+		if dbtest.Citus() {
+			if _, err := tx.Exec(context.Background(), `SET LOCAL citus.enable_unsafe_triggers = on`); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(context.Background(), `DROP TRIGGER refuse ON `+e.schema+`.records`)
+		return err
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // raiseOn makes the records table fail the statements of event (INSERT,
 // UPDATE or DELETE) with the condition errcode and message, through a
 // trigger, which Citus takes on a distributed table when told it is safe.
