@@ -363,6 +363,15 @@ func Run[S any](ctx context.Context, e *Engine, op *Operation, req KeyedRequest,
 	if err != nil {
 		return nil, fmt.Errorf("idem: operation %s: %w", op.ID, err)
 	}
+	return e.run(ctx, op, p, mode, req, func(c *claim) (*Outcome, error) {
+		return execute(c.ctx, e, c, phases)
+	})
+}
+
+// run claims req's key in mode, or answers from its record, and has exec
+// run the execution of a claim; again when the claim, decided again, must
+// be (a lost race, a stale statement).
+func (e *Engine) run(ctx context.Context, op *Operation, p Policy, mode claimer, req KeyedRequest, exec func(*claim) (*Outcome, error)) (out *Outcome, err error) {
 	ctx, end := e.start(ctx, Step{Kind: StepRequest, Operation: op.ID})
 	defer func() { end(err) }()
 	if req.IntentAgeSent {
@@ -379,7 +388,7 @@ func Run[S any](ctx context.Context, e *Engine, op *Operation, req KeyedRequest,
 			return out, err
 		}
 		c.ctx = context.WithoutCancel(ctx)
-		out, err = execute(c.ctx, e, c, phases)
+		out, err = exec(c)
 		// The record is completed, released, yielded or left: whatever
 		// waits on it here looks now.
 		e.waits.kick(c.id)

@@ -23,23 +23,20 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 	if c.derivation > CurrentKeyDerivation {
 		// Claimed by a newer version of the engine, whose derived keys this
 		// one cannot make: a foreign call would go out under another key.
-		e.yield(c)
-		return nil, &Error{Kind: idemtype.KindFailed, Err: fmt.Errorf("record claimed with key derivation %d; this engine knows %d", c.derivation, CurrentKeyDerivation), Detail: unresumable}
+		return e.cannotResume(c, fmt.Errorf("record claimed with key derivation %d; this engine knows %d", c.derivation, CurrentKeyDerivation))
 	}
 	if c.recovery != "" {
 		i := phaseIndex(phases, c.recovery)
 		if i < 0 {
 			// The operation's phases changed under a live record: keep it for
 			// an operator rather than guess.
-			e.yield(c)
-			return nil, &Error{Kind: idemtype.KindFailed, Err: fmt.Errorf("recovery point %q is not a phase of %s", c.recovery, c.op.ID), Detail: unresumable}
+			return e.cannotResume(c, fmt.Errorf("recovery point %q is not a phase of %s", c.recovery, c.op.ID))
 		}
 		start = i + 1
 	}
 	if len(c.state) > 0 {
 		if err := json.Unmarshal(c.state, &state); err != nil {
-			e.yield(c)
-			return nil, &Error{Kind: idemtype.KindFailed, Err: fmt.Errorf("decoding stored phase state: %w", err), Detail: unresumable}
+			return e.cannotResume(c, fmt.Errorf("decoding stored phase state: %w", err))
 		}
 	}
 	if c.resumed {
@@ -62,22 +59,9 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 		resp, err := runInClaimTx(ctx, e, c, phases[i:j], &state)
 		c.sess.end()
 		c.sess = nil
-		var unknown *commitUnknownError
-		if err != nil && !errors.As(err, &unknown) {
-			err = c.mode.(inlineClaimer).phaseFailed(e, c, err)
-		}
 		switch {
-		case errors.As(err, &unknown):
-			// Either all of it committed or nothing did.
-			return e.failed(c, false, false, err)
-		case errors.Is(err, errLostRace), errors.Is(err, errStale):
-			return nil, err
 		case err != nil:
-			// Rolled back, or refused by the server: no record and no
-			// effect remain.
-			e.observe(ctx, Event{Kind: EventRelease, Operation: c.op.ID})
-			e.hooks.run(e.hooks.afterEnd)
-			return nil, e.report(c, err, nil, err)
+			return e.inlineFailed(ctx, c, err)
 		case resp != nil:
 			e.completed(ctx, c)
 			return &Outcome{Response: resp, Resumed: c.resumed}, nil
@@ -135,6 +119,27 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 		}
 	}
 	return nil, errors.New("idem: the last phase returned no response")
+}
+
+// inlineFailed is the outcome of an execution whose claim's transaction
+// (c.sess, now ended) failed: in its phases, or at its commit.
+func (e *Engine) inlineFailed(ctx context.Context, c *claim, err error) (*Outcome, error) {
+	var unknown *commitUnknownError
+	if !errors.As(err, &unknown) {
+		err = c.mode.(inlineClaimer).phaseFailed(e, c, err)
+	}
+	switch {
+	case errors.As(err, &unknown):
+		// Either all of it committed or nothing did.
+		return e.failed(c, false, false, err)
+	case errors.Is(err, errLostRace), errors.Is(err, errStale):
+		return nil, err
+	}
+	// Rolled back, or refused by the server: no record and no effect
+	// remain.
+	e.observe(ctx, Event{Kind: EventRelease, Operation: c.op.ID})
+	e.hooks.run(e.hooks.afterEnd)
+	return nil, e.report(c, err, nil, err)
 }
 
 // runInClaimTx runs local phases in the transaction the claim left open
@@ -284,6 +289,13 @@ func (e *Engine) commitPhase(ctx context.Context, c *claim, name string, state a
 	if err != nil {
 		return nil, err
 	}
+	return e.finishPhase(ctx, sess.tx.conn, c, name, state, resp)
+}
+
+// finishPhase stores a local phase's progress (name and state) or, with
+// resp, the response, in the transaction open on conn, fenced by the owner
+// token, and commits.
+func (e *Engine) finishPhase(ctx context.Context, conn *pgx.Conn, c *claim, name string, state any, resp *Response) (*Response, error) {
 	st, err := json.Marshal(state)
 	if err != nil {
 		return nil, fmt.Errorf("idem: encoding phase state after %s: %w", name, err)
@@ -300,7 +312,7 @@ func (e *Engine) commitPhase(ctx context.Context, c *claim, name string, state a
 		c.keeper.stop()
 	}
 	since := time.Now()
-	if err := e.commit(ctx, sess.tx.conn, c, name, st, resp, omitted); err != nil {
+	if err := e.commit(ctx, conn, c, name, st, resp, omitted); err != nil {
 		return nil, err
 	}
 	if resp != nil {
@@ -328,6 +340,13 @@ func (e *Engine) commit(ctx context.Context, conn *pgx.Conn, c *claim, phase str
 		return e.store.commitResponse(ctx, conn, c, resp, omitted)
 	}
 	return e.store.commitProgress(ctx, conn, c, phase, state)
+}
+
+// cannotResume gives back the lease of a record this engine cannot
+// continue (keeping it for an operator) and answers why.
+func (e *Engine) cannotResume(c *claim, err error) (*Outcome, error) {
+	e.yield(c)
+	return nil, &Error{Kind: idemtype.KindFailed, Err: err, Detail: unresumable}
 }
 
 // unresumable is the detail of a failure to resume a recorded execution

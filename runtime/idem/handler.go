@@ -1,0 +1,506 @@
+package idem
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/internal/stephook"
+	"github.com/idemgen/idemgen/runtime/idemtype"
+)
+
+// Handler is an operation run as one function, the way an existing
+// handler is written, rather than as a list of phases: RunHandler runs it
+// for a new key, and it reaches the database through the execution's
+// transactions (Tx, Begin, Local) and other systems through Foreign.
+//
+// Without steps, the handler is one local phase: what it writes through
+// Tx or Begin commits with its response, or not at all. With steps, each
+// Local commits on its own and each Foreign records its result; an
+// execution that dies is resumed by running the handler again from the
+// top, where every step already recorded returns its recorded result
+// without running. A handler with steps must therefore take the same steps
+// in the same order on every run of one request (what it decides from the
+// request and from the steps' results, never from the clock or a live
+// read outside a step); a resumed run that takes another step than the
+// record's fails with an error an operator resolves.
+type Handler func(ctx context.Context) (*Response, error)
+
+// ErrNoExecution is what Tx answers outside a handler's execution.
+var ErrNoExecution = errors.New("idem: no idempotent execution in this context (Tx is for handlers that RunHandler runs)")
+
+// RunHandler is Run for an operation served by one function instead of
+// phases. The claim mode decides where the handler's final transaction
+// is: with ClaimLast and ClaimFirst it is the claim's own, so that a
+// handler without steps costs one transaction as a one-phase operation
+// does. An operation whose policy says ClaimLast refuses steps (there is
+// no record to resume until the end), so ClaimAuto is ClaimFirst here
+// (also under an engine-wide ClaimLast). A handler cannot be completed in
+// the background (CompleteBackground): the completer has no request to
+// call it with.
+func RunHandler(ctx context.Context, e *Engine, op *Operation, req KeyedRequest, h Handler) (*Outcome, error) {
+	if h == nil {
+		return nil, errors.New("idem: RunHandler needs a handler")
+	}
+	p, err := e.policy(op)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckScope(req.Scope); err != nil {
+		return nil, err
+	}
+	if p.Complete == idemtype.CompleteBackground {
+		return nil, fmt.Errorf("idem: operation %s: a handler cannot be completed in the background; use phases", op.ID)
+	}
+	if p.Claim == ClaimAuto && e.opts.Claim != ClaimLast {
+		// An engine-wide ClaimLast is auto, as for phases: a handler may
+		// take steps, which need a record.
+		p.Claim = e.opts.Claim
+	}
+	var mode claimer = firstClaim{}
+	switch p.Claim {
+	case ClaimLast:
+		mode = lastClaim{}
+	case ClaimSeparate:
+		mode = separateClaim{}
+	}
+	return e.run(ctx, op, p, mode, req, func(c *claim) (*Outcome, error) {
+		return e.executeHandler(c, h)
+	})
+}
+
+// handlerState is what a handler's record keeps between its runs: the
+// results of the steps taken, in order.
+type handlerState struct {
+	Steps []stepRecord `json:"steps"`
+}
+
+type stepRecord struct {
+	Name    string          `json:"name"`
+	Foreign bool            `json:"foreign,omitempty"`
+	Value   json.RawMessage `json:"value"`
+}
+
+// finalStep is the recovery point's and the logs' name of a handler's
+// final transaction.
+const finalStep = "handler"
+
+// runner is one execution of a handler: what its steps need.
+type runner struct {
+	e     *Engine
+	c     *claim
+	ctx   context.Context // the execution's, cancelled when the lease is lost: the engine's own statements
+	hooks *stephook.Hooks
+
+	mu    sync.Mutex
+	state handlerState
+	next  int // index of the next step the handler takes
+	names map[string]bool
+	// committed: a step of this record committed; foreignTried: a foreign
+	// call may have had an effect.
+	committed, foreignTried bool
+	final                   *session // the final transaction when the claim's is not it
+	finalBegun              bool
+	busy                    string // the step running now, ""
+	// err is a failure of the engine's own (a step's commit, a resumed run
+	// that takes other steps): it decides the outcome, whatever the
+	// handler makes of it.
+	err error
+	// bound cancels the handler's context when the claim's transaction,
+	// still open, outlives the lease; keep links it to the lease keeper.
+	bound  *time.Timer
+	cancel context.CancelCauseFunc
+}
+
+type runnerKey struct{}
+
+type stepTxKey struct{}
+
+func runnerFrom(ctx context.Context) *runner {
+	r, _ := ctx.Value(runnerKey{}).(*runner)
+	return r
+}
+
+func (e *Engine) executeHandler(c *claim, h Handler) (*Outcome, error) {
+	defer c.sess.end()
+	ctx := c.ctx
+	r := &runner{e: e, c: c, ctx: ctx, hooks: stephook.From(ctx), names: map[string]bool{}}
+	if c.derivation > CurrentKeyDerivation {
+		return e.cannotResume(c, fmt.Errorf("record claimed with key derivation %d; this engine knows %d", c.derivation, CurrentKeyDerivation))
+	}
+	if len(c.state) > 0 {
+		if err := json.Unmarshal(c.state, &r.state); err != nil {
+			return e.cannotResume(c, fmt.Errorf("decoding the recorded steps: %w", err))
+		}
+	}
+	if c.recovery != "" && !r.recorded(c.recovery) {
+		return e.cannotResume(c, fmt.Errorf("recovery point %q is not a step this handler recorded", c.recovery))
+	}
+	if c.resumed {
+		e.observe(ctx, Event{Kind: EventResume, Operation: c.op.ID})
+	}
+	c.call = Execution{Operation: c.op.ID, Namespace: c.ns, Scope: c.scope, Key: c.key, Resumed: c.resumed, Background: c.background}
+	ctx = context.WithValue(ctx, executionKey{}, &c.call)
+	r.committed = c.recovery != ""
+
+	hctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	r.cancel = cancel
+	if c.sess != nil {
+		// No record is committed (first mode), or none exists (last
+		// mode): nothing bounds this transaction but itself.
+		r.bound = time.AfterFunc(c.policy.Lease, func() { cancel(context.DeadlineExceeded) })
+		defer r.bound.Stop()
+	} else {
+		r.keep(hctx)
+	}
+	defer func() {
+		if c.keeper != nil {
+			c.keeper.close()
+		}
+	}()
+	r.ctx = hctx
+	hctx = context.WithValue(hctx, runnerKey{}, r)
+
+	c.phase = finalStep
+	began := time.Now()
+	pctx, endPhase := e.start(hctx, Step{Kind: StepPhase, Operation: c.op.ID, Phase: finalStep, Background: c.background})
+	var resp *Response
+	err := recovered(finalStep, func() (err error) {
+		resp, err = h(pctx)
+		return err
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		err, resp = r.err, nil
+	}
+	if err == nil {
+		err = checkFinal(finalStep, resp)
+	}
+	if err != nil && errors.Is(context.Cause(hctx), ErrFenced) {
+		err = ErrFenced // whatever the handler saw, the cause is the lost lease
+	}
+	if err == nil {
+		r.hooks.OnEnd(len(r.state.Steps), "")
+		resp, err = r.commitFinal(hctx, resp)
+	}
+	c.phase = finalStep
+	e.observe(pctx, Event{Kind: EventPhase, Operation: c.op.ID, Phase: finalStep, Duration: time.Since(began), Err: err})
+	endPhase(err)
+	if err != nil {
+		e.logPanic(pctx, c, finalStep, err)
+		r.final.end()
+		if c.sess != nil {
+			c.sess.end()
+			c.sess = nil
+			return e.inlineFailed(ctx, c, err)
+		}
+		return e.failed(c, r.committed, r.foreignTried, err)
+	}
+	e.completed(ctx, c)
+	return &Outcome{Response: resp, Resumed: c.resumed}, nil
+}
+
+// recorded reports whether the record's steps include one named name.
+func (r *runner) recorded(name string) bool {
+	for _, s := range r.state.Steps {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// keep renews the lease while the handler runs, and cancels the handler's
+// context when it is lost.
+func (r *runner) keep(hctx context.Context) {
+	kctx, k := r.e.keepLease(hctx, r.c)
+	r.c.keeper = k
+	context.AfterFunc(kctx, func() { r.cancel(context.Cause(kctx)) })
+}
+
+// commitFinal stores resp in the final transaction (the claim's, or the
+// one Tx began, or one begun now) and commits.
+func (r *runner) commitFinal(ctx context.Context, resp *Response) (*Response, error) {
+	c, e := r.c, r.e
+	if c.sess != nil {
+		stored := &Response{Status: resp.Status, Header: e.storedHeaders(c, resp.Header), Body: resp.Body}
+		omitted := len(stored.Body) > c.policy.MaxReplayBody
+		since := time.Now()
+		if err := c.mode.(inlineClaimer).commit(ctx, e, c, finalStep, nil, stored, omitted); err != nil {
+			return nil, err
+		}
+		c.sess.end()
+		c.sess = nil
+		e.remember(c, stored, omitted, since)
+		return stored, nil
+	}
+	if r.final == nil {
+		sess, err := e.begin(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r.final = sess
+	}
+	defer r.final.end()
+	// No refresh may land after the completion: it would find the record
+	// completed and report a spurious fence.
+	return e.finishPhase(ctx, r.final.tx.conn, c, finalStep, nil, resp)
+}
+
+// step begins the handler's step i named name: it checks that the
+// handler may take it, and returns the record's result when the step is
+// recorded already. ok is false when the step is to run.
+func (r *runner) step(name string, foreign bool) (i int, recorded *stepRecord, err error) {
+	if r.err != nil {
+		return 0, nil, r.err
+	}
+	i = r.next
+	r.next++
+	switch {
+	case r.busy != "":
+		r.err = fmt.Errorf("idem: step %q taken inside step %q: steps do not nest, and are taken one at a time", name, r.busy)
+	case name == "" || r.names[name]:
+		r.err = fmt.Errorf("idem: step %d: name %q is empty or repeated; every step of a handler needs a name of its own", i, name)
+	case r.finalBegun:
+		r.err = fmt.Errorf("idem: step %q taken after the handler began its final transaction (Tx, Begin): steps come before it", name)
+	case i < len(r.state.Steps) && (r.state.Steps[i].Name != name || r.state.Steps[i].Foreign != foreign):
+		rec := r.state.Steps[i]
+		r.err = &Error{Kind: idemtype.KindFailed, Detail: unresumable,
+			Err: fmt.Errorf("step %d is %q (foreign %t) in this run, %q (foreign %t) in the record: a handler must take the same steps in the same order on every run of a request", i, name, foreign, rec.Name, rec.Foreign)}
+	case i < len(r.state.Steps):
+		r.names[name] = true
+		return i, &r.state.Steps[i], nil
+	case r.c.policy.Claim == ClaimLast:
+		r.err = fmt.Errorf("idem: step %q: operation %s claims its keys last (claim: last), which runs a handler in one transaction and has no record to resume steps from; use claim: first or separate", name, r.c.op.ID)
+	}
+	if r.err != nil {
+		return 0, nil, r.err
+	}
+	r.names[name] = true
+	r.c.phase = name
+	r.busy = name
+	if r.c.sess != nil {
+		// The claim's transaction is still open: it commits alone, before
+		// the step, as before a foreign phase.
+		err := r.c.mode.(inlineClaimer).commit(r.ctx, r.e, r.c, "", nil, nil, false)
+		r.c.sess.end()
+		r.c.sess = nil
+		r.bound.Stop()
+		if err != nil {
+			r.err, r.busy = err, ""
+			return 0, nil, err
+		}
+		r.keep(r.ctx)
+	}
+	return i, nil, nil
+}
+
+// Local runs fn as a step of the handler that RunHandler runs: in a
+// transaction of its own, whose commit also records fn's result (as JSON)
+// as the step named name. On a resumed run the recorded result is returned
+// without running fn. fn's error is returned as it is, its transaction
+// rolled back and nothing recorded: the handler decides what it means (an
+// answer such as a 404, or its error).
+//
+// Outside an execution (the handler called as a plain one), Local runs fn
+// in a transaction that db begins, and commits it: the handler behaves as
+// it did before it was made idempotent.
+func Local[T any](ctx context.Context, db Beginner, name string, fn func(ctx context.Context, tx pgx.Tx) (T, error)) (T, error) {
+	var zero T
+	r := runnerFrom(ctx)
+	if r == nil {
+		return plainStep(ctx, db, fn)
+	}
+	r.mu.Lock()
+	i, rec, err := r.step(name, false)
+	r.mu.Unlock()
+	switch {
+	case err != nil:
+		return zero, err
+	case rec != nil:
+		return decodeStep[T](r, rec)
+	}
+	r.hooks.OnStart(i, name, "")
+	var v T
+	var fnErr error
+	_, err = r.e.commitPhase(r.ctx, r.c, name, &r.state, func(tx pgx.Tx) (*Response, error) {
+		v, fnErr = fn(context.WithValue(ctx, stepTxKey{}, tx), tx)
+		r.hooks.OnDone(i, name)
+		if fnErr != nil {
+			return nil, fnErr
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("idem: step %q: encoding its result: %w", name, err)
+		}
+		r.mu.Lock()
+		r.state.Steps = append(r.state.Steps, stepRecord{Name: name, Value: b})
+		r.mu.Unlock()
+		r.hooks.OnEnd(i, name)
+		return nil, nil
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.busy = ""
+	switch {
+	case fnErr != nil:
+		return zero, fnErr
+	case err != nil:
+		r.err = err
+		return zero, err
+	}
+	r.committed = true
+	r.c.recovery = name
+	return v, nil
+}
+
+// Foreign runs fn as a step of the handler that RunHandler runs that calls
+// another system: outside any transaction, with a key derived from the
+// request's key and name, the same on every run of the request, to send as
+// the other system's idempotency key. Its result (as JSON) is recorded
+// before Foreign returns, so that a resumed run gets it without a second
+// call; a run that dies before that calls fn again, with the same key.
+//
+// Outside an execution, fn gets a new random key: each call is an intent
+// of its own, as before the handler was made idempotent.
+func Foreign[T any](ctx context.Context, name string, fn func(ctx context.Context, key string) (T, error)) (T, error) {
+	var zero T
+	r := runnerFrom(ctx)
+	if r == nil {
+		return fn(ctx, randomKey())
+	}
+	r.mu.Lock()
+	i, rec, err := r.step(name, true)
+	r.mu.Unlock()
+	switch {
+	case err != nil:
+		return zero, err
+	case rec != nil:
+		return decodeStep[T](r, rec)
+	}
+	c := r.c
+	key := deriveKey(c.derivation, c.ns, c.derivationScope(), c.key, name, c.fingerprint, c.keyLength)
+	r.hooks.OnStart(i, name, key)
+	r.foreignTried = true
+	v, err := fn(ctx, key)
+	r.hooks.OnDone(i, name)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.busy = ""
+	if err != nil {
+		return zero, err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		r.err = fmt.Errorf("idem: step %q: encoding its result: %w", name, err)
+		return zero, r.err
+	}
+	r.hooks.OnEnd(i, name)
+	r.state.Steps = append(r.state.Steps, stepRecord{Name: name, Foreign: true, Value: b})
+	if _, err := r.e.commitPhase(r.ctx, c, name, &r.state, func(pgx.Tx) (*Response, error) { return nil, nil }); err != nil {
+		r.err = err
+		return zero, err
+	}
+	r.committed = true
+	c.recovery = name
+	return v, nil
+}
+
+func decodeStep[T any](r *runner, rec *stepRecord) (T, error) {
+	var v T
+	if err := json.Unmarshal(rec.Value, &v); err != nil {
+		r.err = &Error{Kind: idemtype.KindFailed, Detail: unresumable, Err: fmt.Errorf("decoding the recorded result of step %q: %w", rec.Name, err)}
+		return v, r.err
+	}
+	return v, nil
+}
+
+// Beginner begins a transaction: a *pgxpool.Pool, a *pgx.Conn, a pgx.Tx.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Tx returns the transaction a handler's database work goes through: in
+// a step's function, the step's; elsewhere in a handler that RunHandler
+// runs, its final transaction, which also stores the response and commits
+// with it (begun at the first call; after it, the handler takes no more
+// steps). The engine ends it: its Commit and Rollback return an error.
+// Outside an execution, Tx returns ErrNoExecution.
+func Tx(ctx context.Context) (pgx.Tx, error) {
+	if tx, ok := ctx.Value(stepTxKey{}).(pgx.Tx); ok {
+		return tx, nil
+	}
+	r := runnerFrom(ctx)
+	if r == nil {
+		return nil, ErrNoExecution
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return nil, r.err
+	}
+	if !r.finalBegun {
+		r.hooks.OnStart(len(r.state.Steps), "", "")
+	}
+	r.finalBegun = true
+	if r.c.sess != nil {
+		return &r.c.sess.tx, nil
+	}
+	if r.final == nil {
+		sess, err := r.e.begin(r.ctx)
+		if err != nil {
+			r.err = err
+			return nil, r.err
+		}
+		r.final = sess
+	}
+	return &r.final.tx, nil
+}
+
+// Begin is db.Begin for a handler's code: in an execution, a transaction
+// nested in Tx's (a savepoint: its Commit releases it, its Rollback rolls
+// back to it, and what it keeps commits with the response); outside one,
+// db.Begin(ctx). A handler that begins its transactions with Begin runs
+// the same code with and without idemgen.
+func Begin(ctx context.Context, db Beginner) (pgx.Tx, error) {
+	if runnerFrom(ctx) == nil && ctx.Value(stepTxKey{}) == nil {
+		return db.Begin(ctx)
+	}
+	tx, err := Tx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return tx.Begin(ctx)
+}
+
+func plainStep[T any](ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx.Tx) (T, error)) (T, error) {
+	var zero T
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return zero, err
+	}
+	defer tx.Rollback(ctx)
+	v, err := fn(ctx, tx)
+	if err != nil {
+		return zero, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return zero, err
+	}
+	return v, nil
+}
+
+func randomKey() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,248 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtype"
+)
+
+// payments is a handler written as a plain one would be: a local step
+// that records the payment, a call to the card network, and a final write
+// in a transaction begun with idem.Begin, then the answer. Called through
+// idem.RunHandler it is idempotent; called directly, it runs as before.
+type payments struct {
+	db      idem.Beginner
+	calls   sync.Map // key -> *atomic.Int32: the card network's charges
+	noCard  bool     // the reservation fails: the handler answers 404
+	dieWhen string   // "after-charge": the execution dies between the call and the final write
+	reorder bool     // a later version that takes its steps in another order
+}
+
+func (p *payments) charge(_ context.Context, key string) (string, error) {
+	n, _ := p.calls.LoadOrStore(key, new(atomic.Int32))
+	n.(*atomic.Int32).Add(1)
+	return "ch_" + key[:min(8, len(key))], nil
+}
+
+func (p *payments) charges() (total int) {
+	p.calls.Range(func(_, v any) bool {
+		total += int(v.(*atomic.Int32).Load())
+		return true
+	})
+	return total
+}
+
+func (p *payments) handle(ctx context.Context, key string) (*idem.Response, error) {
+	if p.reorder {
+		if _, err := idem.Foreign(ctx, "charge", p.charge); err != nil {
+			return nil, err
+		}
+	}
+	id, err := idem.Local(ctx, p.db, "record", func(ctx context.Context, tx pgx.Tx) (int, error) {
+		if p.noCard {
+			return 0, errors.New("no such card")
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO rows (key, note) VALUES ($1, 'pending')`, key)
+		return 7, err
+	})
+	if err != nil {
+		return &idem.Response{Status: 404, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"error":"` + err.Error() + `"}`)}, nil
+	}
+	charge, err := idem.Foreign(ctx, "charge", p.charge)
+	if err != nil {
+		return nil, err
+	}
+	if p.dieWhen == "after-charge" {
+		runtime.Goexit()
+	}
+	tx, err := idem.Begin(ctx, p.db)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `UPDATE rows SET note = $2 WHERE key = $1`, key, "paid "+charge); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, err
+	}
+	return &idem.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: fmt.Appendf(nil, `{"id":%d,"charge":%q}`, id, charge)}, nil
+}
+
+// TestHandlerStepsResumeWithoutASecondCall: a handler with a local step, a
+// foreign call and a final write, killed between the call and the final
+// write, is resumed by its retry from the top: the recorded steps return
+// their results without running, the card network is called once, and the
+// answer is the one a clean run gives. In every claim mode.
+func TestHandlerStepsResumeWithoutASecondCall(t *testing.T) {
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		p := &payments{db: e.pool, dieWhen: "after-charge"}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			idem.RunHandler(ctx, e.eng, payOp, request("t", "k1", "b"), func(ctx context.Context) (*idem.Response, error) { return p.handle(ctx, "k1") })
+		}()
+		<-done
+		if n := p.charges(); n != 1 {
+			t.Fatalf("%d charges before the crash, want 1", n)
+		}
+		e.expireLeases()
+		p.dieWhen = ""
+		out, err := idem.RunHandler(ctx, e.eng, payOp, request("t", "k1", "b"), func(ctx context.Context) (*idem.Response, error) { return p.handle(ctx, "k1") })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !out.Resumed || out.Response.Status != 201 || !strings.Contains(string(out.Response.Body), `"id":7`) {
+			t.Fatalf("the retry: %+v %s; want a resumed 201 with the recorded id", out, out.Response.Body)
+		}
+		if n := p.charges(); n != 1 {
+			t.Errorf("%d charges after the resume, want 1: a recorded foreign step ran again", n)
+		}
+		if n := e.count(`SELECT count(*) FROM rows WHERE key = 'k1' AND note LIKE 'paid ch_%'`); n != 1 {
+			t.Errorf("%d paid rows, want 1", n)
+		}
+		again, err := idem.RunHandler(ctx, e.eng, payOp, request("t", "k1", "b"), func(ctx context.Context) (*idem.Response, error) { return p.handle(ctx, "k1") })
+		if err != nil || !again.Replayed || string(again.Response.Body) != string(out.Response.Body) {
+			t.Fatalf("the retry of the completed key: %+v, %v; want the same answer, replayed", again, err)
+		}
+	})
+}
+
+// TestHandlerRunsAsAPlainOneOutsideAnExecution: the same handler, called
+// directly with the pool (as before it was made idempotent) and through
+// RunHandler, leaves the same rows and gives the same answer; the plain
+// call gets a new key from idem.Foreign each time.
+func TestHandlerRunsAsAPlainOneOutsideAnExecution(t *testing.T) {
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		plain := &payments{db: e.pool}
+		direct, err := plain.handle(ctx, "plain")
+		if err != nil {
+			t.Fatal(err)
+		}
+		viaIdem := &payments{db: e.pool}
+		out, err := idem.RunHandler(ctx, e.eng, payOp, request("t", "idem", "b"), func(ctx context.Context) (*idem.Response, error) { return viaIdem.handle(ctx, "idem") })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if direct.Status != out.Response.Status || !strings.Contains(string(direct.Body), `"id":7`) {
+			t.Errorf("plain %d %s, through idemgen %d %s", direct.Status, direct.Body, out.Response.Status, out.Response.Body)
+		}
+		for _, k := range []string{"plain", "idem"} {
+			if n := e.count(`SELECT count(*) FROM rows WHERE key = $1 AND note LIKE 'paid ch_%'`, k); n != 1 {
+				t.Errorf("%s: %d paid rows, want 1", k, n)
+			}
+		}
+		if _, err := idem.Tx(ctx); !errors.Is(err, idem.ErrNoExecution) {
+			t.Errorf("Tx outside an execution: %v, want ErrNoExecution", err)
+		}
+	})
+}
+
+// TestHandlerAnswersAreStoredWhateverTheirStatus: a handler's own 404
+// (its local step failed, nothing committed) is stored and replayed like
+// its 201; a handler's error rolls back what its final transaction wrote
+// and frees the key.
+func TestHandlerAnswersAreStoredWhateverTheirStatus(t *testing.T) {
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		p := &payments{db: e.pool, noCard: true}
+		run := func(key string, h idem.Handler) (*idem.Outcome, error) {
+			return idem.RunHandler(ctx, e.eng, payOp, request("t", key, "b"), h)
+		}
+		for i := range 2 {
+			out, err := run("nf", func(ctx context.Context) (*idem.Response, error) { return p.handle(ctx, "nf") })
+			if err != nil || out.Response.Status != 404 || out.Replayed != (i == 1) {
+				t.Fatalf("attempt %d: %+v, %v; want 404, replayed the second time", i, out, err)
+			}
+		}
+		if n := p.charges(); n != 0 {
+			t.Errorf("%d charges for a refused payment", n)
+		}
+		failing := func(ctx context.Context) (*idem.Response, error) {
+			tx, err := idem.Tx(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO rows (key) VALUES ('err')`); err != nil {
+				return nil, err
+			}
+			return nil, errors.New("the handler gives up")
+		}
+		if _, err := run("err", failing); err == nil {
+			t.Fatal("a handler's error was not returned")
+		}
+		if n := e.count(`SELECT count(*) FROM rows WHERE key = 'err'`); n != 0 {
+			t.Errorf("the failed handler's row committed")
+		}
+		out, err := run("err", func(ctx context.Context) (*idem.Response, error) { return created(`{}`), nil })
+		if err != nil || out.Replayed {
+			t.Fatalf("the retry after a failure with no effect: %+v, %v; want it to execute", out, err)
+		}
+	})
+}
+
+// TestHandlerThatChangesItsStepsIsNotResumed: a resumed run whose steps
+// differ from the record's (a new version of the handler, or one that
+// decides from the clock) fails without running the step, and the record
+// is kept for an operator; a step after the final transaction began, and
+// a repeated step name, are the handler's error.
+func TestHandlerThatChangesItsStepsIsNotResumed(t *testing.T) {
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		p := &payments{db: e.pool, dieWhen: "after-charge"}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			idem.RunHandler(ctx, e.eng, payOp, request("t", "ch", "b"), func(ctx context.Context) (*idem.Response, error) { return p.handle(ctx, "ch") })
+		}()
+		<-done
+		e.expireLeases()
+		p.dieWhen, p.reorder = "", true
+		_, err := idem.RunHandler(ctx, e.eng, payOp, request("t", "ch", "b"), func(ctx context.Context) (*idem.Response, error) { return p.handle(ctx, "ch") })
+		var ie *idem.Error
+		if !errors.As(err, &ie) || ie.Kind != idemtype.KindFailed || !strings.Contains(err.Error(), "same steps in the same order") {
+			t.Fatalf("a resumed run with other steps: %v; want a failure naming the rule", err)
+		}
+		if n := p.charges(); n != 1 {
+			t.Errorf("%d charges, want 1", n)
+		}
+
+		late := func(ctx context.Context) (*idem.Response, error) {
+			if _, err := idem.Tx(ctx); err != nil {
+				return nil, err
+			}
+			if _, err := idem.Local(ctx, e.pool, "late", func(context.Context, pgx.Tx) (int, error) { return 1, nil }); err != nil {
+				return nil, err
+			}
+			return created(`{}`), nil
+		}
+		if _, err := idem.RunHandler(ctx, e.eng, payOp, request("t", "late", "b"), late); err == nil || !strings.Contains(err.Error(), "after the handler began its final transaction") {
+			t.Errorf("a step after Tx: %v", err)
+		}
+		twice := func(ctx context.Context) (*idem.Response, error) {
+			for range 2 {
+				if _, err := idem.Local(ctx, e.pool, "same", func(context.Context, pgx.Tx) (int, error) { return 1, nil }); err != nil {
+					return nil, err
+				}
+			}
+			return created(`{}`), nil
+		}
+		if _, err := idem.RunHandler(ctx, e.eng, payOp, request("t", "twice", "b"), twice); err == nil || !strings.Contains(err.Error(), "repeated") {
+			t.Errorf("a repeated step name: %v", err)
+		}
+	})
+}
