@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemgen/idemgen/internal/stephook"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
@@ -35,6 +36,12 @@ type Case[S any] struct {
 	// Check wraps what it returns; the phases themselves are run as they
 	// are.
 	Phases func() []idem.Phase[S]
+	// Handler, instead of Phases, returns the operation's handler bound to
+	// the request (idem.RunHandler; the generated XHandler), built anew for
+	// every attempt. Check learns its steps (idem.Local, idem.Foreign)
+	// from the clean execution and crashes it inside and after each, and
+	// inside its final transaction; S is then unused (struct{}).
+	Handler func() idem.Handler
 	// Scope is the request's resolved scope (the principal, a header's
 	// value); "" for a global scope. Phases read it from
 	// idem.ExecutionFrom(ctx).
@@ -149,8 +156,8 @@ func Check[S any](t testing.TB, c Case[S]) {
 // a test that shows a broken phase is caught.
 func Findings[S any](t testing.TB, c Case[S]) []Finding {
 	t.Helper()
-	if c.Operation == nil || c.Phases == nil {
-		t.Fatalf("idemtest.Check: Case.Operation and Case.Phases are required")
+	if c.Operation == nil || (c.Phases == nil) == (c.Handler == nil) {
+		t.Fatalf("idemtest.Check: Case.Operation and one of Case.Phases and Case.Handler are required")
 	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = 8
@@ -188,6 +195,10 @@ type checker[S any] struct {
 	// (see duplicates).
 	baseRenumbered rows
 	baseResp       *idem.Response
+	// steps are the handler's steps, as the clean execution took them, and
+	// its final transaction last: phases that stand for them in the
+	// scenarios (Case.Handler).
+	steps []idem.Phase[S]
 }
 
 // world is one scenario's database: a schema with the engine's tables and
@@ -200,9 +211,12 @@ type world struct {
 
 func (k *checker[S]) run() {
 	ctx := context.Background()
-	phases := k.c.Phases()
-	group := k.commitGroups(phases)
 	k.baseline(ctx)
+	phases := k.steps
+	if k.c.Phases != nil {
+		phases = k.c.Phases()
+	}
+	group := k.commitGroups(phases)
 	k.completedRetry(ctx)
 	for i, p := range phases {
 		switch {
@@ -247,6 +261,12 @@ func (k *checker[S]) commitGroups(phases []idem.Phase[S]) []int {
 	}
 	shared := 0 // how many phases, from the first, share the claim's transaction
 	switch {
+	case k.c.Handler != nil:
+		// A handler's final transaction is the claim's, but for a step,
+		// before which the claim commits alone.
+		if len(phases) == 1 && mode != idem.ClaimSeparate {
+			shared = 1
+		}
 	case mode == idem.ClaimLast || mode == idem.ClaimAuto && local:
 		shared = len(phases)
 	case mode == idem.ClaimFirst || mode == idem.ClaimAuto:
@@ -318,9 +338,37 @@ func (k *checker[S]) add(phase string, rule Rule, format string, args ...any) {
 // scenario is compared with.
 func (k *checker[S]) baseline(ctx context.Context) {
 	w := k.begin(ctx, "clean execution")
-	out, err := idem.Run(ctx, w.env.Engine, k.c.Operation, k.req, k.phases(hooks{}))
+	var mu sync.Mutex
+	out, err := k.exec(ctx, w, k.req, hooks{start: func(i int, name string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if k.c.Handler == nil || i != len(k.steps) {
+			return
+		}
+		// A step's start has its kind; the final transaction's is the
+		// handler's name.
+		k.steps = append(k.steps, idem.Phase[S]{Name: name})
+	}, foreign: func(i int) { // after start, which added step i
+		mu.Lock()
+		defer mu.Unlock()
+		if k.c.Handler != nil && i < len(k.steps) {
+			k.steps[i].Foreign = func(context.Context, string, *S) error { return nil }
+		}
+	}})
 	if err != nil {
 		k.t.Fatalf("idemtest.Check %s: the clean execution failed: %v (Check needs a request that the operation accepts, and a Setup that makes what it needs)", k.c.Operation.ID, err)
+	}
+	if k.c.Handler != nil {
+		for i := range k.steps {
+			if k.steps[i].Foreign == nil {
+				k.steps[i].Local = func(context.Context, pgx.Tx, *S) error { return nil }
+			}
+		}
+		if n := len(k.steps); n == 0 || k.steps[n-1].Foreign != nil {
+			k.steps = append(k.steps, idem.Phase[S]{Name: "handler"})
+		}
+		last := len(k.steps) - 1
+		k.steps[last].Local, k.steps[last].Final = nil, func(context.Context, pgx.Tx, *S) (*idem.Response, error) { return nil, nil }
 	}
 	k.base, k.baseResp = w, out.Response
 	k.baseRows = k.rows(ctx, w, false)
@@ -342,7 +390,7 @@ func (k *checker[S]) completedRetry(ctx context.Context) {
 		ran = append(ran, name)
 		mu.Unlock()
 	}}
-	out, err := idem.Run(ctx, k.base.env.Engine, k.c.Operation, k.req, k.phases(h))
+	out, err := k.exec(ctx, k.base, k.req, h)
 	switch {
 	case err != nil:
 		k.add("", RuleFailed, "the retry failed: %v", err)
@@ -401,7 +449,7 @@ func (k *checker[S]) crash(ctx context.Context, scenario, phase string, point at
 	var runErr error
 	go func() {
 		defer close(done)
-		_, runErr = idem.Run(ctx, w.env.Engine, k.c.Operation, k.req, k.phases(h))
+		_, runErr = k.exec(ctx, w, k.req, h)
 	}()
 	if first > 0 {
 		select {
@@ -427,7 +475,7 @@ func (k *checker[S]) crash(ctx context.Context, scenario, phase string, point at
 		}
 		k.restoreSequences(ctx, w, seqs)
 	}
-	out, err := k.retry(ctx, w, k.phases(hooks{}))
+	out, err := k.retry(ctx, w)
 	if err != nil {
 		k.add(phase, RuleFailed, "the retry after the crash failed: %v", err)
 		return
@@ -470,7 +518,7 @@ func (k *checker[S]) takeover(ctx context.Context, i int, phase string) {
 	var staleErr error
 	go func() {
 		defer close(done)
-		staleOut, staleErr = idem.Run(ctx, w.env.Engine, k.c.Operation, k.req, k.phases(h))
+		staleOut, staleErr = k.exec(ctx, w, k.req, h)
 	}()
 	select {
 	case <-acted:
@@ -481,7 +529,7 @@ func (k *checker[S]) takeover(ctx context.Context, i int, phase string) {
 		k.add(phase, RuleFailed, "the execution did not reach the end of %s within %s", phase, scenarioTimeout)
 		return
 	}
-	out, err := k.retry(ctx, w, k.phases(hooks{}))
+	out, err := k.retry(ctx, w)
 	close(wake)
 	if !k.wait(done, "the stale owner") {
 		return
@@ -614,7 +662,7 @@ func (k *checker[S]) concurrently(ctx context.Context, w *world, req func(int) i
 			<-start
 			deadline := time.Now().Add(time.Minute)
 			for {
-				outs[i], errs[i] = idem.Run(ctx, w.env.Engine, k.c.Operation, req(i), k.phases(hooks{}))
+				outs[i], errs[i] = k.exec(ctx, w, req(i), hooks{})
 				if !again(errs[i]) || time.Now().After(deadline) {
 					return
 				}
@@ -638,13 +686,13 @@ func (k *checker[S]) concurrently(ctx context.Context, w *world, req func(int) i
 // retry runs the request again after a crash or a hang: the dead owner's
 // lease is expired (as time would), and a retry answered 409 because the
 // owner renewed it meanwhile tries again.
-func (k *checker[S]) retry(ctx context.Context, w *world, phases []idem.Phase[S]) (*idem.Outcome, error) {
+func (k *checker[S]) retry(ctx context.Context, w *world) (*idem.Outcome, error) {
 	for attempt := 0; ; attempt++ {
 		if _, err := w.env.Pool.Exec(ctx, `UPDATE `+pgx.Identifier{w.env.Schema, "records"}.Sanitize()+
 			` SET lease_until = now() - interval '1 second' WHERE owner_token IS NOT NULL`); err != nil {
 			return nil, fmt.Errorf("expiring the lease: %w", err)
 		}
-		out, err := idem.Run(ctx, w.env.Engine, k.c.Operation, k.req, phases)
+		out, err := k.exec(ctx, w, k.req, hooks{})
 		if !inFlight(err) || attempt == 20 {
 			return out, err
 		}
@@ -696,8 +744,47 @@ const (
 
 // hooks are called around each phase's body, with its index and name.
 type hooks struct {
-	start func(i int, name string)
-	end   func(i int, name string) // only after a body that returned no error
+	start   func(i int, name string)
+	end     func(i int, name string) // only after a body that returned no error
+	foreign func(i int)              // a handler's step i is foreign (before start)
+}
+
+// exec runs the case's request once on w's engine, its phases or its
+// handler wrapped with h.
+func (k *checker[S]) exec(ctx context.Context, w *world, req idem.KeyedRequest, h hooks) (*idem.Outcome, error) {
+	if k.c.Handler == nil {
+		return idem.Run(ctx, w.env.Engine, k.c.Operation, req, k.phases(h))
+	}
+	rec := k.c.Recorder
+	var key string // the foreign step's running now
+	sh := &stephook.Hooks{
+		Start: func(i int, name, stepKey string) {
+			if h.start != nil {
+				h.start(i, name)
+			}
+			if stepKey != "" {
+				if h.foreign != nil {
+					h.foreign(i)
+				}
+				if rec != nil {
+					key = stepKey
+					rec.enter(key, name)
+				}
+			}
+		},
+		Done: func(int, string) {
+			if key != "" {
+				rec.exit(key)
+				key = ""
+			}
+		},
+		End: func(i int, name string) {
+			if h.end != nil {
+				h.end(i, name)
+			}
+		},
+	}
+	return idem.RunHandler(stephook.With(ctx, sh), w.env.Engine, k.c.Operation, req, k.c.Handler())
 }
 
 // phases returns a fresh set of the case's phases wrapped with h, and

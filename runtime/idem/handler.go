@@ -113,6 +113,9 @@ type runner struct {
 	// that takes other steps): it decides the outcome, whatever the
 	// handler makes of it.
 	err error
+	// unresumable is why the record cannot be resumed by this handler (it
+	// takes other steps than the record's); set with err.
+	unresumable error
 	// bound cancels the handler's context when the claim's transaction,
 	// still open, outlives the lease; keep links it to the lease keeper.
 	bound  *time.Timer
@@ -162,6 +165,9 @@ func (e *Engine) executeHandler(c *claim, h Handler) (*Outcome, error) {
 		r.keep(hctx)
 	}
 	defer func() {
+		// A final transaction still open (the execution died in it) rolls
+		// back, as a dead connection's would.
+		r.final.end()
 		if c.keeper != nil {
 			c.keeper.close()
 		}
@@ -179,6 +185,13 @@ func (e *Engine) executeHandler(c *claim, h Handler) (*Outcome, error) {
 	})
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.unresumable != nil {
+		// The record's steps are not this handler's: keep it for an
+		// operator, as a recovery point no phase has.
+		r.final.end()
+		out, answer := e.cannotResume(c, r.unresumable)
+		return out, e.report(c, r.unresumable, out, answer)
+	}
 	if r.err != nil {
 		err, resp = r.err, nil
 	}
@@ -189,7 +202,10 @@ func (e *Engine) executeHandler(c *claim, h Handler) (*Outcome, error) {
 		err = ErrFenced // whatever the handler saw, the cause is the lost lease
 	}
 	if err == nil {
-		r.hooks.OnEnd(len(r.state.Steps), "")
+		if !r.finalBegun {
+			r.hooks.OnStart(len(r.state.Steps), finalStep, "")
+		}
+		r.hooks.OnEnd(len(r.state.Steps), finalStep)
 		resp, err = r.commitFinal(hctx, resp)
 	}
 	c.phase = finalStep
@@ -274,8 +290,8 @@ func (r *runner) step(name string, foreign bool) (i int, recorded *stepRecord, e
 		r.err = fmt.Errorf("idem: step %q taken after the handler began its final transaction (Tx, Begin): steps come before it", name)
 	case i < len(r.state.Steps) && (r.state.Steps[i].Name != name || r.state.Steps[i].Foreign != foreign):
 		rec := r.state.Steps[i]
-		r.err = &Error{Kind: idemtype.KindFailed, Detail: unresumable,
-			Err: fmt.Errorf("step %d is %q (foreign %t) in this run, %q (foreign %t) in the record: a handler must take the same steps in the same order on every run of a request", i, name, foreign, rec.Name, rec.Foreign)}
+		r.unresumable = fmt.Errorf("step %d is %q (foreign %t) in this run, %q (foreign %t) in the record: a handler must take the same steps in the same order on every run of a request", i, name, foreign, rec.Name, rec.Foreign)
+		r.err = &Error{Kind: idemtype.KindFailed, Detail: unresumable, Err: r.unresumable}
 	case i < len(r.state.Steps):
 		r.names[name] = true
 		return i, &r.state.Steps[i], nil
@@ -418,7 +434,10 @@ func Foreign[T any](ctx context.Context, name string, fn func(ctx context.Contex
 func decodeStep[T any](r *runner, rec *stepRecord) (T, error) {
 	var v T
 	if err := json.Unmarshal(rec.Value, &v); err != nil {
-		r.err = &Error{Kind: idemtype.KindFailed, Detail: unresumable, Err: fmt.Errorf("decoding the recorded result of step %q: %w", rec.Name, err)}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.unresumable = fmt.Errorf("decoding the recorded result of step %q: %w", rec.Name, err)
+		r.err = &Error{Kind: idemtype.KindFailed, Detail: unresumable, Err: r.unresumable}
 		return v, r.err
 	}
 	return v, nil
@@ -449,7 +468,7 @@ func Tx(ctx context.Context) (pgx.Tx, error) {
 		return nil, r.err
 	}
 	if !r.finalBegun {
-		r.hooks.OnStart(len(r.state.Steps), "", "")
+		r.hooks.OnStart(len(r.state.Steps), finalStep, "")
 	}
 	r.finalBegun = true
 	if r.c.sess != nil {

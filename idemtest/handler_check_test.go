@@ -1,0 +1,167 @@
+package idemtest_test
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+		"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/idemtest"
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// handlerPayment is the payment as one handler with inline steps: it
+// records the payment (idem.Local), charges the card (idem.Foreign), and
+// writes the charge in a transaction begun with idem.Begin, as the plain
+// handler did with pool.Begin. The fields break it one way each.
+type handlerPayment struct {
+	pool  *pgxpool.Pool
+	cards *cards
+	// the broken variants
+	poolWrite, clockAmount bool
+	// coinSteps takes an extra first step on every other run: what a
+	// handler that decides its steps from the clock or a live read does.
+	coinSteps *atomic.Int32
+}
+
+func (p *handlerPayment) handle(ctx context.Context, amount int64) (*idem.Response, error) {
+	if p.coinSteps != nil && p.coinSteps.Add(1)%2 == 1 {
+		// Decided afresh on every run: a resumed run takes other steps.
+		if _, err := idem.Local(ctx, p.pool, "audit-first", func(ctx context.Context, tx pgx.Tx) (int, error) { return 0, nil }); err != nil {
+			return nil, err
+		}
+	}
+	id, err := idem.Local(ctx, p.pool, "record", func(ctx context.Context, tx pgx.Tx) (int64, error) {
+		var id int64
+		err := tx.QueryRow(ctx, `INSERT INTO pay (amount) VALUES ($1) RETURNING id`, amount).Scan(&id)
+		return id, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	charge, err := idem.Foreign(ctx, "charge", func(ctx context.Context, key string) (string, error) {
+		a := amount
+		if p.clockAmount {
+			a += time.Now().UnixNano()%1000 + 1
+		}
+		return p.cards.charge(key, a), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	tx, err := idem.Begin(ctx, p.pool)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `UPDATE pay SET charge = $2 WHERE id = $1`, id, charge); err != nil {
+		return nil, err
+	}
+	exec := tx.Exec
+	if p.poolWrite {
+		exec = p.pool.Exec
+	}
+	if _, err := exec(ctx, `INSERT INTO audit (pay_id, what) VALUES ($1, 'charged')`, id); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, err
+	}
+	return &idem.Response{Status: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: fmt.Appendf(nil, `{"id":%d,"charge":%q}`, id, charge)}, nil
+}
+
+func handlerCase(claim idem.ClaimMode, impl func(*pgxpool.Pool) *handlerPayment) idemtest.Case[struct{}] {
+	cd := newCards()
+	var pool *pgxpool.Pool
+	return idemtest.Case[struct{}]{
+		Operation: &idem.Operation{ID: "createPayment", Policy: idem.Policy{Lease: 10 * time.Second, Claim: claim, ReplayHeaders: []string{"Content-Type"}}},
+		Scope:     "acct_1",
+		Setup: func(ctx context.Context, p *pgxpool.Pool) error {
+			pool = p
+			return setup(ctx, p)
+		},
+		Handler: func() idem.Handler {
+			p := impl(pool)
+			p.pool, p.cards = pool, cd
+			return func(ctx context.Context) (*idem.Response, error) { return p.handle(ctx, 1000) }
+		},
+		Recorder: cd.rec,
+		Volatile: []string{"created_at"},
+	}
+}
+
+// TestCheckPassesAHandler: the handler with inline steps passes every
+// scenario (crashes inside and after each step and inside its final
+// transaction, a takeover while the card call hangs, duplicates), in each
+// claim mode that runs steps; and a handler without steps, one
+// transaction, in all of them.
+func TestCheckPassesAHandler(t *testing.T) {
+	t.Parallel()
+	for _, claim := range []idem.ClaimMode{idem.ClaimAuto, idem.ClaimFirst, idem.ClaimSeparate} {
+		t.Run(cmp.Or(string(claim), "auto")+"/steps", func(t *testing.T) {
+			t.Parallel()
+			idemtest.Check(t, handlerCase(claim, func(*pgxpool.Pool) *handlerPayment { return &handlerPayment{} }))
+		})
+	}
+	for _, claim := range []idem.ClaimMode{idem.ClaimAuto, idem.ClaimFirst, idem.ClaimSeparate, idem.ClaimLast} {
+		t.Run(cmp.Or(string(claim), "auto")+"/one-transaction", func(t *testing.T) {
+			t.Parallel()
+			c := refundCase(true)
+			c.Operation = &idem.Operation{ID: "createRefund", Policy: idem.Policy{Lease: 10 * time.Second, Claim: claim}}
+			refund := refundPhases(true)[0].Final
+			c.Phases = nil
+			c.Handler = func() idem.Handler {
+				return func(ctx context.Context) (*idem.Response, error) {
+					tx, err := idem.Tx(ctx)
+					if err != nil {
+						return nil, err
+					}
+					return refund(ctx, tx, nil)
+				}
+			}
+			idemtest.Check(t, c)
+		})
+	}
+}
+
+// TestCheckCatchesABrokenHandler: each broken variant is caught, naming
+// the step and the rule.
+func TestCheckCatchesABrokenHandler(t *testing.T) {
+	t.Parallel()
+	runs := new(atomic.Int32)
+	for _, tc := range []struct {
+		name     string
+		impl     func(*pgxpool.Pool) *handlerPayment
+		scenario string
+		phase    string
+		rule     idemtest.Rule
+		says     string
+	}{
+		{"the final write goes through the pool", func(*pgxpool.Pool) *handlerPayment { return &handlerPayment{poolWrite: true} },
+			"crash inside handler", "handler", idemtest.RuleRows, "writes outlived the phase's rolled-back transaction"},
+		{"a foreign call's amount comes from the clock", func(*pgxpool.Pool) *handlerPayment { return &handlerPayment{clockAmount: true} },
+			"", "charge", idemtest.RuleForeignParams, "field /amount = "},
+		{"the steps are decided afresh on every run", func(*pgxpool.Pool) *handlerPayment { return &handlerPayment{coinSteps: runs} },
+			"crash inside record", "record", idemtest.RuleFailed, "same steps in the same order"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			found := idemtest.Findings(t, handlerCase(idem.ClaimAuto, tc.impl))
+			for _, f := range found {
+				if strings.Contains(f.Scenario, tc.scenario) && f.Phase == tc.phase && f.Rule == tc.rule && strings.Contains(f.Detail, tc.says) {
+					t.Logf("caught: %s", f)
+					return
+				}
+			}
+			t.Errorf("no finding of rule %q in scenario %q, step %s, saying %q; found %d:\n%s", tc.rule, tc.scenario, tc.phase, tc.says, len(found), list(found))
+		})
+	}
+}
