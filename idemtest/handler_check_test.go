@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-		"net/http"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"

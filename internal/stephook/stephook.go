@@ -7,7 +7,7 @@ import "context"
 
 // Hooks are called by the engine around each step of a handler, with its
 // index among the steps the handler took, and for the final transaction
-// (index = the number of steps, name "").
+// (index = the number of steps, name "handler").
 type Hooks struct {
 	// Start is called before a step runs (a foreign one with its key).
 	Start func(i int, name, key string)
