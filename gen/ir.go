@@ -53,6 +53,10 @@ func (o *opIR) PhasesIface() string { return o.GoName + "Phases" }
 func (o *opIR) StateType() string   { return o.GoName + "State" }
 func (o *opIR) ImplType() string    { return o.GoName + "Impl" }
 
+// handlerFunc names the function that binds the strict handler of an
+// operation that keeps it (x-idempotency handler: true) to a request.
+func (o *opIR) handlerFunc() string { return o.GoName + "Handler" }
+
 // Names the glue declares for one operation: the operation's x-idempotency as
 // the runtime takes it, and the response object that writes the engine's
 // outcome (unexported); the function that binds its phases to a request and
@@ -247,7 +251,12 @@ func buildIR(cfg *Config, doc *spec.Document, sources []Source) (*ir, error) {
 			seen[p.GoName] = ph.Name
 			o.Phases = append(o.Phases, p)
 		}
-		for _, name := range []string{o.PhasesIface(), o.StateType(), o.ImplType(), o.idempotencyVar(), o.bindFunc(), o.operationFunc(), o.outcomeType()} {
+		names := []string{o.PhasesIface(), o.StateType(), o.ImplType(), o.idempotencyVar(), o.bindFunc(), o.operationFunc(), o.outcomeType()}
+		if o.X.Handler {
+			o.Phases = nil
+			names = []string{o.idempotencyVar(), o.handlerFunc(), o.operationFunc(), o.outcomeType()}
+		}
+		for _, name := range names {
 			if declared[name] {
 				errs = append(errs, &spec.Error{File: cfg.Spec, Method: op.Method, Path: op.Path, OperationID: op.OperationID,
 					Message: fmt.Sprintf("the generated name %s is already declared by a schema or type of this spec; rename the operationId or the schema", name)})

@@ -48,7 +48,9 @@ func renderGlue(r *ir) ([]byte, error) {
 	f.ImportNames(importNames)
 
 	for _, o := range r.Idempotent {
-		renderPhasesIface(f, o)
+		if !o.X.Handler {
+			renderPhasesIface(f, o)
+		}
 	}
 	renderPhasesStruct(f, r)
 	renderPlainIface(f, r)
@@ -86,11 +88,20 @@ func (r *ir) adapter() string {
 // execute writes the adapter's Execute call: idemecho's and idemgin's take
 // the runtime, idemstd's the engine.
 func (r *ir) execute(payload, phases Code) Code {
+	return Qual(r.adapter(), "Execute").Call(Id("ctx"), r.runtime(), payload, phases)
+}
+
+// executeHandler writes the adapter's ExecuteHandler call.
+func (r *ir) executeHandler(h Code) Code {
+	return Qual(r.adapter(), "ExecuteHandler").Call(Id("ctx"), r.runtime(), h)
+}
+
+func (r *ir) runtime() *Statement {
 	rt := Id("s").Dot("rt")
 	if r.adapter() == pkgIdemStd {
 		rt = rt.Dot("Engine")
 	}
-	return Qual(r.adapter(), "Execute").Call(Id("ctx"), rt, payload, phases)
+	return rt
 }
 
 // doc writes the operation's doc: lead, then the operation's summary and
@@ -119,18 +130,34 @@ func renderPhasesStruct(f *File, r *ir) {
 	f.Add(doc(0, "Phases holds the phase implementations of every idempotent operation."))
 	var fields []Code
 	for _, o := range r.Idempotent {
-		fields = append(fields, Id(o.GoName).Id(o.PhasesIface()).Comment(route(o)))
+		if !o.X.Handler {
+			fields = append(fields, Id(o.GoName).Id(o.PhasesIface()).Comment(route(o)))
+		}
 	}
 	f.Type().Id("Phases").Struct(fields...)
 	f.Line()
 }
 
 func renderPlainIface(f *File, r *ir) {
-	f.Add(doc(0, "PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does."))
+	lead := "PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does."
+	var handlers []*opIR
+	for _, o := range r.Idempotent {
+		if o.X.Handler {
+			handlers = append(handlers, o)
+		}
+	}
+	if len(handlers) > 0 {
+		lead = "PlainHandlers serves the operations without x-idempotency, as oapi-codegen's strict server interface does, and those that keep their handler (x-idempotency handler: true), which the engine runs."
+	}
+	f.Add(doc(0, lead))
 	var methods []Code
 	for _, p := range r.Plain {
 		methods = append(methods, doc(1, append([]string{p.GoName + " serves " + p.name() + "."}, opParagraphs(p.Summary, p.Method, p.Path)...)...),
 			strictSignature(p.GoName, p.RequestType, p.ResponseType))
+	}
+	for _, o := range handlers {
+		methods = append(methods, o.doc(1, fmt.Sprintf("%s serves %s idempotently: the engine runs it for a new key (idem.RunHandler), its database work in the execution's transactions (idem.Tx, idem.Begin), its calls to other systems in steps (idem.Local, idem.Foreign); a retry gets the stored answer.", o.GoName, o.Spec.OperationID)),
+			strictSignature(o.GoName, o.RequestType, o.ResponseType))
 	}
 	f.Type().Id("PlainHandlers").Interface(methods...)
 	f.Line()
@@ -362,13 +389,18 @@ func renderServer(f *File, r *ir) {
 			)
 			payload = Id("payload")
 		}
+		run := r.execute(payload, Id(o.bindFunc()).Call(Id("s").Dot("phases").Dot(o.GoName), Id("request")))
+		what := "the phases of " + o.Spec.OperationID
+		if o.X.Handler {
+			run = r.executeHandler(Id(o.handlerFunc()).Call(Id("s").Dot("plain"), Id("request")))
+			what = "PlainHandlers' " + o.GoName
+		}
 		body = append(body,
-			List(Id("resp"), Err()).Op(":=").Add(r.execute(payload,
-				Id(o.bindFunc()).Call(Id("s").Dot("phases").Dot(o.GoName), Id("request")))),
+			List(Id("resp"), Err()).Op(":=").Add(run),
 			If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
 			Return(Id(o.outcomeType()).Call(Qual(r.adapter(), "Writer").Call(Id("ctx"), Id("resp"))), Nil()),
 		)
-		f.Add(doc(0, fmt.Sprintf("%s serves %s with the engine: it runs the phases of %s for a new key, or answers with the outcome a retry's key already has.", o.GoName, nobreak(route(o)), o.Spec.OperationID)))
+		f.Add(doc(0, fmt.Sprintf("%s serves %s with the engine: it runs %s for a new key, or answers with the outcome a retry's key already has.", o.GoName, nobreak(route(o)), what)))
 		f.Func().Params(Id("s").Op("*").Id("idemServer")).Add(strictSignature(o.GoName, o.RequestType, o.ResponseType)).
 			Block(body...)
 		f.Line()
@@ -378,8 +410,32 @@ func renderServer(f *File, r *ir) {
 		f.Func().Params(Id("o").Id(o.outcomeType())).Id(o.VisitMethod).Params(Id("w").Qual("net/http", "ResponseWriter")).Error().
 			Block(Return(Id("o").Call(Id("w"))))
 		f.Line()
-		renderPhaseList(f, r, o)
+		if o.X.Handler {
+			renderHandlerBind(f, r, o)
+		} else {
+			renderPhaseList(f, r, o)
+		}
+		renderOperationFunc(f, o)
 	}
+}
+
+// renderHandlerBind writes XHandler, which binds the strict handler of an
+// operation that keeps it to one request.
+func renderHandlerBind(f *File, r *ir, o *opIR) {
+	f.Add(doc(0, fmt.Sprintf("%s binds the strict handler of %s (PlainHandlers' %s, or anything with that method) to one request, as the glue runs it: the engine's idem.RunHandler takes it, and so does idemtest.Check (Case.Handler), which runs it through crashes, takeovers and concurrent duplicates.", o.handlerFunc(), o.Spec.OperationID, o.GoName)))
+	f.Func().Id(o.handlerFunc()).Params(
+		Id("h").Interface(strictSignature(o.GoName, o.RequestType, o.ResponseType)),
+		Id("request").Id(o.RequestType),
+	).Qual(pkgIdem, "Handler").Block(
+		Return(Func().Params(Id("ctx").Qual("context", "Context")).Params(Op("*").Qual(pkgIdem, "Response"), Error()).Block(
+			List(Id("response"), Err()).Op(":=").Id("h").Dot(o.GoName).Call(Id("ctx"), Id("request")),
+			If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
+			If(Id("response").Op("==").Nil()).Block(Return(Nil(), Qual("errors", "New").Call(
+				Lit(fmt.Sprintf("%s: the handler returned no response", o.Spec.OperationID))))),
+			Return(Qual(r.adapter(), "Render").Call(Id("response").Dot(o.VisitMethod))),
+		)),
+	)
+	f.Line()
 }
 
 func renderPhaseList(f *File, r *ir, o *opIR) {
@@ -414,6 +470,10 @@ func renderPhaseList(f *File, r *ir, o *opIR) {
 			g.Line()
 		})))
 	f.Line()
+}
+
+// renderOperationFunc writes XOperation.
+func renderOperationFunc(f *File, o *opIR) {
 	f.Add(doc(0, fmt.Sprintf("%s returns a copy of the operation and policy that the engine runs %s with, as its x-idempotency declares them.", o.operationFunc(), o.Spec.OperationID)))
 	f.Func().Id(o.operationFunc()).Params().Op("*").Qual(pkgIdem, "Operation").Block(
 		Id("op").Op(":=").Op("*").Id(o.idempotencyVar()).Dot("Operation"),
@@ -498,14 +558,20 @@ func registerSetup(r *ir, failed ...Code) []Code {
 		return If(cond).Block(Return(append(append([]Code{}, failed...), Qual("errors", "New").Call(Lit(msg)))...))
 	}
 	body := []Code{refuse(Id("rt").Op("==").Nil().Op("||").Id("rt").Dot("Engine").Op("==").Nil(), "Register: rt and rt.Engine are required")}
-	if len(r.Plain) > 0 {
+	handlers := slices.ContainsFunc(r.Idempotent, func(o *opIR) bool { return o.X.Handler })
+	switch {
+	case len(r.Plain) > 0:
 		body = append(body, refuse(Id("plain").Op("==").Nil(), "Register: plain is nil, but the spec has operations without x-idempotency"))
+	case handlers:
+		body = append(body, refuse(Id("plain").Op("==").Nil(), "Register: plain is nil, but the spec has operations that keep their handler (x-idempotency handler: true)"))
 	}
 	var principal []string
 	var senders []string
 	bySender := map[string][]string{}
 	for _, o := range r.Idempotent {
-		body = append(body, refuse(Id("phases").Dot(o.GoName).Op("==").Nil(), fmt.Sprintf("Register: phases.%s is nil", o.GoName)))
+		if !o.X.Handler {
+			body = append(body, refuse(Id("phases").Dot(o.GoName).Op("==").Nil(), fmt.Sprintf("Register: phases.%s is nil", o.GoName)))
+		}
 		switch sc := o.X.Scope; {
 		case sc.NeedsPrincipal():
 			principal = append(principal, o.Spec.OperationID)

@@ -26,6 +26,9 @@ type scaffoldPhase struct {
 func renderScaffolds(tmpl *template.Template, r *ir) ([]OutputFile, error) {
 	var files []OutputFile
 	for _, o := range r.Idempotent {
+		if o.X.Handler {
+			continue // the service's own handler serves it: nothing to fill in
+		}
 		var phases []scaffoldPhase
 		for i, p := range o.Phases {
 			sig := o.method(p)

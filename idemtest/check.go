@@ -223,6 +223,10 @@ func (k *checker[S]) run() {
 		case p.Foreign != nil:
 			k.crash(ctx, fmt.Sprintf("crash in %s, before the other system acted", p.Name), p.Name, at{phase: i, where: atStart}, -1)
 			k.crash(ctx, fmt.Sprintf("crash in %s, after the other system acted", p.Name), p.Name, at{phase: i, where: atEnd}, -1)
+			if k.c.Handler != nil && i+1 < len(phases) && phases[i+1].Foreign == nil {
+				// A handler's foreign step records its result at once.
+				k.crash(ctx, fmt.Sprintf("crash right after %s was recorded", p.Name), p.Name, at{phase: i + 1, where: atStart}, -1)
+			}
 			k.takeover(ctx, i, p.Name)
 		default:
 			first := slices.Index(group, group[i])

@@ -28,6 +28,12 @@ type Extension struct {
 	Ambiguous   idemtype.Ambiguous
 	Complete    idemtype.Complete
 	Phases      []Phase
+	// Handler says the operation keeps its strict handler: the glue runs
+	// the PlainHandlers method through the engine (idem.RunHandler), its
+	// database work in the execution's transactions and its calls to other
+	// systems in steps (idem.Local, idem.Foreign); Phases is then the
+	// default and unused.
+	Handler bool
 }
 
 // Key is where the key comes from and what it may look like: a request

@@ -44,7 +44,7 @@ func Parse(v any) (*Extension, []FieldError) {
 		return nil, p.errs
 	}
 	x := Default()
-	m, _ := p.object(ExtensionName, v, "key", "scope", "group", "retention", "lease", "wait", "fingerprint", "request", "replay", "ambiguous", "complete", "phases")
+	m, _ := p.object(ExtensionName, v, "key", "scope", "group", "retention", "lease", "wait", "fingerprint", "request", "replay", "ambiguous", "complete", "phases", "handler")
 	p.key(&x.Key, m)
 	p.scope(&x.Scope, m)
 	p.group(&x.Group, m)
@@ -56,6 +56,16 @@ func Parse(v any) (*Extension, []FieldError) {
 	p.modes(x, m)
 	if v, ok := m["phases"]; ok {
 		x.Phases = p.phases(ExtensionName+".phases", v)
+	}
+	if v, ok := m["handler"]; ok {
+		x.Handler, _ = p.boolean(ExtensionName+".handler", v)
+		_, phases := m["phases"]
+		switch {
+		case x.Handler && phases:
+			p.errorf(ExtensionName+".handler", "true, with phases: an operation is served by its strict handler or by phases, not both; drop one")
+		case x.Handler && x.Complete == idemtype.CompleteBackground:
+			p.errorf(ExtensionName+".complete", "background, with handler: true: the completer has no request to call the handler with; use phases, or complete: on-retry")
+		}
 	}
 	return x, p.errs
 }

@@ -460,6 +460,16 @@ func Tx(ctx context.Context) (pgx.Tx, error) {
 	}
 	r := runnerFrom(ctx)
 	if r == nil {
+		if p, ok := ctx.Value(plainFinalKey{}).(*plainFinal); ok {
+			if p.tx == nil {
+				tx, err := p.pool.Begin(ctx)
+				if err != nil {
+					return nil, err
+				}
+				p.tx = tx
+			}
+			return p.tx, nil
+		}
 		return nil, ErrNoExecution
 	}
 	r.mu.Lock()
@@ -500,6 +510,38 @@ func Begin(ctx context.Context, db Beginner) (pgx.Tx, error) {
 	}
 	return tx.Begin(ctx)
 }
+
+// RunHandlerWithoutKey runs h for a request without a key, where the
+// operation's key is optional: unprotected, as a plain handler. Its final
+// transaction (Tx) is begun on the engine's pool when it asks for it and
+// committed when it returns a response; its steps run as outside an
+// execution (Local in a transaction of its own, Foreign with a new key).
+func RunHandlerWithoutKey(ctx context.Context, e *Engine, h Handler) (resp *Response, err error) {
+	p := &plainFinal{pool: e.pool}
+	defer func() {
+		if p.tx != nil {
+			p.tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	resp, err = h(context.WithValue(ctx, plainFinalKey{}, p))
+	if err != nil {
+		return nil, err
+	}
+	if p.tx != nil {
+		if err := p.tx.Commit(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
+}
+
+// plainFinal is the final transaction of a handler run without a key.
+type plainFinal struct {
+	pool Beginner
+	tx   pgx.Tx
+}
+
+type plainFinalKey struct{}
 
 func plainStep[T any](ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx.Tx) (T, error)) (T, error) {
 	var zero T

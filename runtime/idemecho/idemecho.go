@@ -196,6 +196,12 @@ func Execute[S any](ctx context.Context, rt *Runtime, payload []byte, phases []i
 	return idemstd.Execute(ctx, rt.Engine, payload, phases)
 }
 
+// ExecuteHandler is Execute for an operation served by its strict handler,
+// bound to the request as h (idemstd.ExecuteHandler).
+func ExecuteHandler(ctx context.Context, rt *Runtime, h idem.Handler) (*idem.Response, error) {
+	return idemstd.ExecuteHandler(ctx, rt.Engine, h)
+}
+
 // Render runs a strict-server response visitor against a recorder and
 // returns the exact response it wrote (idemstd.Render).
 func Render(visit func(http.ResponseWriter) error) (*idem.Response, error) {

@@ -525,19 +525,38 @@ func (c *Call) Refuse(ctx context.Context, eng *idem.Engine, w http.ResponseWrit
 // response to send: a fresh one, a replay, or a problem. A ReleaseError's
 // cause is returned as the error, for the framework's error handling.
 func Execute[S any](ctx context.Context, eng *idem.Engine, payload []byte, phases []idem.Phase[S]) (*idem.Response, error) {
+	return execute(ctx, eng, func(call *Call) (*idem.Response, error) {
+		return idem.RunWithoutKey(ctx, eng, call.Spec.Operation, phases)
+	}, func(call *Call) (*idem.Outcome, error) {
+		req := call.Request
+		req.Payload = payload
+		return idem.Run(ctx, eng, call.Spec.Operation, req, phases)
+	})
+}
+
+// ExecuteHandler is Execute for an operation served by its strict handler
+// (x-idempotency handler: true), bound to the request as h: the engine
+// runs it (idem.RunHandler), or, for a request without a key where the
+// key is optional, it runs as a plain handler (idem.RunHandlerWithoutKey).
+func ExecuteHandler(ctx context.Context, eng *idem.Engine, h idem.Handler) (*idem.Response, error) {
+	return execute(ctx, eng, func(call *Call) (*idem.Response, error) {
+		return idem.RunHandlerWithoutKey(ctx, eng, h)
+	}, func(call *Call) (*idem.Outcome, error) {
+		return idem.RunHandler(ctx, eng, call.Spec.Operation, call.Request, h)
+	})
+}
+
+func execute(ctx context.Context, eng *idem.Engine, keyless func(*Call) (*idem.Response, error), run func(*Call) (*idem.Outcome, error)) (*idem.Response, error) {
 	call := CallFrom(ctx)
 	if call == nil {
 		return nil, errors.New("idem: Execute called outside the idempotency middleware: the route's middleware did not run " +
 			"(with gorilla/mux, serve under a prefix with RegisterOptions.BaseURL, not a PathPrefix sub-router)")
 	}
-	op := call.Spec.Operation
 	call.executed = true
 	if call.Request.Key == "" {
-		return idem.RunWithoutKey(ctx, eng, op, phases)
+		return keyless(call)
 	}
-	req := call.Request
-	req.Payload = payload
-	out, err := idem.Run(ctx, eng, op, req, phases)
+	out, err := run(call)
 	if err != nil {
 		// Declared only here: errors.As makes them escape to the heap.
 		var phase *idem.PhaseError
