@@ -4,6 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/idemgen/idemgen/gen"
@@ -30,6 +34,10 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	keyFormat := fs.String("key-format", "", "the key format of every operation that sets no key.format: any, uuid or raw (idemgen.key-format)")
 	preset := fs.String("preset", "", "an API contract in one word: stripe (idemgen.preset)")
 	keyMinLength := fs.Int("key-min-length", 0, "refuse keys shorter than this in every operation that sets no key.minLength (idemgen.key-min-length)")
+	refusalSchema := fs.String("refusal-schema", "", "a schema of the spec (a components/schemas name) that is the API's own error object, documenting the refusals (idemgen.refusal-schema)")
+	refusalMediaType := fs.String("refusal-media-type", "", "the refusals' media type with -refusal-schema; default application/json (idemgen.refusal-media-type)")
+	refusalStatuses := statusFlag{}
+	fs.Var(refusalStatuses, "refusal-status", "KIND=STATUS: another status for a refusal kind, e.g. key-reused=400; repeat for several (idemgen.refusal-statuses)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: idemgen generate [-config FILE] [flags] SPEC")
 		fmt.Fprintln(stderr, "Reads oapi-codegen's configuration and runs it, then writes the idempotency glue and phase scaffolds beside its output.")
@@ -69,6 +77,14 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	if *keyMinLength != 0 {
 		cfg.KeyMinLength = *keyMinLength
 	}
+	set(&cfg.RefusalSchema, *refusalSchema)
+	set(&cfg.RefusalMediaType, *refusalMediaType)
+	for kind, status := range refusalStatuses {
+		if cfg.RefusalStatuses == nil {
+			cfg.RefusalStatuses = map[string]int{}
+		}
+		cfg.RefusalStatuses[kind] = status
+	}
 	cfg.NoScaffold = cfg.NoScaffold || *noScaffold
 	cfg.GlueOnly = cfg.GlueOnly || *glueOnly
 	if err := cfg.Complete(); err != nil {
@@ -103,6 +119,27 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stderr, "idemgen: done in %v\n", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// statusFlag collects -refusal-status KIND=STATUS flags.
+type statusFlag map[string]int
+
+func (f statusFlag) String() string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(f)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, f[k]))
+	}
+	return strings.Join(parts, ",")
+}
+
+func (f statusFlag) Set(v string) error {
+	kind, status, ok := strings.Cut(v, "=")
+	n, err := strconv.Atoi(status)
+	if !ok || kind == "" || err != nil {
+		return fmt.Errorf("%q: want KIND=STATUS, e.g. key-reused=400", v)
+	}
+	f[kind] = n
 	return nil
 }
 

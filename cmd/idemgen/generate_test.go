@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -332,4 +333,81 @@ func TestConfigPathsRelativeToTheConfig(t *testing.T) {
 		!strings.Contains(errs, "api/nothere.yaml") || !strings.Contains(errs, dir) {
 		t.Errorf("a missing config: exit %d, %q", code, errs)
 	}
+}
+
+// TestEverySettingHasAFlag: each setting of the config's idemgen section
+// has a flag of the same name, so that a config oapi-codegen also reads
+// (which refuses the section) can keep every idemgen setting out of it.
+func TestEverySettingHasAFlag(t *testing.T) {
+	_, _, usage := runCLI(t, "generate", "-h")
+	st := reflect.TypeFor[gen.Settings]()
+	for i := range st.NumField() {
+		name, _, _ := strings.Cut(st.Field(i).Tag.Get("yaml"), ",")
+		flag := name
+		if name == "refusal-statuses" {
+			flag = "refusal-status" // one flag per kind, repeated
+		}
+		if !strings.Contains(usage, "  -"+flag+" ") && !strings.Contains(usage, "  -"+flag+"\n") {
+			t.Errorf("idemgen.%s has no -%s flag", name, flag)
+		}
+	}
+}
+
+// TestFlagsSetWhatTheSectionSets: golden/refusal_schema generated from a
+// config without its idemgen section, the settings given as flags instead,
+// is the golden output, file for file.
+func TestFlagsSetWhatTheSectionSets(t *testing.T) {
+	golden := filepath.Join("..", "..", "golden", "refusal_schema")
+	dir := t.TempDir()
+	spec, err := os.ReadFile(filepath.Join(golden, "api.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	config, err := os.ReadFile(filepath.Join(golden, "idemgen.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _, ok := strings.Cut(string(config), "idemgen:\n")
+	if !ok {
+		t.Fatal("golden/refusal_schema's config has no idemgen section")
+	}
+	writeFiles(t, dir, map[string]string{"api.yaml": string(spec), "oapi-codegen.yaml": plain})
+	code, _, errs := runCLI(t, "generate", "-config", filepath.Join(dir, "oapi-codegen.yaml"),
+		"-openapi-out", "openapi.enriched.yaml", "-client-out", "chargeclient",
+		"-refusal-schema", "Error", "-refusal-status", "key-reused=400", filepath.Join(dir, "api.yaml"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	want := filepath.Join(golden, "out")
+	err = filepath.WalkDir(want, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(want, path)
+		w, _ := os.ReadFile(path)
+		got, rerr := os.ReadFile(filepath.Join(dir, rel))
+		// The header names the source as the command line gave it.
+		if rerr != nil || string(got) != string(w) && !sameButSource(string(got), string(w)) {
+			t.Errorf("%s differs from the golden output (%v)", rel, rerr)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sameButSource reports whether two generated files differ only in their
+// "Source:" line.
+func sameButSource(a, b string) bool {
+	strip := func(s string) string {
+		var out []string
+		for _, l := range strings.Split(s, "\n") {
+			if !strings.HasPrefix(l, "// Source: ") {
+				out = append(out, l)
+			}
+		}
+		return strings.Join(out, "\n")
+	}
+	return strip(a) == strip(b)
 }
