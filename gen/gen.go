@@ -37,6 +37,9 @@ type OutputFile struct {
 	// Owned is true for scaffolds: the user owns them, so they are written
 	// only when missing and never overwritten.
 	Owned bool
+	// phases, for a scaffold, are the methods the spec's phases need of
+	// its implementation type: a kept scaffold is checked against them.
+	phases *scaffoldPhases
 }
 
 // in is the file's path under dir.
@@ -223,6 +226,9 @@ func Write(res *Result, dir string, log io.Writer) error {
 		switch {
 		case f.Owned && err == nil:
 			fmt.Fprintf(log, "kept      %s (yours: scaffolds are never overwritten)\n", path)
+			for _, w := range f.phases.check(path, old) {
+				fmt.Fprintf(log, "warning   %s: %s\n", path, w)
+			}
 			continue
 		case err == nil && bytes.Equal(old, f.Data):
 			fmt.Fprintf(log, "unchanged %s\n", path)

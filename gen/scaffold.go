@@ -47,7 +47,11 @@ func renderScaffolds(tmpl *template.Template, r *ir) ([]OutputFile, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gen: scaffold for %s is not valid Go (check your template): %w", o.Spec.OperationID, err)
 		}
-		files = append(files, OutputFile{Path: snake(o.GoName) + "_phases.go", Data: src, Owned: true})
+		expect := &scaffoldPhases{op: o.Spec.OperationID, impl: o.ImplType()}
+		for _, p := range o.Phases {
+			expect.methods = append(expect.methods, expectedMethod{name: p.GoName, phase: p.Name, kind: p.kind()})
+		}
+		files = append(files, OutputFile{Path: snake(o.GoName) + "_phases.go", Data: src, Owned: true, phases: expect})
 	}
 	return files, nil
 }

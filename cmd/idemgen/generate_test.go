@@ -411,3 +411,45 @@ func sameButSource(a, b string) bool {
 	}
 	return strip(a) == strip(b)
 }
+
+// TestStaleScaffoldIsWarnedOf: after the spec's phases change, go generate
+// keeps the user's scaffold and warns, naming each method: a phase with
+// no method, a method written for another kind of phase, a method that is
+// no phase any more.
+func TestStaleScaffoldIsWarnedOf(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"api.yaml": strings.Replace(userSpec["api.yaml"], "{$ref: 'common.yaml#/components/schemas/JobSpec'}", "{type: object}", 1)})
+	t.Chdir(dir)
+	gen := func() string {
+		t.Helper()
+		code, _, errs := runCLI(t, "generate", "-package", "jobs", "-o", "api.gen.go", "api.yaml")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		return errs
+	}
+	if out := gen(); strings.Contains(out, "warning") {
+		t.Fatalf("a fresh scaffold is warned of:\n%s", out)
+	}
+	if out := gen(); !strings.Contains(out, "kept") || strings.Contains(out, "warning") {
+		t.Fatalf("an unchanged spec: %s", out)
+	}
+	spec := readFile(t, "api.yaml")
+	spec = strings.Replace(spec, "x-idempotency: true", "x-idempotency:\n        phases: [{name: enqueue, foreign: true}, {name: execute, foreign: false}, record]", 1)
+	writeFiles(t, dir, map[string]string{"api.yaml": spec})
+	out := gen()
+	for _, want := range []string{
+		"StartJobImpl has no method Enqueue for phase 1 of startJob, \"enqueue\" (foreign)",
+		"StartJobImpl.Execute is not written as phase \"execute\" is now (local",
+		"StartJobImpl has no method Record for phase 3 of startJob, \"record\" (final)",
+	} {
+		if !strings.Contains(out, "warning   start_job_phases.go: "+want) && !strings.Contains(out, want) {
+			t.Errorf("no warning %q in:\n%s", want, out)
+		}
+	}
+	spec = strings.Replace(spec, "phases: [{name: enqueue, foreign: true}, {name: execute, foreign: false}, record]", "phases: [run]", 1)
+	writeFiles(t, dir, map[string]string{"api.yaml": spec})
+	if out := gen(); !strings.Contains(out, "StartJobImpl.Execute is shaped as a phase but startJob has no such phase (its phases: run)") {
+		t.Errorf("a renamed phase is not warned of:\n%s", out)
+	}
+}
