@@ -91,6 +91,20 @@
 //     struct, a slice or map the phase made) only makes them hold it, and
 //     they are followed in turn; what a struct holding it holds in fields
 //     of other types (an int64 beside tx) is not bound to it.
+//   - state-order: a phase reads a field of its state that no earlier phase
+//     of an operation of several phases (in the spec's order, the order of the generated
+//     interface's methods) writes, and it does not write itself: it reads
+//     the field's zero value (a charge of 0 after two phases were swapped
+//     in the spec). A field is written by an assignment to it or to a part
+//     of it, by taking its address, or by a call of one of its methods; a
+//     phase that hands its whole state to something else (a helper, a
+//     decoder) is taken to write every field.
+//   - step-determinism: a handler's steps (idem.Local, idem.Foreign), which
+//     a resumed run finds by name and order, are not the same on every
+//     run: a step name that is not a constant, a name two steps of one
+//     function share, a step taken in a loop, or a step taken or skipped
+//     on a condition that reads the clock or randomness. It looks at every
+//     function of the package that takes steps.
 //
 // Rules tx-only, foreign-*, and tx-escape look at the phase's own body,
 // closures included; no-network-in-local follows calls, as said above. A
@@ -133,12 +147,14 @@ var Analyzer = &analysis.Analyzer{
 
 // The diagnostic categories, one per rule.
 const (
-	ruleTxOnly       = "tx-only"
-	ruleNoNetwork    = "no-network-in-local"
-	ruleForeignKey   = "foreign-key"
-	ruleReproducible = "foreign-reproducible"
-	ruleTxEscape     = "tx-escape"
-	ruleDirective    = "directive"
+	ruleTxOnly          = "tx-only"
+	ruleNoNetwork       = "no-network-in-local"
+	ruleForeignKey      = "foreign-key"
+	ruleReproducible    = "foreign-reproducible"
+	ruleTxEscape        = "tx-escape"
+	ruleStateOrder      = "state-order"
+	ruleStepDeterminism = "step-determinism"
+	ruleDirective       = "directive"
 )
 
 const directive = "//idemgen:ignore"
@@ -148,7 +164,10 @@ func run(pass *analysis.Pass) (any, error) {
 	c.readDirectives()
 	c.exportPhaseInterfaces()
 	c.net, c.opaque = computeNetwork(pass)
-	for _, ph := range c.phases() {
+	phases := c.phases()
+	c.checkStateOrder()
+	c.checkSteps()
+	for _, ph := range phases {
 		switch ph.kind {
 		case local, final:
 			tv := c.txValues(ph)
@@ -170,6 +189,9 @@ type checker struct {
 	spans   []span                 // statements silenced whole
 	net     map[*types.Func]string // this package's functions that reach the network
 	opaque  map[*types.Func]string // and those that call what no fact describes
+	// implementations are the phase interfaces this package's types
+	// implement (phases).
+	implementations []implementation
 }
 
 type lineKey struct {

@@ -73,3 +73,19 @@ func TestVetDirective(t *testing.T) {
 func TestVetGeneric(t *testing.T) {
 	analysistest.Run(t, analysistest.TestData(), idemvet.Analyzer, "example.com/generic")
 }
+
+// TestVetStateOrder: a phase that reads a state field no earlier phase in
+// the spec's order writes (two phases swapped in the spec) is reported;
+// the same bodies in the right order, and a phase that hands its whole
+// state to a decoder, are not.
+func TestVetStateOrder(t *testing.T) {
+	analysistest.Run(t, analysistest.TestData(), idemvet.Analyzer, "example.com/stateorder")
+}
+
+// TestVetSteps: a handler's steps that a resumed run could not find again
+// (a name that is not a constant or repeats, a step in a loop, a step
+// decided by the clock or randomness) are reported; steps decided from the
+// request and a step's result are not.
+func TestVetSteps(t *testing.T) {
+	analysistest.Run(t, analysistest.TestData(), idemvet.Analyzer, "example.com/steps")
+}

@@ -40,6 +40,9 @@ func (k kind) String() string {
 // implementing it elsewhere know their methods are phases.
 type phasesFact struct {
 	Methods []phaseMethod
+	// Order is the methods' names in the interface's declaration order,
+	// which is the spec's order of the phases (Methods is sorted by name).
+	Order []string
 }
 
 type phaseMethod struct {
@@ -81,6 +84,13 @@ func (c *checker) exportPhaseInterfaces() {
 					continue
 				}
 				if fact := phaseInterface(obj.Type()); fact != nil {
+					if it, ok := ts.Type.(*ast.InterfaceType); ok {
+						for _, m := range it.Methods.List {
+							for _, n := range m.Names {
+								fact.Order = append(fact.Order, n.Name)
+							}
+						}
+					}
 					c.pass.ExportObjectFact(obj, fact)
 				}
 			}
@@ -141,6 +151,15 @@ type phase struct {
 	kind kind
 	decl *ast.FuncDecl
 	sig  *types.Signature
+}
+
+// An implementation is a type of this package that implements a phase
+// interface: the phases of one operation, by method name (those declared
+// in this package).
+type implementation struct {
+	typ     string
+	of      *phasesFact
+	methods map[string]*phase
 }
 
 // param returns the phase's i'th parameter, or nil when it is blank or
@@ -222,7 +241,7 @@ func (c *checker) phases() []*phase {
 	candidates = append(candidates, c.instances()...)
 
 	var out []*phase
-	seen := map[*types.Func]bool{}
+	seen := map[*types.Func]*phase{}
 	for _, named := range candidates {
 		if types.IsInterface(named) {
 			continue
@@ -233,6 +252,7 @@ func (c *checker) phases() []*phase {
 			if !types.Implements(ptr, it) {
 				continue
 			}
+			im := implementation{typ: types.TypeString(named, nil), of: in.fact, methods: map[string]*phase{}}
 			for _, m := range in.fact.Methods {
 				obj, _, _ := types.LookupFieldOrMethod(ptr, false, in.obj.Pkg(), m.Name)
 				fn, ok := obj.(*types.Func)
@@ -242,18 +262,25 @@ func (c *checker) phases() []*phase {
 				// The declaration's own objects, not an instantiation's
 				// copies: the body's identifiers refer to those.
 				fn = fn.Origin()
-				if seen[fn] || decls[fn] == nil {
-					continue // declared in another package, or already taken
+				if ph := seen[fn]; ph != nil {
+					im.methods[m.Name] = ph // already taken, for another interface of the same shape
+					continue
 				}
-				seen[fn] = true
+				if decls[fn] == nil {
+					continue // declared in another package
+				}
 				fd := decls[fn]
-				out = append(out, &phase{
+				ph := &phase{
 					name: recvName(fd) + "." + fn.Name(),
 					kind: m.Kind,
 					decl: fd,
 					sig:  fn.Signature(),
-				})
+				}
+				seen[fn] = ph
+				im.methods[m.Name] = ph
+				out = append(out, ph)
 			}
+			c.implementations = append(c.implementations, im)
 		}
 	}
 	return out

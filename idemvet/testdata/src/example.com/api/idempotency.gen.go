@@ -40,6 +40,19 @@ type PaymentPhases interface { // want PaymentPhases:"phases Charge:foreign Fini
 	Finish(ctx context.Context, tx pgx.Tx, request Request, state *State) (Response, error)
 }
 
+// SwappedPhases are PaymentPhases with two phases swapped in the spec:
+// the charge now runs before the phase that records the amount.
+type SwappedPhases interface { // want SwappedPhases:"phases Charge:foreign Finish:final Record:local"
+	Charge(ctx context.Context, key string, request Request, state *SwappedState) error
+	Record(ctx context.Context, tx pgx.Tx, request Request, state *SwappedState) error
+	Finish(ctx context.Context, tx pgx.Tx, request Request, state *SwappedState) (Response, error)
+}
+
+type SwappedState struct {
+	Amount   int64
+	ChargeID string
+}
+
 // KeepState can hold what the transaction gives: a phase that stores it
 // there lets it outlive the phase.
 type KeepState struct {

@@ -18,6 +18,7 @@ type Payment struct {
 var _ PaymentPhases = (*Payment)(nil)
 
 func (p *Payment) Record(ctx context.Context, tx pgx.Tx, request Request, state *State) error {
+	state.Amount = request.Amount
 	return tx.QueryRow(ctx, "INSERT INTO payments (amount) VALUES ($1) RETURNING id", request.Amount).Scan(&state.ChargeID)
 }
 
