@@ -122,6 +122,9 @@ func RunWithoutKey[S any](ctx context.Context, e *Engine, op *Operation, phases 
 	for _, p := range phases {
 		if p.foreign() {
 			if err := p.Foreign(ctx, DeriveKey(CurrentKeyDerivation, op.namespace(), "", string(nonce[:]), p.Name, nil, e.opts.DerivedKeyLength), &state); err != nil {
+				if a := answered(err); a != nil {
+					return a, checkFinal(p.Name, a)
+				}
 				return nil, err
 			}
 			continue
@@ -133,7 +136,12 @@ func RunWithoutKey[S any](ctx context.Context, e *Engine, op *Operation, phases 
 				resp, err = p.Final(ctx, tx, &state)
 				return err
 			}
-			return p.Local(ctx, tx, &state)
+			err = p.Local(ctx, tx, &state)
+			if a := answered(err); a != nil {
+				resp = a
+				return checkFinal(p.Name, a)
+			}
+			return err
 		})
 		if err != nil {
 			return nil, err

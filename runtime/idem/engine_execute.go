@@ -86,10 +86,21 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 				foreignTried = true
 				key := deriveKey(c.derivation, c.ns, c.derivationScope(), c.key, p.Name, c.fingerprint, c.keyLength)
 				err = p.Foreign(pctx, key, &state)
+				if a := answered(err); a != nil {
+					// The phase answers: stored on its own, as a final
+					// phase's response would be.
+					resp, err = e.commitPhase(pctx, c, p.Name, &state, func(pgx.Tx) (*Response, error) {
+						return a, checkFinal(p.Name, a)
+					})
+				}
 			default:
 				resp, err = e.commitPhase(pctx, c, p.Name, &state, func(tx pgx.Tx) (*Response, error) {
 					if p.Final == nil {
-						return nil, p.Local(pctx, tx, &state)
+						err := p.Local(pctx, tx, &state)
+						if a := answered(err); a != nil {
+							return a, checkFinal(p.Name, a)
+						}
+						return nil, err
 					}
 					resp, err := p.Final(pctx, tx, &state)
 					if err == nil {
@@ -164,7 +175,13 @@ func runInClaimTx[S any](ctx context.Context, e *Engine, c *claim, phases []Phas
 		pctx, endPhase := e.start(ctx, Step{Kind: StepPhase, Operation: c.op.ID, Phase: p.Name, Background: c.background})
 		err := recovered(p.Name, func() error {
 			if p.Final == nil {
-				return p.Local(pctx, &c.sess.tx, state)
+				err := p.Local(pctx, &c.sess.tx, state)
+				if a := answered(err); a != nil {
+					// The phase answers: the later phases do not run.
+					resp = a
+					return checkFinal(p.Name, a)
+				}
+				return err
 			}
 			var err error
 			resp, err = p.Final(pctx, &c.sess.tx, state)
@@ -178,6 +195,9 @@ func runInClaimTx[S any](ctx context.Context, e *Engine, c *claim, phases []Phas
 		if err != nil {
 			e.logPanic(pctx, c, p.Name, err)
 			return nil, err
+		}
+		if resp != nil {
+			break
 		}
 	}
 	omitted := false

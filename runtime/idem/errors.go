@@ -52,6 +52,35 @@ type ReleaseError struct{ Err error }
 func (e *ReleaseError) Error() string { return "released: " + e.Err.Error() }
 func (e *ReleaseError) Unwrap() error { return e.Err }
 
+// AnswerError ends an execution from a phase before the last with a
+// response of the operation's own (a 404, a 409): create it with Answer.
+type AnswerError struct{ Response *Response }
+
+func (e *AnswerError) Error() string {
+	return fmt.Sprintf("idem: the phase answered %d", e.Response.Status)
+}
+
+// Answer is what a phase before the last returns to end the execution with
+// resp instead of going on: resp is stored and replayed to every retry, as
+// the final phase's response would be, and a local phase's writes commit
+// with it. The generated XAnswer takes the operation's typed response.
+// Answer(nil) is an error of its own, as a final phase's nil response is.
+func Answer(resp *Response) error {
+	if resp == nil {
+		return errors.New("idem: Answer needs a response")
+	}
+	return &AnswerError{Response: resp}
+}
+
+// answered is the response err answers with, or nil.
+func answered(err error) *Response {
+	var a *AnswerError
+	if errors.As(err, &a) {
+		return a.Response
+	}
+	return nil
+}
+
 // Release wraps err to say that the phase failed without any effect (bad
 // input, authorization, rate limiting), so the key is freed. It is honoured
 // only while no local phase of the execution has committed; afterwards the
