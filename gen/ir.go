@@ -57,6 +57,10 @@ func (o *opIR) ImplType() string    { return o.GoName + "Impl" }
 // operation that keeps it (x-idempotency handler: true) to a request.
 func (o *opIR) handlerFunc() string { return o.GoName + "Handler" }
 
+// answerFunc names the function with which a phase before the last
+// answers with the operation's typed response.
+func (o *opIR) answerFunc() string { return o.GoName + "Answer" }
+
 // Names the glue declares for one operation: the operation's x-idempotency as
 // the runtime takes it, and the response object that writes the engine's
 // outcome (unexported); the function that binds its phases to a request and
@@ -251,7 +255,7 @@ func buildIR(cfg *Config, doc *spec.Document, sources []Source) (*ir, error) {
 			seen[p.GoName] = ph.Name
 			o.Phases = append(o.Phases, p)
 		}
-		names := []string{o.PhasesIface(), o.StateType(), o.ImplType(), o.idempotencyVar(), o.bindFunc(), o.operationFunc(), o.outcomeType()}
+		names := []string{o.PhasesIface(), o.StateType(), o.ImplType(), o.idempotencyVar(), o.bindFunc(), o.answerFunc(), o.operationFunc(), o.outcomeType()}
 		if o.X.Handler {
 			o.Phases = nil
 			names = []string{o.idempotencyVar(), o.handlerFunc(), o.operationFunc(), o.outcomeType()}

@@ -414,9 +414,24 @@ func renderServer(f *File, r *ir) {
 			renderHandlerBind(f, r, o)
 		} else {
 			renderPhaseList(f, r, o)
+			renderAnswer(f, r, o)
 		}
 		renderOperationFunc(f, o)
 	}
+}
+
+// renderAnswer writes XAnswer, with which a phase before the last answers
+// with the operation's own typed response.
+func renderAnswer(f *File, r *ir, o *opIR) {
+	f.Add(doc(0, fmt.Sprintf("%s is what a phase of %s before the last returns to end the execution with response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed to every retry, as the final phase's response would be, and a local phase's writes commit with it (idem.Answer).", o.answerFunc(), o.Spec.OperationID)))
+	f.Func().Id(o.answerFunc()).Params(Id("response").Id(o.ResponseType)).Error().Block(
+		If(Id("response").Op("==").Nil()).Block(Return(Qual("errors", "New").Call(
+			Lit(fmt.Sprintf("%s: %s needs a response", o.Spec.OperationID, o.answerFunc()))))),
+		List(Id("resp"), Err()).Op(":=").Qual(r.adapter(), "Render").Call(Id("response").Dot(o.VisitMethod)),
+		If(Err().Op("!=").Nil()).Block(Return(Err())),
+		Return(Qual(pkgIdem, "Answer").Call(Id("resp"))),
+	)
+	f.Line()
 }
 
 // renderHandlerBind writes XHandler, which binds the strict handler of an

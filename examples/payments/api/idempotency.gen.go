@@ -228,6 +228,21 @@ func CreatePaymentPhaseList(p CreatePaymentPhases, request CreatePaymentRequestO
 	}
 }
 
+// CreatePaymentAnswer is what a phase of createPayment before the last returns to end the execution
+// with response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed
+// to every retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func CreatePaymentAnswer(response CreatePaymentResponseObject) error {
+	if response == nil {
+		return errors.New("createPayment: CreatePaymentAnswer needs a response")
+	}
+	resp, err := idemecho.Render(response.VisitCreatePaymentResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
+}
+
 // CreatePaymentOperation returns a copy of the operation and policy that the engine runs
 // createPayment with, as its x-idempotency declares them.
 func CreatePaymentOperation() *idem.Operation {
@@ -280,6 +295,21 @@ func CreateRefundPhaseList(p CreateRefundPhases, request CreateRefundRequestObje
 	}
 }
 
+// CreateRefundAnswer is what a phase of createRefund before the last returns to end the execution
+// with response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed
+// to every retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func CreateRefundAnswer(response CreateRefundResponseObject) error {
+	if response == nil {
+		return errors.New("createRefund: CreateRefundAnswer needs a response")
+	}
+	resp, err := idemecho.Render(response.VisitCreateRefundResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
+}
+
 // CreateRefundOperation returns a copy of the operation and policy that the engine runs
 // createRefund with, as its x-idempotency declares them.
 func CreateRefundOperation() *idem.Operation {
@@ -330,6 +360,21 @@ func ReceiveCardnetEventPhaseList(p ReceiveCardnetEventPhases, request ReceiveCa
 			},
 		},
 	}
+}
+
+// ReceiveCardnetEventAnswer is what a phase of receiveCardnetEvent before the last returns to end
+// the execution with response (a 404 for what is not there, a 409) instead of going on: it is
+// stored and replayed to every retry, as the final phase's response would be, and a local phase's
+// writes commit with it (idem.Answer).
+func ReceiveCardnetEventAnswer(response ReceiveCardnetEventResponseObject) error {
+	if response == nil {
+		return errors.New("receiveCardnetEvent: ReceiveCardnetEventAnswer needs a response")
+	}
+	resp, err := idemecho.Render(response.VisitReceiveCardnetEventResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
 }
 
 // ReceiveCardnetEventOperation returns a copy of the operation and policy that the engine runs

@@ -142,6 +142,21 @@ func CreateTransferPhaseList(p CreateTransferPhases, request CreateTransferReque
 	}
 }
 
+// CreateTransferAnswer is what a phase of createTransfer before the last returns to end the
+// execution with response (a 404 for what is not there, a 409) instead of going on: it is stored
+// and replayed to every retry, as the final phase's response would be, and a local phase's writes
+// commit with it (idem.Answer).
+func CreateTransferAnswer(response CreateTransferResponseObject) error {
+	if response == nil {
+		return errors.New("createTransfer: CreateTransferAnswer needs a response")
+	}
+	resp, err := idemecho.Render(response.VisitCreateTransferResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
+}
+
 // CreateTransferOperation returns a copy of the operation and policy that the engine runs
 // createTransfer with, as its x-idempotency declares them.
 func CreateTransferOperation() *idem.Operation {

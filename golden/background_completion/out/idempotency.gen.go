@@ -139,6 +139,21 @@ func StartExportPhaseList(p StartExportPhases, request StartExportRequestObject)
 	}
 }
 
+// StartExportAnswer is what a phase of startExport before the last returns to end the execution
+// with response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed
+// to every retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func StartExportAnswer(response StartExportResponseObject) error {
+	if response == nil {
+		return errors.New("startExport: StartExportAnswer needs a response")
+	}
+	resp, err := idemecho.Render(response.VisitStartExportResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
+}
+
 // StartExportOperation returns a copy of the operation and policy that the engine runs startExport
 // with, as its x-idempotency declares them.
 func StartExportOperation() *idem.Operation {

@@ -157,6 +157,21 @@ func ReceiveAcmeEventPhaseList(p ReceiveAcmeEventPhases, request ReceiveAcmeEven
 	}
 }
 
+// ReceiveAcmeEventAnswer is what a phase of receiveAcmeEvent before the last returns to end the
+// execution with response (a 404 for what is not there, a 409) instead of going on: it is stored
+// and replayed to every retry, as the final phase's response would be, and a local phase's writes
+// commit with it (idem.Answer).
+func ReceiveAcmeEventAnswer(response ReceiveAcmeEventResponseObject) error {
+	if response == nil {
+		return errors.New("receiveAcmeEvent: ReceiveAcmeEventAnswer needs a response")
+	}
+	resp, err := idemecho.Render(response.VisitReceiveAcmeEventResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
+}
+
 // ReceiveAcmeEventOperation returns a copy of the operation and policy that the engine runs
 // receiveAcmeEvent with, as its x-idempotency declares them.
 func ReceiveAcmeEventOperation() *idem.Operation {
@@ -202,6 +217,21 @@ func PostLedgerEntryPhaseList(p PostLedgerEntryPhases, request PostLedgerEntryRe
 			},
 		},
 	}
+}
+
+// PostLedgerEntryAnswer is what a phase of postLedgerEntry before the last returns to end the
+// execution with response (a 404 for what is not there, a 409) instead of going on: it is stored
+// and replayed to every retry, as the final phase's response would be, and a local phase's writes
+// commit with it (idem.Answer).
+func PostLedgerEntryAnswer(response PostLedgerEntryResponseObject) error {
+	if response == nil {
+		return errors.New("postLedgerEntry: PostLedgerEntryAnswer needs a response")
+	}
+	resp, err := idemecho.Render(response.VisitPostLedgerEntryResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
 }
 
 // PostLedgerEntryOperation returns a copy of the operation and policy that the engine runs

@@ -133,6 +133,21 @@ func CreateNotePhaseList(p CreateNotePhases, request CreateNoteRequestObject) []
 	}
 }
 
+// CreateNoteAnswer is what a phase of createNote before the last returns to end the execution with
+// response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed to
+// every retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func CreateNoteAnswer(response CreateNoteResponseObject) error {
+	if response == nil {
+		return errors.New("createNote: CreateNoteAnswer needs a response")
+	}
+	resp, err := idemstd.Render(response.VisitCreateNoteResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
+}
+
 // CreateNoteOperation returns a copy of the operation and policy that the engine runs createNote
 // with, as its x-idempotency declares them.
 func CreateNoteOperation() *idem.Operation {

@@ -115,6 +115,21 @@ func CreateRefundPhaseList(p CreateRefundPhases, request CreateRefundRequestObje
 	}
 }
 
+// CreateRefundAnswer is what a phase of createRefund before the last returns to end the execution
+// with response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed
+// to every retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func CreateRefundAnswer(response CreateRefundResponseObject) error {
+	if response == nil {
+		return errors.New("createRefund: CreateRefundAnswer needs a response")
+	}
+	resp, err := idemecho.Render(response.VisitCreateRefundResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
+}
+
 // CreateRefundOperation returns a copy of the operation and policy that the engine runs
 // createRefund with, as its x-idempotency declares them.
 func CreateRefundOperation() *idem.Operation {

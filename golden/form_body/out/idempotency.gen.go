@@ -116,6 +116,21 @@ func SubscribePhaseList(p SubscribePhases, request SubscribeRequestObject) []ide
 	}
 }
 
+// SubscribeAnswer is what a phase of subscribe before the last returns to end the execution with
+// response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed to
+// every retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func SubscribeAnswer(response SubscribeResponseObject) error {
+	if response == nil {
+		return errors.New("subscribe: SubscribeAnswer needs a response")
+	}
+	resp, err := idemecho.Render(response.VisitSubscribeResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
+}
+
 // SubscribeOperation returns a copy of the operation and policy that the engine runs subscribe
 // with, as its x-idempotency declares them.
 func SubscribeOperation() *idem.Operation {

@@ -138,6 +138,21 @@ func CreateDepositPhaseList(p CreateDepositPhases, request CreateDepositRequestO
 	}
 }
 
+// CreateDepositAnswer is what a phase of createDeposit before the last returns to end the execution
+// with response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed
+// to every retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func CreateDepositAnswer(response CreateDepositResponseObject) error {
+	if response == nil {
+		return errors.New("createDeposit: CreateDepositAnswer needs a response")
+	}
+	resp, err := idemgin.Render(response.VisitCreateDepositResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
+}
+
 // CreateDepositOperation returns a copy of the operation and policy that the engine runs
 // createDeposit with, as its x-idempotency declares them.
 func CreateDepositOperation() *idem.Operation {

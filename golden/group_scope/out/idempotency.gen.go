@@ -153,6 +153,21 @@ func PlaceOrderPhaseList(p PlaceOrderPhases, request PlaceOrderRequestObject) []
 	}
 }
 
+// PlaceOrderAnswer is what a phase of placeOrder before the last returns to end the execution with
+// response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed to
+// every retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func PlaceOrderAnswer(response PlaceOrderResponseObject) error {
+	if response == nil {
+		return errors.New("placeOrder: PlaceOrderAnswer needs a response")
+	}
+	resp, err := idemecho.Render(response.VisitPlaceOrderResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
+}
+
 // PlaceOrderOperation returns a copy of the operation and policy that the engine runs placeOrder
 // with, as its x-idempotency declares them.
 func PlaceOrderOperation() *idem.Operation {
@@ -198,6 +213,21 @@ func CancelOrderPhaseList(p CancelOrderPhases, request CancelOrderRequestObject)
 			},
 		},
 	}
+}
+
+// CancelOrderAnswer is what a phase of cancelOrder before the last returns to end the execution
+// with response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed
+// to every retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func CancelOrderAnswer(response CancelOrderResponseObject) error {
+	if response == nil {
+		return errors.New("cancelOrder: CancelOrderAnswer needs a response")
+	}
+	resp, err := idemecho.Render(response.VisitCancelOrderResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
 }
 
 // CancelOrderOperation returns a copy of the operation and policy that the engine runs cancelOrder

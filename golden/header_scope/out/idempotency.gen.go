@@ -116,6 +116,21 @@ func CreateInvoicePhaseList(p CreateInvoicePhases, request CreateInvoiceRequestO
 	}
 }
 
+// CreateInvoiceAnswer is what a phase of createInvoice before the last returns to end the execution
+// with response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed
+// to every retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func CreateInvoiceAnswer(response CreateInvoiceResponseObject) error {
+	if response == nil {
+		return errors.New("createInvoice: CreateInvoiceAnswer needs a response")
+	}
+	resp, err := idemecho.Render(response.VisitCreateInvoiceResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
+}
+
 // CreateInvoiceOperation returns a copy of the operation and policy that the engine runs
 // createInvoice with, as its x-idempotency declares them.
 func CreateInvoiceOperation() *idem.Operation {

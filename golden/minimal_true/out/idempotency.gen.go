@@ -114,6 +114,21 @@ func StartJobPhaseList(p StartJobPhases, request StartJobRequestObject) []idem.P
 	}
 }
 
+// StartJobAnswer is what a phase of startJob before the last returns to end the execution with
+// response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed to
+// every retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func StartJobAnswer(response StartJobResponseObject) error {
+	if response == nil {
+		return errors.New("startJob: StartJobAnswer needs a response")
+	}
+	resp, err := idemecho.Render(response.VisitStartJobResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
+}
+
 // StartJobOperation returns a copy of the operation and policy that the engine runs startJob with,
 // as its x-idempotency declares them.
 func StartJobOperation() *idem.Operation {

@@ -126,6 +126,21 @@ func CreateCartPhaseList(p CreateCartPhases, request CreateCartRequestObject) []
 	}
 }
 
+// CreateCartAnswer is what a phase of createCart before the last returns to end the execution with
+// response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed to
+// every retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func CreateCartAnswer(response CreateCartResponseObject) error {
+	if response == nil {
+		return errors.New("createCart: CreateCartAnswer needs a response")
+	}
+	resp, err := idemecho.Render(response.VisitCreateCartResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
+}
+
 // CreateCartOperation returns a copy of the operation and policy that the engine runs createCart
 // with, as its x-idempotency declares them.
 func CreateCartOperation() *idem.Operation {

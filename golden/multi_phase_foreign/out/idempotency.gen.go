@@ -145,6 +145,21 @@ func CreatePaymentPhaseList(p CreatePaymentPhases, request CreatePaymentRequestO
 	}
 }
 
+// CreatePaymentAnswer is what a phase of createPayment before the last returns to end the execution
+// with response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed
+// to every retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func CreatePaymentAnswer(response CreatePaymentResponseObject) error {
+	if response == nil {
+		return errors.New("createPayment: CreatePaymentAnswer needs a response")
+	}
+	resp, err := idemecho.Render(response.VisitCreatePaymentResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
+}
+
 // CreatePaymentOperation returns a copy of the operation and policy that the engine runs
 // createPayment with, as its x-idempotency declares them.
 func CreatePaymentOperation() *idem.Operation {

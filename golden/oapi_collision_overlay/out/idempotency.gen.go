@@ -115,6 +115,21 @@ func PostSourcesPhaseList(p PostSourcesPhases, request PostSourcesRequestObject)
 	}
 }
 
+// PostSourcesAnswer is what a phase of PostSources before the last returns to end the execution
+// with response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed
+// to every retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func PostSourcesAnswer(response PostSourcesResponseObject) error {
+	if response == nil {
+		return errors.New("PostSources: PostSourcesAnswer needs a response")
+	}
+	resp, err := idemecho.Render(response.VisitPostSourcesResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
+}
+
 // PostSourcesOperation returns a copy of the operation and policy that the engine runs PostSources
 // with, as its x-idempotency declares them.
 func PostSourcesOperation() *idem.Operation {

@@ -176,6 +176,21 @@ func CreateOrderPhaseList(p CreateOrderPhases, request CreateOrderRequestObject)
 	}
 }
 
+// CreateOrderAnswer is what a phase of createOrder before the last returns to end the execution
+// with response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed
+// to every retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func CreateOrderAnswer(response CreateOrderResponseObject) error {
+	if response == nil {
+		return errors.New("createOrder: CreateOrderAnswer needs a response")
+	}
+	resp, err := idemecho.Render(response.VisitCreateOrderResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
+}
+
 // CreateOrderOperation returns a copy of the operation and policy that the engine runs createOrder
 // with, as its x-idempotency declares them.
 func CreateOrderOperation() *idem.Operation {
@@ -226,6 +241,21 @@ func RefundOrderPhaseList(p RefundOrderPhases, request RefundOrderRequestObject)
 			},
 		},
 	}
+}
+
+// RefundOrderAnswer is what a phase of refundOrder before the last returns to end the execution
+// with response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed
+// to every retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func RefundOrderAnswer(response RefundOrderResponseObject) error {
+	if response == nil {
+		return errors.New("refundOrder: RefundOrderAnswer needs a response")
+	}
+	resp, err := idemecho.Render(response.VisitRefundOrderResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
 }
 
 // RefundOrderOperation returns a copy of the operation and policy that the engine runs refundOrder

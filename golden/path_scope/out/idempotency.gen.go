@@ -153,6 +153,21 @@ func CreateJobPhaseList(p CreateJobPhases, request CreateJobRequestObject) []ide
 	}
 }
 
+// CreateJobAnswer is what a phase of createJob before the last returns to end the execution with
+// response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed to
+// every retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func CreateJobAnswer(response CreateJobResponseObject) error {
+	if response == nil {
+		return errors.New("createJob: CreateJobAnswer needs a response")
+	}
+	resp, err := idemecho.Render(response.VisitCreateJobResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
+}
+
 // CreateJobOperation returns a copy of the operation and policy that the engine runs createJob
 // with, as its x-idempotency declares them.
 func CreateJobOperation() *idem.Operation {
@@ -198,6 +213,21 @@ func CreateBatchPhaseList(p CreateBatchPhases, request CreateBatchRequestObject)
 			},
 		},
 	}
+}
+
+// CreateBatchAnswer is what a phase of createBatch before the last returns to end the execution
+// with response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed
+// to every retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func CreateBatchAnswer(response CreateBatchResponseObject) error {
+	if response == nil {
+		return errors.New("createBatch: CreateBatchAnswer needs a response")
+	}
+	resp, err := idemecho.Render(response.VisitCreateBatchResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
 }
 
 // CreateBatchOperation returns a copy of the operation and policy that the engine runs createBatch

@@ -152,6 +152,21 @@ func CreateOrderPhaseList(p CreateOrderPhases, request CreateOrderRequestObject)
 	}
 }
 
+// CreateOrderAnswer is what a phase of createOrder before the last returns to end the execution
+// with response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed
+// to every retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func CreateOrderAnswer(response CreateOrderResponseObject) error {
+	if response == nil {
+		return errors.New("createOrder: CreateOrderAnswer needs a response")
+	}
+	resp, err := idemstd.Render(response.VisitCreateOrderResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
+}
+
 // CreateOrderOperation returns a copy of the operation and policy that the engine runs createOrder
 // with, as its x-idempotency declares them.
 func CreateOrderOperation() *idem.Operation {
@@ -197,6 +212,21 @@ func CreateImportPhaseList(p CreateImportPhases, request CreateImportRequestObje
 			},
 		},
 	}
+}
+
+// CreateImportAnswer is what a phase of createImport before the last returns to end the execution
+// with response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed
+// to every retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func CreateImportAnswer(response CreateImportResponseObject) error {
+	if response == nil {
+		return errors.New("createImport: CreateImportAnswer needs a response")
+	}
+	resp, err := idemstd.Render(response.VisitCreateImportResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
 }
 
 // CreateImportOperation returns a copy of the operation and policy that the engine runs

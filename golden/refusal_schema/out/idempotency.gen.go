@@ -120,6 +120,21 @@ func PostChargesPhaseList(p PostChargesPhases, request PostChargesRequestObject)
 	}
 }
 
+// PostChargesAnswer is what a phase of PostCharges before the last returns to end the execution
+// with response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed
+// to every retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func PostChargesAnswer(response PostChargesResponseObject) error {
+	if response == nil {
+		return errors.New("PostCharges: PostChargesAnswer needs a response")
+	}
+	resp, err := idemstd.Render(response.VisitPostChargesResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
+}
+
 // PostChargesOperation returns a copy of the operation and policy that the engine runs PostCharges
 // with, as its x-idempotency declares them.
 func PostChargesOperation() *idem.Operation {

@@ -134,6 +134,21 @@ func CreateChargePhaseList(p CreateChargePhases, request CreateChargeRequestObje
 	}
 }
 
+// CreateChargeAnswer is what a phase of createCharge before the last returns to end the execution
+// with response (a 404 for what is not there, a 409) instead of going on: it is stored and replayed
+// to every retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func CreateChargeAnswer(response CreateChargeResponseObject) error {
+	if response == nil {
+		return errors.New("createCharge: CreateChargeAnswer needs a response")
+	}
+	resp, err := idemecho.Render(response.VisitCreateChargeResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
+}
+
 // CreateChargeOperation returns a copy of the operation and policy that the engine runs
 // createCharge with, as its x-idempotency declares them.
 func CreateChargeOperation() *idem.Operation {

@@ -119,6 +119,21 @@ func AddPetPhaseList(p AddPetPhases, request AddPetRequestObject) []idem.Phase[A
 	}
 }
 
+// AddPetAnswer is what a phase of addPet before the last returns to end the execution with response
+// (a 404 for what is not there, a 409) instead of going on: it is stored and replayed to every
+// retry, as the final phase's response would be, and a local phase's writes commit with it
+// (idem.Answer).
+func AddPetAnswer(response AddPetResponseObject) error {
+	if response == nil {
+		return errors.New("addPet: AddPetAnswer needs a response")
+	}
+	resp, err := idemecho.Render(response.VisitAddPetResponse)
+	if err != nil {
+		return err
+	}
+	return idem.Answer(resp)
+}
+
 // AddPetOperation returns a copy of the operation and policy that the engine runs addPet with, as
 // its x-idempotency declares them.
 func AddPetOperation() *idem.Operation {
