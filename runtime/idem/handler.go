@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/idemgen/idemgen/internal/stephook"
 	"github.com/idemgen/idemgen/runtime/idemtype"
@@ -494,6 +495,42 @@ func Tx(ctx context.Context) (pgx.Tx, error) {
 	}
 	return &r.final.tx, nil
 }
+
+// Querier is what sqlc's generated code runs its queries on (its DBTX),
+// and what a *pgxpool.Pool, a *pgx.Conn and a pgx.Tx have.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// DB is what a handler's queries go through, in one expression: in a
+// handler that RunHandler runs, its transaction (Tx: a step's, or the
+// final one, which commits with the response); outside an execution, db.
+// A handler that ran its queries on the pool changes s.pool to
+// idem.DB(ctx, s.pool) (sqlc: db.New(idem.DB(ctx, s.pool))). When the
+// transaction cannot be had (its connection fails), every query of the
+// Querier returned fails with that error: it never falls back to db.
+func DB(ctx context.Context, db Querier) Querier {
+	tx, err := Tx(ctx)
+	switch {
+	case errors.Is(err, ErrNoExecution):
+		return db
+	case err != nil:
+		return failedQuerier{err}
+	}
+	return tx
+}
+
+// failedQuerier is DB's answer when the execution's transaction cannot be
+// had: each query fails with why.
+type failedQuerier struct{ err error }
+
+func (q failedQuerier) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, q.err
+}
+func (q failedQuerier) Query(context.Context, string, ...any) (pgx.Rows, error) { return nil, q.err }
+func (q failedQuerier) QueryRow(context.Context, string, ...any) pgx.Row      { return errRow{q.err} }
 
 // Begin is db.Begin for a handler's code: in an execution, a transaction
 // nested in Tx's (a savepoint: its Commit releases it, its Rollback rolls

@@ -246,3 +246,41 @@ func TestHandlerThatChangesItsStepsIsNotResumed(t *testing.T) {
 		}
 	})
 }
+
+// TestHandlerQueriesThroughDB: a handler whose queries ran on the pool
+// runs them through idem.DB(ctx, pool): the same code, called directly,
+// writes through the pool; run by the engine, through the execution's
+// transaction, so that a failure after the write leaves nothing.
+func TestHandlerQueriesThroughDB(t *testing.T) {
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		fail := false
+		handler := func(key string) idem.Handler {
+			return func(ctx context.Context) (*idem.Response, error) {
+				if _, err := idem.DB(ctx, e.pool).Exec(ctx, `INSERT INTO rows (key) VALUES ($1)`, key); err != nil {
+					return nil, err
+				}
+				if fail {
+					return nil, errors.New("fails after its write")
+				}
+				return created(`{}`), nil
+			}
+		}
+		if _, err := handler("plain")(ctx); err != nil {
+			t.Fatal(err)
+		}
+		fail = true
+		if _, err := idem.RunHandler(ctx, e.eng, payOp, request("t", "failed", "b"), handler("failed")); err == nil {
+			t.Fatal("the handler's error was not returned")
+		}
+		fail = false
+		if _, err := idem.RunHandler(ctx, e.eng, payOp, request("t", "ok", "b"), handler("ok")); err != nil {
+			t.Fatal(err)
+		}
+		for key, want := range map[string]int{"plain": 1, "failed": 0, "ok": 1} {
+			if n := e.count(`SELECT count(*) FROM rows WHERE key = $1`, key); n != want {
+				t.Errorf("%s: %d rows, want %d", key, n, want)
+			}
+		}
+	})
+}
