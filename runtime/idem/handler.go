@@ -530,7 +530,7 @@ func (q failedQuerier) Exec(context.Context, string, ...any) (pgconn.CommandTag,
 	return pgconn.CommandTag{}, q.err
 }
 func (q failedQuerier) Query(context.Context, string, ...any) (pgx.Rows, error) { return nil, q.err }
-func (q failedQuerier) QueryRow(context.Context, string, ...any) pgx.Row      { return errRow{q.err} }
+func (q failedQuerier) QueryRow(context.Context, string, ...any) pgx.Row        { return errRow{q.err} }
 
 // Begin is db.Begin for a handler's code: in an execution, a transaction
 // nested in Tx's (a savepoint: its Commit releases it, its Rollback rolls
