@@ -284,3 +284,40 @@ func TestHandlerQueriesThroughDB(t *testing.T) {
 		}
 	})
 }
+
+type requestValue struct{}
+
+// TestHandlerSeesItsRequestsContext: the handler runs with the request's
+// context values (a middleware's), on the first execution; a retry that
+// resumes an interrupted one runs it with the retry's.
+func TestHandlerSeesItsRequestsContext(t *testing.T) {
+	inModes(t, func(t *testing.T, e *env) {
+		var seen []any
+		die := true
+		h := func(ctx context.Context) (*idem.Response, error) {
+			seen = append(seen, ctx.Value(requestValue{}))
+			if _, err := idem.Foreign(ctx, "call", func(context.Context, string) (int, error) { return 1, nil }); err != nil {
+				return nil, err
+			}
+			if die {
+				runtime.Goexit()
+			}
+			return created(`{}`), nil
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			idem.RunHandler(context.WithValue(context.Background(), requestValue{}, "first"), e.eng, payOp, request("t", "ctx", "b"), h)
+		}()
+		<-done
+		e.expireLeases()
+		die = false
+		out, err := idem.RunHandler(context.WithValue(context.Background(), requestValue{}, "retry"), e.eng, payOp, request("t", "ctx", "b"), h)
+		if err != nil || !out.Resumed {
+			t.Fatalf("the retry: %+v, %v", out, err)
+		}
+		if len(seen) != 2 || seen[0] != "first" || seen[1] != "retry" {
+			t.Errorf("the handler saw %v; want [first retry]", seen)
+		}
+	})
+}
