@@ -307,6 +307,11 @@ type Phase[S any] struct {
 	// Final is the last phase: a local phase whose transaction also stores
 	// the response and marks the record completed.
 	Final func(ctx context.Context, tx pgx.Tx, state *S) (*Response, error)
+	// Render, beside Final, renders the answer again for a replay of an
+	// operation that stores a compact one (Policy.Render), from the
+	// stored reference, in a read-only transaction: the resource as it is
+	// now. Its status and replay headers are replaced by the stored ones.
+	Render func(ctx context.Context, tx pgx.Tx, ref Reference) (*Response, error)
 }
 
 func (p Phase[S]) foreign() bool { return p.Foreign != nil }
@@ -330,6 +335,8 @@ func checkPhases[S any](phases []Phase[S]) error {
 			return fmt.Errorf("idem: phase %q: set exactly one of Local, Foreign, Final", p.Name)
 		case (p.Final != nil) != (i == len(phases)-1):
 			return fmt.Errorf("idem: phase %q: Final must be set on the last phase and only there", p.Name)
+		case p.Render != nil && p.Final == nil:
+			return fmt.Errorf("idem: phase %q: Render is set only beside Final", p.Name)
 		}
 		seen[p.Name] = true
 	}
@@ -363,9 +370,17 @@ func Run[S any](ctx context.Context, e *Engine, op *Operation, req KeyedRequest,
 	if err != nil {
 		return nil, fmt.Errorf("idem: operation %s: %w", op.ID, err)
 	}
-	return e.run(ctx, op, p, mode, req, func(c *claim) (*Outcome, error) {
+	out, err = e.run(ctx, op, p, mode, req, func(c *claim) (*Outcome, error) {
 		return execute(c.ctx, e, c, phases)
 	})
+	if err == nil && out.Replayed && rendered(out.Response) {
+		resp, err := e.renderReplay(ctx, op, out.Response, phases[len(phases)-1].Render)
+		if err != nil {
+			return nil, err
+		}
+		out = &Outcome{Response: resp, Replayed: true}
+	}
+	return out, err
 }
 
 // run claims req's key in mode, or answers from its record, and has exec

@@ -201,9 +201,11 @@ func runInClaimTx[S any](ctx context.Context, e *Engine, c *claim, phases []Phas
 		}
 	}
 	omitted := false
+	var stored *Response
 	if resp != nil {
-		resp = &Response{Status: resp.Status, Header: e.storedHeaders(c, resp.Header), Body: resp.Body}
-		omitted = len(resp.Body) > c.policy.MaxReplayBody
+		if stored, resp, omitted, err = e.forStore(ctx, c, c.phase, resp); err != nil {
+			return nil, err
+		}
 	}
 	since := time.Now()
 	err = mode.commit(ctx, e, c, phases[len(phases)-1].Name, func() ([]byte, error) {
@@ -212,12 +214,12 @@ func runInClaimTx[S any](ctx context.Context, e *Engine, c *claim, phases []Phas
 			return nil, fmt.Errorf("idem: encoding phase state: %w", err)
 		}
 		return st, nil
-	}, resp, omitted)
+	}, stored, omitted)
 	if err != nil {
 		return nil, err
 	}
 	if resp != nil {
-		e.remember(c, resp, omitted, since)
+		e.remember(c, stored, omitted, since)
 	}
 	return resp, nil
 }
@@ -321,22 +323,25 @@ func (e *Engine) finishPhase(ctx context.Context, conn *pgx.Conn, c *claim, name
 		return nil, fmt.Errorf("idem: encoding phase state after %s: %w", name, err)
 	}
 	omitted := false
+	var stored *Response
 	if resp != nil {
 		// The answer goes out exactly as it is stored (the allowed headers
 		// only), so that it and every replay are byte-identical. A body too
-		// large to store still goes out in full this once.
-		resp = &Response{Status: resp.Status, Header: e.storedHeaders(c, resp.Header), Body: resp.Body}
-		omitted = len(resp.Body) > c.policy.MaxReplayBody
+		// large to store still goes out in full this once. An operation
+		// that renders its replays stores its reference instead.
+		if stored, resp, omitted, err = e.forStore(ctx, c, name, resp); err != nil {
+			return nil, err
+		}
 		// No refresh may land after the completion: it would find the
 		// record completed and report a spurious fence.
 		c.keeper.stop()
 	}
 	since := time.Now()
-	if err := e.commit(ctx, conn, c, name, st, resp, omitted); err != nil {
+	if err := e.commit(ctx, conn, c, name, st, stored, omitted); err != nil {
 		return nil, err
 	}
 	if resp != nil {
-		e.remember(c, resp, omitted, since)
+		e.remember(c, stored, omitted, since)
 	}
 	return resp, nil
 }

@@ -57,6 +57,9 @@ func RunHandler(ctx context.Context, e *Engine, op *Operation, req KeyedRequest,
 	if err := CheckScope(req.Scope); err != nil {
 		return nil, err
 	}
+	if len(p.Render) > 0 {
+		return nil, fmt.Errorf("idem: operation %s: %w", op.ID, errNoRender)
+	}
 	if p.Complete == idemtype.CompleteBackground {
 		return nil, fmt.Errorf("idem: operation %s: a handler cannot be completed in the background; use phases", op.ID)
 	}
@@ -249,8 +252,10 @@ func (r *runner) keep(hctx context.Context) {
 func (r *runner) commitFinal(ctx context.Context, resp *Response) (*Response, error) {
 	c, e := r.c, r.e
 	if c.sess != nil {
-		stored := &Response{Status: resp.Status, Header: e.storedHeaders(c, resp.Header), Body: resp.Body}
-		omitted := len(stored.Body) > c.policy.MaxReplayBody
+		stored, first, omitted, err := e.forStore(ctx, c, finalStep, resp)
+		if err != nil {
+			return nil, err
+		}
 		since := time.Now()
 		if err := c.mode.(inlineClaimer).commit(ctx, e, c, finalStep, nil, stored, omitted); err != nil {
 			return nil, err
@@ -258,7 +263,7 @@ func (r *runner) commitFinal(ctx context.Context, resp *Response) (*Response, er
 		c.sess.end()
 		c.sess = nil
 		e.remember(c, stored, omitted, since)
-		return stored, nil
+		return first, nil
 	}
 	if r.final == nil {
 		sess, err := e.begin(ctx)

@@ -68,6 +68,11 @@ const (
 	// says why: timestamp, numeric, short): another intent's client is
 	// likely to send it too, and the two would be taken for one.
 	EventWeakKey EventKind = "weak_key"
+	// EventNotStored: a response body exceeded the operation's
+	// replay.maxBodyBytes and was not stored; its retries get 410
+	// response-not-stored. An operation whose answers are large renders
+	// its replays instead (replay.render).
+	EventNotStored EventKind = "not_stored"
 )
 
 // The causes of a takeover, as EventTakeover's Cause says.

@@ -17,6 +17,12 @@ type Policy struct {
 	Complete      idemtype.Complete  // default on-retry
 	ReplayHeaders []string           // response headers stored and replayed (besides none)
 	MaxReplayBody int                // response bodies above this many bytes are not stored
+	// Render, when set, stores a compact answer instead of the response:
+	// its status, its replay headers, and the values at these JSON
+	// Pointers of its body (the resource's identifiers). A replay renders
+	// the representation again from them (the final Phase's Render, in a
+	// read-only transaction). MaxReplayBody then does not apply.
+	Render []string
 	// Claim says when the execution's record is written; see ClaimMode.
 	Claim ClaimMode
 	// Wait is how long a duplicate that finds its key held by an execution
@@ -121,6 +127,11 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("wait %v is longer than the longest wait, %v", p.Wait, MaxWait)
 	case p.MaxReplayBody < 0:
 		return fmt.Errorf("maxBodyBytes %d is negative", p.MaxReplayBody)
+	}
+	for _, ptr := range p.Render {
+		if err := idemtype.CheckPointer(ptr); err != nil {
+			return fmt.Errorf("render: %w", err)
+		}
 	}
 	for _, h := range p.ReplayHeaders {
 		if idemtype.FramingHeader(h) {

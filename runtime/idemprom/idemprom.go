@@ -63,7 +63,7 @@ type Observer struct {
 // (three takeovers across a failover, scraped once) would increase by 0.
 var rareEvents = []idem.EventKind{idem.EventInFlight, idem.EventMismatch, idem.EventRelease, idem.EventTakeover,
 	idem.EventFenced, idem.EventResume, idem.EventAmbiguous, idem.EventCompleterRun, idem.EventCompleterFailed,
-	idem.EventSameRequestNewKey, idem.EventPrimaryChanged, idem.EventReplay, idem.EventWait}
+	idem.EventSameRequestNewKey, idem.EventPrimaryChanged, idem.EventReplay, idem.EventWait, idem.EventNotStored}
 
 // AgeBuckets are the buckets of the age histograms, in seconds: from a
 // second to a week, finer where retentions usually end (a day to three).

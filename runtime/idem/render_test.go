@@ -1,0 +1,122 @@
+package idem_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// renderOp stores a compact answer, the order's id, and renders its
+// replays again; its store cap is far below the answer's 100 KB.
+var renderOp = &idem.Operation{ID: "createReport", Policy: idem.Policy{Lease: 30 * time.Second, Render: []string{"/id"}, MaxReplayBody: 1024}}
+
+// report is a 100 KB answer about row key: its id, its note as it is now,
+// and the lines of the report.
+func report(id int64, note string) []byte {
+	return fmt.Appendf(nil, `{"id":%d,"note":%q,"lines":%q}`, id, note, strings.Repeat("x", 100<<10))
+}
+
+func reportPhases(key string, renderWrites bool) []idem.Phase[payState] {
+	return []idem.Phase[payState]{{
+		Name: "create",
+		Final: func(ctx context.Context, tx pgx.Tx, _ *payState) (*idem.Response, error) {
+			if _, err := tx.Exec(ctx, `INSERT INTO rows (key, note) VALUES ($1, 'new')`, key); err != nil {
+				return nil, err
+			}
+			return &idem.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}, "Location": {"/reports/7"}}, Body: report(7, "new")}, nil
+		},
+		Render: func(ctx context.Context, tx pgx.Tx, ref idem.Reference) (*idem.Response, error) {
+			id, err := ref.Int64("/id")
+			if err != nil {
+				return nil, err
+			}
+			if renderWrites {
+				if _, err := tx.Exec(ctx, `UPDATE rows SET note = 'rendered' WHERE key = $1`, key); err != nil {
+					return nil, err
+				}
+			}
+			var note string
+			if err := tx.QueryRow(ctx, `SELECT note FROM rows WHERE key = $1`, key).Scan(&note); err != nil {
+				return nil, err
+			}
+			return &idem.Response{Status: 200, Header: http.Header{"Content-Type": {"application/json"}, "Location": {"/elsewhere"}}, Body: report(id, note)}, nil
+		},
+	}}
+}
+
+// TestRenderedReplay: an operation that renders its replays answers its
+// 100 KB report in full once, stores a few dozen bytes, and every replay
+// (from the record, and from the replay cache) is rendered again: the
+// first answer's status and Location, the resource as it is now (a note
+// changed since shows its current value), marked Idempotent-Rendered. A
+// render that writes fails the replay, saying so. In every claim mode.
+func TestRenderedReplay(t *testing.T) {
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		first, err := idem.Run(ctx, e.eng, renderOp, request("t", "r1", "b"), reportPhases("r1", false))
+		if err != nil || first.Replayed || first.Response.Status != 201 || !bytes.Equal(first.Response.Body, report(7, "new")) {
+			t.Fatalf("the first answer: %v, %v", first, err)
+		}
+		var stored int
+		if err := e.pool.QueryRow(ctx, `SELECT octet_length(response_body) FROM records`).Scan(&stored); err != nil || stored > 64 {
+			t.Errorf("the record keeps %d bytes of body (%v); want the reference only", stored, err)
+		}
+		e.exec(`UPDATE rows SET note = 'shipped' WHERE key = 'r1'`)
+		for i := range 2 { // from the record, then from the cache
+			out, err := idem.Run(ctx, e.eng, renderOp, request("t", "r1", "b"), reportPhases("r1", false))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := out.Response
+			if !out.Replayed || r.Status != 201 || r.Header.Get("Location") != "/reports/7" || r.Header.Get(idem.RenderedHeader) != "true" || !bytes.Equal(r.Body, report(7, "shipped")) {
+				t.Errorf("replay %d: replayed %t, %d %v, %d bytes; want 201 at /reports/7, rendered, the current note", i, out.Replayed, r.Status, r.Header, len(r.Body))
+			}
+		}
+		if n := e.count(`SELECT count(*) FROM rows WHERE key = 'r1'`); n != 1 {
+			t.Errorf("%d rows: a replay executed", n)
+		}
+
+		if _, err := idem.Run(ctx, e.eng, renderOp, request("t", "w1", "b"), reportPhases("w1", true)); err != nil {
+			t.Fatal(err)
+		}
+		_, err = idem.Run(ctx, e.eng, renderOp, request("t", "w1", "b"), reportPhases("w1", true))
+		if err == nil || !strings.Contains(err.Error(), "a render only reads") {
+			t.Errorf("a render that writes: %v; want the replay to fail saying a render only reads", err)
+		}
+		if n := e.count(`SELECT count(*) FROM rows WHERE key = 'w1' AND note = 'rendered'`); n != 0 {
+			t.Errorf("the render's write committed")
+		}
+	})
+}
+
+// TestStoredModeKeepsItsCap: the same 100 KB answer, stored byte for byte
+// (no replay.render), is over the cap: it goes out once, is not stored
+// (EventNotStored, idemgen_events_total{kind="not_stored"}), and its retry
+// gets 410 response-not-stored, whose way out is replay.render.
+func TestStoredModeKeepsItsCap(t *testing.T) {
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		op := &idem.Operation{ID: "createReport", Policy: idem.Policy{Lease: 30 * time.Second, MaxReplayBody: 1024}}
+		phases := reportPhases("s1", false)
+		phases[0].Render = nil
+		first, err := idem.Run(ctx, e.eng, op, request("t", "s1", "b"), phases)
+		if err != nil || first.Response.Status != 201 || len(first.Response.Body) < 100<<10 {
+			t.Fatalf("the first answer: %v, %v", first, err)
+		}
+		if n := e.ev.count(idem.EventNotStored); n != 1 {
+			t.Errorf("%d not_stored events, want 1", n)
+		}
+		again, err := idem.Run(ctx, e.eng, op, request("t", "s1", "b"), phases)
+		if err != nil || again.Response.Status != 410 {
+			t.Errorf("the retry: %v, %v; want 410", again, err)
+		}
+	})
+}
