@@ -251,6 +251,9 @@ func enrichOperation(op *spec.Operation, withKey bool, f refusalFormat) *openapi
 	if x.Scope.Kind == idemtype.ScopeSender {
 		policy += " Requests must be signed: a missing or bad signature is 401 and nothing is recorded."
 	}
+	if len(x.Replay.Render) > 0 {
+		policy += fmt.Sprintf(" A retry's answer is rendered again, not replayed byte for byte (marked Idempotent-Rendered: true): its status, its headers and %s are the first answer's, its other fields show the resource as it is now.", strings.Join(x.Replay.Render, ", "))
+	}
 	if o.Description != "" {
 		o.Description += "\n\n"
 	}

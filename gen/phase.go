@@ -159,6 +159,21 @@ func each[T any](ps []param, f func(param) T) []T {
 	return out
 }
 
+// renders reports whether o's replays are rendered again (replay.render).
+func (o *opIR) renders() bool { return len(o.X.Replay.Render) > 0 }
+
+// renderMethod is the signature of the Render method of an operation that
+// renders its replays.
+func (o *opIR) renderMethod() signature {
+	return signature{
+		params:  []param{ctxParam, {"tx", goType{pkg: pkgPgx, name: "Tx"}}, {"reference", goType{pkg: pkgIdem, name: "Reference"}}},
+		results: []param{{typ: goType{name: o.ResponseType}}, errResult},
+	}
+}
+
+// renderDoc is the doc comment of the Render method.
+const renderDoc = "Render renders the answer again for a replay (replay.render): the operation stores only its status, its replay headers and reference, the values at the render pointers of its first answer, and every retry gets what Render returns from them, in tx, a read-only transaction: the resource as it is now. The stored status and headers (Location) replace Render's; Render must not write."
+
 // phaseDoc is the doc comment of p's method, the i-th phase of o.
 func phaseDoc(o *opIR, i int, p *phaseIR) string {
 	return fmt.Sprintf("%s is phase %d of %d (%q), %s", p.GoName, i+1, len(o.Phases), p.Name, p.kind().doc)

@@ -122,6 +122,10 @@ func renderPhasesIface(f *File, o *opIR) {
 		sig := o.method(p)
 		methods = append(methods, doc(1, phaseDoc(o, i, p)), Id(p.GoName).Params(sig.paramsCode()...).Add(sig.resultsCode()))
 	}
+	if o.renders() {
+		sig := o.renderMethod()
+		methods = append(methods, doc(1, renderDoc), Id("Render").Params(sig.paramsCode()...).Add(sig.resultsCode()))
+	}
 	f.Type().Id(o.PhasesIface()).Interface(methods...)
 	f.Line()
 }
@@ -248,6 +252,7 @@ func renderSpecs(f *File, r *ir) {
 					field("Complete", vocab(x.Complete)),
 					field("ReplayHeaders", strs(x.Replay.Headers)),
 					field("MaxReplayBody", lit(x.Replay.MaxBodyBytes)),
+					field("Render", strs(x.Replay.Render)),
 					field("Wait", waitCode(x.Wait)),
 				))),
 			))),
@@ -471,10 +476,22 @@ func renderPhaseList(f *File, r *ir, o *opIR) {
 			body = Block(body)
 		}
 		sig := o.bound(p)
-		elems = append(elems, elements(
+		fields := []kv{
 			field("Name", Lit(p.Name)),
 			field(p.kind().field, Func().Params(sig.paramsCode()...).Add(sig.resultsCode()).Add(body)),
-		))
+		}
+		if p.Final && o.renders() {
+			fields = append(fields, field("Render", Func().Params(
+				Id("ctx").Qual("context", "Context"), Id("tx").Qual(pkgPgx, "Tx"), Id("ref").Qual(pkgIdem, "Reference"),
+			).Params(Op("*").Qual(pkgIdem, "Response"), Error()).Block(
+				List(Id("response"), Err()).Op(":=").Id("p").Dot("Render").Call(Id("ctx"), Id("tx"), Id("ref")),
+				If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
+				If(Id("response").Op("==").Nil()).Block(Return(Nil(), Qual("errors", "New").Call(
+					Lit(fmt.Sprintf("%s: Render returned no response", o.Spec.OperationID))))),
+				Return(Qual(r.adapter(), "Render").Call(Id("response").Dot(o.VisitMethod))),
+			)))
+		}
+		elems = append(elems, elements(fields...))
 	}
 	f.Add(doc(0, fmt.Sprintf("%s binds the phases of %s to one request, as the glue runs them: the engine's idem.Run takes them, and so does idemtest.Check, which runs them through crashes, takeovers and concurrent duplicates.", o.bindFunc(), o.Spec.OperationID)))
 	f.Func().Id(o.bindFunc()).Params(Id("p").Id(o.PhasesIface()), Id("request").Id(o.RequestType)).Index().Add(phaseT).

@@ -34,6 +34,10 @@ func renderScaffolds(tmpl *template.Template, r *ir) ([]OutputFile, error) {
 			sig := o.method(p)
 			phases = append(phases, scaffoldPhase{GoName: p.GoName, Doc: strings.TrimPrefix(strings.Join(commentLines(commentWidth, phaseDoc(o, i, p)), "\n"), "// "), Params: sig.paramsText(), Results: sig.resultsText(), Final: p.Final})
 		}
+		if o.renders() {
+			sig := o.renderMethod()
+			phases = append(phases, scaffoldPhase{GoName: "Render", Doc: strings.TrimPrefix(strings.Join(commentLines(commentWidth, renderDoc), "\n"), "// "), Params: sig.paramsText(), Results: sig.resultsText(), Final: true})
+		}
 		var buf bytes.Buffer
 		err := tmpl.Execute(&buf, map[string]any{
 			"Package": r.Package, "OperationID": o.Spec.OperationID, "Iface": o.PhasesIface(),
@@ -50,6 +54,9 @@ func renderScaffolds(tmpl *template.Template, r *ir) ([]OutputFile, error) {
 		expect := &scaffoldPhases{op: o.Spec.OperationID, impl: o.ImplType()}
 		for _, p := range o.Phases {
 			expect.methods = append(expect.methods, expectedMethod{name: p.GoName, phase: p.Name, kind: p.kind()})
+		}
+		if o.renders() {
+			expect.methods = append(expect.methods, expectedMethod{name: "Render", kind: finalPhase})
 		}
 		files = append(files, OutputFile{Path: snake(o.GoName) + "_phases.go", Data: src, Owned: true, phases: expect})
 	}

@@ -64,7 +64,9 @@ func (s *scaffoldPhases) check(path string, src []byte) []string {
 	var phases []string
 	expected := map[string]bool{}
 	for _, e := range s.methods {
-		phases = append(phases, e.phase)
+		if e.phase != "" {
+			phases = append(phases, e.phase)
+		}
 		expected[e.name] = true
 	}
 	var out []string
@@ -76,6 +78,8 @@ func (s *scaffoldPhases) check(path string, src []byte) []string {
 			wantResults = 2
 		}
 		switch {
+		case !ok && e.phase == "":
+			out = append(out, fmt.Sprintf("%s has no method %s, which replay.render needs to render replays", s.impl, e.name))
 		case !ok:
 			out = append(out, fmt.Sprintf("%s has no method %s for phase %d of %s, %q (%s): the spec's phases changed since the scaffold was written; add it (go generate writes no scaffold over yours)", s.impl, e.name, i+1, s.op, e.phase, kindName(e.kind)))
 		case m.with != want || m.results != wantResults:

@@ -120,8 +120,17 @@ func phaseInterface(t types.Type) *phasesFact {
 //	local:   (ctx context.Context, tx pgx.Tx, request R, state *S) error
 //	final:   (ctx context.Context, tx pgx.Tx, request R, state *S) (Resp, error)
 //	foreign: (ctx context.Context, key string, request R, state *S) error
+//
+// and the render of an operation that renders its replays (replay.render),
+// checked as a final phase is:
+//
+//	render:  (ctx context.Context, tx pgx.Tx, reference idem.Reference) (Resp, error)
 func phaseKind(sig *types.Signature) (kind, bool) {
 	params, results := sig.Params(), sig.Results()
+	if params.Len() == 3 && results.Len() == 2 && namedIs(params.At(0).Type(), "context", "Context") &&
+		namedIs(params.At(1).Type(), pgxPath, "Tx") && namedIs(params.At(2).Type(), idemPath, "Reference") {
+		return final, true
+	}
 	if params.Len() != 4 || sig.Variadic() ||
 		!namedIs(params.At(0).Type(), "context", "Context") {
 		return 0, false

@@ -67,6 +67,9 @@ type fieldRead struct {
 
 func (c *checker) stateAccess(ph *phase) stateAccess {
 	a := stateAccess{writes: map[string]bool{}}
+	if ph.sig.Params().Len() < 4 {
+		return a // a render: it has no state
+	}
 	state := ph.param(3)
 	if state == nil {
 		return a

@@ -242,6 +242,10 @@ func checkReplayFits(op *Operation, at func(field, format string, args ...any)) 
 	if op.Op.Responses == nil {
 		return
 	}
+	if len(op.Idempotency.Replay.Render) > 0 {
+		checkRender(op, at)
+		return // a rendered answer is stored compact: no cap applies
+	}
 	limit := op.Idempotency.Replay.MaxBodyBytes
 	responses := op.Op.Responses.Map()
 	for _, code := range sortedKeys(responses) {
@@ -259,6 +263,40 @@ func checkReplayFits(op *Operation, at func(field, format string, args ...any)) 
 					limit, mt, code, n)
 			}
 		}
+	}
+}
+
+// checkRender refuses a replay.render pointer that a successful (2xx)
+// JSON response's schema does not have: its answers could not be
+// rendered again from a reference to it. An operation with no 2xx JSON
+// response has nothing to render.
+func checkRender(op *Operation, at func(field, format string, args ...any)) {
+	responses := op.Op.Responses.Map()
+	found := false
+	for _, code := range sortedKeys(responses) {
+		r := responses[code]
+		if r == nil || r.Value == nil || len(code) != 3 || code[0] != '2' {
+			continue
+		}
+		for _, mt := range sortedKeys(r.Value.Content) {
+			c := r.Value.Content[mt]
+			if c == nil || c.Schema == nil || c.Schema.Value == nil || !strings.Contains(mt, "json") {
+				continue
+			}
+			found = true
+			for i, ptr := range op.Idempotency.Replay.Render {
+				if slices.Contains(keyTokens(ptr), idemtype.EveryElement) {
+					at(fmt.Sprintf("%s.replay.render[%d]", ExtensionName, i), "%q steps into every element (*): a reference names single values; name an element (/items/0/id) or the array itself", ptr)
+					continue
+				}
+				if why := unresolved(c.Schema.Value, keyTokens(ptr), "", 0); why != "" {
+					at(fmt.Sprintf("%s.replay.render[%d]", ExtensionName, i), "%q does not resolve against response %s's %s schema: %s", ptr, code, mt, why)
+				}
+			}
+		}
+	}
+	if !found {
+		at(ExtensionName+".replay.render", "the operation has no 2xx JSON response to render again from a reference; leave render out")
 	}
 }
 

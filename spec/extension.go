@@ -87,6 +87,11 @@ const MaxRequestBody = 1 << 30
 type Replay struct {
 	Headers      []string
 	MaxBodyBytes int
+	// Render, when set, are JSON Pointers into the successful answer's
+	// body (its identifiers): the answer is stored compact (status,
+	// headers, these values) and a replay renders it again with the
+	// operation's Render method. MaxBodyBytes then does not apply.
+	Render []string
 }
 
 // Phase is one step of the operation.

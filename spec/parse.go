@@ -63,6 +63,8 @@ func Parse(v any) (*Extension, []FieldError) {
 		switch {
 		case x.Handler && phases:
 			p.errorf(ExtensionName+".handler", "true, with phases: an operation is served by its strict handler or by phases, not both; drop one")
+		case x.Handler && len(x.Replay.Render) > 0:
+			p.errorf(ExtensionName+".replay.render", "set, with handler: true: a kept handler has no render method to replay with; use phases")
 		case x.Handler && x.Complete == idemtype.CompleteBackground:
 			p.errorf(ExtensionName+".complete", "background, with handler: true: the completer has no request to call the handler with; use phases, or complete: on-retry")
 		}
@@ -255,9 +257,22 @@ func (p *parser) request(r *Request, m map[string]any) {
 // replay reads replay: the response headers stored, and the largest body.
 func (p *parser) replay(r *Replay, m map[string]any) {
 	const field = ExtensionName + ".replay"
-	rm, ok := p.section(m, "replay", "headers", "maxBodyBytes")
+	rm, ok := p.section(m, "replay", "headers", "maxBodyBytes", "render")
 	if !ok {
 		return
+	}
+	if v, ok := rm["render"]; ok {
+		if l, ok := p.strings(field+".render", v); ok {
+			if len(l) == 0 {
+				p.errorf(field+".render", "empty; list the JSON Pointers of the answer's identifiers (e.g. [/id]), or leave render out to store answers byte for byte")
+			}
+			for i, ptr := range l {
+				if idemtype.CheckPointer(ptr) != nil {
+					p.errorf(fmt.Sprintf("%s.render[%d]", field, i), "%q is not a JSON Pointer; it must start with / (e.g. /id)", ptr)
+				}
+			}
+			r.Render = l
+		}
 	}
 	if v, ok := rm["headers"]; ok {
 		if l, ok := p.headerNames(field+".headers", v, neverStored); ok {
