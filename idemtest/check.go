@@ -402,6 +402,10 @@ func (k *checker[S]) completedRetry(ctx context.Context) {
 		k.add(ran[0], RuleOnce, "phases %v ran again for a completed key", ran)
 	case !out.Replayed:
 		k.add("", RuleOnce, "the retry was not answered with the stored response")
+	case len(k.c.Operation.Policy.Render) > 0:
+		if d := diffRendered(k.baseResp, out.Response, k.c.Operation.Policy.ReplayHeaders, k.c.Operation.Policy.Render); d != "" {
+			k.add("", RuleResponse, "%s", d)
+		}
 	default:
 		k.sameResponse("", out.Response)
 	}
@@ -570,10 +574,17 @@ func (k *checker[S]) duplicates(ctx context.Context) {
 		if !out.Replayed {
 			executed++
 		}
-		if first == nil {
+		switch {
+		case first == nil:
 			first = out.Response
-		} else if d := diffResponse(first, out.Response, k.c.Operation.Policy.ReplayHeaders, k.c.VolatileResponse); d != "" {
-			k.add("", RuleResponse, "two duplicates were answered differently: %s", d)
+		case len(k.c.Operation.Policy.Render) > 0 && out.Replayed:
+			if d := diffRendered(first, out.Response, k.c.Operation.Policy.ReplayHeaders, k.c.Operation.Policy.Render); d != "" {
+				k.add("", RuleResponse, "a duplicate's rendered replay differs from the answer: %s", d)
+			}
+		default:
+			if d := diffResponse(first, out.Response, k.c.Operation.Policy.ReplayHeaders, k.c.VolatileResponse); d != "" {
+				k.add("", RuleResponse, "two duplicates were answered differently: %s", d)
+			}
 		}
 	}
 	if executed != 1 {
@@ -820,6 +831,7 @@ func (k *checker[S]) phases(h hooks) []idem.Phase[S] {
 				return nil
 			}
 		case p.Final != nil:
+			q.Render = p.Render // runs for replays only: no crash point
 			q.Final = func(ctx context.Context, tx pgx.Tx, st *S) (*idem.Response, error) {
 				start()
 				resp, err := p.Final(ctx, tx, st)

@@ -165,3 +165,55 @@ func TestCheckCatchesABrokenHandler(t *testing.T) {
 		})
 	}
 }
+
+// reportPhases answer a report about a payment and render it again from
+// its id; broken, the render answers another id.
+func reportPhases(brokenRender bool) []idem.Phase[struct{}] {
+	return []idem.Phase[struct{}]{{
+		Name: "report",
+		Final: func(ctx context.Context, tx pgx.Tx, _ *struct{}) (*idem.Response, error) {
+			var id int64
+			if err := tx.QueryRow(ctx, `INSERT INTO pay (amount) VALUES (1000) RETURNING id`).Scan(&id); err != nil {
+				return nil, err
+			}
+			return &idem.Response{Status: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}}, Body: fmt.Appendf(nil, `{"id":%d,"amount":1000}`, id)}, nil
+		},
+		Render: func(ctx context.Context, tx pgx.Tx, ref idem.Reference) (*idem.Response, error) {
+			id, err := ref.Int64("/id")
+			if err != nil {
+				return nil, err
+			}
+			if brokenRender {
+				id++
+			}
+			return &idem.Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: fmt.Appendf(nil, `{"id":%d,"amount":1000}`, id)}, nil
+		},
+	}}
+}
+
+// TestCheckComparesARenderedReplay: for an operation that renders its
+// replays, Check compares a replay with the answer on what a render keeps
+// (status, replay headers, the render pointers): a correct render passes,
+// one that answers another id is caught.
+func TestCheckComparesARenderedReplay(t *testing.T) {
+	t.Parallel()
+	for _, broken := range []bool{false, true} {
+		c := idemtest.Case[struct{}]{
+			Operation: &idem.Operation{ID: "createReport", Policy: idem.Policy{Lease: 10 * time.Second, Render: []string{"/id"}, ReplayHeaders: []string{"Content-Type"}}},
+			Setup:     setup,
+			Phases:    func() []idem.Phase[struct{}] { return reportPhases(broken) },
+			Volatile:  []string{"created_at"},
+		}
+		found := idemtest.Findings(t, c)
+		caught := false
+		for _, f := range found {
+			caught = caught || f.Rule == idemtest.RuleResponse && strings.Contains(f.Detail, "rendered replay's /id is 2; the answer's was 1")
+		}
+		switch {
+		case !broken && len(found) > 0:
+			t.Errorf("a correct render: %d findings:\n%s", len(found), list(found))
+		case broken && !caught:
+			t.Errorf("a render that answers another id was not caught; found:\n%s", list(found))
+		}
+	}
+}

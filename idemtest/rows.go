@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // rows is what the service's tables hold: per table, each row as JSON
@@ -272,6 +273,63 @@ func diffResponse(want, got *idem.Response, headers, volatile []string) string {
 		return fmt.Sprintf("body %s; the clean execution answered %s", clip(gb), clip(wb))
 	}
 	return ""
+}
+
+// diffRendered compares a replay rendered again (Policy.Render) with the
+// answer it stands for on what a render keeps: the status, the replay
+// headers, and the values at the render pointers; its other fields show
+// the resource as it is now.
+func diffRendered(want, got *idem.Response, headers, pointers []string) string {
+	if got.Header.Get(idem.RenderedHeader) != "true" {
+		return "a replay of an operation that renders its replays is not marked " + idem.RenderedHeader
+	}
+	if d := diffResponse(want, &idem.Response{Status: got.Status, Header: got.Header, Body: want.Body}, headers, nil); d != "" {
+		return d
+	}
+	var w, g any
+	if err := json.Unmarshal(want.Body, &w); err != nil {
+		return "the answer is not JSON: " + err.Error()
+	}
+	if err := json.Unmarshal(got.Body, &g); err != nil {
+		return fmt.Sprintf("the rendered replay is not JSON (%v): %s", err, clip(got.Body))
+	}
+	for _, p := range pointers {
+		wv, _ := pointerValue(w, p)
+		gv, ok := pointerValue(g, p)
+		wj, _ := json.Marshal(wv)
+		gj, _ := json.Marshal(gv)
+		if !ok || !bytes.Equal(wj, gj) {
+			return fmt.Sprintf("the rendered replay's %s is %s; the answer's was %s", p, gj, wj)
+		}
+	}
+	return ""
+}
+
+// pointerValue is the value at JSON Pointer p in doc.
+func pointerValue(doc any, p string) (any, bool) {
+	toks, err := idemtype.ParsePointer(p)
+	if err != nil {
+		return nil, false
+	}
+	for _, t := range toks {
+		switch x := doc.(type) {
+		case map[string]any:
+			v, ok := x[t]
+			if !ok {
+				return nil, false
+			}
+			doc = v
+		case []any:
+			i, err := strconv.Atoi(t)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil, false
+			}
+			doc = x[i]
+		default:
+			return nil, false
+		}
+	}
+	return doc, true
 }
 
 func clip(b []byte) string {
