@@ -119,6 +119,10 @@ type RecordInfo struct {
 	Age           string          `json:"age,omitempty"` // since the claim
 	ExpiresIn     string          `json:"expires_in"`    // negative once past retention
 	Status        *int            `json:"response_status,omitempty"`
+	// Reference is what a completed record of an operation that renders
+	// its replays (Policy.Render) keeps of its answer: the values at the
+	// render pointers, from which every replay is rendered (Inspect only).
+	Reference json.RawMessage `json:"render_reference,omitempty"`
 	// Stuck: claimed, no live owner, and past retention. Such a record is
 	// never pruned (a committed phase would run again); it waits for a
 	// retry, the completer, or an operator's Resolve.
@@ -132,6 +136,15 @@ func (e *Engine) Inspect(ctx context.Context, namespace, scope, key string) (*Re
 		return nil, err
 	}
 	r.Namespace, r.Scope, r.Key = namespace, scope, key // what found it
+	if r.State == "completed" {
+		// An answer stored compact (Policy.Render): the reference its
+		// replays are rendered from.
+		if rec, err := e.store.read(ctx, e.pool, recordID(namespace, scope, key)); err == nil && !rec.bodyOmitted {
+			if resp := rec.response(); rendered(resp) {
+				r.Reference = json.RawMessage(resp.Body)
+			}
+		}
+	}
 	return r, nil
 }
 

@@ -69,6 +69,10 @@ func TestRenderedReplay(t *testing.T) {
 		if err := e.pool.QueryRow(ctx, `SELECT octet_length(response_body) FROM records`).Scan(&stored); err != nil || stored > 64 {
 			t.Errorf("the record keeps %d bytes of body (%v); want the reference only", stored, err)
 		}
+		info, err := e.eng.Inspect(ctx, renderOp.ID, "t", "r1")
+		if err != nil || string(info.Reference) != `{"/id":7}` {
+			t.Errorf("Inspect: reference %s (%v); want {\"/id\":7}", info.Reference, err)
+		}
 		e.exec(`UPDATE rows SET note = 'shipped' WHERE key = 'r1'`)
 		for i := range 2 { // from the record, then from the cache
 			out, err := idem.Run(ctx, e.eng, renderOp, request("t", "r1", "b"), reportPhases("r1", false))
