@@ -10,7 +10,7 @@ FORMFUZZTIME ?= 10000x
 BENCHCOUNT ?= 5
 BENCHTIME ?= 2s
 
-.PHONY: test test-short lint generate bench bench-model bench-store bench-layouts bench-wait fuzz golden realspec demo chaos topology citus docs-check check-alerts prometheus-tools
+.PHONY: test test-short lint generate bench bench-model bench-store bench-layouts bench-wait bench-render fuzz golden realspec demo chaos topology citus docs-check check-alerts prometheus-tools
 
 # The modules whose packages make test runs: the toolkit, and examples/, a
 # module of its own so that the examples' dependencies (toxiproxy,
@@ -96,6 +96,10 @@ bench-store:
 ## bench-wait: how soon duplicates waiting for an execution in flight are answered once it ends (same engine, another), and the statements a second their waiting costs (durable)
 bench-wait:
 	$(GO) run ./internal/storebench -waits
+
+## bench-render: replay.render against byte-for-byte storage: bytes per record of a 1.2 KB and a 100 KB answer, and a replay's latency from the record and from the cache at 1 and 16 clients, interleaved (durable)
+bench-render:
+	$(GO) run ./internal/storebench -render
 
 ## bench-layouts: bytes per record of today's records table and of the candidate layouts of issue 12, on 1M completed records each
 bench-layouts:

@@ -16,6 +16,10 @@
 // and the statements a second their waiting costs (`make bench-wait`;
 // docs/performance.md, "Waiting for an execution in flight").
 //
+// With -render it measures instead what replay.render saves in bytes per
+// record and costs on a replay (`make bench-render`; docs/scaling.md and
+// docs/performance.md).
+//
 // It starts a throwaway durable cluster (fsync, synchronous_commit and
 // full_page_writes on) unless DATABASE_URL names a server, where it creates
 // and drops a database of its own.
@@ -48,6 +52,7 @@ func main() {
 	flag.IntVar(&cfg.held, "held", cfg.held, "executions held open while their leases are refreshed")
 	flag.IntVar(&cfg.fillfactor, "fillfactor", 0, "the records table's fillfactor, to compare settings (0: the migrations')")
 	waitsMode := flag.Bool("waits", false, "measure instead how soon duplicates waiting for an execution in flight are answered, and the statements a second their waiting costs")
+	renderMode := flag.Bool("render", false, "measure instead the bytes per record of answers stored byte for byte against stored compact (replay.render), and the cost of a rendered replay against a stored one")
 	layoutsMode := flag.Bool("layouts", false, "measure bytes per record of today's layout and the candidates in layouts/*.sql instead of the four figures")
 	layoutRecords := flag.Int("layout-records", 1_000_000, "completed records loaded into each layout with -layouts")
 	settings := map[string]string{
@@ -92,6 +97,8 @@ func main() {
 	switch {
 	case *waitsMode:
 		_, err = runWaits(ctx, env.URL, waitsDefaults(), os.Stdout)
+	case *renderMode:
+		_, _, err = runRender(ctx, env.URL, renderDefaults(), os.Stdout)
 	case *layoutsMode:
 		_, err = runLayouts(ctx, env.URL, *layoutRecords, os.Stdout)
 	default:

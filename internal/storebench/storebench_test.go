@@ -179,3 +179,24 @@ func TestSmallWaits(t *testing.T) {
 		}
 	}
 }
+
+// TestSmallRender runs the -render measurement small: an answer stored
+// compact takes fewer bytes per record than the same answer stored whole,
+// and both modes replay.
+func TestSmallRender(t *testing.T) {
+	url := dbtest.URL(t)
+	var out strings.Builder
+	sizes, cases, err := runRender(context.Background(), url, renderConfig{records: 20, sizes: []int{100 << 10}, clients: []int{1, 2}, rounds: 1, window: 100 * time.Millisecond}, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	t.Log(out.String())
+	if len(sizes) != 1 || sizes[0].Render <= 0 || sizes[0].Stored < 2*sizes[0].Render {
+		t.Errorf("bytes per record: %+v; want the compact one far smaller", sizes)
+	}
+	for _, c := range cases {
+		if c.StoredRate <= 0 || c.RenderRate <= 0 {
+			t.Errorf("no replays: %+v", c)
+		}
+	}
+}
