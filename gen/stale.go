@@ -82,18 +82,27 @@ func (s *scaffoldPhases) check(path string, src []byte) []string {
 			out = append(out, fmt.Sprintf("%s has no method %s, which replay.render needs to render replays", s.impl, e.name))
 		case !ok:
 			out = append(out, fmt.Sprintf("%s has no method %s for phase %d of %s, %q (%s): the spec's phases changed since the scaffold was written; add it (go generate writes no scaffold over yours)", s.impl, e.name, i+1, s.op, e.phase, kindName(e.kind)))
-		case m.with != want || m.results != wantResults:
+		case lastName(m.with) != lastName(want) || m.results != wantResults:
 			out = append(out, fmt.Sprintf("%s.%s is not written as phase %q is now (%s: it takes %s after ctx and returns %d value(s)); rewrite it to the signature %sPhases declares", s.impl, e.name, e.phase, kindName(e.kind), want, wantResults, strings.TrimSuffix(s.impl, "Impl")))
 		}
 	}
 	for _, name := range order {
 		m := found[name]
-		if expected[name] || !ast.IsExported(name) || (m.with != "pgx.Tx" && m.with != "string") {
+		if expected[name] || !ast.IsExported(name) || (lastName(m.with) != "Tx" && m.with != "string") {
 			continue
 		}
 		out = append(out, fmt.Sprintf("%s.%s is shaped as a phase but %s has no such phase (its phases: %s): renamed or removed in the spec?", s.impl, name, s.op, strings.Join(phases, ", ")))
 	}
 	return out
+}
+
+// lastName is a type's name without its package (Tx for pgx.Tx, however
+// pgx is imported).
+func lastName(t string) string {
+	if i := strings.LastIndexByte(t, '.'); i >= 0 {
+		return t[i+1:]
+	}
+	return t
 }
 
 func kindName(k phaseKind) string {

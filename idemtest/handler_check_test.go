@@ -217,3 +217,31 @@ func TestCheckComparesARenderedReplay(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckPassesAPhaseThatAnswers: a phase that answers early
+// (idem.Answer) for this request passes Check: its scenarios stop at the
+// phase the clean execution reached.
+func TestCheckPassesAPhaseThatAnswers(t *testing.T) {
+	t.Parallel()
+	idemtest.Check(t, idemtest.Case[struct{}]{
+		Operation: &idem.Operation{ID: "createRefund", Policy: idem.Policy{Lease: 10 * time.Second}},
+		Setup:     setup,
+		Phases: func() []idem.Phase[struct{}] {
+			return []idem.Phase[struct{}]{
+				{Name: "find", Local: func(ctx context.Context, tx pgx.Tx, _ *struct{}) error {
+					var n int
+					if err := tx.QueryRow(ctx, `SELECT count(*) FROM pay`).Scan(&n); err != nil {
+						return err
+					}
+					if n == 0 {
+						return idem.Answer(&idem.Response{Status: http.StatusNotFound, Body: []byte(`{"title":"no payment"}`)})
+					}
+					return nil
+				}},
+				{Name: "refund", Final: func(context.Context, pgx.Tx, *struct{}) (*idem.Response, error) {
+					return &idem.Response{Status: http.StatusCreated}, nil
+				}},
+			}
+		},
+	})
+}

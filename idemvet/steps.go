@@ -32,6 +32,41 @@ func (c *checker) checkSteps() {
 
 func (c *checker) checkStepsIn(fd *ast.FuncDecl) {
 	names := map[string]bool{}
+	// The conditions on the clock or randomness that may end the function
+	// early (an if or switch whose body returns): a step after one is taken
+	// or not depending on them.
+	type guard struct {
+		stmt ast.Node
+		why  string
+	}
+	var guards []guard
+	ast.Inspect(fd.Body, func(n ast.Node) bool {
+		var conds []ast.Expr
+		var body ast.Node
+		switch x := n.(type) {
+		case *ast.FuncLit:
+			return false
+		case *ast.IfStmt:
+			conds, body = []ast.Expr{x.Cond}, x
+		case *ast.SwitchStmt:
+			body = x
+			if x.Tag != nil {
+				conds = append(conds, x.Tag)
+			}
+			for _, cc := range x.Body.List {
+				conds = append(conds, cc.(*ast.CaseClause).List...)
+			}
+		default:
+			return true
+		}
+		for _, cond := range conds {
+			if why := c.unstable(cond); why != "" && returns(body) {
+				guards = append(guards, guard{body, why})
+				break
+			}
+		}
+		return true
+	})
 	var stack []ast.Node
 	ast.Inspect(fd.Body, func(n ast.Node) bool {
 		if n == nil {
@@ -58,14 +93,26 @@ func (c *checker) checkStepsIn(fd *ast.FuncDecl) {
 			names[constant.StringVal(tv.Value)] = true
 		}
 		for _, outer := range stack[:len(stack)-1] {
-			switch o := outer.(type) {
+			switch outer.(type) {
 			case *ast.ForStmt, *ast.RangeStmt:
 				c.reportStep(call, where, "idem.%s is taken in a loop: its name repeats on the second iteration, and the number of steps depends on the data; take the loop inside one step", step)
-			case *ast.IfStmt:
-				if why := c.unstable(o.Cond); why != "" && contains(o.Body, call) {
-					c.reportStep(call, where, "whether idem.%s is taken depends on %s: a resumed run may take other steps than the record's and fail; decide from the request or a step's result", step, why)
-				}
 			}
+		}
+		// In a branch of a guard (the innermost), or else after one that
+		// may return (the nearest).
+		why := ""
+		for _, g := range guards {
+			if contains(g.stmt, call) {
+				why = g.why
+			}
+		}
+		for i := len(guards) - 1; why == "" && i >= 0; i-- {
+			if guards[i].stmt.End() <= call.Pos() {
+				why = guards[i].why
+			}
+		}
+		if why != "" {
+			c.reportStep(call, where, "whether idem.%s is taken depends on %s: a resumed run may take other steps than the record's and fail; decide from the request or a step's result", step, why)
 		}
 		return true
 	})
@@ -120,6 +167,21 @@ func (c *checker) unstable(cond ast.Expr) string {
 		return why == ""
 	})
 	return why
+}
+
+// returns reports whether a return statement lies in n (not in a closure).
+func returns(n ast.Node) bool {
+	found := false
+	ast.Inspect(n, func(m ast.Node) bool {
+		switch m.(type) {
+		case *ast.FuncLit:
+			return false
+		case *ast.ReturnStmt:
+			found = true
+		}
+		return !found
+	})
+	return found
 }
 
 // contains reports whether n lies within outer.

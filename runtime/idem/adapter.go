@@ -134,6 +134,9 @@ func RunWithoutKey[S any](ctx context.Context, e *Engine, op *Operation, phases 
 			var err error
 			if p.Final != nil {
 				resp, err = p.Final(ctx, tx, &state)
+				if a := answered(err); a != nil {
+					resp, err = a, checkFinal(p.Name, a)
+				}
 				return err
 			}
 			err = p.Local(ctx, tx, &state)
@@ -172,6 +175,9 @@ func (e *Engine) Replay(ctx context.Context, op *Operation, req KeyedRequest) (*
 		if !sameRequest(op, ent.operation, ent.fingerprint, req.Fingerprint) {
 			return nil, nil
 		}
+		if rendered(ent.resp) {
+			return nil, nil // rendered by Run, which has the Render
+		}
 		e.replayed(ctx, op, p, ent.stored, ent.resp)
 		return ent.resp, nil
 	}
@@ -186,6 +192,11 @@ func (e *Engine) Replay(ctx context.Context, op *Operation, req KeyedRequest) (*
 	case err != nil:
 		return nil, e.storeFailed(ctx, op, "reading the record", err)
 	case rec.state != stateCompleted || rec.pastRetention || !sameRequest(op, rec.operation, rec.fingerprint, req.Fingerprint):
+		return nil, nil
+	case !rec.bodyOmitted && rendered(rec.response()):
+		// A compact answer (Policy.Render) is rendered by Run, which has
+		// the operation's Render; the adapter answers as it would
+		// without a record.
 		return nil, nil
 	}
 	return e.replayCompleted(ctx, op, p, key, rec), nil

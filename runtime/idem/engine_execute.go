@@ -103,6 +103,9 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 						return nil, err
 					}
 					resp, err := p.Final(pctx, tx, &state)
+					if a := answered(err); a != nil {
+						resp, err = a, nil
+					}
 					if err == nil {
 						err = checkFinal(p.Name, resp)
 					}
@@ -185,6 +188,9 @@ func runInClaimTx[S any](ctx context.Context, e *Engine, c *claim, phases []Phas
 			}
 			var err error
 			resp, err = p.Final(pctx, &c.sess.tx, state)
+			if a := answered(err); a != nil {
+				resp, err = a, nil
+			}
 			if err == nil {
 				err = checkFinal(p.Name, resp)
 			}

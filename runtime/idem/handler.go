@@ -34,6 +34,10 @@ import (
 // record's fails with an error an operator resolves.
 type Handler func(ctx context.Context) (*Response, error)
 
+// errExecutionEnded is what a step or Tx gets once the handler's execution
+// is over (a goroutine it left running).
+var errExecutionEnded = errors.New("idem: the handler's execution has ended: no more steps or transactions")
+
 // ErrNoExecution is what Tx answers outside a handler's execution.
 var ErrNoExecution = errors.New("idem: no idempotent execution in this context (Tx is for handlers that RunHandler runs)")
 
@@ -113,6 +117,11 @@ type runner struct {
 	final                   *session // the final transaction when the claim's is not it
 	finalBegun              bool
 	busy                    string // the step running now, ""
+	busyForeign             bool   // the step running now is foreign
+	ended                   bool   // the execution is over: no more steps, no Tx
+	// claimLost: the claim's transaction, committed alone before the
+	// first step, failed: no record was committed.
+	claimLost bool
 	// err is a failure of the engine's own (a step's commit, a resumed run
 	// that takes other steps): it decides the outcome, whatever the
 	// handler makes of it.
@@ -189,36 +198,46 @@ func (e *Engine) executeHandler(c *claim, h Handler) (*Outcome, error) {
 	})
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.ended = true // whatever the handler left running gets no transaction
+	switch {
+	case r.unresumable != nil:
+	case r.err != nil:
+		err, resp = r.err, nil
+	case r.busy != "":
+		err, resp = fmt.Errorf("idem: the handler returned while its step %q still ran", r.busy), nil
+	case err == nil && r.next < len(r.state.Steps):
+		r.unresumable = fmt.Errorf("this run answered after %d step(s), the record has %d (%q next): a handler must take the same steps in the same order on every run of a request", r.next, len(r.state.Steps), r.state.Steps[r.next].Name)
+	}
 	if r.unresumable != nil {
 		// The record's steps are not this handler's: keep it for an
 		// operator, as a recovery point no phase has.
+		c.keeper.stop()
 		r.final.end()
+		e.observe(pctx, Event{Kind: EventPhase, Operation: c.op.ID, Phase: c.phase, Duration: time.Since(began), Err: r.unresumable})
+		endPhase(r.unresumable)
 		out, answer := e.cannotResume(c, r.unresumable)
 		return out, e.report(c, r.unresumable, out, answer)
-	}
-	if r.err != nil {
-		err, resp = r.err, nil
 	}
 	if err == nil {
 		err = checkFinal(finalStep, resp)
 	}
-	if err != nil && errors.Is(context.Cause(hctx), ErrFenced) {
-		err = ErrFenced // whatever the handler saw, the cause is the lost lease
-	}
 	if err == nil {
+		c.phase = finalStep
 		if !r.finalBegun {
 			r.hooks.OnStart(len(r.state.Steps), finalStep, "")
 		}
 		r.hooks.OnEnd(len(r.state.Steps), finalStep)
 		resp, err = r.commitFinal(hctx, resp)
 	}
-	c.phase = finalStep
-	e.observe(pctx, Event{Kind: EventPhase, Operation: c.op.ID, Phase: finalStep, Duration: time.Since(began), Err: err})
+	if err != nil && errors.Is(context.Cause(hctx), ErrFenced) {
+		err = ErrFenced // whatever the handler or the commit saw, the cause is the lost lease
+	}
+	e.observe(pctx, Event{Kind: EventPhase, Operation: c.op.ID, Phase: c.phase, Duration: time.Since(began), Err: err})
 	endPhase(err)
 	if err != nil {
-		e.logPanic(pctx, c, finalStep, err)
+		e.logPanic(pctx, c, c.phase, err)
 		r.final.end()
-		if c.sess != nil {
+		if c.sess != nil || r.claimLost {
 			c.sess.end()
 			c.sess = nil
 			return e.inlineFailed(ctx, c, err)
@@ -285,6 +304,9 @@ func (r *runner) step(name string, foreign bool) (i int, recorded *stepRecord, e
 	if r.err != nil {
 		return 0, nil, r.err
 	}
+	if r.ended {
+		return 0, nil, errExecutionEnded
+	}
 	i = r.next
 	r.next++
 	switch {
@@ -309,7 +331,7 @@ func (r *runner) step(name string, foreign bool) (i int, recorded *stepRecord, e
 	}
 	r.names[name] = true
 	r.c.phase = name
-	r.busy = name
+	r.busy, r.busyForeign = name, foreign
 	if r.c.sess != nil {
 		// The claim's transaction is still open: it commits alone, before
 		// the step, as before a foreign phase.
@@ -318,8 +340,20 @@ func (r *runner) step(name string, foreign bool) (i int, recorded *stepRecord, e
 		r.c.sess = nil
 		r.bound.Stop()
 		if err != nil {
-			r.err, r.busy = err, ""
+			r.err, r.busy, r.busyForeign, r.claimLost = err, "", false, true
 			return 0, nil, err
+		}
+		// The lease was counted from the claim's start, and the handler
+		// may have run most of it before this step: renew it now, not a
+		// third of a lease from now.
+		ok, err := r.e.store.refresh(r.ctx, r.c)
+		switch {
+		case err != nil:
+			r.err, r.busy, r.busyForeign = err, "", false
+			return 0, nil, err
+		case !ok:
+			r.err, r.busy, r.busyForeign = ErrFenced, "", false
+			return 0, nil, ErrFenced
 		}
 		r.keep(r.ctx)
 	}
@@ -372,7 +406,7 @@ func Local[T any](ctx context.Context, db Beginner, name string, fn func(ctx con
 	})
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.busy = ""
+	r.busy, r.busyForeign = "", false
 	switch {
 	case fnErr != nil:
 		return zero, fnErr
@@ -412,12 +446,14 @@ func Foreign[T any](ctx context.Context, name string, fn func(ctx context.Contex
 	c := r.c
 	key := deriveKey(c.derivation, c.ns, c.derivationScope(), c.key, name, c.fingerprint, c.keyLength)
 	r.hooks.OnStart(i, name, key)
+	r.mu.Lock()
 	r.foreignTried = true
+	r.mu.Unlock()
 	v, err := fn(ctx, key)
 	r.hooks.OnDone(i, name)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.busy = ""
+	r.busy, r.busyForeign = "", false
 	if err != nil {
 		return zero, err
 	}
@@ -467,20 +503,22 @@ func Tx(ctx context.Context) (pgx.Tx, error) {
 	r := runnerFrom(ctx)
 	if r == nil {
 		if p, ok := ctx.Value(plainFinalKey{}).(*plainFinal); ok {
-			if p.tx == nil {
-				tx, err := p.pool.Begin(ctx)
-				if err != nil {
-					return nil, err
-				}
-				p.tx = tx
-			}
-			return p.tx, nil
+			return p.begin(ctx)
 		}
 		return nil, ErrNoExecution
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.err != nil {
+	switch {
+	case r.err != nil:
+		return nil, r.err
+	case r.ended:
+		return nil, errExecutionEnded
+	case r.busyForeign:
+		return nil, fmt.Errorf("idem: Tx inside foreign step %q: a foreign step runs outside any transaction; write what it returns after it", r.busy)
+	case !r.finalBegun && r.next < len(r.state.Steps):
+		r.unresumable = fmt.Errorf("this run began its final transaction after %d step(s), the record has %d (%q next): a handler must take the same steps in the same order on every run of a request", r.next, len(r.state.Steps), r.state.Steps[r.next].Name)
+		r.err = &Error{Kind: idemtype.KindFailed, Detail: unresumable, Err: r.unresumable}
 		return nil, r.err
 	}
 	if !r.finalBegun {
@@ -543,7 +581,7 @@ func (q failedQuerier) QueryRow(context.Context, string, ...any) pgx.Row        
 // db.Begin(ctx). A handler that begins its transactions with Begin runs
 // the same code with and without idemgen.
 func Begin(ctx context.Context, db Beginner) (pgx.Tx, error) {
-	if runnerFrom(ctx) == nil && ctx.Value(stepTxKey{}) == nil {
+	if runnerFrom(ctx) == nil && ctx.Value(stepTxKey{}) == nil && ctx.Value(plainFinalKey{}) == nil {
 		return db.Begin(ctx)
 	}
 	tx, err := Tx(ctx)
@@ -559,28 +597,36 @@ func Begin(ctx context.Context, db Beginner) (pgx.Tx, error) {
 // committed when it returns a response; its steps run as outside an
 // execution (Local in a transaction of its own, Foreign with a new key).
 func RunHandlerWithoutKey(ctx context.Context, e *Engine, h Handler) (resp *Response, err error) {
-	p := &plainFinal{pool: e.pool}
-	defer func() {
-		if p.tx != nil {
-			p.tx.Rollback(context.WithoutCancel(ctx))
-		}
-	}()
+	p := &plainFinal{e: e}
+	defer func() { p.sess.end() }() // begun, if at all, by the handler
 	resp, err = h(context.WithValue(ctx, plainFinalKey{}, p))
 	if err != nil {
 		return nil, err
 	}
-	if p.tx != nil {
-		if err := p.tx.Commit(ctx); err != nil {
+	if p.sess != nil {
+		if err := p.sess.tx.tx.Commit(ctx); err != nil {
 			return nil, err
 		}
 	}
 	return resp, nil
 }
 
-// plainFinal is the final transaction of a handler run without a key.
+// plainFinal is the final transaction of a handler run without a key:
+// the engine's, as in an execution (its Commit and Rollback refused).
 type plainFinal struct {
-	pool Beginner
-	tx   pgx.Tx
+	e    *Engine
+	sess *session
+}
+
+func (p *plainFinal) begin(ctx context.Context) (pgx.Tx, error) {
+	if p.sess == nil {
+		sess, err := p.e.begin(ctx)
+		if err != nil {
+			return nil, err
+		}
+		p.sess = sess
+	}
+	return &p.sess.tx, nil
 }
 
 type plainFinalKey struct{}
@@ -592,7 +638,7 @@ func plainStep[T any](ctx context.Context, db Beginner, fn func(ctx context.Cont
 		return zero, err
 	}
 	defer tx.Rollback(ctx)
-	v, err := fn(ctx, tx)
+	v, err := fn(context.WithValue(ctx, stepTxKey{}, tx), tx)
 	if err != nil {
 		return zero, err
 	}

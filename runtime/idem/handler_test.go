@@ -321,3 +321,101 @@ func TestHandlerSeesItsRequestsContext(t *testing.T) {
 		}
 	})
 }
+
+// TestHandlerReviewEdges: what a second read of the handler mode found.
+// A resumed run that takes fewer steps than the record's (it skips a
+// recorded charge) is not answered, it is kept for an operator; Tx after
+// the execution ended refuses; a keyless run's Tx is the engine's (its
+// Commit and Rollback refused, Begin nests in it, a step's fn reaches the
+// step's transaction); a final phase's idem.Answer is its answer. In every
+// claim mode.
+func TestHandlerReviewEdges(t *testing.T) {
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+
+		// Fewer steps on a resumed run.
+		p := &payments{db: e.pool, dieWhen: "after-charge"}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			idem.RunHandler(ctx, e.eng, payOp, request("t", "fewer", "b"), func(ctx context.Context) (*idem.Response, error) { return p.handle(ctx, "fewer") })
+		}()
+		<-done
+		e.expireLeases()
+		skipping := func(ctx context.Context) (*idem.Response, error) {
+			if _, err := idem.Local(ctx, e.pool, "record", func(context.Context, pgx.Tx) (int, error) { return 7, nil }); err != nil {
+				return nil, err
+			}
+			return created(`{"charged":false}`), nil // decided afresh: no charge
+		}
+		if _, err := idem.RunHandler(ctx, e.eng, payOp, request("t", "fewer", "b"), skipping); err == nil || !strings.Contains(err.Error(), "same steps in the same order") {
+			t.Errorf("a resumed run that skips a recorded step: %v; want it refused as unresumable", err)
+		}
+
+		// Tx after the execution ended.
+		var kept context.Context
+		if _, err := idem.RunHandler(ctx, e.eng, payOp, request("t", "kept", "b"), func(ctx context.Context) (*idem.Response, error) {
+			kept = ctx
+			return created(`{}`), nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := idem.Tx(kept); err == nil {
+			t.Error("Tx after the execution ended gave a transaction")
+		}
+
+		// Keyless: Tx's Commit and Rollback refused, Begin nested, a
+		// step's fn in its step's transaction.
+		keyless, err := idem.RunHandlerWithoutKey(ctx, e.eng, func(ctx context.Context) (*idem.Response, error) {
+			tx, err := idem.Tx(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if err := tx.Rollback(ctx); err == nil {
+				return nil, errors.New("the keyless Tx's Rollback was not refused")
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO rows (key) VALUES ('keyless')`); err != nil {
+				return nil, err
+			}
+			nested, err := idem.Begin(ctx, e.pool)
+			if err != nil {
+				return nil, err
+			}
+			// In the same transaction: it sees the row, and locks nothing
+			// against it.
+			var n int
+			if err := nested.QueryRow(ctx, `SELECT count(*) FROM rows WHERE key = 'keyless'`).Scan(&n); err != nil || n != 1 {
+				return nil, fmt.Errorf("Begin is not in the final transaction: %d, %v", n, err)
+			}
+			if err := nested.Commit(ctx); err != nil {
+				return nil, err
+			}
+			return created(`{}`), nil
+		})
+		if err != nil || keyless.Status != 201 {
+			t.Errorf("keyless: %v, %v", keyless, err)
+		}
+		if n := e.count(`SELECT count(*) FROM rows WHERE key = 'keyless'`); n != 1 {
+			t.Errorf("keyless: %d rows, want 1", n)
+		}
+		plain := &payments{db: e.pool}
+		if _, err := idem.Local(ctx, e.pool, "s", func(ctx context.Context, tx pgx.Tx) (int, error) {
+			if got, err := idem.Tx(ctx); err != nil || got != tx {
+				return 0, fmt.Errorf("a plain step's fn reaches %v (%v), not its transaction", got, err)
+			}
+			return 1, nil
+		}); err != nil {
+			t.Error(err)
+		}
+		_ = plain
+
+		// A final phase's Answer.
+		phases := []idem.Phase[payState]{{Name: "finish", Final: func(context.Context, pgx.Tx, *payState) (*idem.Response, error) {
+			return nil, idem.Answer(&idem.Response{Status: 404, Body: []byte(`{}`)})
+		}}}
+		out, err := idem.Run(ctx, e.eng, payOp, request("t", "final-answer", "b"), phases)
+		if err != nil || out.Response.Status != 404 {
+			t.Errorf("a final phase's Answer: %v, %v; want its 404", out, err)
+		}
+	})
+}

@@ -74,7 +74,10 @@ const RenderedHeader = "Idempotent-Rendered"
 // operation that renders its replays, which stores its reference.
 func (e *Engine) forStore(ctx context.Context, c *claim, phase string, resp *Response) (stored, first *Response, omitted bool, err error) {
 	first = &Response{Status: resp.Status, Header: e.storedHeaders(c, resp.Header), Body: resp.Body}
-	if len(c.policy.Render) == 0 {
+	if len(c.policy.Render) == 0 || resp.Status < 200 || resp.Status > 299 {
+		// Stored byte for byte: an operation that does not render, and
+		// the others' answers that are no resource (a 404, a 409 a phase
+		// answered with), which the render pointers need not name.
 		omitted = len(first.Body) > c.policy.MaxReplayBody
 		if omitted {
 			e.observe(ctx, Event{Kind: EventNotStored, Operation: c.op.ID, Status: resp.Status})

@@ -124,3 +124,21 @@ func TestStoredModeKeepsItsCap(t *testing.T) {
 		}
 	})
 }
+
+// TestRenderedOperationStoresItsRefusalsWhole: an operation that renders
+// its replays answers a 404 from a phase (idem.Answer), whose body has no
+// /id: it is stored byte for byte and replayed as it is, not rendered.
+func TestRenderedOperationStoresItsRefusalsWhole(t *testing.T) {
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		phases := reportPhases("nf", false)
+		notFound := &idem.Response{Status: 404, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"title":"no such account"}`)}
+		phases = append([]idem.Phase[payState]{{Name: "look", Local: func(context.Context, pgx.Tx, *payState) error { return idem.Answer(notFound) }}}, phases...)
+		for i := range 2 {
+			out, err := idem.Run(ctx, e.eng, renderOp, request("t", "nf", "b"), phases)
+			if err != nil || out.Response.Status != 404 || !bytes.Equal(out.Response.Body, notFound.Body) || out.Response.Header.Get(idem.RenderedHeader) != "" {
+				t.Fatalf("attempt %d: %v, %v; want the 404 as it was, not rendered", i, out, err)
+			}
+		}
+	})
+}

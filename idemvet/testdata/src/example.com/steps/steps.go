@@ -62,3 +62,24 @@ func (s *Server) Clock(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Guarded ends early on the clock: the step after the guard is taken or
+// not depending on it.
+func (s *Server) Guarded(ctx context.Context, deadline time.Time) error {
+	if time.Now().After(deadline) {
+		return nil
+	}
+	_, err := idem.Foreign(ctx, "charge", charge) // want `Guarded: step-determinism: whether idem.Foreign is taken depends on the clock \(time.Now\)`
+	return err
+}
+
+// Switched takes one step or another on the clock.
+func (s *Server) Switched(ctx context.Context) error {
+	switch {
+	case time.Now().Hour() < 12:
+		return nil
+	default:
+		_, err := idem.Foreign(ctx, "charge", charge) // want `Switched: step-determinism: whether idem.Foreign is taken depends on the clock \(time.Now\)`
+		return err
+	}
+}
