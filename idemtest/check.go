@@ -847,7 +847,7 @@ func (k *checker[S]) phases(h hooks) []idem.Phase[S] {
 				return resp, nil
 			}
 		case p.Foreign != nil:
-				q.Foreign = func(ctx context.Context, key string, st *S) error {
+			q.Foreign = func(ctx context.Context, key string, st *S) error {
 				start()
 				if rec != nil {
 					rec.enter(key, p.Name)
