@@ -103,7 +103,7 @@ func TestRenderedReplay(t *testing.T) {
 
 // TestStoredModeKeepsItsCap: the same 100 KB answer, stored byte for byte
 // (no replay.render), is over the cap: it goes out once, is not stored
-// (EventNotStored, idemgen_events_total{kind="not_stored"}), and its retry
+// (EventNotStored, idemgen_events_total{event="not_stored"}), and its retry
 // gets 410 response-not-stored, whose way out is replay.render.
 func TestStoredModeKeepsItsCap(t *testing.T) {
 	inModes(t, func(t *testing.T, e *env) {
