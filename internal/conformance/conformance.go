@@ -88,6 +88,7 @@ type env struct {
 	t      *testing.T
 	url    string
 	count  func(sql string) int
+	exec   func(sql string)
 	hold   chan struct{} // closed to let a held phase go on
 	inHold chan struct{} // receives when a phase holds
 	runs   atomic.Int64  // phases run
@@ -112,6 +113,11 @@ func newEnv(t *testing.T, a Adapter) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, hold: make(chan struct{}), inHold: make(chan struct{}, 16)}
+	e.exec = func(sql string) {
+		if _, err := te.Pool.Exec(context.Background(), sql); err != nil {
+			t.Fatal(err)
+		}
+	}
 	e.count = func(sql string) int {
 		var n int
 		if err := te.Pool.QueryRow(context.Background(), sql).Scan(&n); err != nil {
@@ -154,6 +160,47 @@ func newEnv(t *testing.T, a Adapter) *env {
 		}
 		return idemstd.WriteResponse(w, resp, idemstd.CallFrom(r.Context()).Replayed)
 	}
+	// A rendered operation: its answer is stored as its id, and every replay
+	// renders the item as it is now; an item named "write" has a render
+	// that writes, which must fail.
+	rendered := func(w http.ResponseWriter, r *http.Request) error {
+		var body item
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			return &HTTPError{Status: http.StatusBadRequest, Err: err}
+		}
+		resp, err := idemstd.Execute(r.Context(), te.Engine, nil, []idem.Phase[state]{{
+			Name: "insert",
+			Final: func(ctx context.Context, tx pgx.Tx, s *state) (*idem.Response, error) {
+				e.runs.Add(1)
+				if err := tx.QueryRow(ctx, `INSERT INTO items (grp, name) VALUES ('rendered', $1) RETURNING id`, body.Name).Scan(&s.ID); err != nil {
+					return nil, err
+				}
+				return &idem.Response{Status: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}, "Location": {fmt.Sprintf("/rendered/%d", s.ID)}},
+					Body: fmt.Appendf(nil, `{"id":%d,"name":%q}`, s.ID, body.Name)}, nil
+			},
+			Render: func(ctx context.Context, tx pgx.Tx, ref idem.Reference) (*idem.Response, error) {
+				id, err := ref.Int64("/id")
+				if err != nil {
+					return nil, err
+				}
+				if body.Name == "write" {
+					if _, err := tx.Exec(ctx, `UPDATE items SET name = 'written' WHERE id = $1`, id); err != nil {
+						return nil, err
+					}
+				}
+				var name string
+				if err := tx.QueryRow(ctx, `SELECT name FROM items WHERE id = $1`, id).Scan(&name); err != nil {
+					return nil, err
+				}
+				return &idem.Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+					Body: fmt.Appendf(nil, `{"id":%d,"name":%q}`, id, name)}, nil
+			},
+		}})
+		if err != nil {
+			return err
+		}
+		return idemstd.WriteResponse(w, resp, idemstd.CallFrom(r.Context()).Replayed)
+	}
 	policy := idem.Policy{Lease: 10 * time.Second, Claim: idem.ClaimFirst}
 	svc := &Service{
 		Engine: te.Engine,
@@ -188,6 +235,11 @@ func newEnv(t *testing.T, a Adapter) *env {
 				Operation: &idem.Operation{ID: "createOptional", Policy: policy},
 				Key:       idemhttp.KeyRule{}, Scope: idemtype.Scope{Kind: idemtype.ScopeGlobal},
 				Route: "/optional",
+			}},
+			{Method: http.MethodPost, Handle: rendered, Spec: &idemstd.Spec{
+				Operation: &idem.Operation{ID: "createRendered", Policy: idem.Policy{Lease: 10 * time.Second, Render: []string{"/id"}}},
+				Key:       idemhttp.KeyRule{Required: true}, Scope: idemtype.Scope{Kind: idemtype.ScopeGlobal},
+				Route: "/rendered",
 			}},
 			{Method: http.MethodPost, Handle: create, Spec: &idemstd.Spec{
 				Operation: &idem.Operation{ID: "receiveEvent", Policy: policy},
@@ -270,6 +322,37 @@ var cases = []struct {
 		}
 		if n := e.count(`SELECT count(*) FROM items`); n != 1 {
 			t.Fatalf("%d items", n)
+		}
+	}},
+	{"a rendered replay keeps the id and status, and shows the resource as it is", func(t *testing.T, e *env) {
+		first := e.post("/rendered", keyed("r1"), `{"name":"a"}`)
+		if first.status != 201 || first.header.Get("Location") == "" || !strings.Contains(first.body, `"name":"a"`) {
+			t.Fatalf("first: %+v", first)
+		}
+		e.exec(`UPDATE items SET name = 'renamed'`)
+		for range 2 {
+			again := e.post("/rendered", keyed("r1"), `{"name":"a"}`)
+			var a, b struct{ ID int64 }
+			json.Unmarshal([]byte(first.body), &a)
+			json.Unmarshal([]byte(again.body), &b)
+			if again.status != 201 || b.ID != a.ID || again.header.Get("Location") != first.header.Get("Location") ||
+				again.header.Get(idemtype.ReplayedHeader) != "true" || again.header.Get(idem.RenderedHeader) != "true" || !strings.Contains(again.body, `"name":"renamed"`) {
+				t.Fatalf("replay: %+v; want 201, the first answer's id and Location, the current name, rendered", again)
+			}
+		}
+		if n := e.count(`SELECT count(*) FROM items`); n != 1 {
+			t.Fatalf("%d items", n)
+		}
+	}},
+	{"a render runs no write", func(t *testing.T, e *env) {
+		if first := e.post("/rendered", keyed("w1"), `{"name":"write"}`); first.status != 201 {
+			t.Fatalf("first: %+v", first)
+		}
+		if again := e.post("/rendered", keyed("w1"), `{"name":"write"}`); again.status != 500 {
+			t.Fatalf("a render that writes: %+v; want 500", again)
+		}
+		if n := e.count(`SELECT count(*) FROM items WHERE name = 'written'`); n != 0 {
+			t.Fatalf("the render's write committed")
 		}
 	}},
 	{"reused key", func(t *testing.T, e *env) {
