@@ -57,6 +57,7 @@ idemgen_events_total{event="completer_run",operation="pay"} 0
 idemgen_events_total{event="fenced",operation="pay"} 0
 idemgen_events_total{event="in_flight",operation="pay"} 0
 idemgen_events_total{event="mismatch",operation="pay"} 0
+idemgen_events_total{event="not_stored",operation="pay"} 0
 idemgen_events_total{event="primary_changed",operation="pay"} 0
 idemgen_events_total{event="release",operation="pay"} 0
 idemgen_events_total{event="replay",operation="pay"} 2
