@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -84,8 +85,8 @@ func TestUpgradeKeepsRecords(t *testing.T) {
 	<-crashed
 	// As an engine of that time claimed it: the scope itself, derivation 2
 	// (derivation 3 keeps the scope's digest, from which migration 005
-	// could not make the record's id again).
-	e.exec(`UPDATE ` + e.schema + `.records SET scope = 't', key_derivation = 2 WHERE key = 'half'`)
+	// could not make the record's id again), no derived-key length.
+	e.exec(`UPDATE ` + e.schema + `.records SET scope = 't', key_derivation = 2, derived_key_length = NULL WHERE key = 'half'`)
 	// The store as the engine before migration 003 left it.
 	if _, err := idemmigrate.New(e.pool, e.schema).Down(ctx, 2); err != nil {
 		t.Fatal(err)
@@ -269,5 +270,49 @@ VALUES ('createPayment', 't', 'during', 'createPayment', '\x00', 'claimed', gen_
 	}
 	if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE id = ` + e.schema + `.record_id('createPayment', 't', 'during')`); n != 1 {
 		t.Fatalf("the claim committed during the migration: %d records; want 1", n)
+	}
+}
+
+// TestDowngradeRefusesClaimsInFlight: migration 007 goes back only while
+// no claim in flight was made with what the engines before it cannot
+// resume: key derivation 3, or a kept derived-key length. Such a claim,
+// resumed by an engine of migration 006, would send its foreign calls
+// under another key. Once it completes, the migration goes back.
+func TestDowngradeRefusesClaimsInFlight(t *testing.T) {
+	e := newEnvIn(t, mode{idem.ClaimSeparate, modes[0].exec}, idem.Options{})
+	ctx := context.Background()
+	die := true
+	phases := func() []idem.Phase[payState] {
+		p := twoPhases("inflight")
+		return append(p[:1:1], idem.Phase[payState]{Name: "charge", Foreign: func(context.Context, string, *payState) error {
+			if die {
+				runtime.Goexit()
+			}
+			return nil
+		}}, p[1])
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		idem.Run(ctx, e.eng, payOp, request("t", "inflight", "b"), phases())
+	}()
+	<-done
+	_, err := idemmigrate.New(e.pool, e.schema).Down(ctx, 6)
+	if err == nil || !strings.Contains(err.Error(), "1 claims in flight") {
+		t.Fatalf("reverting 007 with a claim in flight: %v; want an error that says why", err)
+	}
+	if v, err := idemmigrate.New(e.pool, e.schema).Version(ctx); err != nil || v != 7 {
+		t.Fatalf("after the refused revert: version %d, %v; want 7", v, err)
+	}
+	die = false
+	e.expireLeases()
+	if out, err := idem.Run(ctx, e.eng, payOp, request("t", "inflight", "b"), phases()); err != nil || !out.Resumed {
+		t.Fatalf("the retry: %+v, %v", out, err)
+	}
+	if got, err := idemmigrate.New(e.pool, e.schema).Down(ctx, 6); err != nil || !slices.Equal(got, []int{7}) {
+		t.Fatalf("reverting 007 once the claim completed: %v, %v", got, err)
+	}
+	if _, err := idemmigrate.New(e.pool, e.schema).Up(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
