@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"go/types"
 	"strings"
 )
 
@@ -126,20 +127,8 @@ func paramTypes(l *ast.FieldList) []string {
 	for _, f := range l.List {
 		n := max(1, len(f.Names))
 		for range n {
-			out = append(out, exprString(f.Type))
+			out = append(out, types.ExprString(f.Type))
 		}
 	}
 	return out
-}
-
-func exprString(e ast.Expr) string {
-	switch t := e.(type) {
-	case *ast.Ident:
-		return t.Name
-	case *ast.SelectorExpr:
-		return exprString(t.X) + "." + t.Sel.Name
-	case *ast.StarExpr:
-		return "*" + exprString(t.X)
-	}
-	return ""
 }

@@ -294,8 +294,8 @@ func diffRendered(want, got *idem.Response, headers, pointers []string) string {
 		return fmt.Sprintf("the rendered replay is not JSON (%v): %s", err, clip(got.Body))
 	}
 	for _, p := range pointers {
-		wv, _ := pointerValue(w, p)
-		gv, ok := pointerValue(g, p)
+		wv, _ := idemtype.Lookup(w, p)
+		gv, ok := idemtype.Lookup(g, p)
 		wj, _ := json.Marshal(wv)
 		gj, _ := json.Marshal(gv)
 		if !ok || !bytes.Equal(wj, gj) {
@@ -303,33 +303,6 @@ func diffRendered(want, got *idem.Response, headers, pointers []string) string {
 		}
 	}
 	return ""
-}
-
-// pointerValue is the value at JSON Pointer p in doc.
-func pointerValue(doc any, p string) (any, bool) {
-	toks, err := idemtype.ParsePointer(p)
-	if err != nil {
-		return nil, false
-	}
-	for _, t := range toks {
-		switch x := doc.(type) {
-		case map[string]any:
-			v, ok := x[t]
-			if !ok {
-				return nil, false
-			}
-			doc = v
-		case []any:
-			i, err := strconv.Atoi(t)
-			if err != nil || i < 0 || i >= len(x) {
-				return nil, false
-			}
-			doc = x[i]
-		default:
-			return nil, false
-		}
-	}
-	return doc, true
 }
 
 func clip(b []byte) string {

@@ -20,10 +20,8 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 	defer c.sess.end()
 	var state S
 	start := 0
-	if c.derivation > CurrentKeyDerivation {
-		// Claimed by a newer version of the engine, whose derived keys this
-		// one cannot make: a foreign call would go out under another key.
-		return e.cannotResume(c, fmt.Errorf("record claimed with key derivation %d; this engine knows %d", c.derivation, CurrentKeyDerivation))
+	if err := c.unknownDerivation(); err != nil {
+		return e.cannotResume(c, err)
 	}
 	if c.recovery != "" {
 		i := phaseIndex(phases, c.recovery)
@@ -371,6 +369,16 @@ func (e *Engine) commit(ctx context.Context, conn *pgx.Conn, c *claim, phase str
 		return e.store.commitResponse(ctx, conn, c, resp, omitted)
 	}
 	return e.store.commitProgress(ctx, conn, c, phase, state)
+}
+
+// unknownDerivation says why c cannot be resumed when a newer version of
+// the engine claimed it, whose derived keys this one cannot make: a
+// foreign call would go out under another key.
+func (c *claim) unknownDerivation() error {
+	if c.derivation > CurrentKeyDerivation {
+		return fmt.Errorf("record claimed with key derivation %d; this engine knows %d", c.derivation, CurrentKeyDerivation)
+	}
+	return nil
 }
 
 // cannotResume gives back the lease of a record this engine cannot

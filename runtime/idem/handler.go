@@ -148,8 +148,8 @@ func (e *Engine) executeHandler(c *claim, h Handler) (*Outcome, error) {
 	defer c.sess.end()
 	ctx := c.ctx
 	r := &runner{e: e, c: c, ctx: ctx, hooks: stephook.From(ctx), names: map[string]bool{}}
-	if c.derivation > CurrentKeyDerivation {
-		return e.cannotResume(c, fmt.Errorf("record claimed with key derivation %d; this engine knows %d", c.derivation, CurrentKeyDerivation))
+	if err := c.unknownDerivation(); err != nil {
+		return e.cannotResume(c, err)
 	}
 	if len(c.state) > 0 {
 		if err := json.Unmarshal(c.state, &r.state); err != nil {
@@ -206,7 +206,7 @@ func (e *Engine) executeHandler(c *claim, h Handler) (*Outcome, error) {
 	case r.busy != "":
 		err, resp = fmt.Errorf("idem: the handler returned while its step %q still ran", r.busy), nil
 	case err == nil && r.next < len(r.state.Steps):
-		r.unresumable = fmt.Errorf("this run answered after %d step(s), the record has %d (%q next): a handler must take the same steps in the same order on every run of a request", r.next, len(r.state.Steps), r.state.Steps[r.next].Name)
+		r.stop(fmt.Errorf("this run answered after %d step(s), the record has %d (%q next): %s", r.next, len(r.state.Steps), r.state.Steps[r.next].Name, sameStepsRule))
 	}
 	if r.unresumable != nil {
 		// The record's steps are not this handler's: keep it for an
@@ -247,6 +247,19 @@ func (e *Engine) executeHandler(c *claim, h Handler) (*Outcome, error) {
 	e.completed(ctx, c)
 	return &Outcome{Response: resp, Resumed: c.resumed}, nil
 }
+
+// stop marks the record as one this handler cannot resume (why), for
+// executeHandler to keep for an operator, and returns the error the
+// handler's call gets. r.mu is held.
+func (r *runner) stop(why error) error {
+	r.unresumable = why
+	r.err = &Error{Kind: idemtype.KindFailed, Detail: unresumable, Err: why}
+	return r.err
+}
+
+// sameStepsRule ends what a resumed run that differs from its record is
+// told.
+const sameStepsRule = "a handler must take the same steps in the same order on every run of a request"
 
 // recorded reports whether the record's steps include one named name.
 func (r *runner) recorded(name string) bool {
@@ -318,8 +331,7 @@ func (r *runner) step(name string, foreign bool) (i int, recorded *stepRecord, e
 		r.err = fmt.Errorf("idem: step %q taken after the handler began its final transaction (Tx, Begin): steps come before it", name)
 	case i < len(r.state.Steps) && (r.state.Steps[i].Name != name || r.state.Steps[i].Foreign != foreign):
 		rec := r.state.Steps[i]
-		r.unresumable = fmt.Errorf("step %d is %q (foreign %t) in this run, %q (foreign %t) in the record: a handler must take the same steps in the same order on every run of a request", i, name, foreign, rec.Name, rec.Foreign)
-		r.err = &Error{Kind: idemtype.KindFailed, Detail: unresumable, Err: r.unresumable}
+		r.stop(fmt.Errorf("step %d is %q (foreign %t) in this run, %q (foreign %t) in the record: %s", i, name, foreign, rec.Name, rec.Foreign, sameStepsRule))
 	case i < len(r.state.Steps):
 		r.names[name] = true
 		return i, &r.state.Steps[i], nil
@@ -478,9 +490,7 @@ func decodeStep[T any](r *runner, rec *stepRecord) (T, error) {
 	if err := json.Unmarshal(rec.Value, &v); err != nil {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		r.unresumable = fmt.Errorf("decoding the recorded result of step %q: %w", rec.Name, err)
-		r.err = &Error{Kind: idemtype.KindFailed, Detail: unresumable, Err: r.unresumable}
-		return v, r.err
+		return v, r.stop(fmt.Errorf("decoding the recorded result of step %q: %w", rec.Name, err))
 	}
 	return v, nil
 }
@@ -517,9 +527,7 @@ func Tx(ctx context.Context) (pgx.Tx, error) {
 	case r.busyForeign:
 		return nil, fmt.Errorf("idem: Tx inside foreign step %q: a foreign step runs outside any transaction; write what it returns after it", r.busy)
 	case !r.finalBegun && r.next < len(r.state.Steps):
-		r.unresumable = fmt.Errorf("this run began its final transaction after %d step(s), the record has %d (%q next): a handler must take the same steps in the same order on every run of a request", r.next, len(r.state.Steps), r.state.Steps[r.next].Name)
-		r.err = &Error{Kind: idemtype.KindFailed, Detail: unresumable, Err: r.unresumable}
-		return nil, r.err
+		return nil, r.stop(fmt.Errorf("this run began its final transaction after %d step(s), the record has %d (%q next): %s", r.next, len(r.state.Steps), r.state.Steps[r.next].Name, sameStepsRule))
 	}
 	if !r.finalBegun {
 		r.hooks.OnStart(len(r.state.Steps), finalStep, "")

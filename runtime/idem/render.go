@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 
@@ -101,41 +102,13 @@ func reference(body []byte, pointers []string) ([]byte, error) {
 	}
 	ref := make(map[string]any, len(pointers))
 	for _, p := range pointers {
-		v, ok := lookup(doc, p)
+		v, ok := idemtype.Lookup(doc, p)
 		if !ok {
 			return nil, fmt.Errorf("the response body has no %s, which its replays are rendered from", p)
 		}
 		ref[p] = v
 	}
 	return json.Marshal(ref)
-}
-
-// lookup is the value at pointer p in doc.
-func lookup(doc any, p string) (any, bool) {
-	toks, err := idemtype.ParsePointer(p)
-	if err != nil {
-		return nil, false
-	}
-	v := doc
-	for _, t := range toks {
-		switch x := v.(type) {
-		case map[string]any:
-			if v, err = x[t], nil; v == nil {
-				if _, ok := x[t]; !ok {
-					return nil, false
-				}
-			}
-		case []any:
-			i, err := strconv.Atoi(t)
-			if err != nil || i < 0 || i >= len(x) {
-				return nil, false
-			}
-			v = x[i]
-		default:
-			return nil, false
-		}
-	}
-	return v, true
 }
 
 // rendered reports whether a stored response is a reference to render.
@@ -171,7 +144,7 @@ func (e *Engine) renderReplay(ctx context.Context, op *Operation, stored *Respon
 		err = fmt.Errorf("idem: the render of %s returned no response", op.ID)
 	}
 	if err != nil {
-		e.log.ErrorContext(ctx, "idem: a replay could not be rendered", storeAttrsAny(op.ID, err)...)
+		e.log.LogAttrs(ctx, slog.LevelError, "idem: a replay could not be rendered", storeAttrs([]slog.Attr{slog.String("operation", op.ID)}, err)...)
 		return nil, &Error{Kind: idemtype.KindFailed, Err: err, Detail: "the request's answer could not be rendered again; retrying does not help until the service is fixed"}
 	}
 	h := http.Header{}
@@ -190,15 +163,6 @@ func (e *Engine) renderReplay(ctx context.Context, op *Operation, stored *Respon
 // readOnlyTransaction is SQLSTATE 25006, a write in a read-only
 // transaction.
 const readOnlyTransaction = "25006"
-
-// storeAttrsAny are the log attributes of a render's failure.
-func storeAttrsAny(op string, err error) []any {
-	attrs := []any{"operation", op, "error", err.Error()}
-	if code := sqlState(err); code != "" {
-		attrs = append(attrs, "sqlstate", code)
-	}
-	return attrs
-}
 
 // errNoRender is Run's answer for a kept handler in render mode.
 var errNoRender = errors.New("idem: a kept handler cannot render its replays (Policy.Render); use phases")

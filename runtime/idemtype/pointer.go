@@ -3,6 +3,7 @@ package idemtype
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -110,4 +111,33 @@ func FormSteps(name string) []string {
 		rest = rest[j+1:]
 	}
 	return steps
+}
+
+// Lookup returns the value at JSON Pointer p in doc, a document as
+// encoding/json decodes into an any (objects as map[string]any, arrays as
+// []any), and whether p names one.
+func Lookup(doc any, p string) (any, bool) {
+	toks, err := ParsePointer(p)
+	if err != nil {
+		return nil, false
+	}
+	for _, t := range toks {
+		switch x := doc.(type) {
+		case map[string]any:
+			v, ok := x[t]
+			if !ok {
+				return nil, false
+			}
+			doc = v
+		case []any:
+			i, err := strconv.Atoi(t)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil, false
+			}
+			doc = x[i]
+		default:
+			return nil, false
+		}
+	}
+	return doc, true
 }
