@@ -312,7 +312,15 @@ func (r *runner) commitFinal(ctx context.Context, resp *Response) (*Response, er
 
 // step begins the handler's step i named name: it checks that the
 // handler may take it, and returns the record's result when the step is
-// recorded already. ok is false when the step is to run.
+// recorded already; recorded is nil when the step is to run.
+//
+// A step whose function fails records nothing and gives its index back
+// (failedStep), so that the next step the handler takes is at that index,
+// on this run and on every resumed one. A step recorded nowhere in the
+// record is therefore run even where the record holds another step at its
+// index: it is one that failed on an earlier run. If it fails again, the
+// run goes on as the earlier one did; if it succeeds where the earlier run
+// failed, the run and the record went different ways (matchesRecord).
 func (r *runner) step(name string, foreign bool) (i int, recorded *stepRecord, err error) {
 	if r.err != nil {
 		return 0, nil, r.err
@@ -329,12 +337,13 @@ func (r *runner) step(name string, foreign bool) (i int, recorded *stepRecord, e
 		r.err = fmt.Errorf("idem: step %d: name %q is empty or repeated; every step of a handler needs a name of its own", i, name)
 	case r.finalBegun:
 		r.err = fmt.Errorf("idem: step %q taken after the handler began its final transaction (Tx, Begin): steps come before it", name)
-	case i < len(r.state.Steps) && (r.state.Steps[i].Name != name || r.state.Steps[i].Foreign != foreign):
-		rec := r.state.Steps[i]
-		r.stop(fmt.Errorf("step %d is %q (foreign %t) in this run, %q (foreign %t) in the record: %s", i, name, foreign, rec.Name, rec.Foreign, sameStepsRule))
-	case i < len(r.state.Steps):
+	case i < len(r.state.Steps) && r.state.Steps[i].Name == name && r.state.Steps[i].Foreign == foreign:
 		r.names[name] = true
 		return i, &r.state.Steps[i], nil
+	case i < len(r.state.Steps) && (r.recorded(name) || r.state.Steps[i].Name == name):
+		// Recorded elsewhere, or here as the other kind: another order.
+		rec := r.state.Steps[i]
+		r.stop(fmt.Errorf("step %d is %q (foreign %t) in this run, %q (foreign %t) in the record: %s", i, name, foreign, rec.Name, rec.Foreign, sameStepsRule))
 	case r.c.policy.Claim == ClaimLast:
 		r.err = fmt.Errorf("idem: step %q: operation %s claims its keys last (claim: last), which runs a handler in one transaction and has no record to resume steps from; use claim: first or separate", name, r.c.op.ID)
 	}
@@ -411,8 +420,11 @@ func Local[T any](ctx context.Context, db Beginner, name string, fn func(ctx con
 			return nil, fmt.Errorf("idem: step %q: encoding its result: %w", name, err)
 		}
 		r.mu.Lock()
+		defer r.mu.Unlock()
+		if err := r.matchesRecord(i, name); err != nil {
+			return nil, err // rolls back what fn wrote
+		}
 		r.state.Steps = append(r.state.Steps, stepRecord{Name: name, Value: b})
-		r.mu.Unlock()
 		r.hooks.OnEnd(i, name)
 		return nil, nil
 	})
@@ -421,6 +433,7 @@ func Local[T any](ctx context.Context, db Beginner, name string, fn func(ctx con
 	r.busy, r.busyForeign = "", false
 	switch {
 	case fnErr != nil:
+		r.failedStep(i, name)
 		return zero, fnErr
 	case err != nil:
 		r.err = err
@@ -467,6 +480,10 @@ func Foreign[T any](ctx context.Context, name string, fn func(ctx context.Contex
 	defer r.mu.Unlock()
 	r.busy, r.busyForeign = "", false
 	if err != nil {
+		r.failedStep(i, name)
+		return zero, err
+	}
+	if err := r.matchesRecord(i, name); err != nil {
 		return zero, err
 	}
 	b, err := json.Marshal(v)
@@ -483,6 +500,26 @@ func Foreign[T any](ctx context.Context, name string, fn func(ctx context.Contex
 	r.committed = true
 	c.recovery = name
 	return v, nil
+}
+
+// failedStep gives a failed step's index back: it records nothing, and
+// the handler may take it again under the same name (a retry inside the
+// run). r.mu is held.
+func (r *runner) failedStep(i int, name string) {
+	r.next = i
+	delete(r.names, name)
+}
+
+// matchesRecord checks, before a step that ran is recorded at i, that the
+// record holds no other step there: one that failed on an earlier run and
+// succeeds on this one, where the earlier run went on to other steps. The
+// run and the record then went different ways, and the record is kept for
+// an operator. r.mu is held.
+func (r *runner) matchesRecord(i int, name string) error {
+	if i >= len(r.state.Steps) {
+		return nil
+	}
+	return r.stop(fmt.Errorf("step %q failed on an earlier run, which took %q next; it succeeded on this one: %s", name, r.state.Steps[i].Name, sameStepsRule))
 }
 
 func decodeStep[T any](r *runner, rec *stepRecord) (T, error) {

@@ -419,3 +419,123 @@ func TestHandlerReviewEdges(t *testing.T) {
 		}
 	})
 }
+
+// TestHandlerFailedStepLeavesNothingAtItsIndex: a step whose function
+// fails records nothing, and takes no place in the record. The primary
+// card is declined and the handler charges the backup card, then dies
+// before answering: the retry, whose primary card is declined again (the
+// same step outcomes), resumes, gets the backup's recorded charge without a
+// second call, and answers. A step that fails and is taken again under the
+// same name in the same run (a retry inside the handler) is one step. A
+// resumed run whose failed step now succeeds, while the record went
+// another way, is kept for an operator, not answered. In every claim mode.
+func TestHandlerFailedStepLeavesNothingAtItsIndex(t *testing.T) {
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		declined := errors.New("card declined")
+		var primaryCalls, backupCalls atomic.Int32
+		primaryOK := false
+		die := true
+		fallback := func(ctx context.Context) (*idem.Response, error) {
+			card, err := idem.Foreign(ctx, "charge-primary", func(context.Context, string) (string, error) {
+				primaryCalls.Add(1)
+				if !primaryOK {
+					return "", declined
+				}
+				return "primary", nil
+			})
+			if errors.Is(err, declined) {
+				card, err = idem.Foreign(ctx, "charge-backup", func(context.Context, string) (string, error) {
+					backupCalls.Add(1)
+					return "backup", nil
+				})
+			}
+			if err != nil {
+				return nil, err
+			}
+			if die {
+				runtime.Goexit()
+			}
+			return created(`{"card":"` + card + `"}`), nil
+		}
+		run := func(key string, h idem.Handler) (*idem.Outcome, error) {
+			var out *idem.Outcome
+			var err error
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				out, err = idem.RunHandler(ctx, e.eng, payOp, request("t", key, "b"), h)
+			}()
+			<-done
+			return out, err
+		}
+		run("fallback", fallback)
+		if primaryCalls.Load() != 1 || backupCalls.Load() != 1 {
+			t.Fatalf("before the crash: %d primary, %d backup calls; want 1 and 1", primaryCalls.Load(), backupCalls.Load())
+		}
+		e.expireLeases()
+		die = false
+		out, err := run("fallback", fallback)
+		if err != nil || out == nil || !out.Resumed || string(out.Response.Body) != `{"card":"backup"}` {
+			t.Fatalf("the retry with the same step outcomes: %+v, %v; want a resumed 201 with the backup card", out, err)
+		}
+		if backupCalls.Load() != 1 {
+			t.Errorf("%d backup charges, want 1: the recorded step ran again", backupCalls.Load())
+		}
+
+		// A step retried in the same run, then a crash, then the retry.
+		var tries, writes atomic.Int32
+		retrying := func(ctx context.Context) (*idem.Response, error) {
+			var n int
+			var err error
+			for range 3 {
+				n, err = idem.Local(ctx, e.pool, "reserve", func(ctx context.Context, tx pgx.Tx) (int, error) {
+					if tries.Add(1) == 1 {
+						return 0, errors.New("serialization failure")
+					}
+					writes.Add(1)
+					_, err := tx.Exec(ctx, `INSERT INTO rows (key, note) VALUES ('retried', 'reserved')`)
+					return 5, err
+				})
+				if err == nil {
+					break
+				}
+			}
+			if err != nil {
+				return nil, err
+			}
+			if _, err := idem.Foreign(ctx, "notify", func(context.Context, string) (int, error) { return 1, nil }); err != nil {
+				return nil, err
+			}
+			if die {
+				runtime.Goexit()
+			}
+			return created(fmt.Sprintf(`{"n":%d}`, n)), nil
+		}
+		die = true
+		run("retried", retrying)
+		e.expireLeases()
+		die = false
+		out, err = run("retried", retrying)
+		if err != nil || out == nil || string(out.Response.Body) != `{"n":5}` {
+			t.Fatalf("a step retried inside its run, resumed: %+v, %v; want 201 {\"n\":5}", out, err)
+		}
+		if n := e.count(`SELECT count(*) FROM rows WHERE key = 'retried'`); n != 1 || writes.Load() != 1 {
+			t.Errorf("%d rows, %d writes; want 1 and 1", n, writes.Load())
+		}
+
+		// The failed step succeeds on the retry: the record charged the
+		// backup, this run would not. Kept for an operator.
+		primaryCalls.Store(0)
+		backupCalls.Store(0)
+		primaryOK, die = false, true
+		run("diverged", fallback)
+		e.expireLeases()
+		primaryOK, die = true, false
+		_, err = run("diverged", fallback)
+		var ie *idem.Error
+		if !errors.As(err, &ie) || ie.Kind != idemtype.KindFailed || !strings.Contains(err.Error(), "same steps in the same order") {
+			t.Fatalf("a resumed run whose failed step now succeeds: %v; want it kept for an operator", err)
+		}
+	})
+}
