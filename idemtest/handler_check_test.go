@@ -218,6 +218,40 @@ func TestCheckComparesARenderedReplay(t *testing.T) {
 	}
 }
 
+// TestCheckComparesRenderedIDsExactly: a render that reads a 64-bit id
+// through a float64 renders 1234567890123456768 for 1234567890123456789,
+// another resource; Check compares the ids as the answers wrote them, so
+// it is caught.
+func TestCheckComparesRenderedIDsExactly(t *testing.T) {
+	t.Parallel()
+	phases := reportPhases(false)
+	phases[0].Render = func(ctx context.Context, tx pgx.Tx, ref idem.Reference) (*idem.Response, error) {
+		var id float64
+		if err := ref.Decode("/id", &id); err != nil {
+			return nil, err
+		}
+		return &idem.Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: fmt.Appendf(nil, `{"id":%.0f,"amount":1000}`, id)}, nil
+	}
+	found := idemtest.Findings(t, idemtest.Case[struct{}]{
+		Operation: &idem.Operation{ID: "createReport", Policy: idem.Policy{Lease: 10 * time.Second, Render: []string{"/id"}, ReplayHeaders: []string{"Content-Type"}}},
+		Setup: func(ctx context.Context, pool *pgxpool.Pool) error {
+			if err := setup(ctx, pool); err != nil {
+				return err
+			}
+			_, err := pool.Exec(ctx, `ALTER SEQUENCE pay_id_seq RESTART WITH 1234567890123456789`)
+			return err
+		},
+		Phases:   func() []idem.Phase[struct{}] { return phases },
+		Volatile: []string{"created_at"},
+	})
+	for _, f := range found {
+		if f.Rule == idemtest.RuleResponse && strings.Contains(f.Detail, "rendered replay's /id is 1234567890123456768; the answer's was 1234567890123456789") {
+			return
+		}
+	}
+	t.Errorf("a render that rounds a 64-bit id was not caught; found:\n%s", list(found))
+}
+
 // TestCheckPassesAPhaseThatAnswers: a phase that answers early
 // (idem.Answer) for this request passes Check: its scenarios stop at the
 // phase the clean execution reached.

@@ -286,11 +286,13 @@ func diffRendered(want, got *idem.Response, headers, pointers []string) string {
 	if d := diffResponse(want, &idem.Response{Status: got.Status, Header: got.Header, Body: want.Body}, headers, nil); d != "" {
 		return d
 	}
+	// Numbers as the answers wrote them (json.Number): through a float64,
+	// a 64-bit id and its rounded neighbour compare equal.
 	var w, g any
-	if err := json.Unmarshal(want.Body, &w); err != nil {
+	if err := decodeNumbers(want.Body, &w); err != nil {
 		return "the answer is not JSON: " + err.Error()
 	}
-	if err := json.Unmarshal(got.Body, &g); err != nil {
+	if err := decodeNumbers(got.Body, &g); err != nil {
 		return fmt.Sprintf("the rendered replay is not JSON (%v): %s", err, clip(got.Body))
 	}
 	for _, p := range pointers {
@@ -303,6 +305,12 @@ func diffRendered(want, got *idem.Response, headers, pointers []string) string {
 		}
 	}
 	return ""
+}
+
+func decodeNumbers(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	return d.Decode(v)
 }
 
 func clip(b []byte) string {

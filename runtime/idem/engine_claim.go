@@ -231,6 +231,9 @@ type claim struct {
 	// waiting: the request waits for an execution in flight (await), and
 	// its claims wait on no lock.
 	waiting bool
+	// noWait: the request waits for no execution in flight (Prefer:
+	// wait=0, NoWait), nor on an uncommitted claim's lock.
+	noWait bool
 	keeper  *keeper // refreshes the lease while the execution runs
 	// mode is how the claim was made, and how its transaction commits.
 	mode claimer
@@ -284,6 +287,9 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 	}
 	w := waitState{}
 	w.budget, _ = waitBudget(p, req)
+	// A request that waits for no execution in flight (Prefer: wait=0,
+	// NoWait) waits on no claim's lock either: 409 at once.
+	c.noWait = w.budget == 0
 	defer w.observe(ctx, e, op)
 	var next *record // a completed record a wait handed back, to decide on
 	for attempt := 0; attempt < maxAttempts; {

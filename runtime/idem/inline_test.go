@@ -160,6 +160,39 @@ func TestDuplicateWaitIsBounded(t *testing.T) {
 	})
 }
 
+// TestNoWaitIsAnsweredBeforeAnUncommittedClaimCommits: a client that will
+// not wait (Prefer: wait=0) for a key an uncommitted claim holds is
+// answered 409 without waiting on the claim's lock, however long the
+// claim wait (here a minute): the owner is released only once that answer
+// came, so a request that waited on the lock would replay instead.
+func TestNoWaitIsAnsweredBeforeAnUncommittedClaimCommits(t *testing.T) {
+	t.Parallel()
+	inModes(t, func(t *testing.T, e *env) {
+		release, owner := holdOwner(t, e, "k")
+		patient := mustEngineWith(t, e, idem.Options{ClaimWait: time.Minute})
+		res := make(chan error, 1)
+		go func() {
+			_, err := idem.Run(context.Background(), patient, payOp, noWait(request("t", "k", "b")), twoPhases("k"))
+			res <- err
+		}()
+		var err error
+		select {
+		case err = <-res:
+			release()
+		case <-time.After(10 * time.Second):
+			release()
+			err = <-res
+		}
+		var perr *idem.Error
+		if kindOf(err) != idemtype.KindInFlight || !errors.As(err, &perr) || perr.RetryAfter <= 0 {
+			t.Fatalf("Prefer: wait=0 behind an uncommitted claim: %v; want 409 in-flight with Retry-After before the claim commits", err)
+		}
+		if o := <-owner; o == nil || o.Response.Status != 201 {
+			t.Fatalf("owner: %+v", o)
+		}
+	})
+}
+
 // TestClaimIsBoundedByTheLease: an uncommitted claim cannot be taken over,
 // so the transaction the phases run in with it ends with the lease: a phase
 // that runs longer (a slow statement, a wait on a lock) is cancelled, its

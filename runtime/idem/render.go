@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -75,10 +76,11 @@ const RenderedHeader = "Idempotent-Rendered"
 // operation that renders its replays, which stores its reference.
 func (e *Engine) forStore(ctx context.Context, c *claim, phase string, resp *Response) (stored, first *Response, omitted bool, err error) {
 	first = &Response{Status: resp.Status, Header: e.storedHeaders(c, resp.Header), Body: resp.Body}
-	if len(c.policy.Render) == 0 || resp.Status < 200 || resp.Status > 299 {
+	if len(c.policy.Render) == 0 || resp.Status < 200 || resp.Status > 299 || len(resp.Body) == 0 {
 		// Stored byte for byte: an operation that does not render, and
 		// the others' answers that are no resource (a 404, a 409 a phase
-		// answered with), which the render pointers need not name.
+		// answered with, a 204 or a 202 without a body), which the render
+		// pointers need not name.
 		omitted = len(first.Body) > c.policy.MaxReplayBody
 		if omitted {
 			e.observe(ctx, Event{Kind: EventNotStored, Operation: c.op.ID, Status: resp.Status})
@@ -94,10 +96,18 @@ func (e *Engine) forStore(ctx context.Context, c *claim, phase string, resp *Res
 	return &Response{Status: resp.Status, Header: h, Body: ref}, first, false, nil
 }
 
-// reference extracts the values at pointers from a JSON body.
+// reference extracts the values at pointers from a JSON body, each as
+// the body wrote it: numbers are kept as their digits (json.Number), never
+// rounded through a float64, so that a 64-bit id renders its own resource.
 func reference(body []byte, pointers []string) ([]byte, error) {
 	var doc any
-	if err := json.Unmarshal(body, &doc); err != nil {
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	err := d.Decode(&doc)
+	if err == nil && d.More() {
+		err = errors.New("more than one JSON value")
+	}
+	if err != nil {
 		return nil, fmt.Errorf("the response body is not JSON, so its replays cannot be rendered from a reference: %w", err)
 	}
 	ref := make(map[string]any, len(pointers))
@@ -129,7 +139,7 @@ func (e *Engine) renderReplay(ctx context.Context, op *Operation, stored *Respon
 		return nil, fmt.Errorf("idem: operation %s: decoding the stored reference: %w", op.ID, err)
 	}
 	var resp *Response
-	err := pgx.BeginTxFunc(ctx, e.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, e.pool, renderTx, func(tx pgx.Tx) error {
 		var err error
 		err = recovered("render", func() error {
 			resp, err = render(ctx, tx, ref)
@@ -137,7 +147,7 @@ func (e *Engine) renderReplay(ctx context.Context, op *Operation, stored *Respon
 		})
 		return err
 	})
-	if sqlState(err) == readOnlyTransaction {
+	if st := sqlState(err); st == readOnlyTransaction || st == readWriteAfterQuery {
 		err = fmt.Errorf("idem: the render of %s wrote to the database: a render only reads (its transaction is read-only): %w", op.ID, err)
 	}
 	if err == nil && resp == nil {
@@ -160,9 +170,20 @@ func (e *Engine) renderReplay(ctx context.Context, op *Operation, stored *Respon
 	return &Response{Status: stored.Status, Header: h, Body: resp.Body}, nil
 }
 
+// renderTx begins a render's read-only transaction and takes its
+// snapshot in the same round trip (one simple-protocol query): after a
+// query, PostgreSQL refuses to make the transaction read-write again (SET
+// TRANSACTION READ WRITE, set_config of transaction_read_only), so a render
+// cannot write.
+var renderTx = pgx.TxOptions{BeginQuery: "BEGIN READ ONLY; SELECT 1"}
+
 // readOnlyTransaction is SQLSTATE 25006, a write in a read-only
 // transaction.
 const readOnlyTransaction = "25006"
+
+// readWriteAfterQuery is SQLSTATE 25001, a transaction made read-write
+// after its first query.
+const readWriteAfterQuery = "25001"
 
 // errNoRender is Run's answer for a kept handler in render mode.
 var errNoRender = errors.New("idem: a kept handler cannot render its replays (Policy.Render); use phases")

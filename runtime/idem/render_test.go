@@ -142,3 +142,99 @@ func TestRenderedOperationStoresItsRefusalsWhole(t *testing.T) {
 		}
 	})
 }
+
+// TestRenderedReplayKeepsLargeIDsExact: a 64-bit id past float64's 53
+// bits (1234567890123456789) is kept in the reference as the answer wrote
+// it, and the render gets it exactly: a rounded id would render another
+// resource. In every claim mode.
+func TestRenderedReplayKeepsLargeIDsExact(t *testing.T) {
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		const id = int64(1234567890123456789)
+		var rendered int64
+		phases := []idem.Phase[payState]{{
+			Name: "create",
+			Final: func(context.Context, pgx.Tx, *payState) (*idem.Response, error) {
+				return &idem.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: fmt.Appendf(nil, `{"id":%d,"amount":1.50}`, id)}, nil
+			},
+			Render: func(_ context.Context, _ pgx.Tx, ref idem.Reference) (*idem.Response, error) {
+				var err error
+				rendered, err = ref.Int64("/id")
+				return &idem.Response{Status: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: fmt.Appendf(nil, `{"id":%d}`, rendered)}, err
+			},
+		}}
+		if _, err := idem.Run(ctx, e.eng, renderOp, request("t", "big", "b"), phases); err != nil {
+			t.Fatal(err)
+		}
+		info, err := e.eng.Inspect(ctx, renderOp.ID, "t", "big")
+		if err != nil || string(info.Reference) != `{"/id":1234567890123456789}` {
+			t.Errorf("the stored reference: %s (%v); want {\"/id\":1234567890123456789}", info.Reference, err)
+		}
+		out, err := idem.Run(ctx, e.eng, renderOp, request("t", "big", "b"), phases)
+		if err != nil || rendered != id || string(out.Response.Body) != `{"id":1234567890123456789}` {
+			t.Errorf("the replay rendered id %d, body %s (%v); want %d", rendered, out.Response.Body, err, id)
+		}
+	})
+}
+
+// TestRenderedOperationStoresBodilessAnswersWhole: a 204, and a 202 with
+// no body, of an operation that renders its replays are no resource to
+// render: they are stored byte for byte and replayed as they were, the
+// effect committed once. In every claim mode, with a committed phase
+// before the last (separate mode's stuck key).
+func TestRenderedOperationStoresBodilessAnswersWhole(t *testing.T) {
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		for _, status := range []int{204, 202} {
+			key := fmt.Sprint("empty", status)
+			phases := []idem.Phase[payState]{
+				{Name: "reserve", Local: func(ctx context.Context, tx pgx.Tx, _ *payState) error {
+					_, err := tx.Exec(ctx, `INSERT INTO rows (key) VALUES ($1)`, key)
+					return err
+				}},
+				{Name: "finish", Final: func(context.Context, pgx.Tx, *payState) (*idem.Response, error) {
+					return &idem.Response{Status: status, Header: http.Header{"Location": {"/jobs/1"}}}, nil
+				}, Render: func(context.Context, pgx.Tx, idem.Reference) (*idem.Response, error) {
+					return nil, fmt.Errorf("a bodiless answer was rendered")
+				}},
+			}
+			for i := range 2 {
+				out, err := idem.Run(ctx, e.eng, renderOp, request("t", key, "b"), phases)
+				if err != nil || out.Response.Status != status || len(out.Response.Body) != 0 || out.Replayed != (i == 1) || out.Response.Header.Get(idem.RenderedHeader) != "" {
+					t.Fatalf("%d, attempt %d: %+v, %v; want the %d as it was, replayed the second time, not rendered", status, i, out, err, status)
+				}
+			}
+			if n := e.count(`SELECT count(*) FROM rows WHERE key = $1`, key); n != 1 {
+				t.Errorf("%d: %d rows, want 1", status, n)
+			}
+		}
+	})
+}
+
+// TestRenderCannotMakeItsTransactionWrite: a render that turns its
+// read-only transaction into a read-write one (SET TRANSACTION READ
+// WRITE) before writing is refused, and nothing it wrote commits.
+func TestRenderCannotMakeItsTransactionWrite(t *testing.T) {
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		phases := reportPhases("rw", false)
+		phases[0].Render = func(ctx context.Context, tx pgx.Tx, _ idem.Reference) (*idem.Response, error) {
+			if _, err := tx.Exec(ctx, `SET TRANSACTION READ WRITE`); err != nil {
+				return nil, err
+			}
+			if _, err := tx.Exec(ctx, `UPDATE rows SET note = 'rendered' WHERE key = 'rw'`); err != nil {
+				return nil, err
+			}
+			return &idem.Response{Status: 200, Body: []byte(`{}`)}, nil
+		}
+		if _, err := idem.Run(ctx, e.eng, renderOp, request("t", "rw", "b"), phases); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := idem.Run(ctx, e.eng, renderOp, request("t", "rw", "b"), phases); err == nil || !strings.Contains(err.Error(), "a render only reads") {
+			t.Errorf("a render that set its transaction READ WRITE: %v; want the replay to fail saying a render only reads", err)
+		}
+		if n := e.count(`SELECT count(*) FROM rows WHERE key = 'rw' AND note = 'rendered'`); n != 0 {
+			t.Errorf("the render's write committed")
+		}
+	})
+}

@@ -194,7 +194,17 @@ func (c *claim) claimParams(payload []byte, wait string) *claimParams {
 // wait, or a millisecond once the request waits for the execution in
 // flight, whose commit the watcher sees without a connection held.
 func (s *store) waitOf(c *claim) string {
-	if c.waiting {
+	if c.waiting || c.noWait {
+		return "1"
+	}
+	return s.claimWait
+}
+
+// lastWaitOf is waitOf for a last-mode claim, whose insert comes after its
+// phases: a request that waits for no execution in flight waits on no
+// lock; a waiting one waits for the claim wait, as its phases ran already.
+func (s *store) lastWaitOf(c *claim) string {
+	if c.noWait {
 		return "1"
 	}
 	return s.claimWait
@@ -570,13 +580,14 @@ func (s *store) commitRecord(ctx context.Context, conn *pgx.Conn, begin bool, c 
 		b.Queue(beginSQL)
 	}
 	citus := s.distributed()
+	wait := s.lastWaitOf(c)
 	if citus {
-		b.Queue(citusWait(s.claimWait, false))
+		b.Queue(citusWait(wait, false))
 	}
 	insert := b.Len()
 	p := &insertCompletedParams{ID: uuidArg(c.id), Fingerprint: receiptFingerprint(c.op.ID, c.fingerprint), Status: resp.Status,
 		Headers: appendHeaders(nil, resp.Header), Body: storedBody(resp, omitted), BodyOmitted: omitted,
-		RetentionUS: micros(c.policy.Retention), LockTimeout: s.claimWait}
+		RetentionUS: micros(c.policy.Retention), LockTimeout: wait}
 	q := s.q()
 	b.Queue(q.InsertCompleted.sql, q.InsertCompleted.args(p)...)
 	if citus {
