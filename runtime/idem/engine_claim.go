@@ -234,7 +234,7 @@ type claim struct {
 	// noWait: the request waits for no execution in flight (Prefer:
 	// wait=0, NoWait), nor on an uncommitted claim's lock.
 	noWait bool
-	keeper  *keeper // refreshes the lease while the execution runs
+	keeper *keeper // refreshes the lease while the execution runs
 	// mode is how the claim was made, and how its transaction commits.
 	mode claimer
 	// sess is the claim's own open transaction (ClaimFirst, ClaimLast), in
