@@ -490,6 +490,13 @@ func renderPhaseList(f *File, r *ir, o *opIR) {
 					Lit(fmt.Sprintf("%s: Render returned no response", o.Spec.OperationID))))),
 				Return(Qual(r.adapter(), "Render").Call(Id("response").Dot(o.VisitMethod))),
 			)))
+		} else if p.Final {
+			// replay.render off: the records stored while it was on still
+			// render, with the Render method the implementation keeps.
+			fields = append(fields, field("Render", Qual(pkgIdem, "KeptRender").Call(Id("p"),
+				Func().Params(Id("response").Id(o.ResponseType)).Params(Op("*").Qual(pkgIdem, "Response"), Error()).Block(
+					Return(Qual(r.adapter(), "Render").Call(Id("response").Dot(o.VisitMethod))),
+				))))
 		}
 		elems = append(elems, elements(fields...))
 	}

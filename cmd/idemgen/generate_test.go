@@ -453,3 +453,33 @@ func TestStaleScaffoldIsWarnedOf(t *testing.T) {
 		t.Errorf("a renamed phase is not warned of:\n%s", out)
 	}
 }
+
+// TestRenderTurnedOffKeepsItsMethod: a spec that turns replay.render off
+// keeps the scaffold's Render method without a warning (it renders the
+// records stored while render was on, through idem.KeptRender), and the
+// glue passes it on.
+func TestRenderTurnedOffKeepsItsMethod(t *testing.T) {
+	dir := t.TempDir()
+	spec := strings.Replace(userSpec["api.yaml"], "{$ref: 'common.yaml#/components/schemas/JobSpec'}", "{type: object}", 1)
+	writeFiles(t, dir, map[string]string{"api.yaml": strings.Replace(spec, "x-idempotency: true", "x-idempotency: {replay: {render: [/id]}}", 1)})
+	t.Chdir(dir)
+	gen := func() string {
+		t.Helper()
+		code, _, errs := runCLI(t, "generate", "-package", "jobs", "-o", "api.gen.go", "api.yaml")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		return errs
+	}
+	gen()
+	if !strings.Contains(readFile(t, "start_job_phases.go"), ") Render(") {
+		t.Fatal("the scaffold of an operation that renders has no Render")
+	}
+	writeFiles(t, dir, map[string]string{"api.yaml": spec})
+	if out := gen(); strings.Contains(out, "warning") {
+		t.Errorf("render turned off, the kept Render is warned of:\n%s", out)
+	}
+	if glue := readFile(t, "idempotency.gen.go"); !strings.Contains(glue, "Render: idem.KeptRender(p,") {
+		t.Errorf("the glue of an operation that does not render passes no kept Render")
+	}
+}

@@ -126,13 +126,40 @@ func rendered(resp *Response) bool {
 	return resp != nil && resp.Header.Get(renderMarker) != ""
 }
 
+// KeptRender is the Render of a final phase whose operation does not
+// render its replays (Policy.Render empty), for the records stored while
+// it did: a spec that turns replay.render off leaves, until their
+// retention passes, records that keep a reference, not an answer. When
+// impl still has the Render method the operation had, KeptRender returns
+// it, its typed response made a Response by send; otherwise nil, and such
+// a record's replay fails saying to keep the method. The generated glue
+// passes it for every final phase of an operation that does not render.
+func KeptRender[R any](impl any, send func(R) (*Response, error)) func(context.Context, pgx.Tx, Reference) (*Response, error) {
+	r, ok := impl.(interface {
+		Render(context.Context, pgx.Tx, Reference) (R, error)
+	})
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context, tx pgx.Tx, ref Reference) (*Response, error) {
+		resp, err := r.Render(ctx, tx, ref)
+		if err != nil {
+			return nil, err
+		}
+		if any(resp) == nil {
+			return nil, errors.New("idem: Render returned no response")
+		}
+		return send(resp)
+	}
+}
+
 // renderReplay renders again the answer a stored reference stands for,
 // with render in a read-only transaction: the stored status and replay
 // headers (Location, the resource's id), the render's body and its
 // Content-Type, and RenderedHeader.
 func (e *Engine) renderReplay(ctx context.Context, op *Operation, stored *Response, render func(context.Context, pgx.Tx, Reference) (*Response, error)) (*Response, error) {
 	if render == nil {
-		return nil, fmt.Errorf("idem: operation %s renders its replays (Policy.Render), but its final phase has no Render", op.ID)
+		return nil, fmt.Errorf("idem: operation %s stored this answer as a reference to render (replay.render), but its final phase has no Render: keep the Render method until the records stored with replay.render on are past their retention", op.ID)
 	}
 	var ref Reference
 	if err := json.Unmarshal(stored.Body, &ref); err != nil {

@@ -238,3 +238,60 @@ func TestRenderCannotMakeItsTransactionWrite(t *testing.T) {
 		}
 	})
 }
+
+// keptReport is a report's implementation in a version of the service
+// whose spec turned replay.render off: it keeps the Render method of the
+// version before, as the generated glue's idem.KeptRender finds it.
+type keptReport struct{ key string }
+
+func (k keptReport) Render(ctx context.Context, tx pgx.Tx, ref idem.Reference) (*idem.Response, error) {
+	return reportPhases(k.key, false)[0].Render(ctx, tx, ref)
+}
+
+// TestRenderTurnedOffKeepsStoredReferencesReplayable: a rolling deploy
+// that turns replay.render off. The old version (render on) and the new
+// one (render off, the Render method kept) serve the same records at
+// once: a reference stored by the old version replays, rendered, through
+// either, and the new version stores its own answers byte for byte. A new
+// version without the method fails such a replay saying to keep it. In
+// every claim mode.
+func TestRenderTurnedOffKeepsStoredReferencesReplayable(t *testing.T) {
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		old := reportPhases("r1", false)
+		off := &idem.Operation{ID: renderOp.ID, Policy: idem.Policy{Lease: 30 * time.Second, MaxReplayBody: 1 << 20}}
+		newPhases := func(impl any, key string) []idem.Phase[payState] {
+			p := reportPhases(key, false)
+			p[0].Render = idem.KeptRender(impl, func(r *idem.Response) (*idem.Response, error) { return r, nil })
+			return p
+		}
+		if _, err := idem.Run(ctx, e.eng, renderOp, request("t", "r1", "b"), old); err != nil {
+			t.Fatal(err)
+		}
+		newer := mustEngineWith(t, e, idem.Options{ReplayCacheBytes: -1})
+		for _, v := range []struct {
+			name   string
+			eng    *idem.Engine
+			op     *idem.Operation
+			phases []idem.Phase[payState]
+		}{{"the old version", e.eng, renderOp, old}, {"the new version", newer, off, newPhases(keptReport{"r1"}, "r1")}} {
+			out, err := idem.Run(ctx, v.eng, v.op, request("t", "r1", "b"), v.phases)
+			if err != nil || !out.Replayed || out.Response.Header.Get(idem.RenderedHeader) != "true" || !bytes.Equal(out.Response.Body, report(7, "new")) {
+				t.Fatalf("%s replaying the old version's reference: %+v, %v; want it rendered", v.name, out, err)
+			}
+		}
+		// The new version's own answer is stored whole, and replays as it is.
+		if _, err := idem.Run(ctx, newer, off, request("t", "n1", "b"), newPhases(keptReport{"n1"}, "n1")); err != nil {
+			t.Fatal(err)
+		}
+		out, err := idem.Run(ctx, newer, off, request("t", "n1", "b"), newPhases(keptReport{"n1"}, "n1"))
+		if err != nil || out.Response.Header.Get(idem.RenderedHeader) != "" || !bytes.Equal(out.Response.Body, report(7, "new")) {
+			t.Fatalf("the new version's own answer replayed: %+v, %v; want it byte for byte", out, err)
+		}
+		// Without the method: the replay says what to do.
+		_, err = idem.Run(ctx, newer, off, request("t", "r1", "b"), newPhases(struct{}{}, "r1"))
+		if err == nil || !strings.Contains(err.Error(), "keep the Render method") {
+			t.Fatalf("a new version without Render replaying a reference: %v; want an error saying to keep the method", err)
+		}
+	})
+}

@@ -224,6 +224,9 @@ func CreatePaymentPhaseList(p CreatePaymentPhases, request CreatePaymentRequestO
 				}
 				return idemecho.Render(response.VisitCreatePaymentResponse)
 			},
+			Render: idem.KeptRender(p, func(response CreatePaymentResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitCreatePaymentResponse)
+			}),
 		},
 	}
 }
@@ -291,6 +294,9 @@ func CreateRefundPhaseList(p CreateRefundPhases, request CreateRefundRequestObje
 				}
 				return idemecho.Render(response.VisitCreateRefundResponse)
 			},
+			Render: idem.KeptRender(p, func(response CreateRefundResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitCreateRefundResponse)
+			}),
 		},
 	}
 }
@@ -358,6 +364,9 @@ func ReceiveCardnetEventPhaseList(p ReceiveCardnetEventPhases, request ReceiveCa
 				}
 				return idemecho.Render(response.VisitReceiveCardnetEventResponse)
 			},
+			Render: idem.KeptRender(p, func(response ReceiveCardnetEventResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitReceiveCardnetEventResponse)
+			}),
 		},
 	}
 }

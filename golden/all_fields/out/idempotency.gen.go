@@ -138,6 +138,9 @@ func CreateTransferPhaseList(p CreateTransferPhases, request CreateTransferReque
 				}
 				return idemecho.Render(response.VisitCreateTransferResponse)
 			},
+			Render: idem.KeptRender(p, func(response CreateTransferResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitCreateTransferResponse)
+			}),
 		},
 	}
 }

@@ -135,6 +135,9 @@ func StartExportPhaseList(p StartExportPhases, request StartExportRequestObject)
 				}
 				return idemecho.Render(response.VisitStartExportResponse)
 			},
+			Render: idem.KeptRender(p, func(response StartExportResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitStartExportResponse)
+			}),
 		},
 	}
 }

@@ -153,6 +153,9 @@ func ReceiveAcmeEventPhaseList(p ReceiveAcmeEventPhases, request ReceiveAcmeEven
 				}
 				return idemecho.Render(response.VisitReceiveAcmeEventResponse)
 			},
+			Render: idem.KeptRender(p, func(response ReceiveAcmeEventResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitReceiveAcmeEventResponse)
+			}),
 		},
 	}
 }
@@ -215,6 +218,9 @@ func PostLedgerEntryPhaseList(p PostLedgerEntryPhases, request PostLedgerEntryRe
 				}
 				return idemecho.Render(response.VisitPostLedgerEntryResponse)
 			},
+			Render: idem.KeptRender(p, func(response PostLedgerEntryResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitPostLedgerEntryResponse)
+			}),
 		},
 	}
 }

@@ -212,6 +212,9 @@ func CreateOrderPhaseList(p CreateOrderPhases, request CreateOrderRequestObject)
 				}
 				return idemecho.Render(response.VisitCreateOrderResponse)
 			},
+			Render: idem.KeptRender(p, func(response CreateOrderResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitCreateOrderResponse)
+			}),
 		},
 	}
 }
@@ -279,6 +282,9 @@ func RefundOrderPhaseList(p RefundOrderPhases, request RefundOrderRequestObject)
 				}
 				return idemecho.Render(response.VisitRefundOrderResponse)
 			},
+			Render: idem.KeptRender(p, func(response RefundOrderResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitRefundOrderResponse)
+			}),
 		},
 	}
 }
@@ -341,6 +347,9 @@ func CancelOrderPhaseList(p CancelOrderPhases, request CancelOrderRequestObject)
 				}
 				return idemecho.Render(response.VisitCancelOrderResponse)
 			},
+			Render: idem.KeptRender(p, func(response CancelOrderResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitCancelOrderResponse)
+			}),
 		},
 	}
 }

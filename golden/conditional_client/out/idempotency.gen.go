@@ -129,6 +129,9 @@ func CreateNotePhaseList(p CreateNotePhases, request CreateNoteRequestObject) []
 				}
 				return idemstd.Render(response.VisitCreateNoteResponse)
 			},
+			Render: idem.KeptRender(p, func(response CreateNoteResponseObject) (*idem.Response, error) {
+				return idemstd.Render(response.VisitCreateNoteResponse)
+			}),
 		},
 	}
 }

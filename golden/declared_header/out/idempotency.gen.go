@@ -111,6 +111,9 @@ func CreateRefundPhaseList(p CreateRefundPhases, request CreateRefundRequestObje
 				}
 				return idemecho.Render(response.VisitCreateRefundResponse)
 			},
+			Render: idem.KeptRender(p, func(response CreateRefundResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitCreateRefundResponse)
+			}),
 		},
 	}
 }

@@ -112,6 +112,9 @@ func SubscribePhaseList(p SubscribePhases, request SubscribeRequestObject) []ide
 				}
 				return idemecho.Render(response.VisitSubscribeResponse)
 			},
+			Render: idem.KeptRender(p, func(response SubscribeResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitSubscribeResponse)
+			}),
 		},
 	}
 }

@@ -134,6 +134,9 @@ func CreateDepositPhaseList(p CreateDepositPhases, request CreateDepositRequestO
 				}
 				return idemstd.Render(response.VisitCreateDepositResponse)
 			},
+			Render: idem.KeptRender(p, func(response CreateDepositResponseObject) (*idem.Response, error) {
+				return idemstd.Render(response.VisitCreateDepositResponse)
+			}),
 		},
 	}
 }

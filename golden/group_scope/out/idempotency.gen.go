@@ -149,6 +149,9 @@ func PlaceOrderPhaseList(p PlaceOrderPhases, request PlaceOrderRequestObject) []
 				}
 				return idemecho.Render(response.VisitPlaceOrderResponse)
 			},
+			Render: idem.KeptRender(p, func(response PlaceOrderResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitPlaceOrderResponse)
+			}),
 		},
 	}
 }
@@ -211,6 +214,9 @@ func CancelOrderPhaseList(p CancelOrderPhases, request CancelOrderRequestObject)
 				}
 				return idemecho.Render(response.VisitCancelOrderResponse)
 			},
+			Render: idem.KeptRender(p, func(response CancelOrderResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitCancelOrderResponse)
+			}),
 		},
 	}
 }

@@ -112,6 +112,9 @@ func CreateInvoicePhaseList(p CreateInvoicePhases, request CreateInvoiceRequestO
 				}
 				return idemecho.Render(response.VisitCreateInvoiceResponse)
 			},
+			Render: idem.KeptRender(p, func(response CreateInvoiceResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitCreateInvoiceResponse)
+			}),
 		},
 	}
 }

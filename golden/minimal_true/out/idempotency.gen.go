@@ -110,6 +110,9 @@ func StartJobPhaseList(p StartJobPhases, request StartJobRequestObject) []idem.P
 				}
 				return idemecho.Render(response.VisitStartJobResponse)
 			},
+			Render: idem.KeptRender(p, func(response StartJobResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitStartJobResponse)
+			}),
 		},
 	}
 }

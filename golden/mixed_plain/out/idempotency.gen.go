@@ -122,6 +122,9 @@ func CreateCartPhaseList(p CreateCartPhases, request CreateCartRequestObject) []
 				}
 				return idemecho.Render(response.VisitCreateCartResponse)
 			},
+			Render: idem.KeptRender(p, func(response CreateCartResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitCreateCartResponse)
+			}),
 		},
 	}
 }

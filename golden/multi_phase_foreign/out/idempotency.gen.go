@@ -141,6 +141,9 @@ func CreatePaymentPhaseList(p CreatePaymentPhases, request CreatePaymentRequestO
 				}
 				return idemecho.Render(response.VisitCreatePaymentResponse)
 			},
+			Render: idem.KeptRender(p, func(response CreatePaymentResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitCreatePaymentResponse)
+			}),
 		},
 	}
 }

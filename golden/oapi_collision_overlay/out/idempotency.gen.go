@@ -111,6 +111,9 @@ func PostSourcesPhaseList(p PostSourcesPhases, request PostSourcesRequestObject)
 				}
 				return idemecho.Render(response.VisitPostSourcesResponse)
 			},
+			Render: idem.KeptRender(p, func(response PostSourcesResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitPostSourcesResponse)
+			}),
 		},
 	}
 }

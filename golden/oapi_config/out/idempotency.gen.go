@@ -172,6 +172,9 @@ func CreateOrderPhaseList(p CreateOrderPhases, request CreateOrderRequestObject)
 				}
 				return idemecho.Render(response.VisitCreateOrderResponse)
 			},
+			Render: idem.KeptRender(p, func(response CreateOrderResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitCreateOrderResponse)
+			}),
 		},
 	}
 }
@@ -239,6 +242,9 @@ func RefundOrderPhaseList(p RefundOrderPhases, request RefundOrderRequestObject)
 				}
 				return idemecho.Render(response.VisitRefundOrderResponse)
 			},
+			Render: idem.KeptRender(p, func(response RefundOrderResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitRefundOrderResponse)
+			}),
 		},
 	}
 }

@@ -111,6 +111,9 @@ func CreateNotePhaseList(p CreateNotePhases, request CreateNoteRequestObject) []
 				}
 				return idemecho.Render(response.VisitCreateNoteResponse)
 			},
+			Render: idem.KeptRender(p, func(response CreateNoteResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitCreateNoteResponse)
+			}),
 		},
 	}
 }

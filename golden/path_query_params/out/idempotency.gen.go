@@ -111,6 +111,9 @@ func CreateDepositPhaseList(p CreateDepositPhases, request CreateDepositRequestO
 				}
 				return idemecho.Render(response.VisitCreateDepositResponse)
 			},
+			Render: idem.KeptRender(p, func(response CreateDepositResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitCreateDepositResponse)
+			}),
 		},
 	}
 }

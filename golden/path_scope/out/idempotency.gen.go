@@ -149,6 +149,9 @@ func CreateJobPhaseList(p CreateJobPhases, request CreateJobRequestObject) []ide
 				}
 				return idemecho.Render(response.VisitCreateJobResponse)
 			},
+			Render: idem.KeptRender(p, func(response CreateJobResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitCreateJobResponse)
+			}),
 		},
 	}
 }
@@ -211,6 +214,9 @@ func CreateBatchPhaseList(p CreateBatchPhases, request CreateBatchRequestObject)
 				}
 				return idemecho.Render(response.VisitCreateBatchResponse)
 			},
+			Render: idem.KeptRender(p, func(response CreateBatchResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitCreateBatchResponse)
+			}),
 		},
 	}
 }

@@ -148,6 +148,9 @@ func CreateOrderPhaseList(p CreateOrderPhases, request CreateOrderRequestObject)
 				}
 				return idemstd.Render(response.VisitCreateOrderResponse)
 			},
+			Render: idem.KeptRender(p, func(response CreateOrderResponseObject) (*idem.Response, error) {
+				return idemstd.Render(response.VisitCreateOrderResponse)
+			}),
 		},
 	}
 }
@@ -210,6 +213,9 @@ func CreateImportPhaseList(p CreateImportPhases, request CreateImportRequestObje
 				}
 				return idemstd.Render(response.VisitCreateImportResponse)
 			},
+			Render: idem.KeptRender(p, func(response CreateImportResponseObject) (*idem.Response, error) {
+				return idemstd.Render(response.VisitCreateImportResponse)
+			}),
 		},
 	}
 }

@@ -116,6 +116,9 @@ func PostChargesPhaseList(p PostChargesPhases, request PostChargesRequestObject)
 				}
 				return idemstd.Render(response.VisitPostChargesResponse)
 			},
+			Render: idem.KeptRender(p, func(response PostChargesResponseObject) (*idem.Response, error) {
+				return idemstd.Render(response.VisitPostChargesResponse)
+			}),
 		},
 	}
 }

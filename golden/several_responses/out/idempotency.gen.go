@@ -130,6 +130,9 @@ func CreateChargePhaseList(p CreateChargePhases, request CreateChargeRequestObje
 				}
 				return idemecho.Render(response.VisitCreateChargeResponse)
 			},
+			Render: idem.KeptRender(p, func(response CreateChargeResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitCreateChargeResponse)
+			}),
 		},
 	}
 }

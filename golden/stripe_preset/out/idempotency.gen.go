@@ -168,6 +168,9 @@ func PostCustomersPhaseList(p PostCustomersPhases, request PostCustomersRequestO
 				}
 				return idemstd.Render(response.VisitPostCustomersResponse)
 			},
+			Render: idem.KeptRender(p, func(response PostCustomersResponseObject) (*idem.Response, error) {
+				return idemstd.Render(response.VisitPostCustomersResponse)
+			}),
 		},
 	}
 }
@@ -242,6 +245,9 @@ func PostChargesPhaseList(p PostChargesPhases, request PostChargesRequestObject)
 				}
 				return idemstd.Render(response.VisitPostChargesResponse)
 			},
+			Render: idem.KeptRender(p, func(response PostChargesResponseObject) (*idem.Response, error) {
+				return idemstd.Render(response.VisitPostChargesResponse)
+			}),
 		},
 	}
 }

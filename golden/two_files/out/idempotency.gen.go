@@ -115,6 +115,9 @@ func AddPetPhaseList(p AddPetPhases, request AddPetRequestObject) []idem.Phase[A
 				}
 				return idemecho.Render(response.VisitAddPetResponse)
 			},
+			Render: idem.KeptRender(p, func(response AddPetResponseObject) (*idem.Response, error) {
+				return idemecho.Render(response.VisitAddPetResponse)
+			}),
 		},
 	}
 }
