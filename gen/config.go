@@ -105,7 +105,7 @@ const PresetStripe = "stripe"
 
 // stripeRefusalStatuses are idem.StripeRefusalStatuses, which the
 // generator does not import (TestStripePresetMatchesTheRuntime pins them).
-var stripeRefusalStatuses = map[string]int{string(idemtype.KindMismatch): 400}
+var stripeRefusalStatuses = map[string]int{string(idemtype.KindMismatch): 400, string(idemtype.KindInFlight): 429, string(idemtype.KindUnavailable): 429}
 
 // DefaultOutput is oapi-codegen's output file when neither the config nor
 // the command line names one.

@@ -86,7 +86,7 @@ func stripeErrorSchema(t *openapi3.T) string {
 		str := func() *openapi3.SchemaRef { return openapi3.NewSchemaRef("", openapi3.NewStringSchema()) }
 		schemas[stripeSchema] = openapi3.NewSchemaRef("", &openapi3.Schema{
 			Type:        &openapi3.Types{openapi3.TypeObject},
-			Description: "Stripe's error object: type is idempotency_error (a key reused with other parameters, 400; a key in use, 409 with code idempotency_key_in_use), invalid_request_error or api_error; message says what happened in words.",
+			Description: "Stripe's error object: type is idempotency_error (a key reused with other parameters, 400), invalid_request_error or api_error; message says what happened in words. What a retry with the same key gets past (a key in use, the store unavailable, a failed execution that a retry resumes) is 429 with code lock_timeout and Retry-After, which Stripe's clients retry.",
 			Required:    []string{"error"},
 			Properties: openapi3.Schemas{"error": openapi3.NewSchemaRef("", &openapi3.Schema{
 				Type:       &openapi3.Types{openapi3.TypeObject},

@@ -94,8 +94,8 @@ func TestStripePresetThroughTheGeneratedClient(t *testing.T) {
 		switch resp.StatusCode() {
 		case 400:
 			e = resp.JSON400
-		case 409:
-			e = resp.JSON409
+		case 429:
+			e = resp.JSON429
 		}
 		if resp.StatusCode() != status || e == nil || e.Error.Type != typ || e.Error.Message == "" || (code != "") != (e.Error.Code != nil) || e.Error.Code != nil && *e.Error.Code != code {
 			t.Errorf("%s: %d %s; want %d, type %s, code %q, a message", what, resp.StatusCode(), resp.Body, status, typ, code)
@@ -121,9 +121,9 @@ func TestStripePresetThroughTheGeneratedClient(t *testing.T) {
 	busy := charge("slow", 13, idemclient.PreferWait(0))
 	close(charges.hold)
 	<-done
-	refused("a key in use", busy, 409, "idempotency_error", "idempotency_key_in_use")
+	refused("a key in use", busy, 429, "idempotency_error", "lock_timeout")
 	if h := busy.HTTPResponse.Header; h.Get("Retry-After") == "" || h.Get("Stripe-Should-Retry") != "true" {
-		t.Errorf("the 409's headers %v; want Retry-After and Stripe-Should-Retry: true", h)
+		t.Errorf("the 429's headers %v; want Retry-After and Stripe-Should-Retry: true", h)
 	}
 	replay := charge("slow", 13)
 	if replay.JSON200 == nil || replay.HTTPResponse.Header.Get("Original-Request") == "" {
@@ -131,7 +131,7 @@ func TestStripePresetThroughTheGeneratedClient(t *testing.T) {
 	}
 
 	// With its retries on, the client that would not wait comes back after
-	// the 409's Retry-After and gets the charge: one charge for the key.
+	// the 429's Retry-After and gets the charge: one charge for the key.
 	retrying, err := stripeclient.NewIdempotentClient(srv.URL, idemclient.Policy{})
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +150,7 @@ func TestStripePresetThroughTheGeneratedClient(t *testing.T) {
 	resp, res, err := retrying.PostChargesWithFormdataBody(ctx, "slow-2", stripeclient.PostChargesFormdataRequestBody{Amount: 13, Currency: "usd"}, auth, idemclient.PreferWait(0))
 	<-done2
 	if err != nil || resp.JSON200 == nil || res.Attempts < 2 || !res.Replayed {
-		t.Errorf("the retrying client: %v, %d, %+v; want the charge, replayed after a 409 and a retry", err, resp.StatusCode(), res)
+		t.Errorf("the retrying client: %v, %d, %+v; want the charge, replayed after a 429 and a retry", err, resp.StatusCode(), res)
 	}
 	if n := charges.n.Load(); n != before+1 {
 		t.Errorf("%d charges made for slow-2; want 1", n-before)

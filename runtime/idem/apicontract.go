@@ -164,17 +164,22 @@ const (
 	StripeInvalidRequestError   = "invalid_request_error"
 	StripeAPIError              = "api_error"
 	StripeIdempotencyKeyInUse   = "idempotency_key_in_use"
+	StripeLockTimeout           = "lock_timeout"
 	StripeShouldRetryHeader     = "Stripe-Should-Retry"
 	StripeRequestIDHeader       = "Request-Id"
 	StripeOriginalRequestHeader = "Original-Request"
 )
 
 // stripeKinds is each refusal kind as Stripe answers it: its status, and
-// its error's type and code. Stripe documents two idempotency errors: a
-// key reused with other parameters (400, idempotency_error) and a key in
-// use by a concurrent request (409, idempotency_error,
-// idempotency_key_in_use). What the client sent wrong is an
-// invalid_request_error; what failed on the server's side an api_error.
+// its error's type and code. A key reused with other parameters is 400
+// idempotency_error, final. What a retry with the same key gets past (a
+// key in use by a request in flight, the store unavailable, and a failed
+// execution a retry resumes: Error.ShouldRetry) is 429 lock_timeout,
+// Stripe's one answer its clients retry by their own rules (stripe-go
+// retries no other error object, whatever Stripe-Should-Retry says), with
+// the kind's type: idempotency_error for a key in use, api_error for a
+// failure. What the client sent wrong is an invalid_request_error; what
+// failed on the server's side, for good, an api_error.
 var stripeKinds = map[idemtype.ErrorKind]struct {
 	status    int
 	typ, code string
@@ -185,10 +190,10 @@ var stripeKinds = map[idemtype.ErrorKind]struct {
 	idemtype.KindMissingScope:     {401, StripeInvalidRequestError, ""},
 	idemtype.KindInvalidScope:     {400, StripeInvalidRequestError, ""},
 	idemtype.KindMismatch:         {400, StripeIdempotencyError, ""},
-	idemtype.KindInFlight:         {409, StripeIdempotencyError, StripeIdempotencyKeyInUse},
+	idemtype.KindInFlight:         {http.StatusTooManyRequests, StripeIdempotencyError, StripeLockTimeout},
 	idemtype.KindNotImplemented:   {501, StripeAPIError, ""},
 	idemtype.KindFailed:           {500, StripeAPIError, ""},
-	idemtype.KindUnavailable:      {503, StripeAPIError, ""},
+	idemtype.KindUnavailable:      {http.StatusTooManyRequests, StripeAPIError, StripeLockTimeout},
 	idemtype.KindNotStored:        {410, StripeAPIError, ""},
 	idemtype.KindTooLarge:         {413, StripeInvalidRequestError, ""},
 	idemtype.KindMediaType:        {415, StripeInvalidRequestError, ""},
@@ -202,6 +207,9 @@ func StripeRefusal(e *Error) StripeError {
 	k, ok := stripeKinds[e.Kind]
 	if !ok {
 		k.typ = StripeAPIError
+	}
+	if e.ShouldRetry() {
+		k.code = StripeLockTimeout
 	}
 	return StripeError{Error: StripeErrorBody{Type: k.typ, Code: k.code, Message: e.Message()}}
 }
@@ -239,10 +247,15 @@ func Stripe(opts Options) Options { return StripeWith(opts, nil) }
 func StripeWith(opts Options, statuses map[idemtype.ErrorKind]int) Options {
 	all := StripeRefusalStatuses()
 	maps.Copy(all, statuses)
-	opts.Refusals = JSONRefusalFormat{
-		Body:     func(e *Error) any { return StripeRefusal(e) },
-		Statuses: all,
-	}.Render
+	format := JSONRefusalFormat{Body: func(e *Error) any { return StripeRefusal(e) }, Statuses: all}
+	opts.Refusals = func(e *Error, problem *Response) *Response {
+		resp := format.Render(e, problem)
+		if _, set := statuses[e.Kind]; e.ShouldRetry() && !set {
+			// A failed execution a retry resumes, as a key in use.
+			resp.Status = http.StatusTooManyRequests
+		}
+		return resp
+	}
 	h := StripeHeaders()
 	h.NewRequestID = opts.Headers.NewRequestID
 	opts.Headers = h

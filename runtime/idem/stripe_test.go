@@ -11,9 +11,12 @@ import (
 
 // TestStripeRefusals: idem.Stripe renders every refusal kind as Stripe's
 // error object, with a type, a message in words, and the status Stripe
-// answers it with; StripeWith lets the config's refusal-statuses replace
-// a status, so that the service answers what its enriched spec documents;
-// a caller's request id maker survives the preset.
+// answers it with: what a retry with the same key gets past (a key in
+// use, the store unavailable, a failed execution a retry resumes) is 429
+// lock_timeout, the one answer stripe-go retries, and the rest keep theirs
+// (a failure for an operator stays 500); StripeWith lets the config's
+// refusal-statuses replace a status, so that the service answers what its
+// enriched spec documents; a caller's request id maker survives the preset.
 func TestStripeRefusals(t *testing.T) {
 	opts := idem.Stripe(idem.Options{})
 	for _, kind := range idemtype.ErrorKinds() {
@@ -23,21 +26,37 @@ func TestStripeRefusals(t *testing.T) {
 			t.Fatalf("%s: %v", kind, err)
 		}
 		want := kind.Status()
-		if kind == idemtype.KindMismatch {
+		switch kind {
+		case idemtype.KindMismatch:
 			want = 400
+		case idemtype.KindInFlight, idemtype.KindUnavailable:
+			want = 429
 		}
 		if resp.Status != want || body.Error.Type == "" || body.Error.Message == "" || resp.Header.Get("Content-Type") != "application/json" {
 			t.Errorf("%s: %d %s; want %d, a type and a message", kind, resp.Status, resp.Body, want)
 		}
 	}
-	inFlight := &idem.Error{Kind: idemtype.KindInFlight, RetryAfter: time.Second}
-	if r := opts.Refusals(inFlight, nil); r.Status != 409 || !json.Valid(r.Body) {
-		t.Errorf("in flight: %d", r.Status)
+	for _, c := range []struct {
+		err    *idem.Error
+		status int
+		typ    string
+		code   string
+	}{
+		{&idem.Error{Kind: idemtype.KindInFlight, RetryAfter: time.Second}, 429, idem.StripeIdempotencyError, idem.StripeLockTimeout},
+		{&idem.Error{Kind: idemtype.KindFailed, RetryAfter: time.Second}, 429, idem.StripeAPIError, idem.StripeLockTimeout},
+		{&idem.Error{Kind: idemtype.KindFailed}, 500, idem.StripeAPIError, ""},
+	} {
+		r := opts.Refusals(c.err, idem.ProblemResponse(c.err, ""))
+		var body idem.StripeError
+		if err := json.Unmarshal(r.Body, &body); err != nil || r.Status != c.status || body.Error.Type != c.typ || body.Error.Code != c.code {
+			t.Errorf("%s (retry after %v): %d %s; want %d %s %q", c.err.Kind, c.err.RetryAfter, r.Status, r.Body, c.status, c.typ, c.code)
+		}
 	}
+	inFlight := &idem.Error{Kind: idemtype.KindInFlight, RetryAfter: time.Second}
 	opts = idem.StripeWith(idem.Options{Headers: idem.Headers{NewRequestID: func() string { return "req_mine" }}},
-		map[idemtype.ErrorKind]int{idemtype.KindInFlight: 429})
-	if r := opts.Refusals(inFlight, nil); r.Status != 429 {
-		t.Errorf("in flight with refusal-statuses {in-flight: 429}: %d; want 429", r.Status)
+		map[idemtype.ErrorKind]int{idemtype.KindInFlight: 409})
+	if r := opts.Refusals(inFlight, nil); r.Status != 409 {
+		t.Errorf("in flight with refusal-statuses {in-flight: 409}: %d; want 409", r.Status)
 	}
 	if r := opts.Refusals(&idem.Error{Kind: idemtype.KindMismatch}, nil); r.Status != 400 {
 		t.Errorf("a reused key: %d; want Stripe's 400 still", r.Status)

@@ -110,14 +110,14 @@ func TestStripeHeaders(t *testing.T) {
 	assertStripeError(t, "a reused key", reused, 400, "idempotency_error", "", "false")
 
 	// A key in use by a request in flight, with a client that will not
-	// wait: 409 idempotency_key_in_use, worth a retry.
+	// wait: 429 lock_timeout, worth a retry, and one stripe-go retries.
 	s.release = make(chan struct{})
 	done := make(chan *httptest.ResponseRecorder)
 	go func() { done <- s.post("k2", "amount=1") }()
 	<-s.started
 	<-s.started // the first request's, above
 	busy := s.post("k2", "amount=1", "Prefer", "wait=0")
-	assertStripeError(t, "a key in flight", busy, 409, "idempotency_error", "idempotency_key_in_use", "true")
+	assertStripeError(t, "a key in flight", busy, 429, "idempotency_error", "lock_timeout", "true")
 	if busy.Header().Get("Retry-After") == "" {
 		t.Errorf("the in-flight refusal has no Retry-After: %v", busy.Header())
 	}

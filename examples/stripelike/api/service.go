@@ -60,6 +60,7 @@ type MemoryNetwork struct {
 	mu       sync.Mutex
 	latency  time.Duration
 	fail     error
+	failures int // calls left to fail with fail; 0: every call while fail is set
 	inFlight int
 	charged  map[string]bool
 }
@@ -75,13 +76,26 @@ func (n *MemoryNetwork) SetLatency(d time.Duration) {
 func (n *MemoryNetwork) SetFailure(err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.fail = err
+	n.fail, n.failures = err, 0
+}
+
+// SetFailures makes the next count calls fail with err: a network down,
+// then back.
+func (n *MemoryNetwork) SetFailures(count int, err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.fail, n.failures = err, count
 }
 
 // Authorize charges amount under key, once whatever the calls.
 func (n *MemoryNetwork) Authorize(ctx context.Context, key string, amount int64, currency string) (bool, error) {
 	n.mu.Lock()
 	latency, fail := n.latency, n.fail
+	if n.failures > 0 {
+		if n.failures--; n.failures == 0 {
+			n.fail = nil
+		}
+	}
 	n.inFlight++
 	n.mu.Unlock()
 	defer func() {

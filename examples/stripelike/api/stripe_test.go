@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,14 +46,13 @@ func newService(t *testing.T) *service {
 }
 
 // stripeClient is stripe-go's client of the API at url, retrying as
-// configured (without its backoff's sleeps).
+// configured, with stripe-go's own backoff between tries.
 func stripeClient(url string, retries int64) *stripe.Client {
 	be := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{
 		URL:               stripe.String(url),
 		MaxNetworkRetries: stripe.Int64(retries),
 		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
 	}).(*stripe.BackendImplementation)
-	be.SetNetworkRetriesSleep(false)
 	return stripe.NewClient("sk_test_example", stripe.WithBackends(&stripe.Backends{API: be}))
 }
 
@@ -156,8 +156,11 @@ func TestStripeGo(t *testing.T) {
 		}
 	})
 
-	t.Run("a key in use by a request that will not wait", func(t *testing.T) {
-		s.network.SetLatency(time.Second)
+	t.Run("a key in flight past the wait budget ends in the charge", func(t *testing.T) {
+		// The charge takes 2 s; the duplicate waits 1 s (Prefer: wait=1),
+		// is answered 429 lock_timeout, and stripe-go retries it by its own
+		// rules: its retry waits again and replays the charge.
+		s.network.SetLatency(2 * time.Second)
 		defer s.network.SetLatency(0)
 		done := make(chan error)
 		go func() {
@@ -166,16 +169,27 @@ func TestStripeGo(t *testing.T) {
 		}()
 		waitFor(t, func() bool { return s.network.InFlight() == 1 }, "the slow charge to reach the network")
 		p := chargeParams(300, "slow-1")
-		p.Headers = http.Header{"Prefer": {"wait=0"}}
-		_, err := sc.V1Charges.Create(ctx, p)
-		se := stripeError(t, "a key in flight", err, 409, stripe.ErrorTypeIdempotency, stripe.ErrorCodeIdempotencyKeyInUse)
-		if se.LastResponse != nil && se.LastResponse.Header.Get("Stripe-Should-Retry") != "true" {
-			t.Errorf("Stripe-Should-Retry: %q; want true", se.LastResponse.Header.Get("Stripe-Should-Retry"))
+		p.Headers = http.Header{"Prefer": {"wait=1"}}
+		ch, err := sc.V1Charges.Create(ctx, p)
+		if err != nil || !ch.Paid || ch.LastResponse.Header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("the duplicate past its wait: %v, %+v; want the charge, replayed after stripe-go's own retry", err, ch)
 		}
-		// Without Prefer: wait=0, the duplicate waits and gets the charge.
-		ch, err := sc.V1Charges.Create(ctx, chargeParams(300, "slow-1"))
-		if err != nil || !ch.Paid {
-			t.Errorf("the waiting duplicate: %v, %+v; want the charge", err, ch)
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		// What stripe-go retried: 429 lock_timeout, Retry-After, Stripe-Should-Retry: true.
+		s.network.SetLatency(time.Second)
+		go func() {
+			_, err := sc.V1Charges.Create(ctx, chargeParams(300, "slow-2"))
+			done <- err
+		}()
+		waitFor(t, func() bool { return s.network.InFlight() == 1 }, "the slow charge to reach the network")
+		p = chargeParams(300, "slow-2")
+		p.Headers = http.Header{"Prefer": {"wait=0"}}
+		_, err = stripeClient(s.URL, 0).V1Charges.Create(ctx, p)
+		se := stripeError(t, "a key in flight, not retried", err, 429, stripe.ErrorTypeIdempotency, stripe.ErrorCodeLockTimeout)
+		if h := se.LastResponse.Header; h.Get("Stripe-Should-Retry") != "true" || h.Get("Retry-After") == "" {
+			t.Errorf("the 429's headers %v; want Retry-After and Stripe-Should-Retry: true", h)
 		}
 		if err := <-done; err != nil {
 			t.Error(err)
@@ -188,14 +202,24 @@ func TestStripeGo(t *testing.T) {
 		stripeError(t, "no secret key", err, 401, stripe.ErrorTypeInvalidRequest, "")
 	})
 
-	t.Run("a failed charge says so in words, and its retry resumes it", func(t *testing.T) {
-		s.network.SetFailure(errors.New("card network unreachable"))
-		_, err := sc.V1Charges.Create(ctx, chargeParams(400, "fails-1"))
-		stripeError(t, "a failed execution", err, 500, stripe.ErrorTypeAPI, "")
-		s.network.SetFailure(nil)
+	t.Run("a resumable failure ends in the charge through stripe-go's own retries", func(t *testing.T) {
+		// The card network is down for one call, then back: the execution
+		// fails after its claim, is answered 429 lock_timeout (api_error,
+		// in words), and stripe-go's retry resumes it.
+		s.network.SetFailures(1, errors.New("card network unreachable"))
+		before := s.network.Charges()
 		ch, err := sc.V1Charges.Create(ctx, chargeParams(400, "fails-1"))
 		if err != nil || !ch.Paid {
-			t.Fatalf("the retry: %v; want the charge, resumed", err)
+			t.Fatalf("%v; want the charge, resumed by stripe-go's own retry", err)
+		}
+		if n := s.network.Charges() - before; n != 1 {
+			t.Errorf("%d charges; want 1", n)
+		}
+		// Without retries, what stripe-go saw: a failure in words it retries.
+		s.network.SetFailures(1, errors.New("card network unreachable"))
+		_, err = stripeClient(s.URL, 0).V1Charges.Create(ctx, chargeParams(400, "fails-2"))
+		if se := stripeError(t, "a resumable failure", err, 429, stripe.ErrorTypeAPI, stripe.ErrorCodeLockTimeout); !strings.Contains(se.Msg, "retry") {
+			t.Errorf("the failure's message %q does not say to retry", se.Msg)
 		}
 	})
 }
@@ -204,8 +228,9 @@ func TestStripeGo(t *testing.T) {
 // resends the POST (as HAProxy's retry-on all-retryable-errors does) while
 // the card network takes 1.2 s. The resent request waits for the
 // execution in flight and gets its charge: stripe-go sees success. With
-// Prefer: wait=0 the same request gets Stripe's 409, which stripe-go does
-// not retry: a failure for a charge that succeeded.
+// Prefer: wait=0 the resent request is answered 429 lock_timeout, which
+// stripe-go retries by its own rules until the charge is there to replay:
+// success too, and one charge.
 func TestStripeGoBehindARetryingProxy(t *testing.T) {
 	s := newService(t)
 	s.network.SetLatency(1200 * time.Millisecond)
@@ -221,9 +246,13 @@ func TestStripeGoBehindARetryingProxy(t *testing.T) {
 
 	p := chargeParams(100, "behind-proxy-nowait")
 	p.Headers = http.Header{"Prefer": {"wait=0"}}
-	_, err = sc.V1Charges.Create(context.Background(), p)
-	stripeError(t, "without waiting", err, 409, stripe.ErrorTypeIdempotency, stripe.ErrorCodeIdempotencyKeyInUse)
-	waitFor(t, func() bool { return s.network.Charges() == 2 }, "the charge the client was told failed")
+	ch, err = sc.V1Charges.Create(context.Background(), p)
+	if err != nil || !ch.Paid {
+		t.Fatalf("behind the proxy, without waiting: %v; want the charge after stripe-go's own retries", err)
+	}
+	if n := s.network.Charges(); n != 2 {
+		t.Errorf("%d charges; want 2 (one per key)", n)
+	}
 }
 
 // TestStripeGoRetriesEndInOneCharge: a connection lost after the API

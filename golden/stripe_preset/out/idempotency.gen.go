@@ -112,7 +112,9 @@ var postChargesIdempotency = &idemstd.Spec{
 // enriched spec documents them: pass them to idem.JSONRefusals (idem.Options.Refusals) so that the
 // service answers so.
 var RefusalStatuses = map[idemtype.ErrorKind]int{
-	idemtype.ErrorKind("key-reused"): 400,
+	idemtype.ErrorKind("in-flight"):   429,
+	idemtype.ErrorKind("key-reused"):  400,
+	idemtype.ErrorKind("unavailable"): 429,
 }
 
 // Contract is the API's contract with its clients that the config's preset (stripe) names: refusals

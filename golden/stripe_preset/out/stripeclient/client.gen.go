@@ -63,7 +63,7 @@ func (e CustomerObject) Valid() bool {
 	}
 }
 
-// IdempotencyStripeError Stripe's error object: type is idempotency_error (a key reused with other parameters, 400; a key in use, 409 with code idempotency_key_in_use), invalid_request_error or api_error; message says what happened in words.
+// IdempotencyStripeError Stripe's error object: type is idempotency_error (a key reused with other parameters, 400), invalid_request_error or api_error; message says what happened in words. What a retry with the same key gets past (a key in use, the store unavailable, a failed execution that a retry resumes) is 429 with code lock_timeout and Retry-After, which Stripe's clients retry.
 type IdempotencyStripeError struct {
 	Error struct {
 		Code    *string `json:"code,omitempty"`
@@ -439,13 +439,8 @@ type ClientWithResponsesInterface interface {
 	PostCustomersWithFormdataBodyWithResponse(ctx context.Context, body PostCustomersFormdataRequestBody, reqEditors ...RequestEditorFn) (*PostCustomersResponse, error)
 }
 
-// PostChargesResponse409Headers the declared response headers of an HTTP 409 response for PostCharges
-type PostChargesResponse409Headers struct {
-	RetryAfter *int
-}
-
-// PostChargesResponse503Headers the declared response headers of an HTTP 503 response for PostCharges
-type PostChargesResponse503Headers struct {
+// PostChargesResponse429Headers the declared response headers of an HTTP 429 response for PostCharges
+type PostChargesResponse429Headers struct {
 	RetryAfter *int
 }
 
@@ -458,22 +453,18 @@ type PostChargesResponse struct {
 	JSON400 *IdempotencyStripeError
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *IdempotencyStripeError
-	// JSON409 the response for an HTTP 409 `application/json` response
-	JSON409 *IdempotencyStripeError
 	// JSON410 the response for an HTTP 410 `application/json` response
 	JSON410 *IdempotencyStripeError
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *IdempotencyStripeError
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *IdempotencyStripeError
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *IdempotencyStripeError
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *IdempotencyStripeError
-	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *IdempotencyStripeError
-	// Headers409 the parsed response headers for an HTTP 409 response
-	Headers409 *PostChargesResponse409Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *PostChargesResponse503Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PostChargesResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -491,11 +482,6 @@ func (r PostChargesResponse) GetJSON401() *IdempotencyStripeError {
 	return r.JSON401
 }
 
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r PostChargesResponse) GetJSON409() *IdempotencyStripeError {
-	return r.JSON409
-}
-
 // GetJSON410 returns the response for an HTTP 410 `application/json` response
 func (r PostChargesResponse) GetJSON410() *IdempotencyStripeError {
 	return r.JSON410
@@ -511,14 +497,14 @@ func (r PostChargesResponse) GetJSON415() *IdempotencyStripeError {
 	return r.JSON415
 }
 
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PostChargesResponse) GetJSON429() *IdempotencyStripeError {
+	return r.JSON429
+}
+
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r PostChargesResponse) GetJSON500() *IdempotencyStripeError {
 	return r.JSON500
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r PostChargesResponse) GetJSON503() *IdempotencyStripeError {
-	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -550,13 +536,8 @@ func (r PostChargesResponse) ContentType() string {
 	return ""
 }
 
-// PostCustomersResponse409Headers the declared response headers of an HTTP 409 response for PostCustomers
-type PostCustomersResponse409Headers struct {
-	RetryAfter *int
-}
-
-// PostCustomersResponse503Headers the declared response headers of an HTTP 503 response for PostCustomers
-type PostCustomersResponse503Headers struct {
+// PostCustomersResponse429Headers the declared response headers of an HTTP 429 response for PostCustomers
+type PostCustomersResponse429Headers struct {
 	RetryAfter *int
 }
 
@@ -569,22 +550,18 @@ type PostCustomersResponse struct {
 	JSON400 *IdempotencyStripeError
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *IdempotencyStripeError
-	// JSON409 the response for an HTTP 409 `application/json` response
-	JSON409 *IdempotencyStripeError
 	// JSON410 the response for an HTTP 410 `application/json` response
 	JSON410 *IdempotencyStripeError
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *IdempotencyStripeError
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *IdempotencyStripeError
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *IdempotencyStripeError
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *IdempotencyStripeError
-	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *IdempotencyStripeError
-	// Headers409 the parsed response headers for an HTTP 409 response
-	Headers409 *PostCustomersResponse409Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *PostCustomersResponse503Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PostCustomersResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -602,11 +579,6 @@ func (r PostCustomersResponse) GetJSON401() *IdempotencyStripeError {
 	return r.JSON401
 }
 
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r PostCustomersResponse) GetJSON409() *IdempotencyStripeError {
-	return r.JSON409
-}
-
 // GetJSON410 returns the response for an HTTP 410 `application/json` response
 func (r PostCustomersResponse) GetJSON410() *IdempotencyStripeError {
 	return r.JSON410
@@ -622,14 +594,14 @@ func (r PostCustomersResponse) GetJSON415() *IdempotencyStripeError {
 	return r.JSON415
 }
 
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PostCustomersResponse) GetJSON429() *IdempotencyStripeError {
+	return r.JSON429
+}
+
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r PostCustomersResponse) GetJSON500() *IdempotencyStripeError {
 	return r.JSON500
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r PostCustomersResponse) GetJSON503() *IdempotencyStripeError {
-	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -748,13 +720,6 @@ func ParsePostChargesResponse(rsp *http.Response) (*PostChargesResponse, error) 
 		}
 		response.JSON401 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest IdempotencyStripeError
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON409 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
 		var dest IdempotencyStripeError
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -776,6 +741,13 @@ func ParsePostChargesResponse(rsp *http.Response) (*PostChargesResponse, error) 
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest IdempotencyStripeError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest IdempotencyStripeError
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -783,18 +755,11 @@ func ParsePostChargesResponse(rsp *http.Response) (*PostChargesResponse, error) 
 		}
 		response.JSON500 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest IdempotencyStripeError
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON503 = &dest
-
 	}
 
 	switch {
-	case rsp.StatusCode == 409:
-		var headers PostChargesResponse409Headers
+	case rsp.StatusCode == 429:
+		var headers PostChargesResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -802,17 +767,7 @@ func ParsePostChargesResponse(rsp *http.Response) (*PostChargesResponse, error) 
 			}
 			headers.RetryAfter = &value
 		}
-		response.Headers409 = &headers
-	case rsp.StatusCode == 503:
-		var headers PostChargesResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		response.Headers503 = &headers
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -853,13 +808,6 @@ func ParsePostCustomersResponse(rsp *http.Response) (*PostCustomersResponse, err
 		}
 		response.JSON401 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest IdempotencyStripeError
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON409 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
 		var dest IdempotencyStripeError
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -881,6 +829,13 @@ func ParsePostCustomersResponse(rsp *http.Response) (*PostCustomersResponse, err
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest IdempotencyStripeError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest IdempotencyStripeError
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -888,18 +843,11 @@ func ParsePostCustomersResponse(rsp *http.Response) (*PostCustomersResponse, err
 		}
 		response.JSON500 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest IdempotencyStripeError
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON503 = &dest
-
 	}
 
 	switch {
-	case rsp.StatusCode == 409:
-		var headers PostCustomersResponse409Headers
+	case rsp.StatusCode == 429:
+		var headers PostCustomersResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -907,17 +855,7 @@ func ParsePostCustomersResponse(rsp *http.Response) (*PostCustomersResponse, err
 			}
 			headers.RetryAfter = &value
 		}
-		response.Headers409 = &headers
-	case rsp.StatusCode == 503:
-		var headers PostCustomersResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		response.Headers503 = &headers
+		response.Headers429 = &headers
 	}
 
 	return response, nil
