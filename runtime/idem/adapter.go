@@ -130,7 +130,11 @@ func RunWithoutKey[S any](ctx context.Context, e *Engine, op *Operation, phases 
 			continue
 		}
 		var resp *Response
-		err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		pc, release, err := e.acquireHeld(ctx)
+		if err != nil {
+			return nil, err
+		}
+		err = pgx.BeginFunc(ctx, pc, func(tx pgx.Tx) error {
 			var err error
 			if p.Final != nil {
 				resp, err = p.Final(ctx, tx, &state)
@@ -146,6 +150,7 @@ func RunWithoutKey[S any](ctx context.Context, e *Engine, op *Operation, phases 
 			}
 			return err
 		})
+		release()
 		if err != nil {
 			return nil, err
 		}

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -63,6 +64,19 @@ type Options struct {
 	// millisecond): when the other commits in time, this one replays its
 	// answer; otherwise it answers 409.
 	ClaimWait time.Duration
+	// PoolHeadroom is how many of the pool's connections no execution
+	// holds while the operation's code runs (default 1; negative: no
+	// bound): an execution holds a connection across its local phases or
+	// its handler, and code that also queries the pool directly (a lookup
+	// behind the service's own interface) then finds one free, whatever the
+	// concurrency. At most MaxConns - PoolHeadroom executions hold one at
+	// once (at least 1); the others wait for a turn without a connection.
+	PoolHeadroom int
+	// PoolWait bounds how long an execution waits for its turn and its
+	// connection (default 5s): past it, the request is answered 503 with
+	// Retry-After, and the exhausted pool is logged once until it has room
+	// again.
+	PoolWait time.Duration
 	// DerivedKeyLength is the length of derived keys for foreign phases,
 	// 20 to 64 (default 64), for foreign systems with smaller limits.
 	DerivedKeyLength int
@@ -143,6 +157,8 @@ type Engine struct {
 	requests  *requestSketch     // recently claimed requests; nil when off
 	durations durations          // how long executions take, per operation
 	waits     *watcher           // duplicates waiting for executions in flight
+	held      chan struct{}      // a token per execution holding a connection; nil: unbounded
+	exhausted atomic.Bool        // the exhausted pool was logged, and has had no room since
 	hooks     testHooks
 }
 
@@ -182,6 +198,12 @@ func New(pool *pgxpool.Pool, opts Options) (*Engine, error) {
 	case opts.CompleterAttempts < 0:
 		return nil, fmt.Errorf("idem: CompleterAttempts %d is negative", opts.CompleterAttempts)
 	}
+	if opts.PoolWait <= 0 {
+		opts.PoolWait = DefaultPoolWait
+	}
+	if opts.PoolHeadroom == 0 {
+		opts.PoolHeadroom = 1
+	}
 	st, err := newStore(pool, opts.Schema, opts.ClaimWait)
 	if err != nil {
 		return nil, err
@@ -190,6 +212,9 @@ func New(pool *pgxpool.Pool, opts Options) (*Engine, error) {
 		store: st, resume: map[string]resumer{}, cache: newReplayCache(opts.ReplayCacheBytes),
 		requests: newRequestSketch(opts.SameRequestWindow)}
 	e.waits = newWatcher(e)
+	if opts.PoolHeadroom > 0 {
+		e.held = make(chan struct{}, max(1, int(pool.Config().MaxConns)-opts.PoolHeadroom))
+	}
 	if e.obs == nil {
 		e.obs = nopObserver{}
 	}

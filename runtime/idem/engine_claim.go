@@ -66,12 +66,14 @@ type firstClaim struct{}
 func (firstClaim) claim(ctx context.Context, e *Engine, c *claim, payload []byte) (bool, *record, error) {
 	var rec *record
 	err := againIfStale(func() error {
-		pc, err := e.pool.Acquire(ctx)
+		sess, err := e.heldSession(ctx)
 		if err != nil {
+			if errors.Is(err, errPoolExhausted) {
+				return err
+			}
 			return wrapStore("claim", "connect", err)
 		}
-		sess := newSession(pc)
-		tx, r, err := e.store.claimInTx(ctx, pc.Conn(), c, payload)
+		tx, r, err := e.store.claimInTx(ctx, sess.tx.conn, c, payload)
 		if tx != nil {
 			sess.tx.tx = tx
 			c.sess = sess
@@ -84,6 +86,8 @@ func (firstClaim) claim(ctx context.Context, e *Engine, c *claim, payload []byte
 	switch {
 	case c.sess != nil:
 		return true, nil, nil
+	case errors.Is(err, errPoolExhausted):
+		return false, nil, errPoolExhausted
 	case sqlState(err) == lockNotAvailable: // a concurrent claim is still uncommitted
 		return false, nil, errUncommitted
 	case err != nil:
@@ -120,23 +124,26 @@ func (firstClaim) phaseFailed(_ *Engine, _ *claim, err error) error { return err
 type lastClaim struct{}
 
 func (lastClaim) claim(ctx context.Context, e *Engine, c *claim, _ []byte) (bool, *record, error) {
-	pc, err := e.pool.Acquire(ctx)
-	if err != nil {
+	sess, err := e.heldSession(ctx)
+	switch {
+	case errors.Is(err, errPoolExhausted):
+		return false, nil, errPoolExhausted
+	case err != nil:
 		return false, nil, e.storeFailed(ctx, c.op, "claim", wrapStore("claim", "connect", err))
 	}
 	var rec *record
-	err = primaryOnly(pc.Conn())
+	err = primaryOnly(sess.tx.conn)
 	if err == nil {
 		err = againIfStale(func() (err error) {
-			rec, err = e.store.read(ctx, pc.Conn(), c.id)
+			rec, err = e.store.read(ctx, sess.tx.conn, c.id)
 			return err
 		})
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		c.sess = newSession(pc)
+		c.sess = sess
 		return true, nil, nil
 	}
-	pc.Release()
+	sess.end()
 	if err != nil {
 		return false, nil, e.storeFailed(ctx, c.op, "claim", err)
 	}
@@ -276,7 +283,10 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 		e.replayed(ctx, op, p, ent.stored, ent.resp)
 		return nil, &Outcome{Response: ent.resp, Replayed: true}, nil
 	}
-	if err := e.store.detect(ctx); err != nil {
+	if err := e.detect(ctx); err != nil {
+		if errors.Is(err, errPoolExhausted) {
+			return nil, nil, err
+		}
 		return nil, nil, e.storeFailed(ctx, op, "claim", err)
 	}
 	c.id = recordID(c.ns, c.scope, c.key)

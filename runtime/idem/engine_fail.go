@@ -94,6 +94,12 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 		}
 		e.yield(c)
 		return nil, err
+	case committed && errors.Is(err, errPoolExhausted):
+		// No connection for the next phase: nothing of it ran. The lease
+		// is given back, so a retry resumes at once.
+		e.yield(c)
+		e.hooks.run(e.hooks.afterEnd)
+		return nil, errPoolExhausted
 	case errors.Is(err, ErrFenced):
 		e.observe(ctx, Event{Kind: EventFenced, Operation: c.op.ID})
 		return nil, &Error{Kind: idemtype.KindInFlight, RetryAfter: time.Second, Err: err,

@@ -320,21 +320,32 @@ func (r errRow) Scan(...any) error { return r.err }
 
 // session is an execution's connection while a transaction of it is open.
 type session struct {
-	pc *pgxpool.Conn
-	tx phaseTx
+	pc      *pgxpool.Conn
+	tx      phaseTx
+	release func() // gives the connection back, and the execution's turn (acquireHeld)
 }
 
 func newSession(pc *pgxpool.Conn) *session {
-	return &session{pc: pc, tx: phaseTx{conn: pc.Conn()}}
+	return &session{pc: pc, tx: phaseTx{conn: pc.Conn()}, release: pc.Release}
 }
 
-// begin acquires a connection and begins a transaction on it.
-func (e *Engine) begin(ctx context.Context) (*session, error) {
-	pc, err := e.pool.Acquire(ctx)
+// heldSession is a session on a connection the execution holds while the
+// operation's code runs (acquireHeld): within its turn.
+func (e *Engine) heldSession(ctx context.Context) (*session, error) {
+	pc, release, err := e.acquireHeld(ctx)
 	if err != nil {
 		return nil, err
 	}
-	s := newSession(pc)
+	return &session{pc: pc, tx: phaseTx{conn: pc.Conn()}, release: release}, nil
+}
+
+// begin acquires a connection the execution holds (heldSession) and
+// begins a transaction on it.
+func (e *Engine) begin(ctx context.Context) (*session, error) {
+	s, err := e.heldSession(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.tx.begin(ctx); err != nil {
 		s.end()
 		return nil, err
@@ -357,6 +368,6 @@ func (s *session) end() {
 			conn.Close(context.Background()) // the pool drops a closed connection
 		}
 	}
-	s.pc.Release()
+	s.release()
 	s.pc = nil
 }
