@@ -34,6 +34,19 @@ import (
 // record's fails with an error an operator resolves.
 type Handler func(ctx context.Context) (*Response, error)
 
+// ruleError is a rule of the handler mode that the handler's code broke
+// (a step inside a step, after the final transaction, a repeated name):
+// its words are for the service's developers, in the log, not for its
+// clients.
+type ruleError struct{ err error }
+
+func (e *ruleError) Error() string { return e.err.Error() }
+func (e *ruleError) Unwrap() error { return e.err }
+
+func ruleErrorf(format string, args ...any) error {
+	return &ruleError{fmt.Errorf(format, args...)}
+}
+
 // errExecutionEnded is what a step or Tx gets once the handler's execution
 // is over (a goroutine it left running).
 var errExecutionEnded = errors.New("idem: the handler's execution has ended: no more steps or transactions")
@@ -204,7 +217,7 @@ func (e *Engine) executeHandler(c *claim, h Handler) (*Outcome, error) {
 	case r.err != nil:
 		err, resp = r.err, nil
 	case r.busy != "":
-		err, resp = fmt.Errorf("idem: the handler returned while its step %q still ran", r.busy), nil
+		err, resp = ruleErrorf("idem: the handler returned while its step %q still ran", r.busy), nil
 	case err == nil && r.next < len(r.state.Steps):
 		r.stop(fmt.Errorf("this run answered after %d step(s), the record has %d (%q next): %s", r.next, len(r.state.Steps), r.state.Steps[r.next].Name, sameStepsRule))
 	}
@@ -231,6 +244,13 @@ func (e *Engine) executeHandler(c *claim, h Handler) (*Outcome, error) {
 	}
 	if err != nil && errors.Is(context.Cause(hctx), ErrFenced) {
 		err = ErrFenced // whatever the handler or the commit saw, the cause is the lost lease
+	}
+	var rule *ruleError
+	if errors.As(err, &rule) {
+		// A rule of the handler mode the code broke: the client gets the
+		// API's own failure, the words go to the log (report).
+		err = &Error{Kind: idemtype.KindFailed, Err: err,
+			Detail: "the service could not handle this request; its log says why"}
 	}
 	e.observe(pctx, Event{Kind: EventPhase, Operation: c.op.ID, Phase: c.phase, Duration: time.Since(began), Err: err})
 	endPhase(err)
@@ -332,11 +352,11 @@ func (r *runner) step(name string, foreign bool) (i int, recorded *stepRecord, e
 	r.next++
 	switch {
 	case r.busy != "":
-		r.err = fmt.Errorf("idem: step %q taken inside step %q: steps do not nest, and are taken one at a time", name, r.busy)
+		r.err = ruleErrorf("idem: step %q taken inside step %q: steps do not nest, and are taken one at a time", name, r.busy)
 	case name == "" || r.names[name]:
-		r.err = fmt.Errorf("idem: step %d: name %q is empty or repeated; every step of a handler needs a name of its own", i, name)
+		r.err = ruleErrorf("idem: step %d: name %q is empty or repeated; every step of a handler needs a name of its own", i, name)
 	case r.finalBegun:
-		r.err = fmt.Errorf("idem: step %q taken after the handler began its final transaction (Tx, Begin): steps come before it", name)
+		r.err = ruleErrorf("idem: step %q taken after the handler began its final transaction (Tx, Begin): steps come before it", name)
 	case i < len(r.state.Steps) && r.state.Steps[i].Name == name && r.state.Steps[i].Foreign == foreign:
 		r.names[name] = true
 		return i, &r.state.Steps[i], nil
@@ -345,7 +365,7 @@ func (r *runner) step(name string, foreign bool) (i int, recorded *stepRecord, e
 		rec := r.state.Steps[i]
 		r.stop(fmt.Errorf("step %d is %q (foreign %t) in this run, %q (foreign %t) in the record: %s", i, name, foreign, rec.Name, rec.Foreign, sameStepsRule))
 	case r.c.policy.Claim == ClaimLast:
-		r.err = fmt.Errorf("idem: step %q: operation %s claims its keys last (claim: last), which runs a handler in one transaction and has no record to resume steps from; use claim: first or separate", name, r.c.op.ID)
+		r.err = ruleErrorf("idem: step %q: operation %s claims its keys last (claim: last), which runs a handler in one transaction and has no record to resume steps from; use claim: first or separate", name, r.c.op.ID)
 	}
 	if r.err != nil {
 		return 0, nil, r.err
@@ -488,7 +508,7 @@ func Foreign[T any](ctx context.Context, name string, fn func(ctx context.Contex
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		r.err = fmt.Errorf("idem: step %q: encoding its result: %w", name, err)
+		r.err = ruleErrorf("idem: step %q: encoding its result: %w", name, err)
 		return zero, r.err
 	}
 	r.hooks.OnEnd(i, name)

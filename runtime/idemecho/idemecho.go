@@ -45,8 +45,9 @@ type Runtime struct {
 	// MaxBodyBytes limits request bodies read for fingerprinting (default
 	// 1 MiB); larger bodies are answered 413.
 	MaxBodyBytes int64
-	// Logger, when set, gets one line per idempotent request with the key
-	// and whether it was replayed.
+	// Logger gets one line per idempotent request with the key and
+	// whether it was replayed (nil: slog.Default(); slog.DiscardHandler
+	// for none).
 	Logger *slog.Logger
 	// Context bounds the background work the generated Register starts:
 	// the completer of operations with complete: background (see

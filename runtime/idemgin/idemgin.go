@@ -45,7 +45,8 @@ type Runtime struct {
 	// MaxBodyBytes limits request bodies read for fingerprinting (default
 	// idemstd.DefaultMaxBodyBytes); larger bodies are answered 413.
 	MaxBodyBytes int64
-	// Logger, when set, gets one line per idempotent request.
+	// Logger gets one line per idempotent request (nil: slog.Default();
+	// slog.DiscardHandler for none).
 	Logger *slog.Logger
 	// Context bounds the background completer the generated Register
 	// starts (see idemstd.StartCompleter). Default: the life of the process.

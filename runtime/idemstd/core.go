@@ -684,8 +684,8 @@ func Writer(ctx context.Context, r *idem.Response) func(http.ResponseWriter) err
 // Prefer header) the answer honoured (RFC 7240).
 const PreferenceAppliedHeader = "Preference-Applied"
 
-// LogRequest writes the one line an idempotent request gets, when logger
-// is set: the request, the status sent, the key and whether it was
+// LogRequest writes the one line an idempotent request gets, through
+// logger (nil: slog.Default()): the request, the status sent, the key and whether it was
 // replayed or resumed, and the error the handler returned.
 func LogRequest(logger *slog.Logger, r *http.Request, call *Call, status int, err error) {
 	logRequest(logger, r, call, status, err, nil)
@@ -705,7 +705,7 @@ const invalidKeyShown = 64
 
 func logRequest(logger *slog.Logger, r *http.Request, call *Call, status int, err error, perr *idemtype.Error) {
 	if logger == nil {
-		return
+		logger = slog.Default()
 	}
 	attrs := []any{"method", r.Method, "path", r.URL.Path, "status", status}
 	invalid := perr != nil && perr.Kind == idemtype.KindInvalidKey

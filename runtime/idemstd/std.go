@@ -1,6 +1,7 @@
 package idemstd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -39,8 +40,9 @@ type Runtime struct {
 	// BodyError's status and text, or a plain 500 whose cause goes to
 	// Logger only.
 	ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
-	// Logger, when set, gets one line per idempotent request with the key
-	// and whether it was replayed.
+	// Logger gets one line per idempotent request with the key and
+	// whether it was replayed (nil: slog.Default(); slog.DiscardHandler
+	// for none).
 	Logger *slog.Logger
 	// Context bounds the background work the generated Register starts
 	// (see StartCompleter). Default: the life of the process.
@@ -67,9 +69,7 @@ func (rt *Runtime) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	// The service's own failure (a Principal or verifier that failed): its
 	// text stays in the log, as the frameworks' default handlers keep it.
-	if rt.Logger != nil {
-		rt.Logger.ErrorContext(r.Context(), "idem: the idempotency middleware failed", "path", r.URL.Path, "err", err)
-	}
+	cmp.Or(rt.Logger, slog.Default()).ErrorContext(r.Context(), "idem: the idempotency middleware failed", "path", r.URL.Path, "err", err)
 	http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
 }
 

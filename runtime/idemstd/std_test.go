@@ -259,3 +259,44 @@ func TestRefusalLogLine(t *testing.T) {
 		}
 	}
 }
+
+// TestHandlerRuleStaysInTheLog: a kept handler that breaks a rule of the
+// handler mode (a step after its final transaction began) is answered as
+// the API answers a failure (problem+json, 500), not with the engine's
+// words, which go to the log; a Runtime without a Logger logs through
+// slog.Default().
+func TestHandlerRuleStaysInTheLog(t *testing.T) {
+	var logs bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	env := idemtest.New(t, idem.Options{})
+	rt := &idemstd.Runtime{Engine: env.Engine}
+	spec := &idemstd.Spec{Operation: &idem.Operation{ID: "bookExam"}, Key: idemhttp.KeyRule{Required: true}, Scope: idemtype.Scope{Kind: idemtype.ScopeGlobal}, Route: "/x"}
+	h := idemstd.Middleware(rt, spec)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resp, err := idemstd.ExecuteHandler(r.Context(), env.Engine, func(ctx context.Context) (*idem.Response, error) {
+			if _, err := idem.DB(ctx, env.Pool).Exec(ctx, `SELECT 1`); err != nil {
+				return nil, err
+			}
+			if _, err := idem.Foreign(ctx, "book-proctoring", func(context.Context, string) (int, error) { return 1, nil }); err != nil {
+				return nil, err
+			}
+			return &idem.Response{Status: 201}, nil
+		})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError) // a strict server's default: the text as it is
+			return
+		}
+		idemstd.Writer(r.Context(), resp)(w)
+	}))
+	req := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader("{}"))
+	req.Header.Set("Idempotency-Key", "k")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	body := rec.Body.String()
+	if rec.Code != 500 || strings.Contains(body, "book-proctoring") || rec.Header().Get("Content-Type") != idemtype.ProblemContentType {
+		t.Errorf("%d %s %q; want the API's own 500, without the engine's words", rec.Code, rec.Header().Get("Content-Type"), body)
+	}
+	if !strings.Contains(logs.String(), `step \"book-proctoring\" taken after the handler began its final transaction`) || !strings.Contains(logs.String(), "operation=bookExam") {
+		t.Errorf("the log through slog.Default() has not the rule's words and the request line:\n%s", logs.String())
+	}
+}
