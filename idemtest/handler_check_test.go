@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -29,9 +30,23 @@ type handlerPayment struct {
 	// coinSteps takes an extra first step on every other run: what a
 	// handler that decides its steps from the clock or a live read does.
 	coinSteps *atomic.Int32
+	// validate reads before the first step, to validate the request:
+	// "db" through idem.DB (which begins the final transaction: the steps
+	// after it fail), "read" through idem.Read (its place).
+	validate string
 }
 
 func (p *handlerPayment) handle(ctx context.Context, amount int64) (*idem.Response, error) {
+	if p.validate != "" {
+		q := idem.Read(ctx, p.pool)
+		if p.validate == "db" {
+			q = idem.DB(ctx, p.pool)
+		}
+		var n int
+		if err := q.QueryRow(ctx, `SELECT count(*) FROM refund WHERE amount = $1`, amount).Scan(&n); err != nil {
+			return nil, err
+		}
+	}
 	if p.coinSteps != nil && p.coinSteps.Add(1)%2 == 1 {
 		// Decided afresh on every run: a resumed run takes other steps.
 		if _, err := idem.Local(ctx, p.pool, "audit-first", func(ctx context.Context, tx pgx.Tx) (int, error) { return 0, nil }); err != nil {
@@ -110,6 +125,10 @@ func TestCheckPassesAHandler(t *testing.T) {
 			t.Parallel()
 			idemtest.Check(t, handlerCase(claim, func(*pgxpool.Pool) *handlerPayment { return &handlerPayment{} }))
 		})
+		t.Run(cmp.Or(string(claim), "auto")+"/read-first", func(t *testing.T) {
+			t.Parallel()
+			idemtest.Check(t, handlerCase(claim, func(*pgxpool.Pool) *handlerPayment { return &handlerPayment{validate: "read"} }))
+		})
 	}
 	for _, claim := range []idem.ClaimMode{idem.ClaimAuto, idem.ClaimFirst, idem.ClaimSeparate, idem.ClaimLast} {
 		t.Run(cmp.Or(string(claim), "auto")+"/one-transaction", func(t *testing.T) {
@@ -151,6 +170,7 @@ func TestCheckCatchesABrokenHandler(t *testing.T) {
 			"", "charge", idemtest.RuleForeignParams, "field /amount = "},
 		{"the steps are decided afresh on every run", func(*pgxpool.Pool) *handlerPayment { return &handlerPayment{coinSteps: runs} },
 			"crash inside record", "record", idemtest.RuleFailed, "same steps in the same order"},
+
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -163,6 +183,38 @@ func TestCheckCatchesABrokenHandler(t *testing.T) {
 			}
 			t.Errorf("no finding of rule %q in scenario %q, step %s, saying %q; found %d:\n%s", tc.rule, tc.scenario, tc.phase, tc.says, len(found), list(found))
 		})
+	}
+}
+
+// fatalTB is a testing.TB whose Fatalf is recorded, for a test that
+// shows Check failing another test.
+type fatalTB struct {
+	testing.TB
+	fatal string
+}
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.fatal = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// TestCheckCatchesAReadBeforeTheSteps: a handler that validates its
+// request through idem.DB before its first step begins its final
+// transaction there, and the step after it fails: Check fails the test at
+// once, with the rule's words (idemgen vet cannot see it when the
+// database sits behind an interface). Through idem.Read, the same handler
+// passes (TestCheckPassesAHandler's read-first).
+func TestCheckCatchesAReadBeforeTheSteps(t *testing.T) {
+	t.Parallel()
+	tb := &fatalTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		idemtest.Findings(tb, handlerCase(idem.ClaimAuto, func(*pgxpool.Pool) *handlerPayment { return &handlerPayment{validate: "db"} }))
+	}()
+	<-done
+	if !strings.Contains(tb.fatal, `step "record" taken after the handler began its final transaction`) {
+		t.Errorf("Check on a handler that reads through idem.DB before its steps: %q; want it failed naming the rule", tb.fatal)
 	}
 }
 

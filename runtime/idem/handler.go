@@ -630,6 +630,57 @@ func DB(ctx context.Context, db Querier) Querier {
 	return tx
 }
 
+// Read is what a handler's reads before its steps go through (validating
+// the request, a lookup in another module), in one expression: they need
+// no transaction of the execution, and DB would begin its final one,
+// after which the handler takes no step. In a step's function, Read is
+// the step's transaction; once the final transaction began, that one (it
+// sees what the handler wrote); otherwise, and outside an execution, db
+// itself, so that a read holds a pooled connection for its statement only
+// (Options.PoolHeadroom keeps one free for it). What goes through Read
+// must only read: a write on db would commit outside the execution.
+func Read(ctx context.Context, db Querier) Querier {
+	if tx, ok := ctx.Value(stepTxKey{}).(pgx.Tx); ok {
+		return tx
+	}
+	r := runnerFrom(ctx)
+	if r == nil {
+		return db
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case !r.finalBegun || r.ended:
+		return db
+	case r.c.sess != nil:
+		return &r.c.sess.tx
+	case r.final != nil:
+		return &r.final.tx
+	}
+	return db
+}
+
+// BeginTx is Begin with options, for a repository's BeginTx(ctx, opts):
+// outside an execution, db.BeginTx(ctx, opts). In an execution a
+// transaction is a savepoint in the execution's own, which takes no
+// options: the zero TxOptions is Begin's savepoint, and any other is
+// refused, saying so, rather than silently ignored.
+func BeginTx(ctx context.Context, db interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}, opts pgx.TxOptions) (pgx.Tx, error) {
+	if runnerFrom(ctx) == nil && ctx.Value(stepTxKey{}) == nil && ctx.Value(plainFinalKey{}) == nil {
+		return db.BeginTx(ctx, opts)
+	}
+	if opts != (pgx.TxOptions{}) {
+		return nil, fmt.Errorf("idem: BeginTx with options %+v in an idempotent execution: its transactions are savepoints of the execution's own, which take no isolation level or access mode; set them on the operation's transaction instead, or begin with the zero TxOptions", opts)
+	}
+	tx, err := Tx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return tx.Begin(ctx)
+}
+
 // failedQuerier is DB's answer when the execution's transaction cannot be
 // had: each query fails with why.
 type failedQuerier struct{ err error }

@@ -539,3 +539,53 @@ func TestHandlerFailedStepLeavesNothingAtItsIndex(t *testing.T) {
 		}
 	})
 }
+
+// TestHandlerReadsAndBeginTx: a read before the first step goes through
+// idem.Read and leaves the steps possible (idem.DB there would begin the
+// final transaction); after the final transaction began, Read sees what
+// the handler wrote in it. idem.BeginTx with the zero options is Begin's
+// savepoint; with options, in an execution, it is refused saying why, and
+// outside one it begins on the pool with them, as the plain code did. In
+// every claim mode (a handler's auto is first under an engine's last).
+func TestHandlerReadsAndBeginTx(t *testing.T) {
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		h := func(ctx context.Context) (*idem.Response, error) {
+			var n int
+			if err := idem.Read(ctx, e.pool).QueryRow(ctx, `SELECT count(*) FROM rows`).Scan(&n); err != nil {
+				return nil, err
+			}
+			if _, err := idem.Local(ctx, e.pool, "reserve", func(ctx context.Context, tx pgx.Tx) (int, error) { return 1, nil }); err != nil {
+				return nil, err
+			}
+			if _, err := idem.BeginTx(ctx, e.pool, pgx.TxOptions{IsoLevel: pgx.Serializable}); err == nil || !strings.Contains(err.Error(), "take no isolation level") {
+				return nil, fmt.Errorf("BeginTx with options in an execution: %v; want it refused", err)
+			}
+			tx, err := idem.BeginTx(ctx, e.pool, pgx.TxOptions{})
+			if err != nil {
+				return nil, err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO rows (key) VALUES ('read')`); err != nil {
+				return nil, err
+			}
+			if err := tx.Commit(ctx); err != nil {
+				return nil, err
+			}
+			if err := idem.Read(ctx, e.pool).QueryRow(ctx, `SELECT count(*) FROM rows WHERE key = 'read'`).Scan(&n); err != nil || n != 1 {
+				return nil, fmt.Errorf("Read after the final transaction began: %d rows, %v; want its own write", n, err)
+			}
+			return created(`{}`), nil
+		}
+		if _, err := idem.RunHandler(ctx, e.eng, payOp, request("t", "read", "b"), h); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := idem.BeginTx(ctx, e.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		if _, err := tx.Exec(ctx, `INSERT INTO rows (key) VALUES ('plain')`); err == nil {
+			t.Error("BeginTx outside an execution did not apply its options (a read-only transaction wrote)")
+		}
+	})
+}
