@@ -170,7 +170,6 @@ func TestCheckCatchesABrokenHandler(t *testing.T) {
 			"", "charge", idemtest.RuleForeignParams, "field /amount = "},
 		{"the steps are decided afresh on every run", func(*pgxpool.Pool) *handlerPayment { return &handlerPayment{coinSteps: runs} },
 			"crash inside record", "record", idemtest.RuleFailed, "same steps in the same order"},
-
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
