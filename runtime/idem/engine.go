@@ -159,6 +159,8 @@ type Engine struct {
 	waits     *watcher           // duplicates waiting for executions in flight
 	held      chan struct{}      // a token per execution holding a connection; nil: unbounded
 	exhausted atomic.Bool        // the exhausted pool was logged, and has had no room since
+	keyless   sync.Map           // clients EventKeyless named (KeylessClient)
+	keylessN  atomic.Int32       // how many
 	hooks     testHooks
 }
 

@@ -73,6 +73,11 @@ const (
 	// response-not-stored. An operation whose answers are large renders
 	// its replays instead (replay.render).
 	EventNotStored EventKind = "not_stored"
+	// EventKeyless: a request without a key, to an operation whose key is
+	// optional, ran unprotected (Cause: its client, KeylessClient). While
+	// clients move to sending keys, the count per client says who is left;
+	// at zero the key can be required.
+	EventKeyless EventKind = "keyless"
 )
 
 // The causes of a takeover, as EventTakeover's Cause says.

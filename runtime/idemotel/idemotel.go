@@ -97,6 +97,7 @@ type Observer struct {
 	wait         metric.Float64Histogram
 	takeovers    metric.Int64Counter
 	weakKeys     metric.Int64Counter
+	keyless      metric.Int64Counter
 	seen         sync.Map // operations whose counters are recorded
 }
 
@@ -165,6 +166,10 @@ func New(tp trace.TracerProvider, mp metric.MeterProvider) (*Observer, error) {
 	}
 	if o.takeovers, err = m.Int64Counter("idemgen.takeovers",
 		metric.WithDescription("Executions taken over from an owner whose lease ran out, by cause.")); err != nil {
+		return nil, err
+	}
+	if o.keyless, err = m.Int64Counter("idemgen.keyless_requests",
+		metric.WithDescription("Requests without a key to an operation whose key is optional, run unprotected, by client (the User-Agent's product).")); err != nil {
 		return nil, err
 	}
 	if o.weakKeys, err = m.Int64Counter("idemgen.weak_keys",
@@ -267,6 +272,8 @@ func (o *Observer) ObserveContext(ctx context.Context, ev idem.Event) {
 		o.takeovers.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", ev.Operation), attribute.String("cause", ev.Cause)))
 	case idem.EventWeakKey:
 		o.weakKeys.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", ev.Operation), attribute.String("reason", ev.Cause)))
+	case idem.EventKeyless:
+		o.keyless.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", ev.Operation), attribute.String("client", ev.Cause)))
 	case idem.EventClaim:
 		if ev.Retention > 0 {
 			o.retention.Record(ctx, ev.Retention.Seconds(), metric.WithAttributes(attribute.String("operation", ev.Operation)))

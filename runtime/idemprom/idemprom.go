@@ -38,6 +38,7 @@ import (
 //	idemgen_wait_seconds{operation,outcome}          histogram: how long a duplicate waited for the execution in
 //	                                                 flight; outcome is answered, budget_spent (409) or client_gone
 //	idemgen_weak_keys_total{operation,reason}        counter: requests whose key looks weak: timestamp, numeric, short
+//	idemgen_keyless_requests_total{operation,client} counter: requests without a key where it is optional, by client
 //	idemgen_takeovers_total{operation,cause}         counter: takeovers by cause, lease_expired (the owner died or
 //	                                                 stalled) or completer (the background completer's)
 type Observer struct {
@@ -54,6 +55,7 @@ type Observer struct {
 	wait         *prometheus.HistogramVec
 	takeovers    *prometheus.CounterVec
 	weakKeys     *prometheus.CounterVec
+	keyless      *prometheus.CounterVec
 	seen         sync.Map // operations whose counters are made
 }
 
@@ -130,7 +132,10 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 			Name: "idemgen_weak_keys_total", Help: "Requests whose key looks weak (another intent's client is likely to send it too), by why: timestamp, numeric, short.",
 		}, []string{"operation", "reason"}),
 	}
-	for _, c := range []prometheus.Collector{o.events, o.pruned, o.stuck, o.phase, o.retention, o.replayAge, o.replayRatio, o.replayedFail, o.intentAge, o.intentPast, o.wait, o.takeovers, o.weakKeys} {
+	o.keyless = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "idemgen_keyless_requests_total", Help: "Requests without a key to an operation whose key is optional, run unprotected, by client (the User-Agent's product; at most idem.MaxKeylessClients, then other): at zero, the key can be required.",
+	}, []string{"operation", "client"})
+	for _, c := range []prometheus.Collector{o.events, o.pruned, o.stuck, o.phase, o.retention, o.replayAge, o.replayRatio, o.replayedFail, o.intentAge, o.intentPast, o.wait, o.takeovers, o.weakKeys, o.keyless} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -177,6 +182,8 @@ func (o *Observer) Observe(ev idem.Event) {
 		o.takeovers.WithLabelValues(ev.Operation, ev.Cause).Inc()
 	case idem.EventWeakKey:
 		o.weakKeys.WithLabelValues(ev.Operation, ev.Cause).Inc()
+	case idem.EventKeyless:
+		o.keyless.WithLabelValues(ev.Operation, ev.Cause).Inc()
 	case idem.EventClaim:
 		o.events.WithLabelValues(ev.Operation, string(ev.Kind)).Inc()
 		if ev.Retention > 0 {

@@ -91,6 +91,8 @@ type Call struct {
 	executed bool
 	// bound is set once the strict server bound the request (MarkBound).
 	bound bool
+	// userAgent is a keyless request's User-Agent (Engine.Keyless).
+	userAgent string
 
 	// The request's context, body and response writer as the middleware
 	// hands them on, allocated with the call.
@@ -387,7 +389,8 @@ func Prepare(r *http.Request, o *Options, spec *Spec, route Route) (*Call, error
 		}
 	}
 	if call.Request.Key == "" {
-		return call, nil // optional key not sent: no fingerprint needed
+		call.userAgent = r.UserAgent() // for EventKeyless, in Execute
+		return call, nil               // optional key not sent: no fingerprint needed
 	}
 	call.Request.IntentAge, call.Request.IntentAgeSent = idemhttp.IntentAge(r.Header)
 	call.Request.Wait, call.Request.WaitSent = idemhttp.PreferWait(r.Header)
@@ -554,6 +557,7 @@ func execute(ctx context.Context, eng *idem.Engine, keyless func(*Call) (*idem.R
 	}
 	call.executed = true
 	if call.Request.Key == "" {
+		eng.Keyless(ctx, call.Spec.Operation, call.userAgent)
 		return keyless(call)
 	}
 	out, err := run(call)

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -298,5 +299,59 @@ func TestHandlerRuleStaysInTheLog(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `step \"book-proctoring\" taken after the handler began its final transaction`) || !strings.Contains(logs.String(), "operation=bookExam") {
 		t.Errorf("the log through slog.Default() has not the rule's words and the request line:\n%s", logs.String())
+	}
+}
+
+// keylessEvents records EventKeyless's clients.
+type keylessEvents struct {
+	mu      sync.Mutex
+	clients []string
+}
+
+func (k *keylessEvents) Observe(ev idem.Event) {
+	if ev.Kind == idem.EventKeyless {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		k.clients = append(k.clients, ev.Operation+" "+ev.Cause)
+	}
+}
+
+// TestKeylessRequestsAreCountedByClient: while an operation's key is
+// optional (clients moving to sending keys), each request without one is
+// observed with its client, from its User-Agent's product, so that the
+// metric says who still sends none; a keyed request is not.
+func TestKeylessRequestsAreCountedByClient(t *testing.T) {
+	ev := &keylessEvents{}
+	env := idemtest.New(t, idem.Options{Observer: ev})
+	rt := &idemstd.Runtime{Engine: env.Engine, Logger: slog.New(slog.DiscardHandler)}
+	spec := &idemstd.Spec{Operation: &idem.Operation{ID: "startExam"}, Key: idemhttp.KeyRule{Required: false}, Scope: idemtype.Scope{Kind: idemtype.ScopeGlobal}, Route: "/x"}
+	type state struct{}
+	h := idemstd.Middleware(rt, spec)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resp, err := idemstd.Execute(r.Context(), env.Engine, []byte("{}"), []idem.Phase[state]{{Name: "start", Final: func(context.Context, pgx.Tx, *state) (*idem.Response, error) {
+			return &idem.Response{Status: 201}, nil
+		}}})
+		if err != nil {
+			http.Error(w, "failed", 500)
+			return
+		}
+		idemstd.Writer(r.Context(), resp)(w)
+	}))
+	for _, c := range []struct{ key, ua string }{
+		{"", "exam-spa/3.4.1 (Windows NT 10.0)"}, {"", "exam-spa/3.4.2"}, {"", ""}, {"", "curl/8.5.0"}, {"k1", "exam-spa/3.5.0"},
+	} {
+		req := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader("{}"))
+		req.Header.Set("User-Agent", c.ua)
+		if c.key != "" {
+			req.Header.Set("Idempotency-Key", c.key)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 201 {
+			t.Fatalf("%+v: %d", c, rec.Code)
+		}
+	}
+	want := []string{"startExam exam-spa", "startExam exam-spa", "startExam unknown", "startExam curl"}
+	if strings.Join(ev.clients, ",") != strings.Join(want, ",") {
+		t.Errorf("keyless events %v; want %v", ev.clients, want)
 	}
 }
