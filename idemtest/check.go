@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"runtime"
 	"slices"
 	"sync"
@@ -51,6 +52,14 @@ type Case[S any] struct {
 	// (the engine's tables are there too). Check calls it once per
 	// scenario.
 	Setup func(ctx context.Context, pool *pgxpool.Pool) error
+	// Migrate, when set, runs the service's own migrations (golang-migrate,
+	// goose, its own runner) on a database of the scenario's own, given by
+	// its connection string: what its SQL names schema-qualified
+	// (examination.exams) is where production has it, and Check compares
+	// the tables of every schema there but the engine's. The engine's
+	// tables are in a schema of their own, the search_path of Setup's
+	// pool, which runs after Migrate. Check calls it once per scenario.
+	Migrate func(ctx context.Context, dsn string) error
 	// Volatile names the columns whose values differ between two correct
 	// runs (timestamps): "column" in every table, or "table.column".
 	// Serial and identity columns need not be named (see docs/testing.md).
@@ -207,9 +216,18 @@ type checker[S any] struct {
 // the service's, and an engine on it.
 type world struct {
 	env    *Env
-	tables []string // the service's tables, in name order
-	seqs   []string // the service's sequences
+	tables []string // the service's tables, by display name (relationName), in order
+	seqs   []string // the service's sequences, the same
+	// schemas are where the service's relations are looked for: the
+	// scenario's schema, or nil (every schema of a database of the
+	// scenario's own, Case.Migrate).
+	schemas []string
+	rel     map[string]relation // where each table and sequence is, by display name
 }
+
+// ident is the quoted, schema-qualified name of a relation of w, by its
+// display name.
+func (w *world) ident(name string) string { return w.rel[name].ident() }
 
 func (k *checker[S]) run() {
 	ctx := context.Background()
@@ -297,28 +315,42 @@ func (k *checker[S]) begin(ctx context.Context, scenario string) *world {
 		k.c.Recorder.setScenario(scenario)
 	}
 	opts := k.c.Options
-	env := New(k.t, opts)
-	w := &world{env: env}
-	engineTables, err := listRelations(ctx, env.Pool, env.Schema, "r")
+	var env *Env
+	w := &world{}
+	if k.c.Migrate != nil {
+		env = newEnv(k.t, opts, true)
+	} else {
+		env = newEnv(k.t, opts, false)
+		w.schemas = []string{env.Schema}
+	}
+	w.env = env
+	engineTables, _, err := listRelations(ctx, env.Pool, w.schemas, env.Schema, "r")
 	if err != nil {
 		k.t.Fatalf("idemtest.Check: %v", err)
 	}
-	engineSeqs, _ := listRelations(ctx, env.Pool, env.Schema, "S")
+	engineSeqs, _, _ := listRelations(ctx, env.Pool, w.schemas, env.Schema, "S")
+	if k.c.Migrate != nil {
+		if err := k.c.Migrate(ctx, env.URL); err != nil {
+			k.t.Fatalf("idemtest.Check %s: Migrate: %v", scenario, err)
+		}
+	}
 	if k.c.Setup != nil {
 		if err := k.c.Setup(ctx, env.Pool); err != nil {
 			k.t.Fatalf("idemtest.Check %s: Setup: %v", scenario, err)
 		}
 	}
-	tables, err := listRelations(ctx, env.Pool, env.Schema, "r")
+	tables, where, err := listRelations(ctx, env.Pool, w.schemas, env.Schema, "r")
 	if err != nil {
 		k.t.Fatalf("idemtest.Check: %v", err)
 	}
-	seqs, err := listRelations(ctx, env.Pool, env.Schema, "S")
+	seqs, seqWhere, err := listRelations(ctx, env.Pool, w.schemas, env.Schema, "S")
 	if err != nil {
 		k.t.Fatalf("idemtest.Check: %v", err)
 	}
+	maps.Copy(where, seqWhere)
 	w.tables = without(tables, engineTables)
 	w.seqs = without(seqs, engineSeqs)
+	w.rel = where
 	return w
 }
 

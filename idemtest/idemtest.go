@@ -67,6 +67,9 @@ type Env struct {
 	Pool   *pgxpool.Pool
 	Schema string
 	Engine *idem.Engine
+	// URL is the connection string of Pool's database (without the
+	// search_path), for what the service runs there itself.
+	URL string
 }
 
 // New migrates the engine's tables into a new schema and returns an engine
@@ -74,12 +77,32 @@ type Env struct {
 // either step fails.
 func New(tb testing.TB, opts idem.Options) *Env {
 	tb.Helper()
-	pool, schema := dbtest.Pool(tb)
+	return newEnv(tb, opts, false)
+}
+
+// NewDatabase is New on a database of its own, dropped when the test
+// ends: for a service whose migrations make schemas of their own and whose
+// SQL names its tables schema-qualified. Run them on Env.URL.
+func NewDatabase(tb testing.TB, opts idem.Options) *Env {
+	tb.Helper()
+	return newEnv(tb, opts, true)
+}
+
+func newEnv(tb testing.TB, opts idem.Options, database bool) *Env {
+	tb.Helper()
+	var pool *pgxpool.Pool
+	var schema, dsn string
+	if database {
+		pool, schema, dsn = dbtest.DatabasePool(tb, nil)
+	} else {
+		pool, schema = dbtest.Pool(tb)
+		dsn = dbtest.URL(tb)
+	}
 	dbtest.Migrate(tb, pool, schema)
 	opts.Schema = schema
 	eng, err := idem.New(pool, opts)
 	if err != nil {
 		tb.Fatalf("idemtest: %v", err)
 	}
-	return &Env{Pool: pool, Schema: schema, Engine: eng}
+	return &Env{Pool: pool, Schema: schema, Engine: eng, URL: dsn}
 }

@@ -34,14 +34,14 @@ func (k *checker[S]) rows(ctx context.Context, w *world, renumber bool) rows {
 				return nil, err
 			}
 			return decodeJSON([]byte(s))
-		}, `SELECT to_jsonb(t)::text FROM `+pgx.Identifier{w.env.Schema, t}.Sanitize()+` t`)
+		}, `SELECT to_jsonb(t)::text FROM `+w.ident(t)+` t`)
 		if err != nil {
 			k.t.Fatalf("idemtest.Check: reading table %s: %v", t, err)
 		}
 		raw[t] = list
 	}
 	if renumber {
-		if err := renumberSerials(ctx, w.env.Pool, w.env.Schema, raw); err != nil {
+		if err := renumberSerials(ctx, w.env.Pool, w.schemas, w.env.Schema, raw); err != nil {
 			k.t.Fatalf("idemtest.Check: %v", err)
 		}
 	}
@@ -50,7 +50,7 @@ func (k *checker[S]) rows(ctx context.Context, w *world, renumber bool) rows {
 		out[t] = []string{}
 		for _, row := range list {
 			for col := range row {
-				if slices.Contains(k.c.Volatile, col) || slices.Contains(k.c.Volatile, t+"."+col) {
+				if slices.Contains(k.c.Volatile, col) || slices.Contains(k.c.Volatile, t+"."+col) || slices.Contains(k.c.Volatile, w.rel[t].name+"."+col) {
 					delete(row, col)
 				}
 			}
@@ -143,34 +143,38 @@ func sample(rows []string) string {
 
 // renumberSerials replaces, in raw, each serial or identity column's
 // values (and those of single-column foreign keys referencing it) by their
-// rank among the column's values, from 1.
-func renumberSerials(ctx context.Context, pool *pgxpool.Pool, schema string, raw map[string][]map[string]any) error {
-	type column struct{ Table, Name string }
+// rank among the column's values, from 1. raw is by display name
+// (relationName) of the tables of schemas (nil: every schema but the
+// system's).
+func renumberSerials(ctx context.Context, pool *pgxpool.Pool, schemas []string, home string, raw map[string][]map[string]any) error {
+	type column struct{ Schema, Table, Name string }
 	serials, err := query(ctx, pool, pgx.RowToStructByPos[column], `
-SELECT c.relname, a.attname
-FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = $1) AND c.relkind = 'r'
+SELECT n.nspname::text, c.relname::text, a.attname::text
+FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE `+inSchemas+` AND c.relkind = 'r'
   AND a.attnum > 0 AND NOT a.attisdropped
-  AND pg_get_serial_sequence(format('%I.%I', $1::text, c.relname), a.attname) IS NOT NULL`, schema)
+  AND pg_get_serial_sequence(format('%I.%I', n.nspname, c.relname), a.attname) IS NOT NULL`, schemas)
 	if err != nil {
 		return fmt.Errorf("finding serial columns: %w", err)
 	}
-	type reference struct{ Table, Name, RefTable, RefName string }
+	type reference struct{ Schema, Table, Name, RefSchema, RefTable, RefName string }
 	refs, err := query(ctx, pool, pgx.RowToStructByPos[reference], `
-SELECT c.relname, a.attname, rc.relname, ra.attname
+SELECT n.nspname::text, c.relname::text, a.attname::text, rn.nspname::text, rc.relname::text, ra.attname::text
 FROM pg_constraint co
 JOIN pg_class c ON c.oid = co.conrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_class rc ON rc.oid = co.confrelid
+JOIN pg_namespace rn ON rn.oid = rc.relnamespace
 JOIN pg_attribute a ON a.attrelid = co.conrelid AND a.attnum = co.conkey[1]
 JOIN pg_attribute ra ON ra.attrelid = co.confrelid AND ra.attnum = co.confkey[1]
-WHERE co.contype = 'f' AND cardinality(co.conkey) = 1
-  AND c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = $1)`, schema)
+WHERE co.contype = 'f' AND cardinality(co.conkey) = 1 AND `+inSchemas, schemas)
 	if err != nil {
 		return fmt.Errorf("finding foreign keys: %w", err)
 	}
 	for _, s := range serials {
+		table := relationName(home, s.Schema, s.Table)
 		var values []int64
-		for _, row := range raw[s.Table] {
+		for _, row := range raw[table] {
 			if v, ok := number(row[s.Name]); ok {
 				values = append(values, v)
 			}
@@ -185,13 +189,13 @@ WHERE co.contype = 'f' AND cardinality(co.conkey) = 1
 			}
 		}
 		for _, r := range refs {
-			if r.RefTable == s.Table && r.RefName == s.Name {
-				for _, row := range raw[r.Table] {
+			if r.RefSchema == s.Schema && r.RefTable == s.Table && r.RefName == s.Name {
+				for _, row := range raw[relationName(home, r.Schema, r.Table)] {
 					rank(row, r.Name)
 				}
 			}
 		}
-		for _, row := range raw[s.Table] {
+		for _, row := range raw[table] {
 			rank(row, s.Name)
 		}
 	}
@@ -207,15 +211,44 @@ func number(v any) (int64, bool) {
 	return i, err == nil
 }
 
-// listRelations lists the relations of one kind ("r" tables, "S"
-// sequences) in schema, by name.
-func listRelations(ctx context.Context, pool *pgxpool.Pool, schema, kind string) ([]string, error) {
-	names, err := query(ctx, pool, pgx.RowTo[string], `SELECT relname::text FROM pg_class
-WHERE relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = $1) AND relkind = $2::"char" ORDER BY relname`, schema, kind)
-	if err != nil {
-		return nil, fmt.Errorf("listing the relations of schema %s: %w", schema, err)
+// inSchemas is the condition that a relation of namespace n is in $1's
+// schemas, or in any schema but the system's when $1 is NULL.
+const inSchemas = `(n.nspname = ANY($1) OR $1 IS NULL AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_%')`
+
+// relation is a table or sequence, by schema.
+type relation struct{ schema, name string }
+
+func (r relation) ident() string { return pgx.Identifier{r.schema, r.name}.Sanitize() }
+
+// relationName is how findings name a relation: by its name in the home
+// schema (the scenario's own), schema-qualified elsewhere.
+func relationName(home, schema, name string) string {
+	if schema == home {
+		return name
 	}
-	return names, nil
+	return schema + "." + name
+}
+
+// listRelations lists the relations of one kind ("r" tables, "S"
+// sequences) of schemas (nil: every schema but the system's), by display
+// name (relationName), with where each is.
+func listRelations(ctx context.Context, pool *pgxpool.Pool, schemas []string, home, kind string) ([]string, map[string]relation, error) {
+	rels, err := query(ctx, pool, func(r pgx.CollectableRow) (relation, error) {
+		var rel relation
+		err := r.Scan(&rel.schema, &rel.name)
+		return rel, err
+	}, `SELECT n.nspname::text, c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE `+inSchemas+` AND c.relkind = $2::"char" ORDER BY 1, 2`, schemas, kind)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing the relations: %w", err)
+	}
+	names, where := make([]string, 0, len(rels)), make(map[string]relation, len(rels))
+	for _, r := range rels {
+		n := relationName(home, r.schema, r.name)
+		names = append(names, n)
+		where[n] = r
+	}
+	return names, where, nil
 }
 
 func without(all, drop []string) []string {
@@ -232,7 +265,7 @@ func (k *checker[S]) sequences(ctx context.Context, w *world) map[string]seqStat
 	out := map[string]seqState{}
 	for _, s := range w.seqs {
 		var st seqState
-		if err := w.env.Pool.QueryRow(ctx, `SELECT last_value, is_called FROM `+pgx.Identifier{w.env.Schema, s}.Sanitize()).Scan(&st.last, &st.called); err != nil {
+		if err := w.env.Pool.QueryRow(ctx, `SELECT last_value, is_called FROM `+w.ident(s)).Scan(&st.last, &st.called); err != nil {
 			k.t.Fatalf("idemtest.Check: reading sequence %s: %v", s, err)
 		}
 		out[s] = st
@@ -244,7 +277,7 @@ func (k *checker[S]) sequences(ctx context.Context, w *world) map[string]seqStat
 // stood.
 func (k *checker[S]) restoreSequences(ctx context.Context, w *world, seqs map[string]seqState) {
 	for s, st := range seqs {
-		if _, err := w.env.Pool.Exec(ctx, `SELECT setval($1::regclass, $2, $3)`, pgx.Identifier{w.env.Schema, s}.Sanitize(), st.last, st.called); err != nil {
+		if _, err := w.env.Pool.Exec(ctx, `SELECT setval($1::regclass, $2, $3)`, w.ident(s), st.last, st.called); err != nil {
 			k.t.Fatalf("idemtest.Check: restoring sequence %s: %v", s, err)
 		}
 	}

@@ -19,6 +19,7 @@ package dbtest
 import (
 	"context"
 	"fmt"
+	neturl "net/url"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -159,9 +160,19 @@ func PoolWith(tb testing.TB, configure func(*pgxpool.Config)) (*pgxpool.Pool, st
 // search_path names its one schema, dropped when the test ends.
 func pooledPool(tb testing.TB, configure func(*pgxpool.Config)) (*pgxpool.Pool, string) {
 	tb.Helper()
+	pool, schema, _ := DatabasePool(tb, configure)
+	return pool, schema
+}
+
+// DatabasePool is Pool on a database of its own, dropped when the test
+// ends, whose search_path names its one schema; dsn is the database's
+// connection string, for what the service runs on it itself (its
+// migrations).
+func DatabasePool(tb testing.TB, configure func(*pgxpool.Config)) (pool *pgxpool.Pool, schema, dsn string) {
+	tb.Helper()
 	ctx := context.Background()
 	url := URL(tb)
-	schema := fmt.Sprintf("t%d", schemas.Add(1))
+	schema = fmt.Sprintf("t%d", schemas.Add(1))
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		tb.Fatalf("idemtest: %v", err)
@@ -185,7 +196,7 @@ func pooledPool(tb testing.TB, configure func(*pgxpool.Config)) (*pgxpool.Pool, 
 	if configure != nil {
 		configure(cfg)
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		tb.Fatalf("idemtest: %v", err)
 	}
@@ -193,7 +204,16 @@ func pooledPool(tb testing.TB, configure func(*pgxpool.Config)) (*pgxpool.Pool, 
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		tb.Fatalf("idemtest: create schema: %v", err)
 	}
-	return pool, schema
+	return pool, schema, withDatabase(url, db)
+}
+
+// withDatabase is dsn (a URL or keyword/value pairs) naming database db.
+func withDatabase(dsn, db string) string {
+	if u, err := neturl.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		u.Path = "/" + db
+		return u.String()
+	}
+	return dsn + " dbname=" + db
 }
 
 // Migrate brings schema's engine tables up to date on pool and, against a

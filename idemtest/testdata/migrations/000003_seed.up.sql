@@ -1,0 +1,1 @@
+INSERT INTO catalog.courses VALUES (1, 'Databases', true);
