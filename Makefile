@@ -10,7 +10,7 @@ FORMFUZZTIME ?= 10000x
 BENCHCOUNT ?= 5
 BENCHTIME ?= 2s
 
-.PHONY: test test-short lint generate bench bench-model bench-store bench-layouts bench-wait bench-render fuzz golden realspec demo chaos topology citus docs-check check-alerts prometheus-tools
+.PHONY: test compat test-short lint generate bench bench-model bench-store bench-layouts bench-wait bench-render fuzz golden realspec demo chaos topology citus docs-check check-alerts prometheus-tools
 
 # The modules whose packages make test runs: the toolkit, and examples/, a
 # module of its own so that the examples' dependencies (toxiproxy,
@@ -23,11 +23,16 @@ MODULES := . examples runtime/idemgin
 # Runs its argument in every module, stopping at the first failure.
 each = for m in $(MODULES); do (cd $$m && $(1)) || exit 1; done
 
-## test: vet, short fuzz runs, the whole suite with the race detector on a real PostgreSQL
+## test: vet, short fuzz runs, the whole suite with the race detector on a real PostgreSQL (the dependencies' floors, go.mod's), then make compat (their newest)
 test: lint
 	$(MAKE) --no-print-directory fuzz
 	$(call each,$(GO) test -race -count=1 -parallel 8 ./...)
 	cd golden && $(GO) test -race -count=1 ./routers
+	$(MAKE) --no-print-directory compat
+
+## compat: a copy of the tree on the newest pgx, oapi-codegen, kin-openapi and echo, and oapi-codegen/runtime v1.9 (vet and short tests; go.mod requires the lowest that work)
+compat:
+	GO=$(GO) scripts/compat.sh
 
 ## test-short: the edit-test loop: lint, then the suite without its long tests (no race detector)
 test-short: lint

@@ -10,8 +10,8 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/labstack/echo/v4 v4.16.0
-	github.com/oapi-codegen/oapi-codegen/v2 v2.8.2
+	github.com/labstack/echo/v4 v4.5.0
+	github.com/oapi-codegen/oapi-codegen/v2 v2.8.1
 	github.com/prometheus/client_golang v1.24.1
 	github.com/prometheus/client_model v0.6.3
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3

@@ -68,13 +68,15 @@ func (s *h2Server) serve(c net.Conn, first bool) {
 	}
 	open := map[uint32]bool{}
 	answer := func(id uint32) {
+		// Counted before the answer goes out: the client may read the
+		// counts as soon as it has the answer.
+		s.mu.Lock()
+		s.processed++
+		s.mu.Unlock()
 		var buf bytes.Buffer
 		enc := hpack.NewEncoder(&buf)
 		enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
 		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: buf.Bytes(), EndHeaders: true, EndStream: true})
-		s.mu.Lock()
-		s.processed++
-		s.mu.Unlock()
 		delete(open, id)
 	}
 	for {
