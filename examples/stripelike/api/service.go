@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	_ "embed"
 	"fmt"
+	mrand "math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -60,7 +61,9 @@ type MemoryNetwork struct {
 	mu       sync.Mutex
 	latency  time.Duration
 	fail     error
-	failures int // calls left to fail with fail; 0: every call while fail is set
+	failures int     // calls left to fail with fail; 0: every call while fail is set
+	rate     float64 // the share of calls that fail with rateErr
+	rateErr  error
 	inFlight int
 	charged  map[string]bool
 }
@@ -79,6 +82,14 @@ func (n *MemoryNetwork) SetFailure(err error) {
 	n.fail, n.failures = err, 0
 }
 
+// SetFailureRate makes each call fail with err with probability rate,
+// before any effect: a network that drops some calls (0 stops it).
+func (n *MemoryNetwork) SetFailureRate(rate float64, err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.rate, n.rateErr = rate, err
+}
+
 // SetFailures makes the next count calls fail with err: a network down,
 // then back.
 func (n *MemoryNetwork) SetFailures(count int, err error) {
@@ -91,6 +102,9 @@ func (n *MemoryNetwork) SetFailures(count int, err error) {
 func (n *MemoryNetwork) Authorize(ctx context.Context, key string, amount int64, currency string) (bool, error) {
 	n.mu.Lock()
 	latency, fail := n.latency, n.fail
+	if fail == nil && n.rate > 0 && mrand.Float64() < n.rate {
+		fail = n.rateErr
+	}
 	if n.failures > 0 {
 		if n.failures--; n.failures == 0 {
 			n.fail = nil

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -252,6 +254,46 @@ func TestStripeGoBehindARetryingProxy(t *testing.T) {
 	}
 	if n := s.network.Charges(); n != 2 {
 		t.Errorf("%d charges; want 2 (one per key)", n)
+	}
+}
+
+// TestStripeGoEndsEveryIntentInItsCharge: 150 intents from 8 clients,
+// the card network dropping 3% of calls before any effect; stripe-go with
+// its default retries (2, with its own backoff) and no call by hand ends
+// every intent in its charge, once: a dropped call's execution is
+// answered 429 lock_timeout, which stripe-go retries, and the retry
+// resumes it.
+func TestStripeGoEndsEveryIntentInItsCharge(t *testing.T) {
+	s := newService(t)
+	s.network.SetFailureRate(0.03, errors.New("card network unreachable"))
+	sc := stripe.NewClient("sk_test_example", stripe.WithBackends(&stripe.Backends{API: stripe.GetBackendWithConfig(stripe.APIBackend,
+		&stripe.BackendConfig{URL: stripe.String(s.URL), LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull}})}))
+	const intents, clients = 150, 8
+	failed := make(chan error, intents)
+	next := make(chan int, intents)
+	for i := range intents {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if ch, err := sc.V1Charges.Create(context.Background(), chargeParams(100, fmt.Sprintf("intent-%d", i))); err != nil || !ch.Paid {
+					failed <- fmt.Errorf("intent %d: %v", i, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(failed)
+	for err := range failed {
+		t.Error(err)
+	}
+	if n, c := s.network.Charges(), s.charges(t); n != intents || c != intents {
+		t.Errorf("%d charges at the network, %d rows; want %d and %d", n, c, intents, intents)
 	}
 }
 
