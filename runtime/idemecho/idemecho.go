@@ -46,8 +46,9 @@ type Runtime struct {
 	// 1 MiB); larger bodies are answered 413.
 	MaxBodyBytes int64
 	// Logger gets one line per idempotent request with the key and
-	// whether it was replayed (nil: slog.Default(); slog.DiscardHandler
-	// for none).
+	// whether it was replayed. Nil: slog.Default() gets the lines of
+	// failures and refusals (status 400 and above); a logger on
+	// slog.DiscardHandler, none.
 	Logger *slog.Logger
 	// Context bounds the background work the generated Register starts:
 	// the completer of operations with complete: background (see

@@ -45,8 +45,9 @@ type Runtime struct {
 	// MaxBodyBytes limits request bodies read for fingerprinting (default
 	// idemstd.DefaultMaxBodyBytes); larger bodies are answered 413.
 	MaxBodyBytes int64
-	// Logger gets one line per idempotent request (nil: slog.Default();
-	// slog.DiscardHandler for none).
+	// Logger gets one line per idempotent request. Nil: slog.Default()
+	// gets the lines of failures and refusals (status 400 and above); a
+	// logger on slog.DiscardHandler, none.
 	Logger *slog.Logger
 	// Context bounds the background completer the generated Register
 	// starts (see idemstd.StartCompleter). Default: the life of the process.

@@ -689,7 +689,7 @@ func Writer(ctx context.Context, r *idem.Response) func(http.ResponseWriter) err
 const PreferenceAppliedHeader = "Preference-Applied"
 
 // LogRequest writes the one line an idempotent request gets, through
-// logger (nil: slog.Default()): the request, the status sent, the key and whether it was
+// logger (nil: slog.Default(), for failures and refusals only): the request, the status sent, the key and whether it was
 // replayed or resumed, and the error the handler returned.
 func LogRequest(logger *slog.Logger, r *http.Request, call *Call, status int, err error) {
 	logRequest(logger, r, call, status, err, nil)
@@ -709,6 +709,12 @@ const invalidKeyShown = 64
 
 func logRequest(logger *slog.Logger, r *http.Request, call *Call, status int, err error, perr *idemtype.Error) {
 	if logger == nil {
+		// Told nothing: the requests a team must hear of (a failure, a
+		// refusal) through slog.Default(), not every answered one (an
+		// access log, which costs a line per request, is asked for).
+		if status < 400 && err == nil && perr == nil {
+			return
+		}
 		logger = slog.Default()
 	}
 	attrs := []any{"method", r.Method, "path", r.URL.Path, "status", status}

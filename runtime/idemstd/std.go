@@ -41,8 +41,9 @@ type Runtime struct {
 	// Logger only.
 	ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
 	// Logger gets one line per idempotent request with the key and
-	// whether it was replayed (nil: slog.Default(); slog.DiscardHandler
-	// for none).
+	// whether it was replayed. Nil: slog.Default() gets the lines of
+	// failures and refusals (status 400 and above); a logger on
+	// slog.DiscardHandler, none.
 	Logger *slog.Logger
 	// Context bounds the background work the generated Register starts
 	// (see StartCompleter). Default: the life of the process.
