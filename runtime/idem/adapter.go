@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
@@ -130,27 +131,24 @@ func RunWithoutKey[S any](ctx context.Context, e *Engine, op *Operation, phases 
 			continue
 		}
 		var resp *Response
-		pc, release, err := e.acquireHeld(ctx)
-		if err != nil {
-			return nil, err
-		}
-		err = pgx.BeginFunc(ctx, pc, func(tx pgx.Tx) error {
-			var err error
-			if p.Final != nil {
-				resp, err = p.Final(ctx, tx, &state)
+		err := e.withHeld(ctx, func(pc *pgxpool.Conn) error {
+			return pgx.BeginFunc(ctx, pc, func(tx pgx.Tx) error {
+				var err error
+				if p.Final != nil {
+					resp, err = p.Final(ctx, tx, &state)
+					if a := answered(err); a != nil {
+						resp, err = a, checkFinal(p.Name, a)
+					}
+					return err
+				}
+				err = p.Local(ctx, tx, &state)
 				if a := answered(err); a != nil {
-					resp, err = a, checkFinal(p.Name, a)
+					resp = a
+					return checkFinal(p.Name, a)
 				}
 				return err
-			}
-			err = p.Local(ctx, tx, &state)
-			if a := answered(err); a != nil {
-				resp = a
-				return checkFinal(p.Name, a)
-			}
-			return err
+			})
 		})
-		release()
 		if err != nil {
 			return nil, err
 		}

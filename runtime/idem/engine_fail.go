@@ -68,8 +68,12 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 	var protoErr *Error
 	var unknown *commitUnknownError
 	// The phase declared the failure effect-free: a release, or a protocol
-	// error such as the not-implemented stub.
-	declared := errors.As(err, &rel) || errors.As(err, &protoErr)
+	// error such as the not-implemented stub. The engine's own (no turn for
+	// a connection, a rule of the handler mode broken) declare nothing: a
+	// foreign call before them may have had its effect.
+	var rule *ruleError
+	engineMade := errors.Is(err, errPoolExhausted) || errors.As(err, &rule)
+	declared := !engineMade && (errors.As(err, &rel) || errors.As(err, &protoErr))
 	switch {
 	case errors.As(err, &unknown):
 		// The phase's COMMIT may have taken effect: nothing is released or
@@ -94,9 +98,10 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 		}
 		e.yield(c)
 		return nil, err
-	case committed && errors.Is(err, errPoolExhausted):
-		// No connection for the next phase: nothing of it ran. The lease
-		// is given back, so a retry resumes at once.
+	case (committed || foreignTried) && errors.Is(err, errPoolExhausted):
+		// No connection for the next phase: nothing of it ran, but what
+		// ran before it may have had effects. The record is kept and its
+		// lease given back, so that a retry resumes at once.
 		e.yield(c)
 		e.hooks.run(e.hooks.afterEnd)
 		return nil, errPoolExhausted
@@ -109,7 +114,9 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 		// so, no foreign call was attempted: no effect exists. The release
 		// is conditional on the recovery point: a commit that failed only in
 		// its acknowledgement leaves the record in place, as ambiguous.
-		released, derr := e.store.release(ctx, c)
+		rctx, cancel := context.WithTimeout(ctx, e.opts.PoolWait) // the store's failure (503) past it
+		released, derr := e.store.release(rctx, c)
+		cancel()
 		if derr != nil {
 			// The key is still claimed, bound to this request: the phase's
 			// answer would tell the client it is free, and its corrected
@@ -134,7 +141,11 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 	e.observe(ctx, Event{Kind: EventAmbiguous, Operation: c.op.ID})
 	failure := &Error{Kind: idemtype.KindFailed, Err: err, RetryAfter: time.Second,
 		Detail: "the request failed after it may have had effects; retry with the same key to resume it from its last completed step"}
-	if deterministic(err) {
+	if rule != nil {
+		// The code breaks the rule again on every resumed run.
+		failure.RetryAfter = 0
+		failure.Detail = "the service could not handle this request; its log says why, and a retry with the same key fails the same way until the service is fixed"
+	} else if deterministic(err) {
 		// A statement the database refuses fails the resumed execution
 		// the same way: no Retry-After, which clients would follow for ever.
 		failure.RetryAfter = 0
@@ -171,7 +182,10 @@ func (e *Engine) storeFailure(ctx context.Context, c *claim, resp *Response) err
 // yield gives up c's lease at once, so a retry can resume without waiting
 // for it to expire.
 func (e *Engine) yield(c *claim) {
-	if err := e.store.yield(context.WithoutCancel(c.ctx), c); err != nil {
+	// Within PoolWait: on an exhausted pool the lease expires by itself.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), e.opts.PoolWait)
+	defer cancel()
+	if err := e.store.yield(ctx, c); err != nil {
 		e.logStoreError(c.ctx, slog.LevelWarn, c.op.ID, "yield (the lease expires by itself)", err)
 	}
 }

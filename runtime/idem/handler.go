@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -107,6 +108,10 @@ type stepRecord struct {
 	Name    string          `json:"name"`
 	Foreign bool            `json:"foreign,omitempty"`
 	Value   json.RawMessage `json:"value"`
+	// FailedBefore names the steps whose functions failed at this index
+	// before this step was taken there: a resumed run may take them again
+	// here (the primary card before the backup), and no other.
+	FailedBefore []string `json:"failed_before,omitempty"`
 }
 
 // finalStep is the recovery point's and the logs' name of a handler's
@@ -124,6 +129,9 @@ type runner struct {
 	state handlerState
 	next  int // index of the next step the handler takes
 	names map[string]bool
+	// failedHere are the steps whose functions failed at index next, for
+	// the record of the step that takes it (stepRecord.FailedBefore).
+	failedHere []string
 	// committed: a step of this record committed; foreignTried: a foreign
 	// call may have had an effect.
 	committed, foreignTried bool
@@ -334,13 +342,15 @@ func (r *runner) commitFinal(ctx context.Context, resp *Response) (*Response, er
 // handler may take it, and returns the record's result when the step is
 // recorded already; recorded is nil when the step is to run.
 //
-// A step whose function fails records nothing and gives its index back
-// (failedStep), so that the next step the handler takes is at that index,
-// on this run and on every resumed one. A step recorded nowhere in the
-// record is therefore run even where the record holds another step at its
-// index: it is one that failed on an earlier run. If it fails again, the
-// run goes on as the earlier one did; if it succeeds where the earlier run
-// failed, the run and the record went different ways (matchesRecord).
+// A step whose function fails records nothing but its name, with the
+// step that next takes its index (stepRecord.FailedBefore), and gives the
+// index back (failedStep), so that the next step the handler takes is at
+// that index, on this run and on every resumed one. A resumed run may
+// therefore take, where the record holds another step, one of those that
+// failed there: if it fails again, the run goes on as the earlier one did;
+// if it succeeds where the earlier run failed, the run and the record went
+// different ways (matchesRecord). Any other step there is refused before
+// it runs.
 func (r *runner) step(name string, foreign bool) (i int, recorded *stepRecord, err error) {
 	if r.err != nil {
 		return 0, nil, r.err
@@ -359,9 +369,11 @@ func (r *runner) step(name string, foreign bool) (i int, recorded *stepRecord, e
 		r.err = ruleErrorf("idem: step %q taken after the handler began its final transaction (Tx, Begin): steps come before it", name)
 	case i < len(r.state.Steps) && r.state.Steps[i].Name == name && r.state.Steps[i].Foreign == foreign:
 		r.names[name] = true
+		r.failedHere = nil
 		return i, &r.state.Steps[i], nil
-	case i < len(r.state.Steps) && (r.recorded(name) || r.state.Steps[i].Name == name):
-		// Recorded elsewhere, or here as the other kind: another order.
+	case i < len(r.state.Steps) && (r.recorded(name) || !slices.Contains(r.state.Steps[i].FailedBefore, name)):
+		// Recorded elsewhere, or not a step that failed here before the
+		// record's: another path, refused before it runs.
 		rec := r.state.Steps[i]
 		r.stop(fmt.Errorf("step %d is %q (foreign %t) in this run, %q (foreign %t) in the record: %s", i, name, foreign, rec.Name, rec.Foreign, sameStepsRule))
 	case r.c.policy.Claim == ClaimLast:
@@ -444,7 +456,8 @@ func Local[T any](ctx context.Context, db Beginner, name string, fn func(ctx con
 		if err := r.matchesRecord(i, name); err != nil {
 			return nil, err // rolls back what fn wrote
 		}
-		r.state.Steps = append(r.state.Steps, stepRecord{Name: name, Value: b})
+		r.state.Steps = append(r.state.Steps, stepRecord{Name: name, Value: b, FailedBefore: r.failedHere})
+		r.failedHere = nil
 		r.hooks.OnEnd(i, name)
 		return nil, nil
 	})
@@ -512,7 +525,8 @@ func Foreign[T any](ctx context.Context, name string, fn func(ctx context.Contex
 		return zero, r.err
 	}
 	r.hooks.OnEnd(i, name)
-	r.state.Steps = append(r.state.Steps, stepRecord{Name: name, Foreign: true, Value: b})
+	r.state.Steps = append(r.state.Steps, stepRecord{Name: name, Foreign: true, Value: b, FailedBefore: r.failedHere})
+	r.failedHere = nil
 	if _, err := r.e.commitPhase(r.ctx, c, name, &r.state, func(pgx.Tx) (*Response, error) { return nil, nil }); err != nil {
 		r.err = err
 		return zero, err
@@ -528,6 +542,9 @@ func Foreign[T any](ctx context.Context, name string, fn func(ctx context.Contex
 func (r *runner) failedStep(i int, name string) {
 	r.next = i
 	delete(r.names, name)
+	if !slices.Contains(r.failedHere, name) {
+		r.failedHere = append(r.failedHere, name)
+	}
 }
 
 // matchesRecord checks, before a step that ran is recorded at i, that the
@@ -583,6 +600,8 @@ func Tx(ctx context.Context) (pgx.Tx, error) {
 		return nil, errExecutionEnded
 	case r.busyForeign:
 		return nil, fmt.Errorf("idem: Tx inside foreign step %q: a foreign step runs outside any transaction; write what it returns after it", r.busy)
+	case r.busy != "":
+		return nil, ruleErrorf("idem: Tx inside local step %q, through the handler's context: the step's function works through its own tx (or the context it is given), and the final transaction comes after the steps", r.busy)
 	case !r.finalBegun && r.next < len(r.state.Steps):
 		return nil, r.stop(fmt.Errorf("this run began its final transaction after %d step(s), the record has %d (%q next): %s", r.next, len(r.state.Steps), r.state.Steps[r.next].Name, sameStepsRule))
 	}
@@ -645,6 +664,9 @@ func Read(ctx context.Context, db Querier) Querier {
 	}
 	r := runnerFrom(ctx)
 	if r == nil {
+		if p, ok := ctx.Value(plainFinalKey{}).(*plainFinal); ok && p.sess != nil {
+			return &p.sess.tx // a keyless run's final transaction, begun
+		}
 		return db
 	}
 	r.mu.Lock()
@@ -736,7 +758,7 @@ type plainFinal struct {
 
 func (p *plainFinal) begin(ctx context.Context) (pgx.Tx, error) {
 	if p.sess == nil {
-		sess, err := p.e.begin(ctx)
+		sess, err := p.e.beginKeyless(ctx)
 		if err != nil {
 			return nil, err
 		}

@@ -537,6 +537,23 @@ func TestHandlerFailedStepLeavesNothingAtItsIndex(t *testing.T) {
 		if !errors.As(err, &ie) || ie.Kind != idemtype.KindFailed || !strings.Contains(err.Error(), "same steps in the same order") {
 			t.Fatalf("a resumed run whose failed step now succeeds: %v; want it kept for an operator", err)
 		}
+
+		// A step that never failed where the record holds another is
+		// refused before it runs: no call of another system the record
+		// never decided on.
+		primaryOK, die = false, true
+		run("other-path", fallback)
+		e.expireLeases()
+		var wallet atomic.Int32
+		_, err = run("other-path", func(ctx context.Context) (*idem.Response, error) {
+			if _, err := idem.Foreign(ctx, "charge-wallet", func(context.Context, string) (int, error) { return int(wallet.Add(1)), nil }); err != nil {
+				return nil, err
+			}
+			return created(`{}`), nil
+		})
+		if !strings.Contains(fmt.Sprint(err), "same steps in the same order") || wallet.Load() != 0 {
+			t.Fatalf("a resumed run taking a step the record never saw fail there: %v, %d calls; want it refused before the call", err, wallet.Load())
+		}
 	})
 }
 

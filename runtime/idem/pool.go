@@ -36,12 +36,33 @@ var errPoolExhausted = &Error{Kind: idemtype.KindUnavailable, RetryAfter: time.S
 func (e *Engine) acquireHeld(ctx context.Context) (pc *pgxpool.Conn, release func(), err error) {
 	wctx, cancel := context.WithTimeout(ctx, e.opts.PoolWait)
 	defer cancel()
+	return e.acquireTurn(ctx, wctx)
+}
+
+// withHeld runs fn on a connection held as acquireHeld's, for a request
+// without a key: unprotected, it waits for its turn as long as its context
+// lets it (a 503 would have its client run again what committed), and
+// gives the turn back however fn ends.
+func (e *Engine) withHeld(ctx context.Context, fn func(*pgxpool.Conn) error) error {
+	pc, release, err := e.acquireTurn(ctx, ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return fn(pc)
+}
+
+// acquireTurn is acquireHeld waiting within wctx, a context of ctx.
+func (e *Engine) acquireTurn(ctx, wctx context.Context) (pc *pgxpool.Conn, release func(), err error) {
 	turn := func() {}
 	if e.held != nil {
 		select {
 		case e.held <- struct{}{}:
 			turn = func() { <-e.held }
 		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return nil, nil, context.Cause(ctx) // the request ended first
+			}
 			return nil, nil, e.poolExhausted(ctx, "a turn to hold a connection")
 		}
 	}

@@ -199,3 +199,83 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestExhaustedPoolKeepsWhatMayHaveHadAnEffect: a foreign phase ran (its
+// call may have had its effect), and the next phase finds no connection
+// within PoolWait: the request is answered 503, and the record is kept,
+// not released, so that the key stays bound to its request and the retry
+// resumes. In every claim mode but last, whose claim is the last phase's.
+func TestExhaustedPoolKeepsWhatMayHaveHadAnEffect(t *testing.T) {
+	inModes(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		pool := smallPool(t, e, 2)
+		eng, err := idem.New(pool, idem.Options{Schema: e.schema, Claim: e.mode.claim, PoolWait: 300 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var held []*pgxpool.Conn
+		grab := true
+		phases := []idem.Phase[payState]{
+			{Name: "charge", Foreign: func(ctx context.Context, _ string, s *payState) error {
+				s.ChargeID = "ch_1"
+				for grab && len(held) < 2 { // the charge is made; the service's other work takes the pool
+					c, err := pool.Acquire(ctx)
+					if err != nil {
+						return err
+					}
+					held = append(held, c)
+				}
+				return nil
+			}},
+			{Name: "record", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
+				_, err := tx.Exec(ctx, `INSERT INTO rows (key, note) VALUES ('kept', $1)`, s.ChargeID)
+				return created(`{}`), err
+			}},
+		}
+		_, err = idem.Run(ctx, eng, payOp, request("t", "kept", "b"), phases)
+		var ie *idem.Error
+		if !errors.As(err, &ie) || ie.Kind != idemtype.KindUnavailable || ie.RetryAfter <= 0 {
+			t.Fatalf("the phase after the charge, without a connection: %v; want 503 with Retry-After", err)
+		}
+		for _, c := range held {
+			c.Release()
+		}
+		grab = false
+		if n := e.count(`SELECT count(*) FROM records`); n != 1 {
+			t.Fatalf("%d records after the 503; want the claim kept", n)
+		}
+		if _, err := idem.Run(ctx, eng, payOp, request("t", "kept", "other body"), phases); kindOf(err) != idemtype.KindMismatch {
+			t.Errorf("another request under the key: %v; want it refused as a mismatch, the key still bound", err)
+		}
+		// The pool had no connection to give the lease back with either: it
+		// runs out by itself.
+		e.expireLeases()
+		out, err := idem.Run(ctx, eng, payOp, request("t", "kept", "b"), phases)
+		if err != nil || out.Response.Status != 201 {
+			t.Fatalf("the retry: %+v, %v; want the execution resumed and answered", out, err)
+		}
+	}, notIn{idem.ClaimLast, "a last-mode claim is the last phase's commit: nothing is claimed before it"})
+}
+
+// TestKeylessPanicsGiveTheirTurnBack: a request without a key whose phase
+// panics gives its connection and its turn back, so that the keyed
+// requests after it still get theirs.
+func TestKeylessPanicsGiveTheirTurnBack(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	pool := smallPool(t, e, 2) // one turn
+	eng, err := idem.New(pool, idem.Options{Schema: e.schema, PoolWait: 300 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boom := []idem.Phase[payState]{{Name: "boom", Final: func(context.Context, pgx.Tx, *payState) (*idem.Response, error) { panic("boom") }}}
+	for range 3 {
+		func() {
+			defer func() { recover() }()
+			idem.RunWithoutKey(ctx, eng, payOp, boom)
+		}()
+	}
+	if _, err := idem.Run(ctx, eng, payOp, request("t", "after", "b"), twoPhases("after")); err != nil {
+		t.Fatalf("a keyed request after three panicking keyless ones: %v; want its turn", err)
+	}
+}

@@ -346,6 +346,22 @@ func (e *Engine) begin(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.begin(ctx)
+}
+
+// beginKeyless is begin for a request without a key, which waits for its
+// turn as long as its context lets it (withHeld).
+func (e *Engine) beginKeyless(ctx context.Context) (*session, error) {
+	pc, release, err := e.acquireTurn(ctx, ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{pc: pc, tx: phaseTx{conn: pc.Conn()}, release: release}
+	return s.begin(ctx)
+}
+
+// begin begins a transaction on s, or ends s.
+func (s *session) begin(ctx context.Context) (*session, error) {
 	if err := s.tx.begin(ctx); err != nil {
 		s.end()
 		return nil, err
