@@ -92,7 +92,7 @@ func newEnv(tb testing.TB, opts idem.Options, database bool) *Env {
 	tb.Helper()
 	var pool *pgxpool.Pool
 	var schema, dsn string
-	if database {
+	if database || dbtest.Pooled() {
 		pool, schema, dsn = dbtest.DatabasePool(tb, nil)
 	} else {
 		pool, schema = dbtest.Pool(tb)

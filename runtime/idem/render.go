@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -104,8 +105,10 @@ func reference(body []byte, pointers []string) ([]byte, error) {
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.UseNumber()
 	err := d.Decode(&doc)
-	if err == nil && d.More() {
-		err = errors.New("more than one JSON value")
+	if err == nil {
+		if _, terr := d.Token(); terr != io.EOF {
+			err = errors.New("more than one JSON value")
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("the response body is not JSON, so its replays cannot be rendered from a reference: %w", err)
