@@ -30,13 +30,19 @@ const DefaultPoolWait = 5 * time.Second
 var errPoolExhausted = &Error{Kind: idemtype.KindUnavailable, RetryAfter: time.Second,
 	Detail: "the service's database connections are all in use; retry with the same key"}
 
+// A held is a connection an execution holds while the operation's code
+// runs on it, and whether it took a turn for it: give it back with
+// Engine.giveBack.
+type held struct {
+	pc   *pgxpool.Conn
+	turn bool
+}
+
 // acquireHeld acquires a connection that the execution holds while the
 // operation's code runs, after its turn: within Options.PoolWait, or
-// errPoolExhausted. release gives both back.
-func (e *Engine) acquireHeld(ctx context.Context) (pc *pgxpool.Conn, release func(), err error) {
-	wctx, cancel := context.WithTimeout(ctx, e.opts.PoolWait)
-	defer cancel()
-	return e.acquireTurn(ctx, wctx)
+// errPoolExhausted.
+func (e *Engine) acquireHeld(ctx context.Context) (held, error) {
+	return e.acquireTurn(ctx, true)
 }
 
 // withHeld runs fn on a connection held as acquireHeld's, for a request
@@ -44,38 +50,82 @@ func (e *Engine) acquireHeld(ctx context.Context) (pc *pgxpool.Conn, release fun
 // lets it (a 503 would have its client run again what committed), and
 // gives the turn back however fn ends.
 func (e *Engine) withHeld(ctx context.Context, fn func(*pgxpool.Conn) error) error {
-	pc, release, err := e.acquireTurn(ctx, ctx)
+	h, err := e.acquireTurn(ctx, false)
 	if err != nil {
 		return err
 	}
-	defer release()
-	return fn(pc)
+	defer e.giveBack(h)
+	return fn(h.pc)
 }
 
-// acquireTurn is acquireHeld waiting within wctx, a context of ctx.
-func (e *Engine) acquireTurn(ctx, wctx context.Context) (pc *pgxpool.Conn, release func(), err error) {
-	turn := func() {}
+// giveBack releases h's connection and its turn.
+func (e *Engine) giveBack(h held) {
+	h.pc.Release()
+	if h.turn {
+		<-e.held
+	}
+}
+
+// acquireTurn takes a turn and a connection; bounded, within PoolWait.
+// When a turn is free and the pool has room (an idle connection, or room
+// for a new one), it waits for neither and sets no timer: the common case
+// costs a channel send and the pool's statistics.
+func (e *Engine) acquireTurn(ctx context.Context, bounded bool) (held, error) {
+	var h held
 	if e.held != nil {
 		select {
 		case e.held <- struct{}{}:
-			turn = func() { <-e.held }
+			h.turn = true
+		default:
+		}
+	}
+	if h.turn || e.held == nil {
+		if st := e.pool.Stat(); st.IdleConns() > 0 || st.TotalConns() < st.MaxConns() {
+			pc, err := e.pool.Acquire(ctx)
+			if err != nil {
+				e.giveTurn(h)
+				return held{}, err
+			}
+			h.pc = pc
+			e.exhausted.Store(false)
+			return h, nil
+		}
+	}
+	wctx := ctx
+	if bounded {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, e.opts.PoolWait)
+		defer cancel()
+	}
+	if e.held != nil && !h.turn {
+		select {
+		case e.held <- struct{}{}:
+			h.turn = true
 		case <-wctx.Done():
 			if ctx.Err() != nil {
-				return nil, nil, context.Cause(ctx) // the request ended first
+				return held{}, context.Cause(ctx) // the request ended first
 			}
-			return nil, nil, e.poolExhausted(ctx, "a turn to hold a connection")
+			return held{}, e.poolExhausted(ctx, "a turn to hold a connection")
 		}
 	}
-	pc, err = e.pool.Acquire(wctx)
+	pc, err := e.pool.Acquire(wctx)
 	if err != nil {
-		turn()
+		e.giveTurn(h)
 		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			return nil, nil, e.poolExhausted(ctx, "a connection")
+			return held{}, e.poolExhausted(ctx, "a connection")
 		}
-		return nil, nil, err
+		return held{}, err
 	}
+	h.pc = pc
 	e.exhausted.Store(false)
-	return pc, func() { pc.Release(); turn() }, nil
+	return h, nil
+}
+
+// giveTurn gives back h's turn, if it took one.
+func (e *Engine) giveTurn(h held) {
+	if h.turn {
+		<-e.held
+	}
 }
 
 // poolExhausted logs, once until the pool has room again, that the wait

@@ -168,16 +168,16 @@ func (e *Engine) renderReplay(ctx context.Context, op *Operation, stored *Respon
 	if err := json.Unmarshal(stored.Body, &ref); err != nil {
 		return nil, fmt.Errorf("idem: operation %s: decoding the stored reference: %w", op.ID, err)
 	}
-	pc, release, err := e.acquireHeld(ctx)
+	conn, err := e.acquireHeld(ctx)
 	if err != nil {
 		if errors.Is(err, errPoolExhausted) {
 			return nil, errPoolExhausted
 		}
 		return nil, e.storeFailed(ctx, op, "render", wrapStore("render", "connect", err))
 	}
-	defer release()
+	defer e.giveBack(conn)
 	var resp *Response
-	err = pgx.BeginTxFunc(ctx, pc, renderTx, func(tx pgx.Tx) error {
+	err = pgx.BeginTxFunc(ctx, conn.pc, renderTx, func(tx pgx.Tx) error {
 		var err error
 		err = recovered("render", func() error {
 			resp, err = render(ctx, tx, ref)

@@ -320,23 +320,32 @@ func (r errRow) Scan(...any) error { return r.err }
 
 // session is an execution's connection while a transaction of it is open.
 type session struct {
-	pc      *pgxpool.Conn
-	tx      phaseTx
-	release func() // gives the connection back, and the execution's turn (acquireHeld)
+	pc *pgxpool.Conn
+	tx phaseTx
+	e  *Engine // set when the session took a turn (acquireHeld), given back by end
 }
 
 func newSession(pc *pgxpool.Conn) *session {
-	return &session{pc: pc, tx: phaseTx{conn: pc.Conn()}, release: pc.Release}
+	return &session{pc: pc, tx: phaseTx{conn: pc.Conn()}}
 }
 
 // heldSession is a session on a connection the execution holds while the
 // operation's code runs (acquireHeld): within its turn.
 func (e *Engine) heldSession(ctx context.Context) (*session, error) {
-	pc, release, err := e.acquireHeld(ctx)
+	h, err := e.acquireHeld(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &session{pc: pc, tx: phaseTx{conn: pc.Conn()}, release: release}, nil
+	return e.sessionOf(h), nil
+}
+
+// sessionOf is the session on h.
+func (e *Engine) sessionOf(h held) *session {
+	s := newSession(h.pc)
+	if h.turn {
+		s.e = e
+	}
+	return s
 }
 
 // begin acquires a connection the execution holds (heldSession) and
@@ -352,12 +361,11 @@ func (e *Engine) begin(ctx context.Context) (*session, error) {
 // beginKeyless is begin for a request without a key, which waits for its
 // turn as long as its context lets it (withHeld).
 func (e *Engine) beginKeyless(ctx context.Context) (*session, error) {
-	pc, release, err := e.acquireTurn(ctx, ctx)
+	h, err := e.acquireTurn(ctx, false)
 	if err != nil {
 		return nil, err
 	}
-	s := &session{pc: pc, tx: phaseTx{conn: pc.Conn()}, release: release}
-	return s.begin(ctx)
+	return e.sessionOf(h).begin(ctx)
 }
 
 // begin begins a transaction on s, or ends s.
@@ -384,6 +392,9 @@ func (s *session) end() {
 			conn.Close(context.Background()) // the pool drops a closed connection
 		}
 	}
-	s.release()
+	s.pc.Release()
+	if s.e != nil {
+		<-s.e.held
+	}
 	s.pc = nil
 }
