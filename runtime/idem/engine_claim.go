@@ -124,26 +124,33 @@ func (firstClaim) phaseFailed(_ *Engine, _ *claim, err error) error { return err
 type lastClaim struct{}
 
 func (lastClaim) claim(ctx context.Context, e *Engine, c *claim, _ []byte) (bool, *record, error) {
-	sess, err := e.heldSession(ctx)
-	switch {
-	case errors.Is(err, errPoolExhausted):
-		return false, nil, errPoolExhausted
-	case err != nil:
+	// The read holds its connection for itself only: a replay costs what
+	// it did before turns. A free key keeps it for the phases, within a
+	// turn (keepFor).
+	pc, err := e.pool.Acquire(ctx)
+	if err != nil {
 		return false, nil, e.storeFailed(ctx, c.op, "claim", wrapStore("claim", "connect", err))
 	}
 	var rec *record
-	err = primaryOnly(sess.tx.conn)
+	err = primaryOnly(pc.Conn())
 	if err == nil {
 		err = againIfStale(func() (err error) {
-			rec, err = e.store.read(ctx, sess.tx.conn, c.id)
+			rec, err = e.store.read(ctx, pc.Conn(), c.id)
 			return err
 		})
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
+		sess, err := e.keepFor(ctx, pc)
+		switch {
+		case errors.Is(err, errPoolExhausted):
+			return false, nil, errPoolExhausted
+		case err != nil:
+			return false, nil, e.storeFailed(ctx, c.op, "claim", wrapStore("claim", "connect", err))
+		}
 		c.sess = sess
 		return true, nil, nil
 	}
-	sess.end()
+	pc.Release()
 	if err != nil {
 		return false, nil, e.storeFailed(ctx, c.op, "claim", err)
 	}

@@ -121,6 +121,26 @@ func (e *Engine) acquireTurn(ctx context.Context, bounded bool) (held, error) {
 	return h, nil
 }
 
+// keepFor is a session on pc, a connection acquired without a turn, that
+// the execution keeps while the operation's code runs: with a turn taken
+// at once when one is free; otherwise pc goes back, not held while the
+// turn is waited for, and the session is on a connection acquired after
+// it (acquireHeld). No transaction may be open on pc.
+func (e *Engine) keepFor(ctx context.Context, pc *pgxpool.Conn) (*session, error) {
+	if e.held == nil {
+		return newSession(pc), nil
+	}
+	select {
+	case e.held <- struct{}{}:
+		s := newSession(pc)
+		s.e = e
+		return s, nil
+	default:
+	}
+	pc.Release()
+	return e.heldSession(ctx)
+}
+
 // giveTurn gives back h's turn, if it took one.
 func (e *Engine) giveTurn(h held) {
 	if h.turn {
