@@ -420,14 +420,7 @@ func TestStaleScaffoldIsWarnedOf(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"api.yaml": strings.Replace(userSpec["api.yaml"], "{$ref: 'common.yaml#/components/schemas/JobSpec'}", "{type: object}", 1)})
 	t.Chdir(dir)
-	gen := func() string {
-		t.Helper()
-		code, _, errs := runCLI(t, "generate", "-package", "jobs", "-o", "api.gen.go", "api.yaml")
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, errs)
-		}
-		return errs
-	}
+	gen := func() string { t.Helper(); return generateJobs(t) }
 	if out := gen(); strings.Contains(out, "warning") {
 		t.Fatalf("a fresh scaffold is warned of:\n%s", out)
 	}
@@ -463,14 +456,7 @@ func TestRenderTurnedOffKeepsItsMethod(t *testing.T) {
 	spec := strings.Replace(userSpec["api.yaml"], "{$ref: 'common.yaml#/components/schemas/JobSpec'}", "{type: object}", 1)
 	writeFiles(t, dir, map[string]string{"api.yaml": strings.Replace(spec, "x-idempotency: true", "x-idempotency: {replay: {render: [/id]}}", 1)})
 	t.Chdir(dir)
-	gen := func() string {
-		t.Helper()
-		code, _, errs := runCLI(t, "generate", "-package", "jobs", "-o", "api.gen.go", "api.yaml")
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, errs)
-		}
-		return errs
-	}
+	gen := func() string { t.Helper(); return generateJobs(t) }
 	gen()
 	if !strings.Contains(readFile(t, "start_job_phases.go"), ") Render(") {
 		t.Fatal("the scaffold of an operation that renders has no Render")
@@ -482,4 +468,15 @@ func TestRenderTurnedOffKeepsItsMethod(t *testing.T) {
 	if glue := readFile(t, "idempotency.gen.go"); !strings.Contains(glue, "Render: idem.KeptRender(p,") {
 		t.Errorf("the glue of an operation that does not render passes no kept Render")
 	}
+}
+
+// generateJobs runs idemgen generate on the working directory's api.yaml
+// as package jobs, and returns what it printed on stderr.
+func generateJobs(t *testing.T) string {
+	t.Helper()
+	code, _, errs := runCLI(t, "generate", "-package", "jobs", "-o", "api.gen.go", "api.yaml")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	return errs
 }
