@@ -21,14 +21,7 @@ import (
 // smallPool is a pool of size connections to e's schema.
 func smallPool(t *testing.T, e *env, size int32) *pgxpool.Pool {
 	t.Helper()
-	cfg := e.pool.Config()
-	cfg.MaxConns, cfg.MinConns = size, 0
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
+	return poolLike(t, e.pool, func(cfg *pgxpool.Config) { cfg.MaxConns, cfg.MinConns = size, 0 })
 }
 
 // TestHandlersThatQueryThePoolDoNotStarveIt: 32 concurrent requests on a

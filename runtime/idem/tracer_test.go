@@ -72,9 +72,18 @@ func (l *sqlLog) String() string {
 // mode.
 func tracedPool(t *testing.T, base *pgxpool.Pool, log *sqlLog, mode pgx.QueryExecMode) *pgxpool.Pool {
 	t.Helper()
+	return poolLike(t, base, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.Tracer = log
+		cfg.ConnConfig.DefaultQueryExecMode = mode
+	})
+}
+
+// poolLike is a pool like base, its configuration changed by configure,
+// closed when the test ends.
+func poolLike(t *testing.T, base *pgxpool.Pool, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
 	cfg := base.Config()
-	cfg.ConnConfig.Tracer = log
-	cfg.ConnConfig.DefaultQueryExecMode = mode
+	configure(cfg)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
