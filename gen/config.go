@@ -76,15 +76,15 @@ type Settings struct {
 	// that is the API's own error object: the enriched spec and the client
 	// document the refusals (missing key, reused key, in flight, ...) with it,
 	// as RefusalMediaType, instead of problem+json's IdempotencyProblem. The
-	// service renders them so with idem.Options.Refusals
-	// (idem.JSONRefusals).
+	// service renders them so with idemapi.Contract.Refusals
+	// (idemapi.JSONRefusals).
 	RefusalSchema string `yaml:"refusal-schema,omitempty"`
 	// RefusalMediaType is the refusals' media type with RefusalSchema;
 	// default application/json.
 	RefusalMediaType string `yaml:"refusal-media-type,omitempty"`
 	// RefusalStatuses give refusal kinds other statuses (key-reused: 400),
 	// in the enriched spec and the client, and in the RefusalStatuses the
-	// glue declares for idem.JSONRefusals.
+	// glue declares for idemapi.JSONRefusals.
 	RefusalStatuses map[string]int `yaml:"refusal-statuses,omitempty"`
 	// KeyFormat is the key format of every operation that does not set
 	// key.format itself: any (the default), uuid or raw.
@@ -94,16 +94,16 @@ type Settings struct {
 	KeyMinLength int `yaml:"key-min-length,omitempty"`
 	// Preset is an API contract its clients already know, in one line:
 	// stripe (Stripe's key format, error object, statuses and headers; see
-	// idem.Stripe). It fills in what the settings above leave unset.
+	// idempreset.Stripe). It fills in what the settings above leave unset.
 	Preset string `yaml:"preset,omitempty"`
 }
 
 // PresetStripe is the preset of a Stripe-compatible API: keys in the raw
 // format, refusals in Stripe's error object with its statuses (a reused
-// key is 400), and the glue's Contract, idem.Stripe, for the engine.
+// key is 400), and the glue's Contract, idempreset.Stripe, for the engine.
 const PresetStripe = "stripe"
 
-// stripeRefusalStatuses are idem.StripeRefusalStatuses, which the
+// stripeRefusalStatuses are idempreset.StripeRefusalStatuses, which the
 // generator does not import (TestStripePresetMatchesTheRuntime pins them).
 var stripeRefusalStatuses = map[string]int{string(idemtype.KindMismatch): 400, string(idemtype.KindInFlight): 429, string(idemtype.KindUnavailable): 429}
 

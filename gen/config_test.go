@@ -9,7 +9,7 @@ import (
 
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idempreset"
 )
 
 // TestParseConfig: oapi-codegen's fields land in oapi-codegen's type, ours
@@ -95,11 +95,11 @@ func TestUserTemplates(t *testing.T) {
 }
 
 // TestStripePresetMatchesTheRuntime: the statuses the stripe preset
-// documents in the enriched spec and the client are the ones idem.Stripe
+// documents in the enriched spec and the client are the ones idempreset.Stripe
 // answers with.
 func TestStripePresetMatchesTheRuntime(t *testing.T) {
 	runtime := map[string]int{}
-	for kind, status := range idem.StripeRefusalStatuses() {
+	for kind, status := range idempreset.StripeRefusalStatuses() {
 		runtime[string(kind)] = status
 	}
 	if !maps.Equal(runtime, stripeRefusalStatuses) {

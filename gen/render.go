@@ -18,17 +18,19 @@ import (
 )
 
 const (
-	pkgIdem     = "github.com/idemgen/idemgen/runtime/idem"
-	pkgIdemEcho = "github.com/idemgen/idemgen/runtime/idemecho"
-	pkgIdemStd  = "github.com/idemgen/idemgen/runtime/idemstd"
-	pkgIdemGin  = "github.com/idemgen/idemgen/runtime/idemgin"
-	pkgIdemHTTP = "github.com/idemgen/idemgen/runtime/idemhttp"
-	pkgIdemType = "github.com/idemgen/idemgen/runtime/idemtype"
-	pkgPgx      = "github.com/jackc/pgx/v5"
-	pkgEcho     = "github.com/labstack/echo/v4"
-	pkgChi      = "github.com/go-chi/chi/v5"
-	pkgGorilla  = "github.com/gorilla/mux"
-	pkgGin      = "github.com/gin-gonic/gin"
+	pkgIdem       = "github.com/idemgen/idemgen/runtime/idem"
+	pkgIdemEcho   = "github.com/idemgen/idemgen/runtime/idemecho"
+	pkgIdemStd    = "github.com/idemgen/idemgen/runtime/idemstd"
+	pkgIdemGin    = "github.com/idemgen/idemgen/runtime/idemgin"
+	pkgIdemHTTP   = "github.com/idemgen/idemgen/runtime/idemhttp"
+	pkgIdemType   = "github.com/idemgen/idemgen/runtime/idemtype"
+	pkgIdemAPI    = "github.com/idemgen/idemgen/runtime/idemapi"
+	pkgIdemPreset = "github.com/idemgen/idemgen/runtime/idempreset"
+	pkgPgx        = "github.com/jackc/pgx/v5"
+	pkgEcho       = "github.com/labstack/echo/v4"
+	pkgChi        = "github.com/go-chi/chi/v5"
+	pkgGorilla    = "github.com/gorilla/mux"
+	pkgGin        = "github.com/gin-gonic/gin"
 )
 
 // importNames are the package names of what generated code imports.
@@ -283,7 +285,7 @@ func mediaTypes(op *spec.Operation) []string {
 
 // renderRefusalStatuses declares RefusalStatuses, the config's
 // refusal-statuses, when it has any: what a service passes to
-// idem.JSONRefusals so that it answers the statuses its enriched spec
+// idemapi.JSONRefusals so that it answers the statuses its enriched spec
 // documents.
 func renderRefusalStatuses(f *File, r *ir) {
 	if len(r.RefusalStatuses) == 0 {
@@ -293,7 +295,7 @@ func renderRefusalStatuses(f *File, r *ir) {
 	for _, k := range slices.Sorted(maps.Keys(r.RefusalStatuses)) {
 		entries = append(entries, Qual(pkgIdemType, "ErrorKind").Call(Lit(k)).Op(":").Lit(r.RefusalStatuses[k]))
 	}
-	f.Add(doc(0, "RefusalStatuses are the statuses the config's refusal-statuses give refusal kinds, as the enriched spec documents them: pass them to idem.JSONRefusals (idem.Options.Refusals) so that the service answers so."))
+	f.Add(doc(0, "RefusalStatuses are the statuses the config's refusal-statuses give refusal kinds, as the enriched spec documents them: pass them to idemapi.JSONRefusals (idemapi.Contract.Refusals) so that the service answers so."))
 	f.Var().Id("RefusalStatuses").Op("=").Map(Qual(pkgIdemType, "ErrorKind")).Int().Custom(oneALine("{", "}"), entries...)
 	f.Line()
 }
@@ -304,13 +306,13 @@ func renderContract(f *File, r *ir) {
 	if r.Preset != PresetStripe {
 		return
 	}
-	f.Add(doc(0, "Contract is the API's contract with its clients that the config's preset (stripe) names: refusals in Stripe's error object with Stripe's statuses, and Stripe's headers (Request-Id, the key echoed, Original-Request, Stripe-Should-Retry), with the statuses of RefusalStatuses. Pass idem.New the options it returns: idem.New(pool, Contract(idem.Options{...}))."))
+	f.Add(doc(0, "Contract is the API's contract with its clients that the config's preset (stripe) names: refusals in Stripe's error object with Stripe's statuses, and Stripe's headers (Request-Id, the key echoed, Original-Request, Stripe-Should-Retry), with the statuses of RefusalStatuses. Give it to the engine: idem.New(pool, idem.Options{Contract: Contract(), ...})."))
 	statuses := Code(Nil())
 	if len(r.RefusalStatuses) > 0 {
 		statuses = Id("RefusalStatuses")
 	}
-	f.Func().Id("Contract").Params(Id("opts").Qual(pkgIdem, "Options")).Qual(pkgIdem, "Options").Block(
-		Return(Qual(pkgIdem, "StripeWith").Call(Id("opts"), statuses)),
+	f.Func().Id("Contract").Params().Qual(pkgIdemAPI, "Contract").Block(
+		Return(Qual(pkgIdemPreset, "StripeWith").Call(statuses)),
 	)
 	f.Line()
 }

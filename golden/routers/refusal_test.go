@@ -13,6 +13,7 @@ import (
 	"github.com/idemgen/idemgen/golden/refusal_schema/out/chargeclient"
 	"github.com/idemgen/idemgen/idemtest"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemapi"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/idemstd"
 )
@@ -30,14 +31,14 @@ func (c *charge) Execute(ctx context.Context, _ pgx.Tx, r refapi.PostChargesRequ
 // TestRefusalsInTheAPIsFormat: golden/refusal_schema's service renders the
 // idempotency layer's refusals as its own error object (Stripe's shape),
 // with the statuses its config gives (a reused key is 400), through
-// idem.JSONRefusals; the client generated from the enriched spec reads
+// idemapi.JSONRefusals; the client generated from the enriched spec reads
 // each one as that object, in a typed field.
 func TestRefusalsInTheAPIsFormat(t *testing.T) {
 	// The claim commits before the phase, so that a duplicate finds it in
 	// flight (in the default mode it would wait for the first's commit).
-	env := idemtest.New(t, idem.Options{Claim: idem.ClaimSeparate, Refusals: idem.JSONRefusals(func(e *idem.Error) any {
+	env := idemtest.New(t, idem.Options{Claim: idem.ClaimSeparate, Contract: idemapi.Contract{Refusals: idemapi.JSONRefusals(func(e *idem.Error) any {
 		return map[string]any{"error": map[string]any{"type": "idempotency_error", "code": string(e.Kind), "message": e.Detail}}
-	}, refapi.RefusalStatuses)})
+	}, refapi.RefusalStatuses)}})
 	svc := &charge{entered: make(chan struct{}), hold: make(chan struct{})}
 	h, err := refapi.Register(http.NewServeMux(), nil, refapi.Phases{PostCharges: svc}, &idemstd.Runtime{Engine: env.Engine, MaxBodyBytes: 256,
 		Principal: func(r *http.Request) (string, error) {

@@ -57,7 +57,7 @@ func (stripeCustomers) Execute(context.Context, pgx.Tx, stripeapi.PostCustomersR
 // object in typed fields, with Stripe's types, codes and statuses; every
 // answer has a request id and the key; keys are raw.
 func TestStripePresetThroughTheGeneratedClient(t *testing.T) {
-	env := idemtest.New(t, stripeapi.Contract(idem.Options{}))
+	env := idemtest.New(t, idem.Options{Contract: stripeapi.Contract()})
 	charges := &stripeCharges{entered: make(chan struct{}), hold: make(chan struct{})}
 	h, err := stripeapi.Register(http.NewServeMux(), nil, stripeapi.Phases{PostCharges: charges, PostCustomers: stripeCustomers{}},
 		&idemstd.Runtime{Engine: env.Engine, Principal: func(r *http.Request) (string, error) {

@@ -7,11 +7,7 @@ package idem
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"math"
-	"net/http"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -21,76 +17,10 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
-// PolicyURL returns the configured policy link, if any.
-func (e *Engine) PolicyURL() string { return e.opts.PolicyURL }
-
 // ObserveContext reports an event that happened in ctx to the engine's
 // observer. Adapters use it for the errors they detect before reaching the
 // engine (missing or bad keys).
 func (e *Engine) ObserveContext(ctx context.Context, ev Event) { e.observe(ctx, ev) }
-
-// ProblemResponse renders a protocol error as a complete response:
-// status, Content-Type application/problem+json, Retry-After where it applies,
-// a Link to the published policy when policyURL is set, and the JSON body.
-func ProblemResponse(e *Error, policyURL string) *Response {
-	body, _ := json.Marshal(e.Problem())
-	h := http.Header{}
-	h.Set("Content-Type", idemtype.ProblemContentType)
-	if e.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(e.RetryAfter.Seconds()))))
-	}
-	if policyURL != "" {
-		h.Set("Link", "<"+policyURL+`>; rel="describedby"`)
-	}
-	return &Response{Status: e.Status(), Header: h, Body: body}
-}
-
-// Refusal renders a protocol error as the response to send: ProblemResponse,
-// or what Options.Refusals makes of it, with the default's Retry-After and
-// Link kept. Adapters answer every refusal with it.
-func (e *Engine) Refusal(err *Error) *Response {
-	problem := ProblemResponse(err, e.opts.PolicyURL)
-	if e.opts.Refusals == nil {
-		e.shouldRetry(err, problem)
-		return problem
-	}
-	resp := e.opts.Refusals(err, problem)
-	if resp == nil {
-		e.shouldRetry(err, problem)
-		return problem
-	}
-	if resp.Header == nil {
-		resp.Header = http.Header{}
-	}
-	for _, h := range []string{"Retry-After", "Link"} {
-		if v := problem.Header.Get(h); v != "" {
-			resp.Header.Set(h, v)
-		}
-	}
-	if resp.Status == 0 {
-		resp.Status = problem.Status
-	}
-	e.shouldRetry(err, resp)
-	return resp
-}
-
-// shouldRetry sets Options.Headers.ShouldRetry on refusal resp of err.
-func (e *Engine) shouldRetry(err *Error, resp *Response) {
-	if name := e.opts.Headers.ShouldRetry; name != "" {
-		resp.Header.Set(name, strconv.FormatBool(err.ShouldRetry()))
-	}
-}
-
-// JSONRefusals returns an Options.Refusals for an API whose errors are one
-// JSON object (Stripe's {"error": {...}}, or any other): body makes that
-// object for a refusal, sent as Content-Type application/json, with the
-// status statuses gives its kind, or else the kind's own (a service that
-// answers a reused key with 400 sets {idemtype.KindMismatch: 400}). It is
-// JSONRefusalFormat{Body: body, Statuses: statuses}.Render; the format
-// also sets headers.
-func JSONRefusals(body func(*Error) any, statuses map[idemtype.ErrorKind]int) func(*Error, *Response) *Response {
-	return JSONRefusalFormat{Body: body, Statuses: statuses}.Render
-}
 
 // MaxScopeLength bounds a scope value (a principal, a header's value), in bytes.
 const MaxScopeLength = 255

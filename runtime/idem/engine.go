@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idemmigrate"
+	"github.com/idemgen/idemgen/runtime/idemapi"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
@@ -80,31 +80,21 @@ type Options struct {
 	// DerivedKeyLength is the length of derived keys for foreign phases,
 	// 20 to 64 (default 64), for foreign systems with smaller limits.
 	DerivedKeyLength int
-	// PolicyURL, when set, is linked from every problem response
-	// (Link: <PolicyURL>; rel="describedby").
-	PolicyURL string
-	// Refusals, when set, renders the protocol's refusals (missing or
-	// invalid key, reused key, in flight, failed, unavailable, not stored,
-	// invalid signature, ...) in the service's own error format: it gets
-	// the refusal and its default response (RFC 9457 problem+json, as
-	// ProblemResponse makes it) and returns the response to send, whose
-	// status, headers and body it chooses (JSONRefusals covers the common
-	// case). The Retry-After and Link headers of the default stay on what
-	// it returns. What it renders for a failure the engine stores is stored
-	// and replayed. Nil: problem+json.
-	Refusals func(e *Error, problem *Response) *Response
+	// Contract is the API's contract with its clients on every answer of
+	// an idempotent operation: the headers they read (a request id, the
+	// key echoed, a replay's original request, whether a refusal is worth
+	// a retry), how refusals are rendered (RFC 9457 problem+json by
+	// default, or the service's own error object), and the policy linked
+	// from them. What it renders for a failure the engine stores is stored
+	// and replayed. runtime/idempreset has vendors' contracts (Stripe's).
+	// The zero Contract sends problem+json and none of the headers.
+	Contract idemapi.Contract
 	// RedactScope is how a scope appears in the engine's and the adapters'
 	// log lines: a scope is often a credential (an API key as the
 	// principal). Default: ScopeDigest's first 16 hex digits, "sha256:"
 	// before them, the same for every line of one scope and none of its
 	// text.
 	RedactScope func(scope string) string
-	// Headers are the headers the API's clients read on every answer of
-	// an idempotent operation: a request id, the key echoed, a replay's
-	// original request, whether a refusal is worth a retry (see Headers;
-	// Stripe sets Refusals and Headers as Stripe's clients expect). The
-	// zero Headers sends none of them.
-	Headers Headers
 	// Claim is the claim mode of operations whose policy leaves it to
 	// ClaimAuto (default: ClaimAuto itself, see ClaimMode). ClaimLast here
 	// applies to operations whose phases are all local; the others claim
@@ -296,18 +286,15 @@ type KeyedRequest struct {
 	// the principal): their records keep only ScopeDigest, and the
 	// completer's Execution.Scope is that digest.
 	ScopePublic bool
-	// RequestID is the request's id (Options.Headers.RequestID), stored
-	// with its response when Options.Headers.OriginalRequest is set, so
+	// RequestID is the request's id (Options.Contract.Headers.RequestID), stored
+	// with its response when Options.Contract.Headers.OriginalRequest is set, so
 	// that a replay names the request whose execution made it.
 	RequestID string
 }
 
-// Response is an HTTP response as stored and replayed.
-type Response struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
+// Response is an HTTP response as stored and replayed (idemtype.Response,
+// named here too because phases return it).
+type Response = idemtype.Response
 
 // Outcome is the result of Run.
 type Outcome struct {

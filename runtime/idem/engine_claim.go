@@ -517,7 +517,7 @@ func (e *Engine) replay(rec *record) *Response {
 	if rec.status != nil {
 		status = *rec.status
 	}
-	return e.Refusal(&Error{Kind: idemtype.KindNotStored, Detail: fmt.Sprintf(
+	return e.refusal(&Error{Kind: idemtype.KindNotStored, Detail: fmt.Sprintf(
 		"the request completed with status %d, but its response body exceeded the replay limit and was not stored", status)})
 }
 

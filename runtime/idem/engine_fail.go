@@ -154,7 +154,7 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 	if c.policy.Ambiguous == idemtype.AmbiguousStore {
 		failure.RetryAfter = 0
 		failure.Detail = "the request failed after it may have had effects; this answer is stored, and a retry with the same key gets it again"
-		resp := e.Refusal(failure)
+		resp := e.refusal(failure)
 		resp.Header = e.storedHeaders(c, resp.Header) // sent as stored
 		serr := e.storeFailure(ctx, c, resp)
 		if serr == nil {

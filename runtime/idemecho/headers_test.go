@@ -14,6 +14,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idempreset"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
@@ -21,7 +22,7 @@ import (
 // carry a request id (a refusal's too), the key, and on a replay the
 // original request's id.
 func TestStripeHeaders(t *testing.T) {
-	env := idemtest.New(t, idem.Stripe(idem.Options{}))
+	env := idemtest.New(t, idem.Options{Contract: idempreset.Stripe()})
 	rt := &idemecho.Runtime{Engine: env.Engine}
 	spec := &idemecho.Spec{Operation: &idem.Operation{ID: "op"}, Key: idemhttp.KeyRule{Required: true, Format: idemtype.KeyFormatRaw},
 		Scope: idemtype.Scope{Kind: idemtype.ScopeGlobal}, Route: "/x"}

@@ -105,7 +105,7 @@ func Middleware(rt *Runtime, spec *Spec) echo.MiddlewareFunc {
 			if rt.Principal != nil {
 				route.Principal = func() (string, error) { return rt.Principal(c) }
 			}
-			opts := idemstd.Options{Senders: rt.Senders, MaxBodyBytes: rt.MaxBodyBytes, Headers: rt.Engine.Headers(), LogScope: rt.Engine.LogScope}
+			opts := idemstd.Options{Senders: rt.Senders, MaxBodyBytes: rt.MaxBodyBytes, Headers: rt.Engine.Contract().Headers, LogScope: rt.Engine.LogScope}
 			call, err := idemstd.Prepare(c.Request(), &opts, spec, route)
 			if err != nil {
 				// Every answer carries the request's id, a failure's too.

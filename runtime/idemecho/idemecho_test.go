@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgen/idemgen/idemtest"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemapi"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 	"github.com/idemgen/idemgen/runtime/idemtype"
@@ -33,7 +34,7 @@ type state struct{ ID int64 }
 // claim mode.
 func server(t *testing.T, claim idem.ClaimMode, hold func()) (*httptest.Server, *idemtest.Env) {
 	t.Helper()
-	env := idemtest.New(t, idem.Options{PolicyURL: "https://example.test/idempotency"})
+	env := idemtest.New(t, idem.Options{Contract: idemapi.Contract{PolicyURL: "https://example.test/idempotency"}})
 	if _, err := env.Pool.Exec(context.Background(), `CREATE TABLE items (id bigserial PRIMARY KEY, name text)`); err != nil {
 		t.Fatal(err)
 	}

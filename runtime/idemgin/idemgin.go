@@ -77,7 +77,7 @@ func requestContext(ctx context.Context) context.Context {
 
 // Middleware returns the gin middleware of one idempotent route.
 func Middleware(rt *Runtime, spec *Spec) gin.HandlerFunc {
-	opts := idemstd.Options{Senders: rt.Senders, MaxBodyBytes: rt.MaxBodyBytes, Headers: rt.Engine.Headers(), LogScope: rt.Engine.LogScope}
+	opts := idemstd.Options{Senders: rt.Senders, MaxBodyBytes: rt.MaxBodyBytes, Headers: rt.Engine.Contract().Headers, LogScope: rt.Engine.LogScope}
 	return func(c *gin.Context) {
 		route := idemstd.Route{PathParams: func() map[string]string {
 			if len(c.Params) == 0 {

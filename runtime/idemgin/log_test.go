@@ -16,6 +16,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemgin"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idempreset"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
@@ -57,7 +58,7 @@ func TestLogLine(t *testing.T) {
 // carry a request id (a refusal's too), the key, and on a replay the
 // original request's id.
 func TestStripeHeaders(t *testing.T) {
-	env := idemtest.New(t, idem.Stripe(idem.Options{}))
+	env := idemtest.New(t, idem.Options{Contract: idempreset.Stripe()})
 	rt := &idemgin.Runtime{Engine: env.Engine}
 	spec := &idemgin.Spec{Operation: &idem.Operation{ID: "op"}, Key: idemhttp.KeyRule{Required: true, Format: idemtype.KeyFormatRaw},
 		Scope: idemtype.Scope{Kind: idemtype.ScopeGlobal}, Route: "/x"}

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemapi"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 	"github.com/idemgen/idemgen/runtime/idemsig"
 	"github.com/idemgen/idemgen/runtime/idemtype"
@@ -79,7 +80,7 @@ type Call struct {
 	// Options.Headers name no such header.
 	RequestID string
 	// headers are the engine's Options.Headers, as Prepare got them.
-	headers idem.Headers
+	headers idemapi.Headers
 	// logScope shows a scope in the request's log line (Options.LogScope).
 	logScope func(string) string
 	// sentKey is the key header's value as the client sent it, echoed
@@ -272,7 +273,7 @@ type Options struct {
 	MaxBodyBytes int64
 	// Headers are the engine's Options.Headers (Engine.Headers): the
 	// headers every answer carries.
-	Headers idem.Headers
+	Headers idemapi.Headers
 	// LogScope shows a scope in the request's log line: the engine's
 	// Engine.LogScope (nil: its default, a digest).
 	LogScope func(string) string
@@ -513,7 +514,7 @@ func principalOf(spec *Spec, principal func() (string, error)) (string, error) {
 // answer to the call carries (the request id).
 func Refuse(ctx context.Context, eng *idem.Engine, w http.ResponseWriter, spec *Spec, perr *idemtype.Error) error {
 	eng.ObserveContext(ctx, idem.Event{Kind: idem.EventBadRequest, Operation: spec.Operation.ID})
-	return WriteResponse(w, eng.Refusal(perr), false)
+	return WriteResponse(w, eng.Contract().Refusal(perr), false)
 }
 
 // Refuse answers perr, a refusal of the Prepare that returned c, as the
@@ -572,7 +573,7 @@ func execute(ctx context.Context, eng *idem.Engine, keyless func(*Call) (*idem.R
 		var perr *idemtype.Error
 		if errors.As(err, &perr) {
 			call.problem = perr
-			return eng.Refusal(perr), nil
+			return eng.Contract().Refusal(perr), nil
 		}
 		var rel *idem.ReleaseError
 		if errors.As(err, &rel) {

@@ -16,12 +16,13 @@ import (
 	"github.com/idemgen/idemgen/idemtest"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idempreset"
 	"github.com/idemgen/idemgen/runtime/idemstd"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // stripeService is an operation served on an engine with Stripe's
-// contract (idem.Stripe), whose execution waits for release when it is
+// contract (idempreset.Stripe), whose execution waits for release when it is
 // not nil, and a log of its request lines.
 type stripeService struct {
 	h       http.Handler
@@ -31,7 +32,7 @@ type stripeService struct {
 }
 
 func newStripeService(t *testing.T) *stripeService {
-	env := idemtest.New(t, idem.Stripe(idem.Options{Logger: slog.New(slog.DiscardHandler)}))
+	env := idemtest.New(t, idem.Options{Logger: slog.New(slog.DiscardHandler), Contract: idempreset.Stripe()})
 	s := &stripeService{logs: &bytes.Buffer{}, started: make(chan struct{}, 16)}
 	rt := &idemstd.Runtime{Engine: env.Engine, Logger: slog.New(slog.NewJSONHandler(s.logs, nil))}
 	// Claimed apart from its phase: a duplicate finds the key held (in
@@ -160,7 +161,7 @@ func assertStripeError(t *testing.T, what string, rec *httptest.ResponseRecorder
 // key; a failure stored for replay (ambiguous: store) says, on its first
 // answer and on every replay, that a retry will not get past it.
 func TestStripeHeadersOnEveryAnswer(t *testing.T) {
-	env := idemtest.New(t, idem.Stripe(idem.Options{Logger: slog.New(slog.DiscardHandler)}))
+	env := idemtest.New(t, idem.Options{Logger: slog.New(slog.DiscardHandler), Contract: idempreset.Stripe()})
 	rt := &idemstd.Runtime{Engine: env.Engine, Principal: func(*http.Request) (string, error) { return "", errors.New("the token service is down") }}
 	spec := &idemstd.Spec{Operation: &idem.Operation{ID: "op"}, Key: idemhttp.KeyRule{Required: true, Format: idemtype.KeyFormatRaw},
 		Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal}, Route: "/x"}

@@ -81,7 +81,7 @@ func (rt *Runtime) fail(w http.ResponseWriter, r *http.Request, err error) {
 // for Execute.
 func Middleware(rt *Runtime, spec *Spec) func(http.Handler) http.Handler {
 	names := idemhttp.RouteParams(spec.Route)
-	opts := &Options{Senders: rt.Senders, MaxBodyBytes: rt.MaxBodyBytes, Headers: rt.Engine.Headers(), LogScope: rt.Engine.LogScope}
+	opts := &Options{Senders: rt.Senders, MaxBodyBytes: rt.MaxBodyBytes, Headers: rt.Engine.Contract().Headers, LogScope: rt.Engine.LogScope}
 	pathValue := rt.PathValue
 	if pathValue == nil {
 		pathValue = func(r *http.Request, name string) string { return r.PathValue(name) }

@@ -2,6 +2,7 @@ package idemtype
 
 import (
 	"cmp"
+	"net/http"
 	"slices"
 	"time"
 )
@@ -159,4 +160,12 @@ type Problem struct {
 	Title  string `json:"title"`
 	Status int    `json:"status"`
 	Detail string `json:"detail,omitempty"`
+}
+
+// Response is an HTTP response as the engine stores and replays it, and as
+// the API contract (runtime/idemapi) renders a refusal.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
 }

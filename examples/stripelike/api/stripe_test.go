@@ -33,7 +33,7 @@ type service struct {
 }
 
 func newService(t *testing.T) *service {
-	env := idemtest.New(t, api.Contract(idem.Options{Logger: slog.New(slog.DiscardHandler)}))
+	env := idemtest.New(t, idem.Options{Logger: slog.New(slog.DiscardHandler), Contract: api.Contract()})
 	if err := api.Migrate(context.Background(), env.Pool); err != nil {
 		t.Fatal(err)
 	}

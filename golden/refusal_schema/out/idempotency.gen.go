@@ -65,8 +65,8 @@ var postChargesIdempotency = &idemstd.Spec{
 }
 
 // RefusalStatuses are the statuses the config's refusal-statuses give refusal kinds, as the
-// enriched spec documents them: pass them to idem.JSONRefusals (idem.Options.Refusals) so that the
-// service answers so.
+// enriched spec documents them: pass them to idemapi.JSONRefusals (idemapi.Contract.Refusals) so
+// that the service answers so.
 var RefusalStatuses = map[idemtype.ErrorKind]int{
 	idemtype.ErrorKind("key-reused"): 400,
 }

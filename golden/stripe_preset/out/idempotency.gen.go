@@ -14,7 +14,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	idemapi "github.com/idemgen/idemgen/runtime/idemapi"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	idempreset "github.com/idemgen/idemgen/runtime/idempreset"
 	"github.com/idemgen/idemgen/runtime/idemstd"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
@@ -109,8 +111,8 @@ var postChargesIdempotency = &idemstd.Spec{
 }
 
 // RefusalStatuses are the statuses the config's refusal-statuses give refusal kinds, as the
-// enriched spec documents them: pass them to idem.JSONRefusals (idem.Options.Refusals) so that the
-// service answers so.
+// enriched spec documents them: pass them to idemapi.JSONRefusals (idemapi.Contract.Refusals) so
+// that the service answers so.
 var RefusalStatuses = map[idemtype.ErrorKind]int{
 	idemtype.ErrorKind("in-flight"):   429,
 	idemtype.ErrorKind("key-reused"):  400,
@@ -119,10 +121,10 @@ var RefusalStatuses = map[idemtype.ErrorKind]int{
 
 // Contract is the API's contract with its clients that the config's preset (stripe) names: refusals
 // in Stripe's error object with Stripe's statuses, and Stripe's headers (Request-Id, the key
-// echoed, Original-Request, Stripe-Should-Retry), with the statuses of RefusalStatuses. Pass
-// idem.New the options it returns: idem.New(pool, Contract(idem.Options{...})).
-func Contract(opts idem.Options) idem.Options {
-	return idem.StripeWith(opts, RefusalStatuses)
+// echoed, Original-Request, Stripe-Should-Retry), with the statuses of RefusalStatuses. Give it to
+// the engine: idem.New(pool, idem.Options{Contract: Contract(), ...}).
+func Contract() idemapi.Contract {
+	return idempreset.StripeWith(RefusalStatuses)
 }
 
 // idemServer is the strict server: idempotent operations run their phases through the engine, the

@@ -47,6 +47,7 @@ import (
 	"github.com/idemgen/idemgen/examples/payments/outbox"
 	"github.com/idemgen/idemgen/pglocal"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemapi"
 	"github.com/idemgen/idemgen/runtime/idemmigrate"
 	"github.com/idemgen/idemgen/runtime/idemotel"
 	"github.com/idemgen/idemgen/runtime/idemprom"
@@ -149,7 +150,7 @@ func run() error {
 		claim = idem.ClaimSeparate
 	}
 	eng, err := idem.New(pool, idem.Options{Observer: eventLog{log, idem.Observers(observers...)}, Tracer: tracer, Logger: log,
-		PolicyURL: "/openapi.idempotent.yaml", AsyncClaimCommit: *asyncClaim, Claim: claim})
+		Contract: idemapi.Contract{PolicyURL: "/openapi.idempotent.yaml"}, AsyncClaimCommit: *asyncClaim, Claim: claim})
 	if err != nil {
 		return err
 	}
