@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemadmin"
 	"github.com/idemgen/idemgen/runtime/idemmigrate"
 	"github.com/idemgen/idemgen/spec"
 )
@@ -106,7 +107,7 @@ func (o opFlags) notFound(ctx context.Context, eng *idem.Engine, ns, scope, key 
 	if *o.spec != "" {
 		return errors.New(msg)
 	}
-	groups, err := eng.NamespacesOf(ctx, *o.name)
+	groups, err := idemadmin.NamespacesOf(ctx, eng, *o.name)
 	if err == nil && len(groups) > 0 && groups[0] != *o.name {
 		return fmt.Errorf("%s; records of operation %s are under its group %q: name it, -operation %s, or pass -spec SPEC to map operationIds to groups", msg, *o.name, groups[0], groups[0])
 	}
@@ -205,8 +206,8 @@ func runPrune(args []string, stdout, stderr io.Writer) error {
 	db := addDBFlags(fs)
 	// The defaults are the pace measured beside live claims;
 	// -batch 1000 -rest 0 catches up on a backlog at full pace.
-	batch := fs.Int("batch", idem.PruneBesideClaims.Batch, "records deleted per transaction")
-	rest := fs.Float64("rest", idem.PruneBesideClaims.Rest, "pause after each batch, as a multiple of the time it took (1: the pruner runs at most half of the time, leaving the database to claims in between; 0: full pace)")
+	batch := fs.Int("batch", idemadmin.PruneBesideClaims.Batch, "records deleted per transaction")
+	rest := fs.Float64("rest", idemadmin.PruneBesideClaims.Rest, "pause after each batch, as a multiple of the time it took (1: the pruner runs at most half of the time, leaving the database to claims in between; 0: full pace)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -214,7 +215,7 @@ func runPrune(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("-rest %v: want 0 or more", *rest)
 	}
 	return db.withEngine(func(ctx context.Context, eng *idem.Engine) error {
-		n, err := eng.PruneWith(ctx, idem.PruneOptions{Batch: *batch, Rest: *rest})
+		n, err := idemadmin.Prune(ctx, eng, idemadmin.PruneOptions{Batch: *batch, Rest: *rest})
 		fmt.Fprintf(stdout, "pruned %d records\n", n)
 		return err
 	})
@@ -239,7 +240,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return db.withEngine(func(ctx context.Context, eng *idem.Engine) error {
-		info, err := eng.Inspect(ctx, ns, *scope, *key)
+		info, err := idemadmin.Inspect(ctx, eng, ns, *scope, *key)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return op.notFound(ctx, eng, ns, *scope, *key)
 		}
@@ -271,11 +272,11 @@ func runAbandoned(args []string, stdout, stderr io.Writer) error {
 	return db.withEngine(func(ctx context.Context, eng *idem.Engine) error {
 		// -operation: that namespace's, or, without -spec, the claims of
 		// that operationId in any group.
-		q := idem.AbandonedQuery{StuckOnly: *stuck, Limit: *limit, Namespace: ns}
+		q := idemadmin.AbandonedQuery{StuckOnly: *stuck, Limit: *limit, Namespace: ns}
 		if *op.spec == "" {
 			q.Operation = ns
 		}
-		list, err := eng.AbandonedOf(ctx, q)
+		list, err := idemadmin.Abandoned(ctx, eng, q)
 		if err != nil {
 			return err
 		}
@@ -321,9 +322,9 @@ func runResolve(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return db.withEngine(func(ctx context.Context, eng *idem.Engine) error {
-		res := idem.Resolution{Delete: *del, Status: *status, Detail: *detail, Retention: *retention}
+		res := idemadmin.Resolution{Delete: *del, Status: *status, Detail: *detail, Retention: *retention}
 		if *id != "" {
-			if err := eng.ResolveID(ctx, *id, res); err != nil {
+			if err := idemadmin.ResolveID(ctx, eng, *id, res); err != nil {
 				if errors.Is(err, pgx.ErrNoRows) {
 					return fmt.Errorf("no record has id %s", *id)
 				}
@@ -332,7 +333,7 @@ func runResolve(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "settled record %s (%s)\n", *id, map[bool]string{true: "deleted: the key is free", false: fmt.Sprintf("completed with a %d problem", *status)}[*del])
 			return nil
 		}
-		err := eng.Resolve(ctx, ns, *scope, *key, res)
+		err := idemadmin.Resolve(ctx, eng, ns, *scope, *key, res)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return op.notFound(ctx, eng, ns, *scope, *key)
 		}

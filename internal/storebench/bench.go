@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemadmin"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/idemmigrate"
 )
@@ -33,7 +34,7 @@ type config struct {
 	window  time.Duration // each latency measurement
 	batch   int           // the pruner's batch size
 	rounds  int           // prune rounds, their claims pooled
-	rest    float64       // the pruner's rest after each batch, a multiple of its time (idem.PruneOptions.Rest)
+	rest    float64       // the pruner's rest after each batch, a multiple of its time (idemadmin.PruneOptions.Rest)
 	sweep   []int         // client counts of the saturation sweep
 	held    int           // executions held open while their leases are refreshed
 	lease   time.Duration // their lease (refreshed every third of it)
@@ -51,8 +52,8 @@ func defaults() config {
 		rate:    1000,
 		window:  10 * time.Second,
 		// The pruner at the pace it runs beside claims.
-		batch:  idem.PruneBesideClaims.Batch,
-		rest:   idem.PruneBesideClaims.Rest,
+		batch:  idemadmin.PruneBesideClaims.Batch,
+		rest:   idemadmin.PruneBesideClaims.Rest,
 		rounds: 3,
 		sweep:  []int{1, 2, 4, 8, 16, 32, 64},
 		held:   200,
@@ -78,7 +79,7 @@ type pruneFigure struct {
 	Before, During latency // claims before the prune started, and while it ran
 	P99Ratio       float64
 	Batch          int
-	Rest           float64 // the pruner's rest after each batch (idem.PruneOptions.Rest)
+	Rest           float64 // the pruner's rest after each batch (idemadmin.PruneOptions.Rest)
 	Rounds         int     // prune rounds pooled (each loads cfg.expired records)
 	Rate           int     // claims a second offered before and during the prune
 }
@@ -686,7 +687,7 @@ func (b *bench) pruneRound(ctx context.Context, round int) (f pruneFigure, befor
 	case <-ctx.Done():
 	}
 	pruneStart := time.Now()
-	n, perr := b.eng.PruneWith(ctx, idem.PruneOptions{Batch: b.cfg.batch, Rest: b.cfg.rest})
+	n, perr := idemadmin.Prune(ctx, b.eng, idemadmin.PruneOptions{Batch: b.cfg.batch, Rest: b.cfg.rest})
 	pruneEnd := time.Now()
 	close(stop)
 	res := <-done

@@ -47,7 +47,7 @@ func main() {
 	flag.DurationVar(&cfg.window, "window", cfg.window, "how long each latency measurement runs")
 	flag.IntVar(&cfg.batch, "batch", cfg.batch, "the pruner's batch size (records per transaction)")
 	flag.IntVar(&cfg.rounds, "rounds", cfg.rounds, "prune rounds, each loading -expired records; their claims are pooled for the p99s")
-	flag.Float64Var(&cfg.rest, "rest", cfg.rest, "the pruner's rest after each batch, as a multiple of its time (idem.PruneOptions.Rest)")
+	flag.Float64Var(&cfg.rest, "rest", cfg.rest, "the pruner's rest after each batch, as a multiple of its time (idemadmin.PruneOptions.Rest)")
 	sweep := flag.String("sweep", joinInts(cfg.sweep), "client counts of the saturation sweep, comma-separated (empty: no sweep)")
 	flag.IntVar(&cfg.held, "held", cfg.held, "executions held open while their leases are refreshed")
 	flag.IntVar(&cfg.fillfactor, "fillfactor", 0, "the records table's fillfactor, to compare settings (0: the migrations')")

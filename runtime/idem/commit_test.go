@@ -20,6 +20,7 @@ import (
 
 	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemadmin"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
@@ -365,7 +366,7 @@ func TestCompleterStaleCommitKeepsTheRecord(t *testing.T) {
 	}
 	completed := 0
 	for range 4 { // passes that meet stale statements fail; none may lose the record
-		n, _ := eng.CompleteAbandoned(ctx, 10)
+		n, _ := idemadmin.CompleteAbandoned(ctx, eng, 10)
 		completed += n
 		if _, err := pool.Exec(ctx, `UPDATE records SET lease_until = now() - interval '1 second' WHERE owner_token IS NOT NULL`); err != nil {
 			t.Fatal(err)

@@ -35,12 +35,8 @@ func RegisterCompleter[S any](e *Engine, op *Operation, build func(payload []byt
 	e.ops = append(e.ops, op)
 }
 
-// CompleteAbandoned finds up to limit records of registered operations whose
-// owner's lease expired, takes each over with a new owner token (the same
-// fencing as a retry's takeover), and runs its remaining phases from the
-// stored request. It returns how many it completed. Records another process
-// is already completing are skipped.
-func (e *Engine) CompleteAbandoned(ctx context.Context, limit int) (int, error) {
+// completeAbandoned is idemadmin.CompleteAbandoned, documented there.
+func (e *Engine) completeAbandoned(ctx context.Context, limit int) (int, error) {
 	if len(e.ops) == 0 {
 		return 0, nil
 	}
@@ -121,7 +117,7 @@ func (e *Engine) RunCompleter(ctx context.Context, interval time.Duration) {
 	defer t.Stop()
 	for {
 		var pe *PhaseError
-		if _, err := e.CompleteAbandoned(ctx, 100); err != nil && ctx.Err() == nil && !errors.As(err, &pe) {
+		if _, err := e.completeAbandoned(ctx, 100); err != nil && ctx.Err() == nil && !errors.As(err, &pe) {
 			// A PhaseError was logged where the execution failed.
 			e.log.WarnContext(ctx, "idem: completer", "err", err)
 		}

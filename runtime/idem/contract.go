@@ -40,7 +40,6 @@ func (e *Engine) LogScope(scope string) string {
 	return "sha256:" + ScopeDigest(scope)[:16]
 }
 
-
 // Contract is the engine's Options.Contract, for adapters: they answer
 // every refusal with its Refusal and send its Headers. The zero Contract
 // for a nil engine.

@@ -21,8 +21,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/runtime/idemmigrate"
 	"github.com/idemgen/idemgen/runtime/idemapi"
+	"github.com/idemgen/idemgen/runtime/idemmigrate"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 

@@ -21,6 +21,7 @@ import (
 	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/internal/testshort"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemadmin"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
@@ -791,11 +792,11 @@ func TestBackgroundCompleter(t *testing.T) {
 		cd := &card{charges: map[string]string{}}
 		runs := 0
 		op := abandonBackground(e, "bgkey", cd, &runs, func(ps []idem.Phase[payState]) []idem.Phase[payState] { return ps })
-		if n, err := e.eng.CompleteAbandoned(ctx, 10); n != 0 || err != nil {
+		if n, err := idemadmin.CompleteAbandoned(ctx, e.eng, 10); n != 0 || err != nil {
 			t.Fatalf("completed %d (%v) while the lease was live", n, err)
 		}
 		e.expireLeases()
-		if n, err := e.eng.CompleteAbandoned(ctx, 10); n != 1 || err != nil {
+		if n, err := idemadmin.CompleteAbandoned(ctx, e.eng, 10); n != 1 || err != nil {
 			t.Fatalf("CompleteAbandoned = %d, %v; want 1", n, err)
 		}
 		if runs != 1 || len(cd.charges) != 1 || e.count(`SELECT count(*) FROM rows WHERE note LIKE 'ch_%'`) != 1 {
@@ -827,7 +828,7 @@ func TestCompleterFailureIsObserved(t *testing.T) {
 			return ps
 		})
 		e.expireLeases()
-		if n, err := e.eng.CompleteAbandoned(ctx, 10); n != 0 || err == nil {
+		if n, err := idemadmin.CompleteAbandoned(ctx, e.eng, 10); n != 0 || err == nil {
 			t.Fatalf("CompleteAbandoned = %d, %v; want 0 and the phase's error", n, err)
 		}
 		if got, runs := e.ev.count(idem.EventCompleterFailed), e.ev.count(idem.EventCompleterRun); got != 1 || runs != 0 {

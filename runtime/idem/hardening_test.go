@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemadmin"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
@@ -116,7 +117,7 @@ func testHalfDoneRecordOutlivesRetention(t *testing.T, m *env) {
 		e := m.fresh(t)
 		cd, runs := &card{charges: map[string]string{}}, 0
 		halfDone(t, e, "k", cd, &runs)
-		if n, err := e.eng.Prune(context.Background(), 100); n != 0 || err != nil {
+		if n, err := idemadmin.Prune(context.Background(), e.eng, idemadmin.PruneOptions{Batch: 100}); n != 0 || err != nil {
 			t.Fatalf("Prune = %d, %v; want the half-done record kept", n, err)
 		}
 		if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE recovery_point = 'record'`); n != 1 {
@@ -236,7 +237,7 @@ func testPanicInPhase(ctx context.Context, t *testing.T, m *env) {
 			e.expireLeases()
 			var n int
 			var err error
-			if perr := catch(func() { n, err = e.eng.CompleteAbandoned(ctx, 10) }); perr != nil {
+			if perr := catch(func() { n, err = idemadmin.CompleteAbandoned(ctx, e.eng, 10) }); perr != nil {
 				t.Fatal(perr)
 			}
 			if n != 0 {
@@ -498,7 +499,7 @@ func TestPhasesSeeTheirCall(t *testing.T) {
 		}()
 		<-done
 		e.expireLeases()
-		if n, err := e.eng.CompleteAbandoned(ctx, 10); n != 1 || err != nil {
+		if n, err := idemadmin.CompleteAbandoned(ctx, e.eng, 10); n != 1 || err != nil {
 			t.Fatalf("CompleteAbandoned = %d, %v", n, err)
 		}
 		if len(seen) != 3 {
@@ -596,40 +597,40 @@ func TestAbandonedAndResolve(t *testing.T) {
 				stuck = ev.Count
 			}
 		}))
-		if _, err := e.eng.Prune(ctx, 100); err != nil || stuck != 2 {
+		if _, err := idemadmin.Prune(ctx, e.eng, idemadmin.PruneOptions{Batch: 100}); err != nil || stuck != 2 {
 			t.Fatalf("Prune: %v; stuck count %d, want 2", err, stuck)
 		}
-		list, err := e.eng.Abandoned(ctx, true, 10)
+		list, err := idemadmin.Abandoned(ctx, e.eng, idemadmin.AbandonedQuery{StuckOnly: true, Limit: 10})
 		if err != nil || len(list) != 2 || !list[0].Stuck || list[0].RecoveryPoint != "record" {
 			t.Fatalf("Abandoned = %+v, %v", list, err)
 		}
-		if info, err := e.eng.Inspect(ctx, "createPayment", "t", "a"); err != nil || !info.Stuck {
+		if info, err := idemadmin.Inspect(ctx, e.eng, "createPayment", "t", "a"); err != nil || !info.Stuck {
 			t.Fatalf("Inspect = %+v, %v; want stuck", info, err)
 		}
-		if err := e.eng.Resolve(ctx, "createPayment", "t", "a", idem.Resolution{Status: 502, Detail: "card network confirmed: no charge"}); err != nil {
+		if err := idemadmin.Resolve(ctx, e.eng, "createPayment", "t", "a", idemadmin.Resolution{Status: 502, Detail: "card network confirmed: no charge"}); err != nil {
 			t.Fatal(err)
 		}
 		out, err := idem.Run(ctx, e.eng, payOp, request("t", "a", "b"), twoPhases("a"))
 		if err != nil || !out.Replayed || out.Response.Status != 502 || !strings.Contains(string(out.Response.Body), "no charge") {
 			t.Fatalf("after resolving with a problem: %+v, %v", out, err)
 		}
-		if err := e.eng.Resolve(ctx, "createPayment", "t", "b", idem.Resolution{Delete: true}); err != nil {
+		if err := idemadmin.Resolve(ctx, e.eng, "createPayment", "t", "b", idemadmin.Resolution{Delete: true}); err != nil {
 			t.Fatal(err)
 		}
-		for _, r := range []idem.Resolution{{Delete: true}, {Status: 500}} {
-			if err := e.eng.Resolve(ctx, "createPayment", "t", "a", r); !errors.Is(err, idem.ErrNotAbandoned) {
+		for _, r := range []idemadmin.Resolution{{Delete: true}, {Status: 500}} {
+			if err := idemadmin.Resolve(ctx, e.eng, "createPayment", "t", "a", r); !errors.Is(err, idemadmin.ErrNotAbandoned) {
 				t.Fatalf("resolving a completed record (%+v): %v; want ErrNotAbandoned", r, err)
 			}
 		}
 		// A claimed record whose owner's lease is live is not abandoned.
 		halfDone(t, e, "live", &card{charges: map[string]string{}}, new(int))
 		e.exec(`UPDATE ` + e.schema + `.records SET lease_until = now() + interval '1 hour' WHERE key = 'live'`)
-		for _, r := range []idem.Resolution{{Delete: true}, {Status: 500}} {
-			if err := e.eng.Resolve(ctx, "createPayment", "t", "live", r); !errors.Is(err, idem.ErrNotAbandoned) {
+		for _, r := range []idemadmin.Resolution{{Delete: true}, {Status: 500}} {
+			if err := idemadmin.Resolve(ctx, e.eng, "createPayment", "t", "live", r); !errors.Is(err, idemadmin.ErrNotAbandoned) {
 				t.Fatalf("resolving a live claim (%+v): %v; want ErrNotAbandoned", r, err)
 			}
 		}
-		if err := e.eng.Resolve(ctx, "createPayment", "t", "none", idem.Resolution{Delete: true}); !errors.Is(err, pgx.ErrNoRows) {
+		if err := idemadmin.Resolve(ctx, e.eng, "createPayment", "t", "none", idemadmin.Resolution{Delete: true}); !errors.Is(err, pgx.ErrNoRows) {
 			t.Fatalf("resolving a missing record: %v; want no rows", err)
 		}
 		if n := e.count(`SELECT count(*) FROM ` + e.schema + `.records WHERE id = ` + e.schema + `.record_id('createPayment', 't', 'b')`); n != 0 {
@@ -694,10 +695,10 @@ func TestResolveKeepsTheOperationsRetention(t *testing.T) {
 			<-done
 		}
 		e.expireLeases()
-		if err := e.eng.Resolve(ctx, "webhook", "t", "own", idem.Resolution{Status: 409, Detail: "applied by hand"}); err != nil {
+		if err := idemadmin.Resolve(ctx, e.eng, "webhook", "t", "own", idemadmin.Resolution{Status: 409, Detail: "applied by hand"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.eng.Resolve(ctx, "webhook", "t", "given", idem.Resolution{Status: 409, Retention: 2 * time.Hour}); err != nil {
+		if err := idemadmin.Resolve(ctx, e.eng, "webhook", "t", "given", idemadmin.Resolution{Status: 409, Retention: 2 * time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		hours := func(key string) float64 {

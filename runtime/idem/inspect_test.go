@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemadmin"
 )
 
 func TestInspect(t *testing.T) {
@@ -17,14 +18,14 @@ func TestInspect(t *testing.T) {
 	if _, err := idem.Run(ctx, e.eng, payOp, request("t", "k", "b"), twoPhases("k")); err != nil {
 		t.Fatal(err)
 	}
-	info, err := e.eng.Inspect(ctx, "createPayment", "t", "k")
+	info, err := idemadmin.Inspect(ctx, e.eng, "createPayment", "t", "k")
 	// A completed record keeps what a replay needs: not its operation,
 	// recovery point, attempts or age.
 	if err != nil || info.State != "completed" || info.Status == nil || *info.Status != 201 || info.Key != "k" ||
 		info.Operation != "" || info.RecoveryPoint != "" || info.Attempts != 0 || info.Age != "" {
 		t.Fatalf("Inspect = %+v, %v", info, err)
 	}
-	if _, err := e.eng.Inspect(ctx, "createPayment", "t", "absent"); !errors.Is(err, pgx.ErrNoRows) {
+	if _, err := idemadmin.Inspect(ctx, e.eng, "createPayment", "t", "absent"); !errors.Is(err, pgx.ErrNoRows) {
 		t.Fatalf("Inspect of an absent key: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"encoding/json"
+	"github.com/idemgen/idemgen/runtime/internal/adminlink"
 	"testing"
 )
 
@@ -35,7 +36,7 @@ FROM generate_series(1, $2) g`, seed.expires, seed.n)
 	// One stuck record: past retention, its owner gone after a phase.
 	r.exec(`INSERT INTO ` + r.schema + `.records (id, namespace, scope, key, operation, fingerprint, owner_token, lease_until, expires_at, recovery_point)
 VALUES (` + r.schema + `.record_id('ns', 't', 'stuck'), 'ns', 't', 'stuck', 'op', '\x00', gen_random_uuid(), now() - interval '1 minute', now() - interval '1 hour', 'charge')`)
-	if n, err := r.eng.Prune(ctx, 1000); err != nil || n != old {
+	if n, err := r.eng.prune(ctx, adminlink.PruneOptions{Batch: 1000}); err != nil || n != old {
 		t.Fatalf("Prune = %d, %v; want %d", n, err, old)
 	}
 	for _, stats := range []string{"as they were before the prune", "gathered after it"} {

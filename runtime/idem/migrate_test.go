@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgen/idemgen/idemtest"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemadmin"
 	"github.com/idemgen/idemgen/runtime/idemmigrate"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
@@ -121,7 +122,7 @@ VALUES ('createPayment', 't', 'old', 'createPayment', $1, 'completed', 'finish',
 	}
 	half := func(step string) {
 		t.Helper()
-		info, err := eng.Inspect(ctx, "createPayment", "t", "half")
+		info, err := idemadmin.Inspect(ctx, eng, "createPayment", "t", "half")
 		var st payState
 		if err != nil || info.RecoveryPoint != "record" || info.Operation != "createPayment" ||
 			json.Unmarshal(info.PhaseState, &st) != nil || !st.Recorded {
@@ -153,7 +154,7 @@ VALUES ('createPayment', 't', 'old', 'createPayment', $1, 'completed', 'finish',
 	if err != nil || !out.Resumed || runs != 1 || len(cd.keys) != 1 {
 		t.Fatalf("resuming the half-done record: %+v, %v; record ran %d times, %d charges; want it resumed after record", out, err, runs, len(cd.keys))
 	}
-	if info, err := eng.Inspect(ctx, "createPayment", "t", "half"); err != nil || info.State != "completed" {
+	if info, err := idemadmin.Inspect(ctx, eng, "createPayment", "t", "half"); err != nil || info.State != "completed" {
 		t.Fatalf("Inspect after the resume = %+v, %v", info, err)
 	}
 }

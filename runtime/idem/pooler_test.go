@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemadmin"
 )
 
 // sessionSettings are the settings the engine changes, transaction-locally.
@@ -90,7 +91,7 @@ func TestNoSessionStateLeft(t *testing.T) {
 	// The pruner's range batches set synchronous_commit and lock_timeout
 	// for their own transaction only.
 	e.seedSpread("old-", 120, true)
-	if n, err := eng.Prune(ctx, 50); err != nil || n != 120 {
+	if n, err := idemadmin.Prune(ctx, eng, idemadmin.PruneOptions{Batch: 50}); err != nil || n != 120 {
 		t.Fatalf("Prune = %d, %v; want 120", n, err)
 	}
 	if after := settings(t, pool); after != before {

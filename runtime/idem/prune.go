@@ -4,57 +4,12 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/internal/adminlink"
 )
 
-// Prune deletes records past their retention, oldest first, at most batch
-// rows per transaction, until none remain or ctx ends: PruneWith at full
-// pace, with no rest between round trips.
-func (e *Engine) Prune(ctx context.Context, batch int) (int64, error) {
-	return e.PruneWith(ctx, PruneOptions{Batch: batch})
-}
-
-// PruneOptions tune PruneWith.
-type PruneOptions struct {
-	// Batch is the most records one transaction deletes (default 1000).
-	// Beside live claims, smaller batches (100) keep each commit's flush
-	// short: a claim's commit writes out whatever WAL a batch wrote ahead
-	// of it.
-	Batch int
-	// Rest is how long the pruner pauses after each batch, as a multiple
-	// of the time the batch took: with 1 it runs at most half of the time
-	// and leaves the database's WAL and CPU to claims in between. The
-	// pauses between the batches of a round trip are taken in the server
-	// (pg_sleep, in whole milliseconds, which holds the trip's connection
-	// for them), so that the database's work comes in bursts of a batch or
-	// two, not of a whole round trip; what is left is taken after the trip.
-	// 0 prunes at full pace; at most 1,000.
-	Rest float64
-}
-
-// PruneBesideClaims is the pace measured beside live claims
-// (docs/scaling.md, "The prune and the claims"): batches of 100, resting
-// as long as each batch took. idemgen prune and the payments example
-// prune at it; Prune prunes at full pace.
-var PruneBesideClaims = PruneOptions{Batch: 100, Rest: 1}
-
-// PruneWith deletes records past their retention, oldest first, in batches,
-// until none remain or ctx ends. It returns how many it deleted. A record
-// it skipped (locked, or not yet freeable) is left for the next prune.
-//
-// A batch is one range of expires_at, deleted by one scan of its index.
-// One statement finds the ranges of the next ten batches, and one round
-// trip deletes them, each in a transaction of its own. Where a row of a
-// range is held by another transaction (another pruner's batch, a claim
-// of the same key), the batch waits at most pruneLockWait for it, then
-// locks its rows with SKIP LOCKED instead, so many processes can prune at
-// once, and a claim of the same key waits for at most one batch's
-// transaction. A claimed record is deleted only once its lease has also
-// expired and only if no phase of it committed: a running execution is
-// never pruned under its owner, and a half-done one waits for its owner, a
-// retry, the completer or an operator (see Abandoned), whatever its age.
-// After the last batch, PruneWith reports how many such records are stuck
-// past their retention (EventStuck).
-func (e *Engine) PruneWith(ctx context.Context, o PruneOptions) (int64, error) {
+// prune is idemadmin.Prune, documented there.
+func (e *Engine) prune(ctx context.Context, o adminlink.PruneOptions) (int64, error) {
 	batch := o.Batch
 	if batch <= 0 {
 		batch = 1000

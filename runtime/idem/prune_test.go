@@ -12,6 +12,7 @@ import (
 	"github.com/idemgen/idemgen/idemtest"
 	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemadmin"
 )
 
 // seed inserts n completed records; old ones are past retention. They all
@@ -77,7 +78,7 @@ func TestPrune(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		pruned, pruneErr = e.eng.Prune(ctx, 100)
+		pruned, pruneErr = idemadmin.Prune(ctx, e.eng, idemadmin.PruneOptions{Batch: 100})
 	}()
 	// Claims of fresh keys run concurrently with the pruner's batches.
 	for i := 0; i < 50; i++ {
@@ -131,7 +132,7 @@ func TestPruneSkipsLockedBatch(t *testing.T) {
 			}
 			// A pruner that waited for the held rows would wait for this test.
 			waiting, cancel := context.WithTimeout(ctx, 10*time.Second)
-			n, err := e.eng.Prune(waiting, 30)
+			n, err := idemadmin.Prune(waiting, e.eng, idemadmin.PruneOptions{Batch: 30})
 			cancel()
 			if err != nil || n != 150 {
 				t.Fatalf("Prune beside a held batch = %d, %v; want the 150 unlocked rows", n, err)
@@ -144,7 +145,7 @@ func TestPruneSkipsLockedBatch(t *testing.T) {
 				t.Fatal(err)
 			}
 			held.Rollback(ctx)
-			if n, err := e.eng.Prune(ctx, 30); err != nil || n != 50 {
+			if n, err := idemadmin.Prune(ctx, e.eng, idemadmin.PruneOptions{Batch: 30}); err != nil || n != 50 {
 				t.Fatalf("second Prune = %d, %v; want 50", n, err)
 			}
 		})
@@ -186,7 +187,7 @@ func TestPruneBatches(t *testing.T) {
 			e := &env{t: t, pool: te.Pool, schema: te.Schema, eng: te.Engine}
 			tc.seed(e)
 			e.seed("young-", 10, false)
-			n, err := e.eng.Prune(context.Background(), 100)
+			n, err := idemadmin.Prune(context.Background(), e.eng, idemadmin.PruneOptions{Batch: 100})
 			if err != nil || n != tc.want {
 				t.Fatalf("Prune = %d, %v; want %d", n, err, tc.want)
 			}
@@ -213,11 +214,11 @@ func TestPruneWithRest(t *testing.T) {
 	ctx := context.Background()
 	e.seedSpread("old-", 300, true)
 	for _, rest := range []float64{-1, math.NaN(), math.Inf(1), 1001} {
-		if n, err := e.eng.PruneWith(ctx, idem.PruneOptions{Batch: 50, Rest: rest}); err == nil || n != 0 {
+		if n, err := idemadmin.Prune(ctx, e.eng, idemadmin.PruneOptions{Batch: 50, Rest: rest}); err == nil || n != 0 {
 			t.Fatalf("PruneWith(Rest: %v) = %d, %v; want an error and nothing deleted", rest, n, err)
 		}
 	}
-	if n, err := e.eng.PruneWith(ctx, idem.PruneOptions{Batch: 50, Rest: 0.5}); err != nil || n != 300 {
+	if n, err := idemadmin.Prune(ctx, e.eng, idemadmin.PruneOptions{Batch: 50, Rest: 0.5}); err != nil || n != 300 {
 		t.Fatalf("PruneWith(Rest: 0.5) = %d, %v; want 300", n, err)
 	}
 }
@@ -227,7 +228,7 @@ func TestPruneWithRest(t *testing.T) {
 // holds, how many pauses its pipelines asked the server for (a SELECT
 // among a pipeline's statements: BEGIN, WITH … DELETE, COMMIT), and how
 // many pipelines ended with one.
-func (e *env) tracedPrune(n int64, o idem.PruneOptions) (log *sqlLog, trips, pauses, endPaused int) {
+func (e *env) tracedPrune(n int64, o idemadmin.PruneOptions) (log *sqlLog, trips, pauses, endPaused int) {
 	e.t.Helper()
 	e.seedSpread("old-", int(n), true)
 	log = &sqlLog{}
@@ -239,7 +240,7 @@ func (e *env) tracedPrune(n int64, o idem.PruneOptions) (log *sqlLog, trips, pau
 		e.t.Fatal(err)
 	}
 	log.lines = nil
-	if got, err := eng.PruneWith(context.Background(), o); err != nil || got != n {
+	if got, err := idemadmin.Prune(context.Background(), eng, o); err != nil || got != n {
 		e.t.Fatalf("PruneWith(%+v) = %d, %v; want %d", o, got, err, n)
 	}
 	lines := strings.Split(log.String(), "\n")
@@ -262,7 +263,7 @@ func (e *env) tracedPrune(n int64, o idem.PruneOptions) (log *sqlLog, trips, pau
 // so small batches do not slow the pruner by a round trip each.
 func TestPruneRoundTrips(t *testing.T) {
 	t.Parallel()
-	log, trips, _, _ := newEnv(t).tracedPrune(1000, idem.PruneOptions{Batch: 100})
+	log, trips, _, _ := newEnv(t).tracedPrune(1000, idemadmin.PruneOptions{Batch: 100})
 	// Ten batches: the ranges of nine and their deletes (the walk stops
 	// at the last record, a batch short of a tenth range), the last
 	// batch's start and the batch (no upper bound), the walk that finds
@@ -278,7 +279,7 @@ func TestPruneRoundTrips(t *testing.T) {
 // a batch or two, and its pauses add no round trip.
 func TestPruneRestsInTheServer(t *testing.T) {
 	t.Parallel()
-	log, trips, pauses, endPaused := newEnv(t).tracedPrune(3000, idem.PruneOptions{Batch: 100, Rest: 1})
+	log, trips, pauses, endPaused := newEnv(t).tracedPrune(3000, idemadmin.PruneOptions{Batch: 100, Rest: 1})
 	// Thirty batches: three walks and their deletes (the third a batch
 	// short of ten ranges), the last batch's walk and its batch, the walk
 	// that finds nothing left, the stuck count. The first trip has no

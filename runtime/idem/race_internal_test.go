@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/runtime/idemtype"
+	"github.com/idemgen/idemgen/runtime/internal/adminlink"
 )
 
 type raceEnv struct {
@@ -268,9 +269,9 @@ func TestResolveRechecksLease(t *testing.T) {
 	r := newRaceEnv(t)
 	r.claimedAndExpired("k", "one", false)
 	r.eng.hooks.afterRead = r.ownerRefreshes("k")
-	err := r.eng.Resolve(context.Background(), "op", "s", "k", Resolution{Status: 500, Detail: "settled by hand"})
-	if !errors.Is(err, ErrNotAbandoned) {
-		t.Fatalf("Resolve: %v; want ErrNotAbandoned: the owner is live again", err)
+	err := admin{r.eng}.Resolve(context.Background(), "op", "s", "k", adminlink.Resolution{Status: 500, Detail: "settled by hand"})
+	if !errors.Is(err, adminlink.ErrNotAbandoned) {
+		t.Fatalf("Resolve: %v; want adminlink.ErrNotAbandoned: the owner is live again", err)
 	}
 	var claimed int
 	if err := r.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+r.schema+`.records WHERE owner_token IS NOT NULL`).Scan(&claimed); err != nil || claimed != 1 {

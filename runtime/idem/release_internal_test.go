@@ -46,7 +46,7 @@ func TestReleaseAfterLostCommitAck(t *testing.T) {
 	if !errors.As(ferr, &perr) || perr.Kind != idemtype.KindFailed {
 		t.Fatalf("fail = %v; want an ambiguous failure", ferr)
 	}
-	info, err := e.Inspect(ctx, "op", "s", "k")
+	info, err := admin{e}.Inspect(ctx, "op", "s", "k")
 	if err != nil || info.State != stateClaimed || info.RecoveryPoint != "first" {
 		t.Fatalf("record after the refused release: %+v, %v; want it claimed at 'first'", info, err)
 	}

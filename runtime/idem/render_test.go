@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemadmin"
 )
 
 // renderOp stores a compact answer, the order's id, and renders its
@@ -69,7 +70,7 @@ func TestRenderedReplay(t *testing.T) {
 		if err := e.pool.QueryRow(ctx, `SELECT octet_length(response_body) FROM records`).Scan(&stored); err != nil || stored > 64 {
 			t.Errorf("the record keeps %d bytes of body (%v); want the reference only", stored, err)
 		}
-		info, err := e.eng.Inspect(ctx, renderOp.ID, "t", "r1")
+		info, err := idemadmin.Inspect(ctx, e.eng, renderOp.ID, "t", "r1")
 		if err != nil || string(info.Reference) != `{"/id":7}` {
 			t.Errorf("Inspect: reference %s (%v); want {\"/id\":7}", info.Reference, err)
 		}
@@ -166,7 +167,7 @@ func TestRenderedReplayKeepsLargeIDsExact(t *testing.T) {
 		if _, err := idem.Run(ctx, e.eng, renderOp, request("t", "big", "b"), phases); err != nil {
 			t.Fatal(err)
 		}
-		info, err := e.eng.Inspect(ctx, renderOp.ID, "t", "big")
+		info, err := idemadmin.Inspect(ctx, e.eng, renderOp.ID, "t", "big")
 		if err != nil || string(info.Reference) != `{"/id":1234567890123456789}` {
 			t.Errorf("the stored reference: %s (%v); want {\"/id\":1234567890123456789}", info.Reference, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemadmin"
 	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
@@ -49,7 +50,7 @@ func TestScopeIsNotStored(t *testing.T) {
 			t.Errorf("the claim does not hold the scope's digest %s", idem.ScopeDigest(secret))
 		}
 		e.expireLeases()
-		if n, err := e.eng.CompleteAbandoned(ctx, 10); n != 1 || err != nil {
+		if n, err := idemadmin.CompleteAbandoned(ctx, e.eng, 10); n != 1 || err != nil {
 			t.Fatalf("CompleteAbandoned = %d, %v; want 1", n, err)
 		}
 		if len(cd.charges) != 1 || len(cd.keys) != 2 || cd.keys[0] != cd.keys[1] {
@@ -111,20 +112,20 @@ func TestResolveByID(t *testing.T) {
 		}()
 		<-done
 		e.expireLeases()
-		rs, err := e.eng.Abandoned(ctx, false, 10)
+		rs, err := idemadmin.Abandoned(ctx, e.eng, idemadmin.AbandonedQuery{StuckOnly: false, Limit: 10})
 		if err != nil || len(rs) != 1 {
 			t.Fatalf("Abandoned: %v, %v; want one record", rs, err)
 		}
 		if rs[0].Scope != idem.ScopeDigest(secret) || rs[0].ID == "" {
 			t.Fatalf("the listing: scope %q, id %q; want the scope's digest and an id", rs[0].Scope, rs[0].ID)
 		}
-		if err := e.eng.ResolveID(ctx, rs[0].ID, idem.Resolution{Delete: true}); err != nil {
+		if err := idemadmin.ResolveID(ctx, e.eng, rs[0].ID, idemadmin.Resolution{Delete: true}); err != nil {
 			t.Fatalf("ResolveID: %v", err)
 		}
 		if n := e.count(`SELECT count(*) FROM records`); n != 0 {
 			t.Errorf("%d records after the delete; want none", n)
 		}
-		if err := e.eng.ResolveID(ctx, "not-an-id", idem.Resolution{Delete: true}); err == nil {
+		if err := idemadmin.ResolveID(ctx, e.eng, "not-an-id", idemadmin.Resolution{Delete: true}); err == nil {
 			t.Error("a malformed id was accepted")
 		}
 	}, notIn{idem.ClaimLast, "its phases include a foreign one, which last mode does not run"})
@@ -164,7 +165,7 @@ func TestPublicScopeIsKept(t *testing.T) {
 			t.Fatalf("%d records keep the public scope with derivation 2; want 1", n)
 		}
 		e.expireLeases()
-		if n, err := e.eng.CompleteAbandoned(ctx, 10); n != 1 || err != nil {
+		if n, err := idemadmin.CompleteAbandoned(ctx, e.eng, 10); n != 1 || err != nil {
 			t.Fatalf("CompleteAbandoned = %d, %v; want 1", n, err)
 		}
 		if len(cd.charges) != 1 || len(seen) != 1 || seen[0] != "cardnet" {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/idemgen/idemgen/runtime/idemtype"
+	"github.com/idemgen/idemgen/runtime/internal/adminlink"
 )
 
 // The store's statements for the pruner (prune.go), the background
@@ -162,8 +163,8 @@ func (s *store) abandonedBackground(ctx context.Context, ops []string, attempts,
 }
 
 // scanRecordInfo decodes the row of Inspect and Abandoned.
-func scanRecordInfo(row pgx.Row) (*RecordInfo, error) {
-	var r RecordInfo
+func scanRecordInfo(row pgx.Row) (*adminlink.RecordInfo, error) {
+	var r adminlink.RecordInfo
 	var owner *string
 	var lease, age *float64
 	var expires float64
@@ -190,18 +191,18 @@ func scanRecordInfo(row pgx.Row) (*RecordInfo, error) {
 
 // inspect reads the record with id for an operator (Inspect), or
 // pgx.ErrNoRows.
-func (s *store) inspect(ctx context.Context, id [16]byte) (*RecordInfo, error) {
+func (s *store) inspect(ctx context.Context, id [16]byte) (*adminlink.RecordInfo, error) {
 	return scanRecordInfo(s.pool.QueryRow(ctx, s.q().Inspect.sql, s.q().Inspect.args(&idParams{ID: uuidArg(id)})...))
 }
 
 // abandoned lists abandoned records for an operator (Abandoned).
-func (s *store) abandoned(ctx context.Context, q AbandonedQuery) ([]*RecordInfo, error) {
+func (s *store) abandoned(ctx context.Context, q adminlink.AbandonedQuery) ([]*adminlink.RecordInfo, error) {
 	p := &abandonedParams{StuckOnly: q.StuckOnly, Namespace: q.Namespace, Operation: q.Operation, Limit: q.Limit}
 	rows, err := s.pool.Query(ctx, s.q().Abandoned.sql, s.q().Abandoned.args(p)...)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*RecordInfo, error) { return scanRecordInfo(r) })
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*adminlink.RecordInfo, error) { return scanRecordInfo(r) })
 }
 
 // resolveDelete deletes the abandoned record with id (ResolveDelete), and

@@ -22,6 +22,7 @@ import (
 
 	"github.com/idemgen/idemgen/idemtest"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemadmin"
 	"github.com/idemgen/idemgen/runtime/idemotel"
 )
 
@@ -223,7 +224,7 @@ func TestMetrics(t *testing.T) {
 	if _, err := idem.Run(ctx, e.eng, op, idem.KeyedRequest{Scope: "acct", Key: "k", Fingerprint: other[:]}, phases("k", nil)); err == nil {
 		t.Fatal("a reused key with another body was not refused")
 	}
-	if _, err := e.eng.Prune(ctx, 10); err != nil {
+	if _, err := idemadmin.Prune(ctx, e.eng, idemadmin.PruneOptions{Batch: 10}); err != nil {
 		t.Fatal(err)
 	}
 	var rm metricdata.ResourceMetrics

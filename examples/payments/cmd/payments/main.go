@@ -47,6 +47,7 @@ import (
 	"github.com/idemgen/idemgen/examples/payments/outbox"
 	"github.com/idemgen/idemgen/pglocal"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemadmin"
 	"github.com/idemgen/idemgen/runtime/idemapi"
 	"github.com/idemgen/idemgen/runtime/idemmigrate"
 	"github.com/idemgen/idemgen/runtime/idemotel"
@@ -172,7 +173,7 @@ func run() error {
 		t := time.NewTicker(time.Minute)
 		defer t.Stop()
 		for {
-			if _, err := eng.PruneWith(bg, idem.PruneBesideClaims); err != nil && bg.Err() == nil {
+			if _, err := idemadmin.Prune(bg, eng, idemadmin.PruneBesideClaims); err != nil && bg.Err() == nil {
 				log.Warn("prune", "err", err)
 			}
 			select {
