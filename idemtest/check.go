@@ -599,7 +599,7 @@ func (k *checker[S]) duplicates(ctx context.Context) {
 	// it again), is sent again, as a client would, until it gets the key's
 	// answer.
 	outs, errs := k.concurrently(ctx, w, func(int) idem.KeyedRequest { return k.req }, func(err error) bool {
-		return inFlight(err) || errors.As(err, new(*idem.ReleaseError))
+		return inFlight(err) || idem.Released(err) != nil
 	})
 	executed := 0
 	var first *idem.Response
@@ -663,7 +663,7 @@ func (k *checker[S]) burst(ctx context.Context) {
 		for i, err := range errs {
 			// A release (out of stock, try later) is an answer too; only
 			// the invariant matters here.
-			if err != nil && !errors.As(err, new(*idem.ReleaseError)) {
+			if err != nil && idem.Released(err) == nil {
 				k.add("", RuleFailed, "request %d of round %d failed: %v", i, r+1, err)
 			}
 		}
@@ -862,7 +862,7 @@ func (k *checker[S]) phases(h hooks) []idem.Phase[S] {
 			q.Local = func(ctx context.Context, tx pgx.Tx, st *S) error {
 				start()
 				err := p.Local(ctx, tx, st)
-				if err == nil || errors.As(err, new(*idem.AnswerError)) {
+				if err == nil || idem.Answered(err) != nil {
 					end() // an answer is the phase's success
 				}
 				return err
@@ -886,7 +886,7 @@ func (k *checker[S]) phases(h hooks) []idem.Phase[S] {
 					defer rec.exit(key)
 				}
 				err := p.Foreign(ctx, key, st)
-				if err == nil || errors.As(err, new(*idem.AnswerError)) {
+				if err == nil || idem.Answered(err) != nil {
 					end()
 				}
 				return err

@@ -8,37 +8,15 @@ package idem
 import (
 	"context"
 	"errors"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/idemgen/idemgen/runtime/idemtype"
 )
 
 // ObserveContext reports an event that happened in ctx to the engine's
 // observer. Adapters use it for the errors they detect before reaching the
 // engine (missing or bad keys).
 func (e *Engine) ObserveContext(ctx context.Context, ev Event) { e.observe(ctx, ev) }
-
-// MaxScopeLength bounds a scope value (a principal, a header's value), in bytes.
-const MaxScopeLength = 255
-
-// CheckScope refuses a scope value the store cannot hold or index well:
-// invalid UTF-8, a NUL character, or more than MaxScopeLength bytes. The
-// error is an *Error of kind idemtype.KindInvalidScope (400).
-func CheckScope(scope string) error {
-	switch {
-	case len(scope) > MaxScopeLength:
-		return errorf(idemtype.KindInvalidScope, "the scope value is %d bytes long; at most %d are allowed", len(scope), MaxScopeLength)
-	case !utf8.ValidString(scope):
-		return errorf(idemtype.KindInvalidScope, "the scope value is not valid UTF-8")
-	case strings.IndexByte(scope, 0) >= 0:
-		return errorf(idemtype.KindInvalidScope, "the scope value contains a NUL character")
-	}
-	return nil
-}
 
 // RunWithoutKey runs the phases once, unprotected, for a request that sent
 // no key to an operation whose key is optional: local phases still commit
@@ -52,8 +30,8 @@ func RunWithoutKey[S any](ctx context.Context, e *Engine, op *Operation, phases 
 	nonce := newToken()
 	for _, p := range phases {
 		if p.foreign() {
-			if err := p.Foreign(ctx, DeriveKey(CurrentKeyDerivation, op.namespace(), "", string(nonce[:]), p.Name, nil, e.opts.DerivedKeyLength), &state); err != nil {
-				if a := answered(err); a != nil {
+			if err := p.Foreign(ctx, deriveKeyOf(currentKeyDerivation, op.namespace(), "", string(nonce[:]), p.Name, nil, e.opts.DerivedKeyLength), &state); err != nil {
+				if a := Answered(err); a != nil {
 					return a, checkFinal(p.Name, a)
 				}
 				return nil, err
@@ -66,13 +44,13 @@ func RunWithoutKey[S any](ctx context.Context, e *Engine, op *Operation, phases 
 				var err error
 				if p.Final != nil {
 					resp, err = p.Final(ctx, tx, &state)
-					if a := answered(err); a != nil {
+					if a := Answered(err); a != nil {
 						resp, err = a, checkFinal(p.Name, a)
 					}
 					return err
 				}
 				err = p.Local(ctx, tx, &state)
-				if a := answered(err); a != nil {
+				if a := Answered(err); a != nil {
 					resp = a
 					return checkFinal(p.Name, a)
 				}

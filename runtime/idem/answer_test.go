@@ -2,7 +2,6 @@ package idem_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -63,7 +62,7 @@ func TestPhaseBeforeTheLastAnswers(t *testing.T) {
 				t.Errorf("%s: %d rows, want %d: the answering phase's writes commit with its answer", tc.key, n, want)
 			}
 		}
-		if err := idem.Answer(nil); err == nil || errors.As(err, new(*idem.AnswerError)) {
+		if err := idem.Answer(nil); err == nil || idem.Answered(err) != nil {
 			t.Errorf("Answer(nil): %v; want an error that is no answer", err)
 		}
 	})

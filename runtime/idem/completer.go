@@ -92,8 +92,8 @@ func (e *Engine) completeOne(ctx context.Context, op *Operation, p Policy, a aba
 	// The record keeps its scope's digest from key derivation 3 on, and
 	// the scope itself before (Takeover returned the record's derivation).
 	c.scopeDigest = a.scope
-	if c.derivation < KeyDerivationV3 {
-		c.scopeDigest = ScopeDigest(a.scope)
+	if c.derivation < keyDerivationV3 {
+		c.scopeDigest = scopeDigest(a.scope)
 	}
 	e.observe(ctx, Event{Kind: EventTakeover, Operation: op.ID, Cause: TakeoverCompleter})
 	e.observeFailover(ctx, c)

@@ -28,7 +28,7 @@ func (e *Engine) storedHeaders(c *claim, h http.Header) http.Header {
 }
 
 // LogScope is scope as the engine's log lines show it
-// (Options.RedactScope; by default "sha256:" and ScopeDigest's first 16
+// (Options.RedactScope; by default "sha256:" and idemadmin.ScopeDigest's first 16
 // hex digits). "" stays "": the global scope.
 func (e *Engine) LogScope(scope string) string {
 	switch {
@@ -37,7 +37,7 @@ func (e *Engine) LogScope(scope string) string {
 	case e != nil && e.opts.RedactScope != nil:
 		return e.opts.RedactScope(scope)
 	}
-	return "sha256:" + ScopeDigest(scope)[:16]
+	return "sha256:" + scopeDigest(scope)[:16]
 }
 
 // Contract is the engine's Options.Contract, for adapters: they answer

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+
+	"github.com/idemgen/idemgen/runtime/internal/adminlink"
 )
 
 // DerivedKeyPrefix starts every derived key, so foreign systems' logs show
@@ -23,53 +25,48 @@ func (e *Engine) keyLength() int {
 	return e.opts.DerivedKeyLength
 }
 
-// KeyDerivation versions how derived keys are computed. Each record keeps
+// keyDerivation versions how derived keys are computed. Each record keeps
 // the version it was claimed with, so an execution in flight across an
 // upgrade presents the foreign system the same key on every attempt.
-type KeyDerivation int16
+type keyDerivation int16
 
 const (
-	// KeyDerivationV1 hashes (namespace, scope, key, phase). Records claimed
+	// keyDerivationV1 hashes (namespace, scope, key, phase). Records claimed
 	// before migration 002 use it.
-	KeyDerivationV1 KeyDerivation = 1
-	// KeyDerivationV2 also hashes the request fingerprint: a key released
+	keyDerivationV1 keyDerivation = 1
+	// keyDerivationV2 also hashes the request fingerprint: a key released
 	// and reused with another request derives other foreign keys, so a
 	// foreign system never sees one key with two sets of parameters.
-	KeyDerivationV2 KeyDerivation = 2
-	// KeyDerivationV3 hashes the scope's digest (ScopeDigest) where V2
+	keyDerivationV2 keyDerivation = 2
+	// keyDerivationV3 hashes the scope's digest (scopeDigest) where V2
 	// hashes the scope: the records table keeps only the digest (a scope
 	// is often a credential), and the background completer, which has
 	// only what the table keeps, derives the same keys from it.
-	KeyDerivationV3 KeyDerivation = 3
+	keyDerivationV3 keyDerivation = 3
 )
 
-// CurrentKeyDerivation is the version new claims use.
-const CurrentKeyDerivation = KeyDerivationV3
+// currentKeyDerivation is the version new claims use.
+const currentKeyDerivation = keyDerivationV3
 
-// ScopeDigest is the SHA-256 of a scope, in hex: what the records table
-// keeps of a claim's scope, and what identifies a scope in logs
-// (Engine.LogScope) without showing it.
-func ScopeDigest(scope string) string {
+// scopeDigest is the SHA-256 of a scope, in hex (idemadmin.ScopeDigest):
+// what the records table keeps of a claim's scope, and what identifies a
+// scope in logs (Engine.LogScope) without showing it.
+func scopeDigest(scope string) string {
 	sum := sha256.Sum256([]byte(scope))
 	return hex.EncodeToString(sum[:])
 }
 
-// DeriveKey returns the idempotency key for a foreign call made by phase
-// within the execution of (namespace, scope, key) for the request whose
-// fingerprint is given (ignored by KeyDerivationV1). It is deterministic, so
-// every retry and resumption sends the foreign system the same key; it is
-// ASCII (lowercase hex after the prefix) and length characters long, clamped
-// to [20, 64]. Distinct inputs collide with probability 2^-(4*(length-4)).
-func DeriveKey(v KeyDerivation, namespace, scope, key, phase string, fingerprint []byte, length int) string {
-	if v >= KeyDerivationV3 {
-		scope = ScopeDigest(scope)
+// deriveKeyOf is idemadmin.DeriveKey, documented there.
+func deriveKeyOf(v keyDerivation, namespace, scope, key, phase string, fingerprint []byte, length int) string {
+	if v >= keyDerivationV3 {
+		scope = scopeDigest(scope)
 	}
 	return deriveKey(v, namespace, scope, key, phase, fingerprint, length)
 }
 
-// deriveKey is DeriveKey with the scope as version v hashes it: the scope
+// deriveKey is deriveKeyOf with the scope as version v hashes it: the scope
 // itself up to V2, its digest from V3 on.
-func deriveKey(v KeyDerivation, namespace, scope, key, phase string, fingerprint []byte, length int) string {
+func deriveKey(v keyDerivation, namespace, scope, key, phase string, fingerprint []byte, length int) string {
 	if length <= 0 || length > MaxDerivedKeyLength {
 		length = MaxDerivedKeyLength
 	}
@@ -78,7 +75,7 @@ func deriveKey(v KeyDerivation, namespace, scope, key, phase string, fingerprint
 	}
 	var room [256]byte
 	b := appendPart(appendPart(appendPart(appendPart(room[:0], namespace), scope), key), phase)
-	if v != KeyDerivationV1 {
+	if v != keyDerivationV1 {
 		b = appendPart(b, string(fingerprint))
 	}
 	sum := sha256.Sum256(b)
@@ -147,4 +144,11 @@ func receiptFingerprint(op string, fp []byte) []byte {
 	var room [256]byte
 	sum := sha256.Sum256(append(appendPart(room[:0], op), fp...))
 	return sum[:16]
+}
+
+func init() {
+	adminlink.DeriveKey = func(v int16, namespace, scope, key, phase string, fingerprint []byte, length int) string {
+		return deriveKeyOf(keyDerivation(v), namespace, scope, key, phase, fingerprint, length)
+	}
+	adminlink.ScopeDigest = scopeDigest
 }

@@ -91,7 +91,7 @@ type Options struct {
 	Contract idemapi.Contract
 	// RedactScope is how a scope appears in the engine's and the adapters'
 	// log lines: a scope is often a credential (an API key as the
-	// principal). Default: ScopeDigest's first 16 hex digits, "sha256:"
+	// principal). Default: idemadmin.ScopeDigest's first 16 hex digits, "sha256:"
 	// before them, the same for every line of one scope and none of its
 	// text.
 	RedactScope func(scope string) string
@@ -149,7 +149,7 @@ type Engine struct {
 	waits     *watcher           // duplicates waiting for executions in flight
 	held      chan struct{}      // a token per execution holding a connection; nil: unbounded
 	exhausted atomic.Bool        // the exhausted pool was logged, and has had no room since
-	keyless   sync.Map           // clients EventKeyless named (KeylessClient)
+	keyless   sync.Map           // clients EventKeyless named (idemhttp.KeylessClient)
 	keylessN  atomic.Int32       // how many
 	hooks     testHooks
 }
@@ -181,7 +181,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Engine, error) {
 	if opts.SameRequestWindow == 0 {
 		opts.SameRequestWindow = DefaultSameRequestWindow
 	}
-	if err := (Policy{Claim: opts.Claim}).Validate(); err != nil {
+	if err := (Policy{Claim: opts.Claim}).validate(); err != nil {
 		return nil, fmt.Errorf("idem: Options.Claim: %w", err)
 	}
 	switch {
@@ -252,7 +252,7 @@ func (e *Engine) policy(op *Operation) (Policy, error) {
 		return Policy{}, errors.New("idem: an operation needs an ID")
 	}
 	p := op.Policy.withDefaults()
-	if err := p.Validate(); err != nil {
+	if err := p.validate(); err != nil {
 		return Policy{}, fmt.Errorf("idem: operation %s: %w", op.ID, err)
 	}
 	e.policies.Store(op, p)
@@ -283,7 +283,7 @@ type KeyedRequest struct {
 	// webhook, which the adapter sets): its record keeps the scope itself,
 	// not its digest, and the background completer's phases see it in
 	// Execution.Scope. Other scopes may be credentials (a secret key as
-	// the principal): their records keep only ScopeDigest, and the
+	// the principal): their records keep only idemadmin.ScopeDigest, and the
 	// completer's Execution.Scope is that digest.
 	ScopePublic bool
 	// RequestID is the request's id (Options.Contract.Headers.RequestID), stored
@@ -360,7 +360,7 @@ func checkPhases[S any](phases []Phase[S]) error {
 // Run executes op for req: it claims the key, or replays the stored response,
 // or resumes an abandoned execution from its recovery point, and runs the
 // phases that remain. Protocol refusals are returned as *Error (409, 422,
-// ...); a ReleaseError from a phase is returned as is after the claim was
+// ...); a releaseError from a phase is returned as is after the claim was
 // deleted.
 //
 // The phases run detached from ctx's cancellation: a client that goes away
@@ -373,7 +373,7 @@ func Run[S any](ctx context.Context, e *Engine, op *Operation, req KeyedRequest,
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckScope(req.Scope); err != nil {
+	if err := idemtype.CheckScope(req.Scope); err != nil {
 		return nil, err
 	}
 	if p.Claim == ClaimAuto && e.opts.Claim != ClaimLast {
@@ -452,7 +452,7 @@ type Execution struct {
 	Namespace string // the key namespace (the group, or the operationId)
 	// Scope is the resolved scope value: the principal, a header's value,
 	// or "" for global. In the background completer it is what the record
-	// keeps: the scope's digest (ScopeDigest), or the scope itself for a
+	// keeps: the scope's digest (idemadmin.ScopeDigest), or the scope itself for a
 	// public one (KeyedRequest.ScopePublic, a webhook's sender).
 	Scope   string
 	Key     string // the client's idempotency key

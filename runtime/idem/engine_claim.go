@@ -236,8 +236,8 @@ type claim struct {
 	// fingerprint, derivation and keyLength determine the derived keys of
 	// foreign phases; a resumed execution has the record's.
 	fingerprint []byte
-	derivation  KeyDerivation
-	// scopeDigest is ScopeDigest(scope): what the record keeps of the
+	derivation  keyDerivation
+	// scopeDigest is scopeDigest(scope): what the record keeps of the
 	// scope, and what derivations from V3 on hash.
 	scopeDigest string
 	keyLength   int
@@ -276,11 +276,11 @@ func newToken() [16]byte {
 // error.
 func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode claimer, req KeyedRequest) (*claim, *Outcome, error) {
 	c := &claim{op: op, policy: p, ns: op.namespace(), scope: req.Scope, key: req.Key, requestID: req.RequestID, token: newToken(), ctx: ctx, began: time.Now(),
-		fingerprint: req.Fingerprint, derivation: CurrentKeyDerivation, keyLength: e.keyLength(), mode: mode}
+		fingerprint: req.Fingerprint, derivation: currentKeyDerivation, keyLength: e.keyLength(), mode: mode}
 	if req.ScopePublic {
 		// The record may keep the scope itself (version 2 hashes it), so
 		// that the background completer's phases see it.
-		c.derivation = KeyDerivationV2
+		c.derivation = keyDerivationV2
 	}
 	if ent := e.cache.get(cacheKey{c.ns, c.scope, c.key}); ent != nil {
 		// A completed record, answered from memory: it cannot have changed.
@@ -297,7 +297,7 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 		return nil, nil, e.storeFailed(ctx, op, "claim", err)
 	}
 	c.id = recordID(c.ns, c.scope, c.key)
-	c.scopeDigest = ScopeDigest(c.scope)
+	c.scopeDigest = scopeDigest(c.scope)
 	var payload []byte
 	if p.Complete == idemtype.CompleteBackground {
 		payload = req.Payload
@@ -557,10 +557,10 @@ func (e *Engine) observeFailover(ctx context.Context, c *claim) {
 }
 
 // derivationScope is the scope as c's derivation hashes it, and as its
-// record keeps it: the scope itself up to KeyDerivationV2 (a record
+// record keeps it: the scope itself up to keyDerivationV2 (a record
 // claimed before V3, or for a public scope), its digest from V3 on.
 func (c *claim) derivationScope() string {
-	if c.derivation >= KeyDerivationV3 {
+	if c.derivation >= keyDerivationV3 {
 		return c.scopeDigest
 	}
 	return c.scope

@@ -84,7 +84,7 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 				foreignTried = true
 				key := deriveKey(c.derivation, c.ns, c.derivationScope(), c.key, p.Name, c.fingerprint, c.keyLength)
 				err = p.Foreign(pctx, key, &state)
-				if a := answered(err); a != nil {
+				if a := Answered(err); a != nil {
 					// The phase answers: stored on its own, as a final
 					// phase's response would be.
 					resp, err = e.commitPhase(pctx, c, p.Name, &state, func(pgx.Tx) (*Response, error) {
@@ -95,13 +95,13 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 				resp, err = e.commitPhase(pctx, c, p.Name, &state, func(tx pgx.Tx) (*Response, error) {
 					if p.Final == nil {
 						err := p.Local(pctx, tx, &state)
-						if a := answered(err); a != nil {
+						if a := Answered(err); a != nil {
 							return a, checkFinal(p.Name, a)
 						}
 						return nil, err
 					}
 					resp, err := p.Final(pctx, tx, &state)
-					if a := answered(err); a != nil {
+					if a := Answered(err); a != nil {
 						resp, err = a, nil
 					}
 					if err == nil {
@@ -177,7 +177,7 @@ func runInClaimTx[S any](ctx context.Context, e *Engine, c *claim, phases []Phas
 		err := recovered(p.Name, func() error {
 			if p.Final == nil {
 				err := p.Local(pctx, &c.sess.tx, state)
-				if a := answered(err); a != nil {
+				if a := Answered(err); a != nil {
 					// The phase answers: the later phases do not run.
 					resp = a
 					return checkFinal(p.Name, a)
@@ -186,7 +186,7 @@ func runInClaimTx[S any](ctx context.Context, e *Engine, c *claim, phases []Phas
 			}
 			var err error
 			resp, err = p.Final(pctx, &c.sess.tx, state)
-			if a := answered(err); a != nil {
+			if a := Answered(err); a != nil {
 				resp, err = a, nil
 			}
 			if err == nil {
@@ -263,31 +263,31 @@ func kindOf(err error) idemtype.ErrorKind {
 }
 
 func (e *Engine) logPanic(ctx context.Context, c *claim, phase string, err error) {
-	var pe *PanicError
+	var pe *panicError
 	if errors.As(err, &pe) {
 		e.log.ErrorContext(ctx, "idem: a phase panicked", "operation", c.op.ID, "phase", phase, "panic", pe.Value, "stack", string(pe.Stack))
 	}
 }
 
-// PanicError is a panic in a phase, recovered by the engine and treated as
+// panicError is a panic in a phase, recovered by the engine and treated as
 // the phase's error: the claim is released when nothing was committed, and
 // the failure is ambiguous otherwise.
-type PanicError struct {
+type panicError struct {
 	Phase string
 	Value any
 	Stack []byte
 }
 
-func (e *PanicError) Error() string {
+func (e *panicError) Error() string {
 	return fmt.Sprintf("idem: phase %s panicked: %v", e.Phase, e.Value)
 }
 
-// recovered runs f and turns a panic into a *PanicError. (runtime.Goexit is
+// recovered runs f and turns a panic into a *panicError. (runtime.Goexit is
 // not a panic and goes through.)
 func recovered(phase string, f func() error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = &PanicError{Phase: phase, Value: v, Stack: debug.Stack()}
+			err = &panicError{Phase: phase, Value: v, Stack: debug.Stack()}
 		}
 	}()
 	return f()
@@ -375,8 +375,8 @@ func (e *Engine) commit(ctx context.Context, conn *pgx.Conn, c *claim, phase str
 // the engine claimed it, whose derived keys this one cannot make: a
 // foreign call would go out under another key.
 func (c *claim) unknownDerivation() error {
-	if c.derivation > CurrentKeyDerivation {
-		return fmt.Errorf("record claimed with key derivation %d; this engine knows %d", c.derivation, CurrentKeyDerivation)
+	if c.derivation > currentKeyDerivation {
+		return fmt.Errorf("record claimed with key derivation %d; this engine knows %d", c.derivation, currentKeyDerivation)
 	}
 	return nil
 }

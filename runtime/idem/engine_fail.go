@@ -64,7 +64,7 @@ func (e *Engine) fail(c *claim, committed, foreignTried bool, err error) (*Outco
 	// Whatever happens next (release, yield, a stored failure), no refresh
 	// may land after it.
 	c.keeper.stop()
-	var rel *ReleaseError
+	var rel *releaseError
 	var protoErr *Error
 	var unknown *commitUnknownError
 	// The phase declared the failure effect-free: a release, or a protocol

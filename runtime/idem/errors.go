@@ -45,18 +45,18 @@ func (e *PhaseError) Error() string {
 }
 func (e *PhaseError) Unwrap() error { return e.Err }
 
-// ReleaseError marks a failure that happened before any effect: the claim is
-// deleted and the same key may be used again. Create it with Release.
-type ReleaseError struct{ Err error }
+// releaseError marks a failure that happened before any effect: the claim
+// is deleted and the same key may be used again (Release).
+type releaseError struct{ Err error }
 
-func (e *ReleaseError) Error() string { return "released: " + e.Err.Error() }
-func (e *ReleaseError) Unwrap() error { return e.Err }
+func (e *releaseError) Error() string { return "released: " + e.Err.Error() }
+func (e *releaseError) Unwrap() error { return e.Err }
 
-// AnswerError ends an execution from a phase before the last with a
-// response of the operation's own (a 404, a 409): create it with Answer.
-type AnswerError struct{ Response *Response }
+// answerError ends an execution from a phase before the last with a
+// response of the operation's own (Answer).
+type answerError struct{ Response *Response }
 
-func (e *AnswerError) Error() string {
+func (e *answerError) Error() string {
 	return fmt.Sprintf("idem: the phase answered %d", e.Response.Status)
 }
 
@@ -69,12 +69,13 @@ func Answer(resp *Response) error {
 	if resp == nil {
 		return errors.New("idem: Answer needs a response")
 	}
-	return &AnswerError{Response: resp}
+	return &answerError{Response: resp}
 }
 
-// answered is the response err answers with, or nil.
-func answered(err error) *Response {
-	var a *AnswerError
+// Answered is the response of an Answer in err's chain, or nil: a phase
+// that returned it ended its execution with that response.
+func Answered(err error) *Response {
+	var a *answerError
 	if errors.As(err, &a) {
 		return a.Response
 	}
@@ -89,5 +90,16 @@ func Release(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &ReleaseError{Err: err}
+	return &releaseError{Err: err}
+}
+
+// Released is the cause of a Release in err's chain, or nil: a phase that
+// returned it declared its failure free of effects. An adapter answers a
+// request with the cause, as it would without idemgen.
+func Released(err error) error {
+	var rel *releaseError
+	if errors.As(err, &rel) {
+		return rel.Err
+	}
+	return nil
 }

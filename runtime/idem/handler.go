@@ -72,7 +72,7 @@ func RunHandler(ctx context.Context, e *Engine, op *Operation, req KeyedRequest,
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckScope(req.Scope); err != nil {
+	if err := idemtype.CheckScope(req.Scope); err != nil {
 		return nil, err
 	}
 	if len(p.Render) > 0 {

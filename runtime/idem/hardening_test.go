@@ -510,7 +510,7 @@ func TestPhasesSeeTheirCall(t *testing.T) {
 			// scope's digest (a scope may be a credential).
 			scope := "tenant-7"
 			if c.Background {
-				scope = idem.ScopeDigest("tenant-7")
+				scope = idemadmin.ScopeDigest("tenant-7")
 			}
 			if c.Scope != scope || c.Key != "k-1" || c.Operation != "bgCall" {
 				t.Errorf("phase run %d saw %+v; want scope %s, key k-1", i, c, scope)
@@ -529,7 +529,7 @@ func TestPhasesSeeTheirCall(t *testing.T) {
 func TestDerivationIsVersioned(t *testing.T) {
 	t.Parallel()
 	// Pinned: what the engine derived before versioning existed.
-	if got := idem.DeriveKey(idem.KeyDerivationV1, "createPayment", "tenant", "k", "charge_card", nil, 64); got != "idg-298ce04d20fc7d2d09fdbedd6830206c13db6840d568ee6408de80446415" {
+	if got := idemadmin.DeriveKey(idemadmin.KeyDerivationV1, "createPayment", "tenant", "k", "charge_card", nil, 64); got != "idg-298ce04d20fc7d2d09fdbedd6830206c13db6840d568ee6408de80446415" {
 		t.Fatalf("version 1 derivation changed: %s", got)
 	}
 	inModes(t, testDerivationIsVersioned)
@@ -549,7 +549,7 @@ func testDerivationIsVersioned(t *testing.T, e *env) {
 	if _, err := idem.Run(ctx, e.eng, payOp, request("t", "old", "b"), threePhases("old", cd, &runs, "")); err != nil {
 		t.Fatal(err)
 	}
-	if want := idem.DeriveKey(idem.KeyDerivationV1, "createPayment", "t", "old", "charge", nil, 64); len(cd.keys) != 1 || cd.keys[0] != want {
+	if want := idemadmin.DeriveKey(idemadmin.KeyDerivationV1, "createPayment", "t", "old", "charge", nil, 64); len(cd.keys) != 1 || cd.keys[0] != want {
 		t.Fatalf("resumed version-1 record sent %v; want %s", cd.keys, want)
 	}
 	// A record an engine of version 2 claimed keeps its scope, not its
@@ -566,17 +566,17 @@ func testDerivationIsVersioned(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	fp := request("t", "mid", "b").Fingerprint
-	if want := idem.DeriveKey(idem.KeyDerivationV2, "createPayment", "t", "mid", "charge", fp, 64); cd.keys[1] != want {
+	if want := idemadmin.DeriveKey(idemadmin.KeyDerivationV2, "createPayment", "t", "mid", "charge", fp, 64); cd.keys[1] != want {
 		t.Fatalf("resumed version-2 record sent %s; want %s", cd.keys[1], want)
 	}
 	fp = request("t", "new", "b").Fingerprint
 	if _, err := idem.Run(ctx, e.eng, payOp, request("t", "new", "b"), threePhases("new", cd, &runs, "")); err != nil {
 		t.Fatal(err)
 	}
-	if want := idem.DeriveKey(idem.KeyDerivationV3, "createPayment", "t", "new", "charge", fp, 64); cd.keys[2] != want {
+	if want := idemadmin.DeriveKey(idemadmin.KeyDerivationV3, "createPayment", "t", "new", "charge", fp, 64); cd.keys[2] != want {
 		t.Fatalf("new record sent %s; want version 3's %s", cd.keys[2], want)
 	}
-	if v2 := idem.DeriveKey(idem.KeyDerivationV2, "createPayment", "t", "new", "charge", fp, 64); cd.keys[2] == v2 {
+	if v2 := idemadmin.DeriveKey(idemadmin.KeyDerivationV2, "createPayment", "t", "new", "charge", fp, 64); cd.keys[2] == v2 {
 		t.Fatalf("version 3 derives version 2's key")
 	}
 }
@@ -770,21 +770,4 @@ func TestCommitNeverMovesALeaseBack(t *testing.T) {
 			t.Error("the phase's commit moved the lease back")
 		}
 	})
-}
-
-// TestLeaseCeilingIsRefused: a lease longer than PostgreSQL's timeouts can
-// hold (statement_timeout, lock_timeout and
-// idle_in_transaction_session_timeout count milliseconds in 32 bits, about
-// 24.8 days), which bound a claim's open transaction by the lease, is
-// refused when the policy is validated, not met as a failed claim.
-func TestLeaseCeilingIsRefused(t *testing.T) {
-	t.Parallel()
-	long := idem.Policy{Lease: 25 * 24 * time.Hour, Retention: 60 * 24 * time.Hour}
-	if err := long.Validate(); err == nil || !strings.Contains(err.Error(), "longest lease") {
-		t.Fatalf("lease %v: %v; want it refused for its length", long.Lease, err)
-	}
-	ok := idem.Policy{Lease: idem.MaxLease, Retention: 60 * 24 * time.Hour}
-	if err := ok.Validate(); err != nil {
-		t.Fatalf("lease %v (the longest): %v", ok.Lease, err)
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
 type clientSet struct {
@@ -27,7 +28,7 @@ func (c *clientSet) Observe(ev idem.Event) {
 // client is "other", so that a metric's labels stay few.
 func TestKeylessClientsAreBounded(t *testing.T) {
 	for ua, want := range map[string]string{"checkout-web/2.1 (x)": "checkout-web", "": "unknown", "Mozilla/5.0 (X11)": "Mozilla", "a b": "a", "é/1": "__"} {
-		if got := idem.KeylessClient(ua); got != want {
+		if got := idemhttp.KeylessClient(ua); got != want {
 			t.Errorf("KeylessClient(%q) = %q; want %q", ua, got, want)
 		}
 	}
@@ -35,8 +36,8 @@ func TestKeylessClientsAreBounded(t *testing.T) {
 	seen := &clientSet{n: map[string]int{}}
 	eng := mustEngineWith(t, e, idem.Options{Observer: seen})
 	for i := range idem.MaxKeylessClients + 10 {
-		eng.Keyless(context.Background(), payOp, fmt.Sprintf("client-%d/1.0", i))
-		eng.Keyless(context.Background(), payOp, "client-0/2.0")
+		eng.Keyless(context.Background(), payOp, idemhttp.KeylessClient(fmt.Sprintf("client-%d/1.0", i)))
+		eng.Keyless(context.Background(), payOp, idemhttp.KeylessClient("client-0/2.0"))
 	}
 	if len(seen.n) != idem.MaxKeylessClients+1 || seen.n["other"] != 10 || seen.n["client-0"] != idem.MaxKeylessClients+11 {
 		t.Errorf("%d clients, other %d, client-0 %d; want %d, 10 and %d", len(seen.n), seen.n["other"], seen.n["client-0"], idem.MaxKeylessClients+1, idem.MaxKeylessClients+11)

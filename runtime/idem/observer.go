@@ -74,7 +74,7 @@ const (
 	// its replays instead (replay.render).
 	EventNotStored EventKind = "not_stored"
 	// EventKeyless: a request without a key, to an operation whose key is
-	// optional, ran unprotected (Cause: its client, KeylessClient). While
+	// optional, ran unprotected (Cause: its client, idemhttp.KeylessClient). While
 	// clients move to sending keys, the count per client says who is left;
 	// at zero the key can be required.
 	EventKeyless EventKind = "keyless"

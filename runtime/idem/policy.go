@@ -103,8 +103,8 @@ func (p Policy) withDefaults() Policy {
 // MaxLease is the longest lease a policy may have (idemtype.MaxLease).
 const MaxLease = idemtype.MaxLease
 
-// Validate reports a policy that cannot be honoured.
-func (p Policy) Validate() error {
+// validate reports a policy that cannot be honoured.
+func (p Policy) validate() error {
 	p = p.withDefaults()
 	_, ambiguousErr := idemtype.ParseAmbiguous(string(p.Ambiguous))
 	_, completeErr := idemtype.ParseComplete(string(p.Complete))

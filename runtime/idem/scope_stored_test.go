@@ -46,8 +46,8 @@ func TestScopeIsNotStored(t *testing.T) {
 		if text := table(); text == "" || strings.Contains(text, secret) || strings.Contains(text, "STORED") {
 			t.Fatalf("the records table holds the credential (or nothing): %s", text)
 		}
-		if !strings.Contains(table(), idem.ScopeDigest(secret)) {
-			t.Errorf("the claim does not hold the scope's digest %s", idem.ScopeDigest(secret))
+		if !strings.Contains(table(), idemadmin.ScopeDigest(secret)) {
+			t.Errorf("the claim does not hold the scope's digest %s", idemadmin.ScopeDigest(secret))
 		}
 		e.expireLeases()
 		if n, err := idemadmin.CompleteAbandoned(ctx, e.eng, 10); n != 1 || err != nil {
@@ -57,7 +57,7 @@ func TestScopeIsNotStored(t *testing.T) {
 			t.Fatalf("charge keys %v; want the dead owner's key again: one charge", cd.keys)
 		}
 		fp := request(secret, "charge-key-0001", "k").Fingerprint
-		if want := idem.DeriveKey(idem.CurrentKeyDerivation, op.ID, secret, "charge-key-0001", "charge", fp, 64); cd.keys[0] != want {
+		if want := idemadmin.DeriveKey(idemadmin.CurrentKeyDerivation, op.ID, secret, "charge-key-0001", "charge", fp, 64); cd.keys[0] != want {
 			t.Errorf("the charge key %s; want DeriveKey's %s", cd.keys[0], want)
 		}
 		if text := table(); strings.Contains(text, secret) {
@@ -116,7 +116,7 @@ func TestResolveByID(t *testing.T) {
 		if err != nil || len(rs) != 1 {
 			t.Fatalf("Abandoned: %v, %v; want one record", rs, err)
 		}
-		if rs[0].Scope != idem.ScopeDigest(secret) || rs[0].ID == "" {
+		if rs[0].Scope != idemadmin.ScopeDigest(secret) || rs[0].ID == "" {
 			t.Fatalf("the listing: scope %q, id %q; want the scope's digest and an id", rs[0].Scope, rs[0].ID)
 		}
 		if err := idemadmin.ResolveID(ctx, e.eng, rs[0].ID, idemadmin.Resolution{Delete: true}); err != nil {

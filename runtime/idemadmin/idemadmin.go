@@ -28,7 +28,7 @@ type RecordInfo struct {
 	ID        string `json:"id"`
 	Namespace string `json:"namespace"`
 	// Scope is the scope that found the record (Inspect), or what the
-	// record keeps (Abandoned): the scope's digest (idem.ScopeDigest) for a
+	// record keeps (Abandoned): the scope's digest (ScopeDigest) for a
 	// record claimed with key derivation 3, the scope itself before.
 	Scope         string          `json:"scope"`
 	Key           string          `json:"key"`
@@ -175,3 +175,44 @@ func Prune(ctx context.Context, e *idem.Engine, o PruneOptions) (int64, error) {
 func CompleteAbandoned(ctx context.Context, e *idem.Engine, limit int) (int, error) {
 	return adminlink.Of(e).CompleteAbandoned(ctx, limit)
 }
+
+// KeyDerivation versions how derived keys are computed. Each record keeps
+// the version it was claimed with, so an execution in flight across an
+// upgrade presents the foreign system the same key on every attempt.
+type KeyDerivation int16
+
+const (
+	// KeyDerivationV1 hashes (namespace, scope, key, phase). Records claimed
+	// before migration 002 use it.
+	KeyDerivationV1 KeyDerivation = 1
+	// KeyDerivationV2 also hashes the request fingerprint: a key released
+	// and reused with another request derives other foreign keys, so a
+	// foreign system never sees one key with two sets of parameters.
+	KeyDerivationV2 KeyDerivation = 2
+	// KeyDerivationV3 hashes the scope's digest (ScopeDigest) where V2
+	// hashes the scope: the records table keeps only the digest (a scope
+	// is often a credential), and the background completer, which has
+	// only what the table keeps, derives the same keys from it.
+	KeyDerivationV3 KeyDerivation = 3
+)
+
+// CurrentKeyDerivation is the version new claims use.
+const CurrentKeyDerivation = KeyDerivationV3
+
+// DeriveKey returns the idempotency key the engine sends a foreign system
+// for a call made by phase within the execution of (namespace, scope, key)
+// for the request whose fingerprint is given (ignored by KeyDerivationV1):
+// what an operator looks up on the foreign side. It is deterministic, so
+// every retry and resumption sends the foreign system the same key; it is
+// ASCII (idem.DerivedKeyPrefix, then lowercase hex) and length characters
+// long, clamped to [20, 64]. Distinct inputs collide with probability
+// 2^-(4*(length-4)).
+func DeriveKey(v KeyDerivation, namespace, scope, key, phase string, fingerprint []byte, length int) string {
+	return adminlink.DeriveKey(int16(v), namespace, scope, key, phase, fingerprint, length)
+}
+
+// ScopeDigest is the SHA-256 of a scope, in hex: what the records table
+// keeps of a claim's scope (RecordInfo.Scope, for records claimed with
+// KeyDerivationV3), and what identifies a scope in the engine's logs
+// without showing it.
+func ScopeDigest(scope string) string { return adminlink.ScopeDigest(scope) }

@@ -190,7 +190,7 @@ func pathParams(c echo.Context) map[string]string {
 
 // Execute runs the phases of the call in ctx's request for typed request
 // payload (stored for background completion) and returns the response to
-// send: a fresh one, a replay, or a problem. A ReleaseError's cause is
+// send: a fresh one, a replay, or a problem. A Release's cause is
 // returned as the error, for echo's error handler (return an
 // *echo.HTTPError from a phase, wrapped in idem.Release, to choose the
 // status).

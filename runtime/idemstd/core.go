@@ -460,7 +460,7 @@ func verify(r *http.Request, body []byte, v idemsig.Verifier, spec *Spec) (strin
 	if sender == "" {
 		return "", &idemtype.Error{Kind: idemtype.KindInvalidSignature, Detail: "the verifier found no sender"}
 	}
-	return sender, idem.CheckScope(sender)
+	return sender, idemtype.CheckScope(sender)
 }
 
 func scope(r *http.Request, spec *Spec, route Route) (string, error) {
@@ -482,7 +482,7 @@ func scope(r *http.Request, spec *Spec, route Route) (string, error) {
 	default: // principal
 		return principalOf(spec, route.Principal)
 	}
-	if err := idem.CheckScope(v); err != nil || !spec.Scope.Principal {
+	if err := idemtype.CheckScope(v); err != nil || !spec.Scope.Principal {
 		return v, err
 	}
 	p, err := principalOf(spec, route.Principal)
@@ -491,7 +491,7 @@ func scope(r *http.Request, spec *Spec, route Route) (string, error) {
 	}
 	// Each part escaped, so that no two pairs make the same value.
 	both := url.PathEscape(p) + "/" + url.PathEscape(v)
-	return both, idem.CheckScope(both)
+	return both, idemtype.CheckScope(both)
 }
 
 // principalOf resolves the caller a principal scope names.
@@ -506,7 +506,7 @@ func principalOf(spec *Spec, principal func() (string, error)) (string, error) {
 	if p == "" {
 		return "", &idemtype.Error{Kind: idemtype.KindMissingScope, Detail: "authenticate: keys are scoped to the caller"}
 	}
-	return p, idem.CheckScope(p)
+	return p, idemtype.CheckScope(p)
 }
 
 // Refuse answers a refusal of Prepare: it observes it and writes the
@@ -526,7 +526,7 @@ func (c *Call) Refuse(ctx context.Context, eng *idem.Engine, w http.ResponseWrit
 
 // Execute runs the phases of the call in ctx's request for typed request
 // payload (stored for background completion) on eng and returns the
-// response to send: a fresh one, a replay, or a problem. A ReleaseError's
+// response to send: a fresh one, a replay, or a problem. A Release's
 // cause is returned as the error, for the framework's error handling.
 func Execute[S any](ctx context.Context, eng *idem.Engine, payload []byte, phases []idem.Phase[S]) (*idem.Response, error) {
 	return execute(ctx, eng, func(call *Call) (*idem.Response, error) {
@@ -558,7 +558,7 @@ func execute(ctx context.Context, eng *idem.Engine, keyless func(*Call) (*idem.R
 	}
 	call.executed = true
 	if call.Request.Key == "" {
-		eng.Keyless(ctx, call.Spec.Operation, call.userAgent)
+		eng.Keyless(ctx, call.Spec.Operation, idemhttp.KeylessClient(call.userAgent))
 		return keyless(call)
 	}
 	out, err := run(call)
@@ -575,9 +575,8 @@ func execute(ctx context.Context, eng *idem.Engine, keyless func(*Call) (*idem.R
 			call.problem = perr
 			return eng.Contract().Refusal(perr), nil
 		}
-		var rel *idem.ReleaseError
-		if errors.As(err, &rel) {
-			return nil, rel.Err
+		if cause := idem.Released(err); cause != nil {
+			return nil, cause
 		}
 		return nil, err
 	}

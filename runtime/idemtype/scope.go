@@ -3,6 +3,7 @@ package idemtype
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // ScopeKind says what an operation's keys are unique within, besides the
@@ -129,3 +130,25 @@ func ValidName(name string) bool {
 }
 
 func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+
+// MaxScopeLength bounds a scope value (a principal, a header's value), in bytes.
+const MaxScopeLength = 255
+
+// CheckScope refuses a scope value the store cannot hold or index well:
+// invalid UTF-8, a NUL character, or more than MaxScopeLength bytes. The
+// error is an *Error of kind KindInvalidScope (400).
+func CheckScope(scope string) error {
+	switch {
+	case len(scope) > MaxScopeLength:
+		return scopeError("the scope value is %d bytes long; at most %d are allowed", len(scope), MaxScopeLength)
+	case !utf8.ValidString(scope):
+		return scopeError("the scope value is not valid UTF-8")
+	case strings.IndexByte(scope, 0) >= 0:
+		return scopeError("the scope value contains a NUL character")
+	}
+	return nil
+}
+
+func scopeError(format string, args ...any) error {
+	return &Error{Kind: KindInvalidScope, Detail: fmt.Sprintf(format, args...)}
+}

@@ -26,6 +26,12 @@ type Engine interface {
 // sets it when it is initialised.
 var Of func(engine any) Engine
 
+// DeriveKey and ScopeDigest are idemadmin's; runtime/idem sets them.
+var (
+	DeriveKey   func(v int16, namespace, scope, key, phase string, fingerprint []byte, length int) string
+	ScopeDigest func(scope string) string
+)
+
 // ErrNotAbandoned is idemadmin.ErrNotAbandoned.
 var ErrNotAbandoned = errors.New("idem: the record is not abandoned (completed, or its owner's lease is live)")
 
