@@ -19,7 +19,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
-// The phase's pgx.Tx contract (docs/runtime.md, "A phase's transaction"):
+// The phase's pgx.Tx contract (docs/internals.md, "A phase's transaction"):
 // whatever the claim mode and the pool's DefaultQueryExecMode, what a phase
 // does with its tx has the same effect, and returns the same error, as the
 // same calls inside pgx.BeginFunc on the same pool.

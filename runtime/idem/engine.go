@@ -6,7 +6,8 @@
 // most one execution commits each local phase, every execution that reaches
 // the end stores the same response that all later requests replay, and an
 // execution whose owner lost its lease commits nothing more. See
-// docs/runtime.md for the argument and the non-guarantees.
+// docs/runtime.md for the guarantees and the non-guarantees, and
+// docs/internals.md for the argument.
 package idem
 
 import (
@@ -46,7 +47,8 @@ type Options struct {
 	// commit on their own: every claim in ClaimSeparate, and a ClaimFirst
 	// claim whose first phase is foreign. A claim lost in a crash had no
 	// effects, and the first local phase's durable commit flushes the WAL
-	// that holds it; see docs/runtime.md. A claim that commits with local
+	// that holds it; see docs/reliability.md, "AsyncClaimCommit under
+	// failover". A claim that commits with local
 	// phases (ClaimFirst before a local phase, ClaimLast) is not affected.
 	AsyncClaimCommit bool
 	// ReplayCacheBytes bounds the in-process cache of completed responses,

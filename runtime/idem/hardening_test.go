@@ -1,7 +1,7 @@
 package idem_test
 
 // Tests for the rules a review found missing: each one failed on the engine
-// before its fix (see docs/runtime.md, "What protects a record").
+// before its fix (see docs/internals.md, "What protects a record").
 
 import (
 	"context"

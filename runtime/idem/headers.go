@@ -11,7 +11,7 @@ import (
 
 // A stored response's headers are coded, not JSON: they are in every
 // record, and a name that HTTP/2 would send as one byte costs one byte here
-// too (docs/runtime.md, "The record"). The block is a sequence of fields,
+// too (docs/internals.md, "The record"). The block is a sequence of fields,
 // one per value, names in sorted order and each name's values in order:
 //
 //	field = name value

@@ -14,8 +14,8 @@ import (
 
 // predicates lists every clause of the engine's SQL that protects a
 // record, by statement (a block of sql/*.sql) and clause (as written
-// there), with the test that fails when it is removed. docs/runtime.md
-// carries the same table.
+// there), with the test that fails when it is removed. docs/internals.md,
+// "What protects a record", carries the same table.
 var predicates = []struct {
 	name      string
 	statement string // the statement's block name...
@@ -91,7 +91,7 @@ func init() {
 // TestSQLPredicates removes each protecting predicate in turn and runs the
 // test named for it in a child process: the test must fail. A predicate
 // that no test misses is either redundant (then remove it, or say in
-// docs/runtime.md what implies it) or untested.
+// docs/internals.md what implies it) or untested.
 func TestSQLPredicates(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {

@@ -22,7 +22,7 @@ import (
 // sql/*.sql (or per round trip, where statements travel together with BEGIN
 // or COMMIT), each with typed parameters, hiding how the statements travel.
 // Methods that take a *pgx.Conn run on a transaction the caller holds
-// there; the others run on the pool. docs/runtime.md, "What protects a
+// there; the others run on the pool. docs/internals.md, "What protects a
 // record", names the clause of each statement that protects a record and
 // the test that fails without it.
 type store struct {

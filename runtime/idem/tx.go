@@ -18,7 +18,7 @@ var errEngineOwnsTx = errors.New("idem: the engine commits or rolls back a phase
 // (tx), begun by pgx (Conn.BeginTx, or Batch.BeginTx in the engine's claim),
 // to which every method but Commit and Rollback goes as it is. The engine
 // ends the transaction itself, so that COMMIT travels with the engine's
-// statement of the recovery point or the record (docs/runtime.md, "A
+// statement of the recovery point or the record (docs/internals.md, "A
 // phase's transaction").
 //
 // Until tx is set, the transaction is still to begin (a ClaimLast

@@ -8,7 +8,7 @@
 -- rule: past its retention, and completed or claimed by nobody live with no
 -- committed phase. The retention is in both PruneBounds and Prune: the
 -- walk's ends the batches, the delete's does not trust a bound from another
--- statement. docs/runtime.md, "Pruning", gives the reasons for the shape.
+-- statement. docs/internals.md, "Pruning", gives the reasons for the shape.
 
 -- name: PruneBounds :many
 -- The ends of the next @batches batches of @batch records, from @from on:

@@ -22,7 +22,7 @@ ALTER TABLE {{schema}}.records
     ADD CONSTRAINT records_pkey PRIMARY KEY (key, scope, namespace),
     -- Room on each page for new versions of its rows, so that a lease
     -- refresh, which changes no indexed column, stays on the page as a
-    -- heap-only tuple (see docs/runtime.md, "The record").
+    -- heap-only tuple (see docs/internals.md, "The record").
     SET (fillfactor = 90);
 
 -- The completer's index no longer names lease_until: a column that every

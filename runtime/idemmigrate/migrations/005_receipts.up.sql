@@ -1,5 +1,5 @@
 -- A completed record keeps what a replay needs and nothing more (issue 12;
--- docs/runtime.md, "The record").
+-- docs/internals.md, "The record").
 --
 -- A record is a claim while it executes and a receipt once it completes.
 -- The claim needs its key, operation, owner, lease, recovery point, phase
