@@ -186,7 +186,7 @@ func (c *claim) claimParams(payload []byte, wait string) *claimParams {
 	return &claimParams{LockTimeout: wait, ID: uuidArg(c.id), Namespace: c.ns, Scope: c.derivationScope(), Key: c.key, OwnerToken: uuidArg(c.token),
 		Operation: c.op.ID, Fingerprint: c.fingerprint, LeaseUS: micros(c.policy.Lease), Request: payload,
 		Background: c.policy.Complete == idemtype.CompleteBackground, RetentionUS: micros(c.policy.Retention),
-		keyDerivation: int16(c.derivation), DerivedKeyLength: int16(c.keyLength)}
+		KeyDerivation: int16(c.derivation), DerivedKeyLength: int16(c.keyLength)}
 }
 
 // waitOf is how long c's claim waits for an uncommitted claim of its key,

@@ -73,7 +73,7 @@ type claimParams struct {
 	Request       []byte      `db:"request"`
 	Background    bool        `db:"background"`
 	RetentionUS   int64       `db:"retention_us"`
-	keyDerivation int16       `db:"key_derivation"`
+	KeyDerivation int16       `db:"key_derivation"`
 	// DerivedKeyLength is the claim's derived key length, kept with the
 	// record so that a resumed foreign call presents the same key.
 	DerivedKeyLength int16  `db:"derived_key_length"`
