@@ -216,21 +216,69 @@ func withDatabase(dsn, db string) string {
 	return dsn + " dbname=" + db
 }
 
+// PlacementEnv names the environment variable that lays the records
+// table out by placement (idemmigrate's DistributeOptions) in every test
+// database: its value is the placement column's type (text, bigint or
+// uuid). On one PostgreSQL the column and the (placement, id) key are
+// added; on Citus the table is distributed by it, co-located with a table
+// of the schema distributed by the same type. The protocol suite then runs
+// the placement layout's statements.
+const PlacementEnv = "IDEMGEN_TEST_PLACEMENT"
+
+// Placement is the placement column's type PlacementEnv asks for, or "".
+func Placement() string { return os.Getenv(PlacementEnv) }
+
 // Migrate brings schema's engine tables up to date on pool and, against a
 // Citus coordinator (pglocal.CitusEnv), distributes the records table as
 // a user of Citus does (idemmigrate's Distribute): the protocol suite then
-// runs on shards.
+// runs on shards. With PlacementEnv set, the records table is laid out by
+// placement.
 func Migrate(tb testing.TB, pool *pgxpool.Pool, schema string) {
 	tb.Helper()
+	MigratePlaced(tb, pool, schema, Placement())
+}
+
+// MigratePlaced is Migrate with the records table laid out by a placement
+// column of type typ ("": as PlacementEnv says).
+func MigratePlaced(tb testing.TB, pool *pgxpool.Pool, schema, typ string) {
+	tb.Helper()
+	ctx := context.Background()
 	m := idemmigrate.New(pool, schema)
-	if _, err := m.Up(context.Background()); err != nil {
+	if _, err := m.Up(ctx); err != nil {
 		tb.Fatalf("idemtest: migrating the engine's tables: %v", err)
 	}
-	if !pglocal.Citus() {
-		return
+	switch {
+	case typ != "" && pglocal.Citus():
+		// A table of the service's, distributed by the placement's type,
+		// for the records to be co-located with.
+		anchor := schema + ".tenants"
+		if _, err := pool.Exec(ctx, "CREATE TABLE "+anchor+" (tenant "+typ+" PRIMARY KEY)"); err != nil {
+			tb.Fatalf("idemtest: %v", err)
+		}
+		if _, err := pool.Exec(ctx, "SELECT create_distributed_table($1, 'tenant')", anchor); err != nil {
+			tb.Fatalf("idemtest: %v", err)
+		}
+		if _, err := m.DistributeBy(ctx, idemmigrate.DistributeOptions{ColocateWith: anchor}); err != nil {
+			tb.Fatalf("idemtest: %v", err)
+		}
+	case typ != "":
+		if _, err := m.DistributeBy(ctx, idemmigrate.DistributeOptions{PlacementType: typ}); err != nil {
+			tb.Fatalf("idemtest: %v", err)
+		}
+	case pglocal.Citus():
+		if _, err := m.Distribute(ctx); err != nil {
+			tb.Fatalf("idemtest: %v", err)
+		}
 	}
-	if _, err := m.Distribute(context.Background()); err != nil {
-		tb.Fatalf("idemtest: %v", err)
+}
+
+// NotPlaced ends a test that cannot apply to the placement layout
+// (PlacementEnv), saying why: one that writes records by hand, with no
+// placement, or pins the statements' text.
+func NotPlaced(tb testing.TB, why string) {
+	tb.Helper()
+	if Placement() != "" {
+		tb.Skip("does not apply to the placement layout: " + why)
 	}
 }
 

@@ -81,7 +81,7 @@ func (e *Engine) Replay(ctx context.Context, op *Operation, req KeyedRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	key := cacheKey{op.namespace(), req.Scope, req.Key}
+	key := cacheKey{op.namespace(), req.Scope, req.Key, req.Placement}
 	if ent := e.cache.get(key); ent != nil {
 		if !sameRequest(op, ent.operation, ent.fingerprint, req.Fingerprint) {
 			return nil, nil
@@ -94,7 +94,8 @@ func (e *Engine) Replay(ctx context.Context, op *Operation, req KeyedRequest) (*
 	}
 	var rec *record
 	err = againIfStale(func() (err error) {
-		rec, err = e.store.read(ctx, e.pool, recordID(key.ns, key.scope, key.key))
+		id := recordID(key.ns, key.scope, key.key)
+		rec, err = e.store.read(ctx, e.pool, id, e.store.placeOf(req.Placement, id))
 		return err
 	})
 	switch {

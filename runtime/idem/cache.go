@@ -23,7 +23,10 @@ type replayCache struct {
 }
 
 // cacheKey is a record's key: (namespace, scope, key).
-type cacheKey struct{ ns, scope, key string }
+// cacheKey is a record's key: its namespace, scope and key, and the
+// placement its operation gave (KeyedRequest.Placement), with which the
+// same three name another record.
+type cacheKey struct{ ns, scope, key, placement string }
 
 type cacheEntry struct {
 	id          cacheKey
@@ -70,7 +73,7 @@ func (rc *replayCache) put(id cacheKey, operation string, fingerprint []byte, re
 	if rc == nil {
 		return
 	}
-	size := int64(len(id.ns)+len(id.scope)+len(id.key)+len(operation)+len(fingerprint)+len(resp.Body)) + 256
+	size := int64(len(id.ns)+len(id.scope)+len(id.key)+len(id.placement)+len(operation)+len(fingerprint)+len(resp.Body)) + 256
 	for k, vs := range resp.Header {
 		size += int64(len(k))
 		for _, v := range vs {

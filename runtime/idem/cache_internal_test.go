@@ -12,7 +12,7 @@ import (
 func TestReplayCacheEvictsLeastRecentlyUsed(t *testing.T) {
 	t.Parallel()
 	resp := &Response{Status: 200}
-	key := func(i int) cacheKey { return cacheKey{"ns", "s", strconv.Itoa(i)} }
+	key := func(i int) cacheKey { return cacheKey{"ns", "s", strconv.Itoa(i), ""} }
 	// An entry is 256 bytes and its strings' (262 here); one may take an
 	// eighth of the cache: this one holds eight.
 	rc := newReplayCache(8 * 262)

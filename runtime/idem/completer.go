@@ -83,7 +83,7 @@ func (e *Engine) completeOne(ctx context.Context, op *Operation, p Policy, a aba
 	ctx, end := e.start(ctx, Step{Kind: StepRequest, Operation: op.ID, Background: true})
 	defer func() { end(err) }()
 	key := a.key
-	c := &claim{op: op, policy: p, ns: a.ns, scope: a.scope, key: key, id: a.id, token: newToken(), keyLength: e.keyLength(),
+	c := &claim{op: op, policy: p, ns: a.ns, scope: a.scope, key: key, id: a.id, placement: a.placement, token: newToken(), keyLength: e.keyLength(),
 		fingerprint: fp, background: true, ctx: context.WithoutCancel(ctx)}
 	ok, err := e.store.takeover(ctx, c, &a.owner)
 	if err != nil || !ok {

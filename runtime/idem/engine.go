@@ -288,6 +288,14 @@ type KeyedRequest struct {
 	// the principal): their records keep only idemadmin.ScopeDigest, and the
 	// completer's Execution.Scope is that digest.
 	ScopePublic bool
+	// Placement is the value the operation places its record by (its
+	// tenant's or account's id: Policy's operation declares where it comes
+	// from, idemtype.Placement), where the records table is laid out by
+	// placement (idemmigrate's DistributeOptions.ColocateWith): the record
+	// lives with the service's rows of that value, and keys are unique per
+	// placement. "" for an operation that declares none; ignored where the
+	// table has no placement column.
+	Placement string
 	// RequestID is the request's id (Options.Contract.Headers.RequestID), stored
 	// with its response when Options.Contract.Headers.OriginalRequest is set, so
 	// that a replay names the request whose execution made it.

@@ -135,7 +135,7 @@ func (lastClaim) claim(ctx context.Context, e *Engine, c *claim, _ []byte) (bool
 	err = primaryOnly(pc.Conn())
 	if err == nil {
 		err = againIfStale(func() (err error) {
-			rec, err = e.store.read(ctx, pc.Conn(), c.id)
+			rec, err = e.store.read(ctx, pc.Conn(), c.id, c.placement)
 			return err
 		})
 	}
@@ -179,7 +179,7 @@ func (lastClaim) phaseFailed(e *Engine, c *claim, err error) error {
 // takenMeanwhile reports whether a record now holds c's key, after c's
 // ClaimLast execution failed and rolled back.
 func (e *Engine) takenMeanwhile(c *claim) bool {
-	_, err := e.store.read(context.Background(), e.pool, c.id)
+	_, err := e.store.read(context.Background(), e.pool, c.id, c.placement)
 	return err == nil
 }
 
@@ -221,6 +221,10 @@ type claim struct {
 	// requestID is the claiming request's id (KeyedRequest.RequestID).
 	requestID string
 	id        [16]byte // recordID(ns, scope, key)
+	// placement is where the record is placed (store.placeOf): "" where
+	// the records table has no placement column. given is the request's
+	// own (KeyedRequest.Placement), which keys the replay cache.
+	placement, given string
 	token     [16]byte
 	recovery  string          // last committed phase, "" for none
 	state     json.RawMessage // state saved with the recovery point
@@ -275,14 +279,14 @@ func newToken() [16]byte {
 // means. It returns a claim to execute, or an outcome (a replay), or an
 // error.
 func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode claimer, req KeyedRequest) (*claim, *Outcome, error) {
-	c := &claim{op: op, policy: p, ns: op.namespace(), scope: req.Scope, key: req.Key, requestID: req.RequestID, token: newToken(), ctx: ctx, began: time.Now(),
+	c := &claim{op: op, policy: p, ns: op.namespace(), scope: req.Scope, key: req.Key, requestID: req.RequestID, given: req.Placement, token: newToken(), ctx: ctx, began: time.Now(),
 		fingerprint: req.Fingerprint, derivation: currentKeyDerivation, keyLength: e.keyLength(), mode: mode}
 	if req.ScopePublic {
 		// The record may keep the scope itself (version 2 hashes it), so
 		// that the background completer's phases see it.
 		c.derivation = keyDerivationV2
 	}
-	if ent := e.cache.get(cacheKey{c.ns, c.scope, c.key}); ent != nil {
+	if ent := e.cache.get(cacheKey{c.ns, c.scope, c.key, req.Placement}); ent != nil {
 		// A completed record, answered from memory: it cannot have changed.
 		if err := e.mismatch(ctx, op, ent.operation, ent.fingerprint, req.Fingerprint); err != nil {
 			return nil, nil, err
@@ -297,6 +301,7 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 		return nil, nil, e.storeFailed(ctx, op, "claim", err)
 	}
 	c.id = recordID(c.ns, c.scope, c.key)
+	c.placement = e.store.placeOf(req.Placement, c.id)
 	c.scopeDigest = scopeDigest(c.scope)
 	var payload []byte
 	if p.Complete == idemtype.CompleteBackground {
@@ -338,7 +343,7 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 			// A separate claim reads what holds the key; the others read
 			// again only if the holder committed while they looked.
 			err = againIfStale(func() (err error) {
-				rec, err = e.store.read(ctx, e.pool, c.id)
+				rec, err = e.store.read(ctx, e.pool, c.id, c.placement)
 				return err
 			})
 		}
@@ -353,7 +358,7 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 		if rec.pastRetention && (rec.state == stateCompleted || !rec.live) {
 			// Past retention: the key is free again, unless the delete's own
 			// predicates find the owner live again or a committed phase.
-			freed, err := e.store.deleteExpired(ctx, c.id)
+			freed, err := e.store.deleteExpired(ctx, c.id, c.placement)
 			if err != nil {
 				return nil, nil, e.storeFailed(ctx, op, "freeing an expired record", err)
 			}
@@ -377,7 +382,7 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 				// key's other waiters.
 				e.waits.settle(c.id, rec)
 			}
-			return nil, &Outcome{Response: e.replayCompleted(ctx, op, p, cacheKey{c.ns, c.scope, c.key}, rec), Replayed: true}, nil
+			return nil, &Outcome{Response: e.replayCompleted(ctx, op, p, cacheKey{c.ns, c.scope, c.key, req.Placement}, rec), Replayed: true}, nil
 		case rec.live:
 			// An execution in flight holds the key: wait for its answer, or
 			// answer 409.
@@ -437,7 +442,7 @@ func (e *Engine) await(ctx context.Context, c *claim, w *waitState, leaseLeft ti
 	var err error
 	if w.budget > 0 && now.Before(w.deadline) {
 		var rec *record
-		if rec, err = e.waits.wait(ctx, c.id, w.deadline, uncommitted); err == nil {
+		if rec, err = e.waits.wait(ctx, c.id, c.placement, w.deadline, uncommitted); err == nil {
 			return rec, nil
 		}
 	}

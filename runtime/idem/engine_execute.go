@@ -359,7 +359,7 @@ func (e *Engine) remember(c *claim, resp *Response, omitted bool, since time.Tim
 		return
 	}
 	skew := min(c.policy.Retention/10, time.Minute)
-	e.cache.put(cacheKey{c.ns, c.scope, c.key}, c.op.ID, c.fingerprint, resp, since.Add(min(c.policy.Retention-skew, e.opts.ReplayCacheTTL)), since)
+	e.cache.put(cacheKey{c.ns, c.scope, c.key, c.given}, c.op.ID, c.fingerprint, resp, since.Add(min(c.policy.Retention-skew, e.opts.ReplayCacheTTL)), since)
 }
 
 // commit stores c's progress (phase and state) or, with resp, its

@@ -125,6 +125,13 @@ func newEnv(t *testing.T) *env {
 // Schema, Claim and Observer it sets).
 func newEnvIn(t *testing.T, m mode, opts idem.Options) *env {
 	t.Helper()
+	return newEnvPlaced(t, m, opts, dbtest.Placement())
+}
+
+// newEnvPlaced is newEnvIn with the records table laid out by a placement
+// column of type typ ("": by id, unless dbtest.PlacementEnv says).
+func newEnvPlaced(t *testing.T, m mode, opts idem.Options, typ string) *env {
+	t.Helper()
 	ev := &events{n: map[idem.EventKind]int{}}
 	// Few connections each, so that the suite's parallel tests stay well
 	// within a server's default max_connections.
@@ -132,7 +139,7 @@ func newEnvIn(t *testing.T, m mode, opts idem.Options) *env {
 		c.ConnConfig.DefaultQueryExecMode = m.exec
 		c.MaxConns = 8
 	})
-	dbtest.Migrate(t, pool, schema)
+	dbtest.MigratePlaced(t, pool, schema, typ)
 	if _, err := pool.Exec(context.Background(), `CREATE TABLE rows (key text NOT NULL, note text NOT NULL DEFAULT '')`); err != nil {
 		t.Fatal(err)
 	}

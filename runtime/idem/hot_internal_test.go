@@ -17,6 +17,7 @@ import (
 // index on lease_until each refresh would add an entry to every index of
 // the table.
 func TestRefreshIsHOT(t *testing.T) {
+	dbtest.NotPlaced(t, "its records are written by hand, with no placement (the statements it tests are the same in both layouts, or pinned by the id layout's)")
 	dbtest.NotOnCitus(t, "heap-only updates happen in the shards, on the workers, whose statistics the coordinator's pg_stat_user_tables does not show")
 	t.Parallel()
 	r := newRaceEnv(t)

@@ -94,7 +94,8 @@ func (a admin) Inspect(ctx context.Context, namespace, scope, key string) (*admi
 	if r.State == "completed" {
 		// An answer stored compact (Policy.Render): the reference its
 		// replays are rendered from.
-		if rec, err := e.store.read(ctx, e.pool, recordID(namespace, scope, key)); err == nil && !rec.bodyOmitted {
+		id := recordID(namespace, scope, key)
+		if rec, err := e.store.read(ctx, e.pool, id, e.store.placementByID(ctx, id)); err == nil && !rec.bodyOmitted {
 			if resp := rec.response(); rendered(resp) {
 				r.Reference = json.RawMessage(resp.Body)
 			}

@@ -64,6 +64,7 @@ SELECT `+e.schema+`.record_id(namespace, scope, key), * FROM (VALUES
 // TestPrune: records past retention go, younger ones stay, claimed records
 // with a live lease stay, and claims proceed while the pruner runs.
 func TestPrune(t *testing.T) {
+	dbtest.NotPlaced(t, "its records are written by hand, with no placement (the statements it tests are the same in both layouts, or pinned by the id layout's)")
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
@@ -104,6 +105,7 @@ func TestPrune(t *testing.T) {
 // instant; what is not freeable stays; and a claim of a key outside the
 // held rows is not blocked by them.
 func TestPruneSkipsLockedBatch(t *testing.T) {
+	dbtest.NotPlaced(t, "its records are written by hand, with no placement (the statements it tests are the same in both layouts, or pinned by the id layout's)")
 	dbtest.NotOnCitus(t, "Citus runs no FOR UPDATE SKIP LOCKED across shards: a pruner there waits pruneLockWait for a held row, and its pass fails for the next to finish (docs/scaling.md)")
 	t.Parallel()
 	for _, tc := range []struct {
@@ -156,6 +158,7 @@ func TestPruneSkipsLockedBatch(t *testing.T) {
 // expire one by one, many in one instant, or a few in one instant across
 // where one batch's range would end and the next begin.
 func TestPruneBatches(t *testing.T) {
+	dbtest.NotPlaced(t, "its records are written by hand, with no placement (the statements it tests are the same in both layouts, or pinned by the id layout's)")
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
@@ -209,6 +212,7 @@ func TestPruneBatches(t *testing.T) {
 // every freeable record, and a rest that is negative, more than a
 // thousand or not a number is refused before anything is deleted.
 func TestPruneWithRest(t *testing.T) {
+	dbtest.NotPlaced(t, "its records are written by hand, with no placement (the statements it tests are the same in both layouts, or pinned by the id layout's)")
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
@@ -262,6 +266,7 @@ func (e *env) tracedPrune(n int64, o idemadmin.PruneOptions) (log *sqlLog, trips
 // batches and one deletes them, each batch in a transaction of its own,
 // so small batches do not slow the pruner by a round trip each.
 func TestPruneRoundTrips(t *testing.T) {
+	dbtest.NotPlaced(t, "its records are written by hand, with no placement (the statements it tests are the same in both layouts, or pinned by the id layout's)")
 	t.Parallel()
 	log, trips, _, _ := newEnv(t).tracedPrune(1000, idemadmin.PruneOptions{Batch: 100})
 	// Ten batches: the ranges of nine and their deletes (the walk stops
@@ -278,6 +283,7 @@ func TestPruneRoundTrips(t *testing.T) {
 // after a batch's COMMIT), so that the database's work comes in bursts of
 // a batch or two, and its pauses add no round trip.
 func TestPruneRestsInTheServer(t *testing.T) {
+	dbtest.NotPlaced(t, "its records are written by hand, with no placement (the statements it tests are the same in both layouts, or pinned by the id layout's)")
 	t.Parallel()
 	log, trips, pauses, endPaused := newEnv(t).tracedPrune(3000, idemadmin.PruneOptions{Batch: 100, Rest: 1})
 	// Thirty batches: three walks and their deletes (the third a batch

@@ -35,6 +35,9 @@ type store struct {
 	qs           atomic.Pointer[statements]
 	plain, citus *statements
 	dist         atomic.Bool // detect found the records table on Citus
+	// placementType is the type of the records table's placement column,
+	// "" where it has none (placement.go); set by detect.
+	placementType string
 	detected     atomic.Bool
 	detecting    sync.Mutex
 	// timelineOff, when set, is told once that the store refuses what
@@ -91,6 +94,12 @@ func (s *store) detect(ctx context.Context) error {
 	if err == nil && citus {
 		err = s.pool.QueryRow(ctx, detectDistributed, s.schema+".records").Scan(&citus)
 	}
+	if err == nil {
+		err = s.pool.QueryRow(ctx, detectPlacement, s.schema+".records").Scan(&s.placementType)
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = nil
+		}
+	}
 	if err != nil {
 		return &storeError{op: "detect", stmt: "DetectCitus", err: err}
 	}
@@ -98,6 +107,7 @@ func (s *store) detect(ctx context.Context) error {
 	if citus {
 		q = s.citus
 	}
+	timeline := true
 	// The primary's timeline (migration 006) is read with every claim and
 	// recovery point; a managed PostgreSQL may refuse what it reads
 	// (pg_current_wal_lsn: permission denied, or not supported). Then the
@@ -108,14 +118,17 @@ func (s *store) detect(ctx context.Context) error {
 		if !timelineRefused(err) {
 			return &storeError{op: "detect", stmt: "Timeline", err: err}
 		}
-		without, lerr := loadStatementsTimeline(s.schema, citus, false)
-		if lerr != nil {
-			return lerr
-		}
-		q = &without
+		timeline = false
 		if s.timelineOff != nil {
 			s.timelineOff(ctx, &storeError{op: "detect", stmt: "Timeline", err: err})
 		}
+	}
+	if !timeline || s.placementType != "" {
+		l, lerr := loadLayout(s.schema, layout{citus: citus, timeline: timeline, placement: s.placementType != "", placementType: s.placementType})
+		if lerr != nil {
+			return lerr
+		}
+		q = &l
 	}
 	s.dist.Store(citus)
 	s.qs.Store(q)
@@ -140,7 +153,21 @@ func timelineRefused(err error) bool {
 const (
 	detectCitus       = `SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL, pg_is_in_recovery()`
 	detectDistributed = `SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = to_regclass($1))`
+	// detectPlacement is the type of the records table's placement column
+	// (idemmigrate's placement layout); no row where it has none.
+	detectPlacement = `SELECT format_type(atttypid, atttypmod) FROM pg_catalog.pg_attribute
+		WHERE attrelid = to_regclass($1) AND attname = 'placement' AND NOT attisdropped`
 )
+
+// placeOf is the placement of the record of id for a request whose
+// operation gives it value, in the store's layout: "" where the records
+// table has no placement column. It is called after detect.
+func (s *store) placeOf(value string, id [16]byte) string {
+	if s.placementType == "" {
+		return ""
+	}
+	return placementOf(value, id, s.placementType)
+}
 
 // citusWait is what a statement on a Citus records table that may wait
 // for a row lock is preceded by, in its transaction: the claim wait (or
@@ -183,7 +210,7 @@ func micros(d time.Duration) int64 { return d.Microseconds() }
 // claimParams is c's claim, as Claim inserts it, waiting at most wait (in
 // milliseconds) for an uncommitted claim of the key.
 func (c *claim) claimParams(payload []byte, wait string) *claimParams {
-	return &claimParams{LockTimeout: wait, ID: uuidArg(c.id), Namespace: c.ns, Scope: c.derivationScope(), Key: c.key, OwnerToken: uuidArg(c.token),
+	return &claimParams{LockTimeout: wait, ID: uuidArg(c.id), Placement: c.placement, Namespace: c.ns, Scope: c.derivationScope(), Key: c.key, OwnerToken: uuidArg(c.token),
 		Operation: c.op.ID, Fingerprint: c.fingerprint, LeaseUS: micros(c.policy.Lease), Request: payload,
 		Background: c.policy.Complete == idemtype.CompleteBackground, RetentionUS: micros(c.policy.Retention),
 		KeyDerivation: int16(c.derivation), DerivedKeyLength: int16(c.keyLength)}
@@ -212,7 +239,7 @@ func (s *store) lastWaitOf(c *claim) string {
 
 // owner is what fences c's statements: its record and its token.
 func (c *claim) owner() *ownerParams {
-	return &ownerParams{ID: uuidArg(c.id), OwnerToken: uuidArg(c.token)}
+	return &ownerParams{ID: uuidArg(c.id), Placement: c.placement, OwnerToken: uuidArg(c.token)}
 }
 
 // claim inserts c's record (Claim, or ClaimAsync) and reports whether it
@@ -393,9 +420,9 @@ func scanRecord(row pgx.Row) (*record, error) {
 }
 
 // read reads the record with id (Read) on db, or pgx.ErrNoRows.
-func (s *store) read(ctx context.Context, db execer, id [16]byte) (*record, error) {
+func (s *store) read(ctx context.Context, db execer, id [16]byte, placement string) (*record, error) {
 	q := s.q()
-	rec, err := scanRecord(db.QueryRow(ctx, q.Read.sql, q.Read.args(&idParams{ID: uuidArg(id)})...))
+	rec, err := scanRecord(db.QueryRow(ctx, q.Read.sql, q.Read.args(&idParams{ID: uuidArg(id), Placement: placement})...))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, err
 	}
@@ -409,7 +436,7 @@ func (s *store) takeover(ctx context.Context, c *claim, observed *[16]byte) (boo
 	if observed == nil {
 		return false, nil
 	}
-	p := &takeoverParams{ID: uuidArg(c.id), OwnerToken: uuidArg(*observed), NewOwner: uuidArg(c.token),
+	p := &takeoverParams{ID: uuidArg(c.id), Placement: c.placement, OwnerToken: uuidArg(*observed), NewOwner: uuidArg(c.token),
 		LeaseUS: micros(c.policy.Lease), RetentionUS: micros(c.policy.Retention)}
 	q := s.q()
 	var length pgtype.Int2
@@ -429,15 +456,15 @@ func (s *store) takeover(ctx context.Context, c *claim, observed *[16]byte) (boo
 
 // deleteExpired frees a record past its retention if it is freeable
 // (DeleteExpired), and reports whether it did.
-func (s *store) deleteExpired(ctx context.Context, id [16]byte) (bool, error) {
-	tag, err := s.pool.Exec(ctx, s.q().DeleteExpired.sql, s.q().DeleteExpired.args(&idParams{ID: uuidArg(id)})...)
+func (s *store) deleteExpired(ctx context.Context, id [16]byte, placement string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, s.q().DeleteExpired.sql, s.q().DeleteExpired.args(&idParams{ID: uuidArg(id), Placement: placement})...)
 	return tag.RowsAffected() == 1, wrapStore("freeing an expired record", "DeleteExpired", err)
 }
 
 // release deletes c's record if it is still claimed by c at c's recovery
 // point (Release), and reports whether it did.
 func (s *store) release(ctx context.Context, c *claim) (bool, error) {
-	p := &releaseParams{ID: uuidArg(c.id), OwnerToken: uuidArg(c.token), RecoveryPoint: c.recovery}
+	p := &releaseParams{ID: uuidArg(c.id), Placement: c.placement, OwnerToken: uuidArg(c.token), RecoveryPoint: c.recovery}
 	tag, err := s.pool.Exec(ctx, s.q().Release.sql, s.q().Release.args(p)...)
 	return tag.RowsAffected() == 1, wrapStore("release", "Release", err)
 }
@@ -450,7 +477,7 @@ func (s *store) yield(ctx context.Context, c *claim) error {
 
 // refresh extends c's lease (Refresh), and reports whether c still owns it.
 func (s *store) refresh(ctx context.Context, c *claim) (bool, error) {
-	p := &refreshParams{ID: uuidArg(c.id), OwnerToken: uuidArg(c.token), LeaseUS: micros(c.policy.Lease)}
+	p := &refreshParams{ID: uuidArg(c.id), Placement: c.placement, OwnerToken: uuidArg(c.token), LeaseUS: micros(c.policy.Lease)}
 	tag, err := s.pool.Exec(ctx, s.q().Refresh.sql, s.q().Refresh.args(p)...)
 	return tag.RowsAffected() == 1, wrapStore("refresh", "Refresh", err)
 }
@@ -470,7 +497,7 @@ func (s *store) claimInTx(ctx context.Context, conn *pgx.Conn, c *claim, payload
 	citus := s.distributed()
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	b.Queue(q.ClaimRead.sql, q.ClaimRead.args(&claimReadParams{ID: uuidArg(c.id),
+	b.Queue(q.ClaimRead.sql, q.ClaimRead.args(&claimReadParams{ID: uuidArg(c.id), Placement: c.placement,
 		StatementTimeout: strconv.FormatInt(c.policy.Lease.Milliseconds(), 10)})...)
 	if citus {
 		b.Queue(citusWait(s.waitOf(c), false))
@@ -530,7 +557,7 @@ func (s *store) commitProgress(ctx context.Context, conn *pgx.Conn, c *claim, ph
 	if len(state) == 0 {
 		state = nil
 	}
-	p := &advanceParams{ID: uuidArg(c.id), OwnerToken: uuidArg(c.token), RecoveryPoint: phase, PhaseState: state,
+	p := &advanceParams{ID: uuidArg(c.id), Placement: c.placement, OwnerToken: uuidArg(c.token), RecoveryPoint: phase, PhaseState: state,
 		LeaseUS: micros(c.policy.Lease), RetentionUS: micros(c.policy.Retention)}
 	q := s.q()
 	return s.commitFenced(ctx, conn, "Advance", q.Advance.sql, q.Advance.args(p))
@@ -539,7 +566,7 @@ func (s *store) commitProgress(ctx context.Context, conn *pgx.Conn, c *claim, ph
 // commitResponse completes c's record with resp (Complete) and commits, in
 // one round trip on conn, fenced as commitProgress is.
 func (s *store) commitResponse(ctx context.Context, conn *pgx.Conn, c *claim, resp *Response, omitted bool) error {
-	p := &completeParams{ID: uuidArg(c.id), OwnerToken: uuidArg(c.token), Fingerprint: receiptFingerprint(c.op.ID, c.fingerprint),
+	p := &completeParams{ID: uuidArg(c.id), Placement: c.placement, OwnerToken: uuidArg(c.token), Fingerprint: receiptFingerprint(c.op.ID, c.fingerprint),
 		Status: resp.Status, Headers: appendHeaders(nil, resp.Header), Body: storedBody(resp, omitted), BodyOmitted: omitted,
 		RetentionUS: micros(c.policy.Retention)}
 	q := s.q()
@@ -585,7 +612,7 @@ func (s *store) commitRecord(ctx context.Context, conn *pgx.Conn, begin bool, c 
 		b.Queue(citusWait(wait, false))
 	}
 	insert := b.Len()
-	p := &insertCompletedParams{ID: uuidArg(c.id), Fingerprint: receiptFingerprint(c.op.ID, c.fingerprint), Status: resp.Status,
+	p := &insertCompletedParams{ID: uuidArg(c.id), Placement: c.placement, Fingerprint: receiptFingerprint(c.op.ID, c.fingerprint), Status: resp.Status,
 		Headers: appendHeaders(nil, resp.Header), Body: storedBody(resp, omitted), BodyOmitted: omitted,
 		RetentionUS: micros(c.policy.Retention), LockTimeout: wait}
 	q := s.q()

@@ -145,6 +145,7 @@ type abandonedRecord struct {
 	ns, scope, key, op string
 	owner              [16]byte
 	payload, fp        []byte
+	placement          string // where the record is placed ("" where nothing is)
 }
 
 // abandonedBackground lists up to limit abandoned records of ops with fewer
@@ -157,6 +158,10 @@ func (s *store) abandonedBackground(ctx context.Context, ops []string, attempts,
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (abandonedRecord, error) {
 		var a abandonedRecord
+		if s.placementType != "" {
+			err := r.Scan(&a.id, &a.ns, &a.scope, &a.key, &a.op, &a.owner, &a.payload, &a.fp, &a.placement)
+			return a, err
+		}
 		err := r.Scan(&a.id, &a.ns, &a.scope, &a.key, &a.op, &a.owner, &a.payload, &a.fp)
 		return a, err
 	})
@@ -234,4 +239,18 @@ func (s *store) resolveComplete(ctx context.Context, id [16]byte, owner pgtype.U
 		Headers: headers, Body: body, RetentionUS: micros(retention), DefaultRetentionUS: micros(idemtype.DefaultRetention)}
 	tag, err := s.pool.Exec(ctx, q.ResolveComplete.sql, q.ResolveComplete.args(p)...)
 	return tag.RowsAffected() == 1, err
+}
+
+// placementByID is the placement of the record of id, for an operator who
+// names a record by its key alone: "" where the records table has no
+// placement column or no record has the id (a read across placements).
+func (s *store) placementByID(ctx context.Context, id [16]byte) string {
+	if s.placementType == "" {
+		return ""
+	}
+	var p string
+	if err := s.pool.QueryRow(ctx, "SELECT placement::text FROM "+s.schema+".records WHERE id = $1", uuidArg(id)).Scan(&p); err != nil {
+		return ""
+	}
+	return p
 }

@@ -49,7 +49,8 @@ type statements struct {
 type noParams struct{}
 
 type idParams struct {
-	ID pgtype.UUID `db:"id"`
+	ID        pgtype.UUID `db:"id"`
+	Placement string      `db:"placement"` // the record\'s placement, where it has one (layoutPlacement)
 }
 
 type idsParams struct {
@@ -58,11 +59,13 @@ type idsParams struct {
 
 type ownerParams struct {
 	ID         pgtype.UUID `db:"id"`
+	Placement  string      `db:"placement"` // the record\'s placement, where it has one (layoutPlacement)
 	OwnerToken pgtype.UUID `db:"owner_token"`
 }
 
 type claimParams struct {
 	ID            pgtype.UUID `db:"id"`
+	Placement     string      `db:"placement"` // the record\'s placement, where it has one (layoutPlacement)
 	Namespace     string      `db:"namespace"`
 	Scope         string      `db:"scope"`
 	Key           string      `db:"key"`
@@ -82,11 +85,13 @@ type claimParams struct {
 
 type claimReadParams struct {
 	ID               pgtype.UUID `db:"id"`
+	Placement        string      `db:"placement"`         // the record\'s placement, where it has one (layoutPlacement)
 	StatementTimeout string      `db:"statement_timeout"` // the lease, in milliseconds
 }
 
 type takeoverParams struct {
 	ID          pgtype.UUID `db:"id"`
+	Placement   string      `db:"placement"`   // the record\'s placement, where it has one (layoutPlacement)
 	OwnerToken  pgtype.UUID `db:"owner_token"` // the owner observed
 	NewOwner    pgtype.UUID `db:"new_owner"`
 	LeaseUS     int64       `db:"lease_us"`
@@ -95,6 +100,7 @@ type takeoverParams struct {
 
 type advanceParams struct {
 	ID            pgtype.UUID `db:"id"`
+	Placement     string      `db:"placement"` // the record\'s placement, where it has one (layoutPlacement)
 	OwnerToken    pgtype.UUID `db:"owner_token"`
 	RecoveryPoint string      `db:"recovery_point"`
 	// The state as json.RawMessage, which pgx knows as json in every exec
@@ -106,6 +112,7 @@ type advanceParams struct {
 
 type completeParams struct {
 	ID          pgtype.UUID `db:"id"`
+	Placement   string      `db:"placement"` // the record\'s placement, where it has one (layoutPlacement)
 	OwnerToken  pgtype.UUID `db:"owner_token"`
 	Fingerprint []byte      `db:"fingerprint"`
 	Status      int         `db:"status"`
@@ -117,6 +124,7 @@ type completeParams struct {
 
 type insertCompletedParams struct {
 	ID          pgtype.UUID `db:"id"`
+	Placement   string      `db:"placement"` // the record\'s placement, where it has one (layoutPlacement)
 	Fingerprint []byte      `db:"fingerprint"`
 	Status      int         `db:"status"`
 	Headers     []byte      `db:"headers"`
@@ -128,12 +136,14 @@ type insertCompletedParams struct {
 
 type releaseParams struct {
 	ID            pgtype.UUID `db:"id"`
+	Placement     string      `db:"placement"` // the record\'s placement, where it has one (layoutPlacement)
 	OwnerToken    pgtype.UUID `db:"owner_token"`
 	RecoveryPoint string      `db:"recovery_point"`
 }
 
 type refreshParams struct {
 	ID         pgtype.UUID `db:"id"`
+	Placement  string      `db:"placement"` // the record\'s placement, where it has one (layoutPlacement)
 	OwnerToken pgtype.UUID `db:"owner_token"`
 	LeaseUS    int64       `db:"lease_us"`
 }

@@ -86,8 +86,10 @@ func (s *stmt[P]) load(name, kind, src, schema string, partial bool) error {
 		delete(byTag, p)
 	}
 	for tag := range byTag {
-		if partial {
-			break
+		// A record's placement is a parameter only of the placement
+		// layout's statements (placed).
+		if partial || tag == "placement" {
+			continue
 		}
 		return fmt.Errorf("statement %s: %s's field %q is no parameter of it", name, t, tag)
 	}
@@ -138,7 +140,22 @@ var sqlRewrite func(name, src string) string
 // without one in sql/*.sql is an error). A block without a field, or a
 // field without a block, is an error.
 func loadStatements(schema string, citus bool) (statements, error) {
-	return loadStatementsTimeline(schema, citus, true)
+	return loadLayout(schema, layout{citus: citus, timeline: true})
+}
+
+// layout is what store.detect finds of the records table, which decides
+// the statements: Citus' (sql/citus), the primary's timeline read or not,
+// and records placed by a placement column (placed).
+type layout struct {
+	citus, timeline, placement bool
+	// placementType is the placement column's type (format_type).
+	placementType string
+}
+
+// loadStatementsTimeline is loadStatements, with timeline() replaced by
+// NULL when timeline is false.
+func loadStatementsTimeline(schema string, citus, timeline bool) (statements, error) {
+	return loadLayout(schema, layout{citus: citus, timeline: timeline})
 }
 
 // timelineCall is how the statements read the primary's timeline
@@ -150,9 +167,8 @@ const (
 	noTimeline   = "NULL::integer"
 )
 
-// loadStatementsTimeline is loadStatements, with timeline() replaced by
-// NULL when timeline is false.
-func loadStatementsTimeline(schema string, citus, timeline bool) (statements, error) {
+// loadLayout loads the statements of layout l.
+func loadLayout(schema string, l layout) (statements, error) {
 	var q statements
 	fields := map[string]loader{}
 	v := reflect.ValueOf(&q).Elem()
@@ -163,14 +179,14 @@ func loadStatementsTimeline(schema string, citus, timeline bool) (statements, er
 	for k, l := range fields {
 		all[k] = l
 	}
-	if err := loadFiles("sql/*.sql", schema, false, timeline, fields); err != nil {
+	if err := loadFiles("sql/*.sql", schema, false, l, fields); err != nil {
 		return q, err
 	}
 	for name := range fields {
 		return q, fmt.Errorf("idem: statements.%s has no block in sql/*.sql", name)
 	}
-	if citus {
-		if err := loadFiles("sql/citus/*.sql", schema, true, timeline, all); err != nil {
+	if l.citus {
+		if err := loadFiles("sql/citus/*.sql", schema, true, l, all); err != nil {
 			return q, err
 		}
 	}
@@ -179,7 +195,7 @@ func loadStatementsTimeline(schema string, citus, timeline bool) (statements, er
 
 // loadFiles loads the blocks of the files matching glob into the fields
 // named for them, deleting each from fields.
-func loadFiles(glob, schema string, partial, timeline bool, fields map[string]loader) error {
+func loadFiles(glob, schema string, partial bool, lay layout, fields map[string]loader) error {
 	files, err := fs.Glob(sqlFiles, glob)
 	if err != nil {
 		return err
@@ -200,8 +216,13 @@ func loadFiles(glob, schema string, partial, timeline bool, fields map[string]lo
 			}
 			delete(fields, b.name)
 			src := b.src
-			if !timeline {
+			if !lay.timeline {
 				src = strings.ReplaceAll(src, timelineCall, noTimeline)
+			}
+			if lay.placement {
+				if src, err = placed(b.name, src, lay.placementType); err != nil {
+					return fmt.Errorf("%s: %w", f, err)
+				}
 			}
 			if sqlRewrite != nil {
 				src = sqlRewrite(b.name, src)

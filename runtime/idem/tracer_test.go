@@ -99,6 +99,7 @@ func poolLike(t *testing.T, base *pgxpool.Pool, configure func(*pgxpool.Config))
 // is that read alone; and a pool in the mode for poolers (cache_describe)
 // sends the same and writes the same record.
 func TestTracerSeesTheEngine(t *testing.T) {
+	dbtest.NotPlaced(t, "it pins the statements as the id layout sends them")
 	dbtest.NotOnCitus(t, "it pins the statements a single PostgreSQL is sent; TestStatementsGolden pins Citus's, and the claim wait's SET LOCAL travels with them")
 	t.Parallel()
 	e := newEnv(t)

@@ -111,6 +111,7 @@ type waited struct {
 	// waiter instead, whose claim is the look (a claim, a replay, or a
 	// wait again), and which hands the others what it finds (settle).
 	uncommitted bool
+	placement   string // the record's (claim.placement)
 }
 
 // A waiter is one waiting request; the watcher sends it the completed
@@ -128,12 +129,12 @@ func newWatcher(e *Engine) *watcher {
 // changed otherwise: look again), or an error that ends the wait (ctx's,
 // or errBudgetSpent). uncommitted says what holds the key: a claim not yet
 // committed, or a committed record.
-func (w *watcher) wait(ctx context.Context, id [16]byte, deadline time.Time, uncommitted bool) (*record, error) {
+func (w *watcher) wait(ctx context.Context, id [16]byte, placement string, deadline time.Time, uncommitted bool) (*record, error) {
 	me := &waiter{got: make(chan *record, 1)}
 	w.mu.Lock()
 	k := w.keys[id]
 	if k == nil {
-		k = &waited{}
+		k = &waited{placement: placement}
 		w.keys[id] = k
 	}
 	k.ws, k.uncommitted = append(k.ws, me), uncommitted
@@ -285,9 +286,15 @@ func (w *watcher) look(ids [][16]byte) error {
 		case found && st == keyLive:
 			continue
 		case found && st == keyCompleted:
+			w.mu.Lock()
+			var placement string
+			if k := w.keys[id]; k != nil {
+				placement = k.placement
+			}
+			w.mu.Unlock()
 			var rec *record
 			err := againIfStale(func() (err error) {
-				rec, err = w.e.store.read(ctx, w.e.pool, id)
+				rec, err = w.e.store.read(ctx, w.e.pool, id, placement)
 				return err
 			})
 			if errors.Is(err, pgx.ErrNoRows) {
