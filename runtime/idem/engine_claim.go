@@ -225,10 +225,10 @@ type claim struct {
 	// the records table has no placement column. given is the request's
 	// own (KeyedRequest.Placement), which keys the replay cache.
 	placement, given string
-	token     [16]byte
-	recovery  string          // last committed phase, "" for none
-	state     json.RawMessage // state saved with the recovery point
-	resumed   bool
+	token            [16]byte
+	recovery         string          // last committed phase, "" for none
+	state            json.RawMessage // state saved with the recovery point
+	resumed          bool
 	// crossedFailover: the takeover found the record last written on
 	// another timeline than the primary's (migration 006).
 	crossedFailover bool

@@ -38,8 +38,8 @@ type store struct {
 	// placementType is the type of the records table's placement column,
 	// "" where it has none (placement.go); set by detect.
 	placementType string
-	detected     atomic.Bool
-	detecting    sync.Mutex
+	detected      atomic.Bool
+	detecting     sync.Mutex
 	// timelineOff, when set, is told once that the store refuses what
 	// timeline() reads (detect), with the refusal.
 	timelineOff func(ctx context.Context, err error)
