@@ -260,6 +260,7 @@ func renderSpecs(f *File, r *ir) {
 			))),
 			field("Key", Qual(pkgIdemHTTP, "KeyRule").Add(keyRule(x))),
 			field("Scope", scopeCode(x.Scope)),
+			field("Placement", placementCode(x.Placement)),
 			field("Route", Lit(o.Spec.Path)),
 			field("Exclude", strs(x.Fingerprint.Exclude)),
 			field("Headers", strs(x.Fingerprint.Headers)),
@@ -330,6 +331,25 @@ func keyRule(x *spec.Extension) Code {
 		fields = append(fields, field("MinLength", lit(x.Key.MinLength)))
 	}
 	return elements(append(fields, field("Format", vocab(x.Key.Format)))...)
+}
+
+// placementCode writes the operation's placement, or nothing for none:
+// idemtype.Placement{Kind: idemtype.PlacementPath, Name: "account"}.
+func placementCode(pl idemtype.Placement) Code {
+	if pl.IsZero() {
+		return nil
+	}
+	fields := []Code{Id("Kind").Op(":").Qual(pkgIdemType, placementKinds[pl.Kind])}
+	if pl.Name != "" {
+		fields = append(fields, Id("Name").Op(":").Lit(pl.Name))
+	}
+	return Qual(pkgIdemType, "Placement").Values(fields...)
+}
+
+// placementKinds names each placement kind's constant.
+var placementKinds = map[idemtype.PlacementKind]string{
+	idemtype.PlacementPrincipal: "PlacementPrincipal", idemtype.PlacementHeader: "PlacementHeader",
+	idemtype.PlacementPath: "PlacementPath", idemtype.PlacementBody: "PlacementBody",
 }
 
 // scopeCode writes the operation's parsed scope on one line, e.g.

@@ -16,6 +16,10 @@ const ExtensionName = "x-idempotency"
 type Extension struct {
 	Key       Key
 	Scope     Scope
+	// Placement is the value of the request the operation's records are
+	// placed by (a tenant's or an account's id), for a records table laid
+	// out by placement on Citus; zero for none.
+	Placement idemtype.Placement
 	Group     string // operations sharing one key namespace; "" for none
 	Retention time.Duration
 	Lease     time.Duration

@@ -44,9 +44,10 @@ func Parse(v any) (*Extension, []FieldError) {
 		return nil, p.errs
 	}
 	x := Default()
-	m, _ := p.object(ExtensionName, v, "key", "scope", "group", "retention", "lease", "wait", "fingerprint", "request", "replay", "ambiguous", "complete", "phases", "handler")
+	m, _ := p.object(ExtensionName, v, "key", "scope", "placement", "group", "retention", "lease", "wait", "fingerprint", "request", "replay", "ambiguous", "complete", "phases", "handler")
 	p.key(&x.Key, m)
 	p.scope(&x.Scope, m)
+	p.placement(&x.Placement, m)
 	p.group(&x.Group, m)
 	p.lifetimes(x, m)
 	p.wait(x, m)
@@ -152,6 +153,26 @@ func (p *parser) scope(sc *Scope, m map[string]any) {
 		return
 	}
 	*sc = parsed
+}
+
+// placement reads placement: principal, header:<Name>, path:<param> or
+// body:<pointer>.
+func (p *parser) placement(pl *idemtype.Placement, m map[string]any) {
+	const field = ExtensionName + ".placement"
+	v, ok := m["placement"]
+	if !ok {
+		return
+	}
+	s, ok := p.str(field, v)
+	if !ok {
+		return
+	}
+	parsed, err := idemtype.ParsePlacement(s)
+	if err != nil {
+		p.errorf(field, "%s", err)
+		return
+	}
+	*pl = parsed
 }
 
 // group reads group, the key namespace operations may share.

@@ -50,6 +50,10 @@ func TestParseErrors(t *testing.T) {
 		{map[string]any{"scope": "header:"}, []string{`x-idempotency.scope: "header:" is not a scope`}},
 		{map[string]any{"scope": "sender:"}, []string{`x-idempotency.scope: "sender:" is not a scope; use principal, global, header:<Header-Name>, path:<param> or sender:<name> (principal+header:<Header-Name> or principal+path:<param> for both)`}},
 		{map[string]any{"key": map[string]any{"pointer": "id"}}, []string{`x-idempotency.key.pointer: "id" is not a JSON Pointer`}},
+		{map[string]any{"placement": "header:Authorization"}, []string{`x-idempotency.placement: "header:Authorization" reads a credential: a record keeps its placement in clear`}},
+		{map[string]any{"placement": "header:x-api-key"}, []string{`x-idempotency.placement: "header:x-api-key" reads a credential`}},
+		{map[string]any{"placement": "body:account"}, []string{`x-idempotency.placement: "body:account": "account" is not a JSON Pointer into the body`}},
+		{map[string]any{"placement": "tenant"}, []string{`x-idempotency.placement: "tenant" is not a placement; use principal, header:<Header-Name>, path:<param> or body:<JSON Pointer>`}},
 		{map[string]any{"key": map[string]any{"pointer": "/id", "header": "X-Key"}}, []string{"x-idempotency.key.pointer: key.header and key.pointer exclude each other"}},
 		{map[string]any{"key": map[string]any{"pointer": "/id", "required": false}}, []string{"x-idempotency.key.required: a key in the body is always required"}},
 		{map[string]any{"key": map[string]any{"maxLength": 1.5}}, []string{"x-idempotency.key.maxLength: got 1.5; want a whole number"}},
@@ -366,5 +370,18 @@ paths:
 		"scope.yaml:14: POST /jobs (createLooseJob): x-idempotency.scope: path:tenant names no parameter of the path /jobs, which has none; scope by a header, the principal or globally instead"
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v\nwant %s", err, want)
+	}
+}
+
+// TestParsePlacement: each placement form reads back as written.
+func TestParsePlacement(t *testing.T) {
+	for _, s := range []string{"principal", "header:X-Tenant", "path:account", "body:/account/id"} {
+		x, errs := Parse(map[string]any{"placement": s})
+		if len(errs) != 0 || x.Placement.String() != s {
+			t.Errorf("placement %q: %+v, %v", s, x.Placement, errs)
+		}
+	}
+	if x, _ := Parse(map[string]any{}); !x.Placement.IsZero() {
+		t.Errorf("no placement: %+v; want none", x.Placement)
 	}
 }

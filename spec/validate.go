@@ -54,6 +54,7 @@ func Validate(file string, data []byte, doc *openapi3.T) (*Document, error) {
 			checkBody(op, at)
 			checkReplayFits(op, at)
 			checkPathScope(op, at)
+			checkPathPlacement(op, at)
 		}
 	}
 	errs = append(errs, checkGroups(d)...)
@@ -92,8 +93,26 @@ func checkGroups(d *Document) Errors {
 				Message: fmt.Sprintf("group %q: scope %s and key %s differ from %s %s (scope %s, %s); operations of a group must agree on both",
 					g, op.Idempotency.Scope, op.Idempotency.Key.Source(), f.Method, f.Path, f.Idempotency.Scope, f.Idempotency.Key.Source())})
 		}
+		if f.Idempotency.Placement != op.Idempotency.Placement {
+			errs = append(errs, &Error{File: op.file, Line: op.src.line(op.at, ExtensionName+".group"), Method: op.Method, Path: op.Path,
+				OperationID: op.OperationID, Field: ExtensionName + ".group",
+				Message: fmt.Sprintf("group %q: placement %q differs from %s %s's %q; operations of a group share their keys, so they place them alike",
+					g, op.Idempotency.Placement, f.Method, f.Path, f.Idempotency.Placement)})
+		}
 	}
 	return errs
+}
+
+// checkPathPlacement checks that a path placement names one of the path's
+// parameters.
+func checkPathPlacement(op *Operation, at func(field, format string, args ...any)) {
+	pl := op.Idempotency.Placement
+	if pl.Kind != idemtype.PlacementPath {
+		return
+	}
+	if params := idemhttp.RouteParams(op.Path); !slices.Contains(params, pl.Name) {
+		at(ExtensionName+".placement", "path:%s names no parameter of the path %s (its parameters: %s)", pl.Name, op.Path, strings.Join(params, ", "))
+	}
 }
 
 // checkPathScope checks that a path scope names one of the path's

@@ -37,6 +37,12 @@ type Runtime struct {
 	Engine *idem.Engine
 	// Principal resolves scope "principal". Required when an operation uses it.
 	Principal ScopeResolver
+	// Placement maps the principal to the value an operation with
+	// placement: principal places its records by (its tenant's or
+	// account's id, as the service's tables are distributed): the
+	// principal itself is often a credential, and a record keeps its
+	// placement in clear. Required when an operation uses it.
+	Placement func(principal string) (string, error)
 	// Senders verifies the senders of operations scoped "sender:<name>",
 	// by name: the verifier runs over the raw body before anything is
 	// claimed, a refusal is 401 invalid-signature, and the sender it
@@ -105,7 +111,7 @@ func Middleware(rt *Runtime, spec *Spec) echo.MiddlewareFunc {
 			if rt.Principal != nil {
 				route.Principal = func() (string, error) { return rt.Principal(c) }
 			}
-			opts := idemstd.Options{Senders: rt.Senders, MaxBodyBytes: rt.MaxBodyBytes, Headers: rt.Engine.Contract().Headers, LogScope: rt.Engine.LogScope}
+			opts := idemstd.Options{Senders: rt.Senders, MaxBodyBytes: rt.MaxBodyBytes, Headers: rt.Engine.Contract().Headers, LogScope: rt.Engine.LogScope, Placement: rt.Placement}
 			call, err := idemstd.Prepare(c.Request(), &opts, spec, route)
 			if err != nil {
 				// Every answer carries the request's id, a failure's too.

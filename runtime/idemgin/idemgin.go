@@ -39,6 +39,12 @@ type Runtime struct {
 	// request's key is scoped to. An error aborts the request with 500; an
 	// empty principal is answered 401. Required when an operation uses it.
 	Principal func(c *gin.Context) (string, error)
+	// Placement maps the principal to the value an operation with
+	// placement: principal places its records by (its tenant's or
+	// account's id, as the service's tables are distributed): the
+	// principal itself is often a credential, and a record keeps its
+	// placement in clear. Required when an operation uses it.
+	Placement func(principal string) (string, error)
 	// Senders verifies the senders of operations scoped "sender:<name>",
 	// by name (see idemstd.Runtime.Senders).
 	Senders map[string]idemsig.Verifier
@@ -77,7 +83,7 @@ func requestContext(ctx context.Context) context.Context {
 
 // Middleware returns the gin middleware of one idempotent route.
 func Middleware(rt *Runtime, spec *Spec) gin.HandlerFunc {
-	opts := idemstd.Options{Senders: rt.Senders, MaxBodyBytes: rt.MaxBodyBytes, Headers: rt.Engine.Contract().Headers, LogScope: rt.Engine.LogScope}
+	opts := idemstd.Options{Senders: rt.Senders, MaxBodyBytes: rt.MaxBodyBytes, Headers: rt.Engine.Contract().Headers, LogScope: rt.Engine.LogScope, Placement: rt.Placement}
 	return func(c *gin.Context) {
 		route := idemstd.Route{PathParams: func() map[string]string {
 			if len(c.Params) == 0 {

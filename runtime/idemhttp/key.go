@@ -236,3 +236,31 @@ func parseKeyValue(raw string) (string, error) {
 	}
 	return v, nil
 }
+
+// BodyPlacement reads an operation's placement from the JSON body, at
+// pointer (idemtype.PlacementBody): a string, or an integer written as
+// digits. A body without it is an invalid request.
+func BodyPlacement(body []byte, pointer string) (string, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return "", invalidRequest("the body is empty; send a JSON body whose %s places the request (the tenant or account it is for)", pointer)
+	}
+	p := getCanon()
+	defer p.release()
+	if err := p.appendJSON(body, nil); err != nil {
+		return "", err
+	}
+	switch lit := p.memberValue(body, pointer); {
+	case lit == nil || lit[0] == 'n':
+		return "", invalidRequest("the body's %s is missing: it places the request (the tenant or account it is for)", pointer)
+	case lit[0] == '"':
+		return string(appendUnescaped(nil, lit[1:len(lit)-1])), nil
+	case integerRE.Match(lit):
+		return string(lit), nil
+	default:
+		return "", invalidRequest("the body's %s is %s; a placement is a string or an integer", pointer, jsonKind(lit[0]))
+	}
+}
+
+func invalidRequest(format string, args ...any) error {
+	return &idemtype.Error{Kind: idemtype.KindInvalidRequest, Detail: fmt.Sprintf(format, args...)}
+}

@@ -40,6 +40,9 @@ type Spec struct {
 	// Scope is what keys are unique within; the zero Scope is the
 	// principal's.
 	Scope idemtype.Scope
+	// Placement is the value of the request its records are placed by
+	// (KeyedRequest.Placement); the zero Placement is none.
+	Placement idemtype.Placement
 	// Route is the OpenAPI path template, e.g. /payments/{id}.
 	Route string
 	// Exclude lists JSON Pointers left out of the fingerprint.
@@ -277,6 +280,9 @@ type Options struct {
 	// LogScope shows a scope in the request's log line: the engine's
 	// Engine.LogScope (nil: its default, a digest).
 	LogScope func(string) string
+	// Placement maps the principal to the placement of an operation placed
+	// by it (placement: principal; see Runtime.Placement).
+	Placement func(principal string) (string, error)
 }
 
 // DefaultMaxBodyBytes is the default limit of request bodies.
@@ -393,6 +399,11 @@ func Prepare(r *http.Request, o *Options, spec *Spec, route Route) (*Call, error
 		call.userAgent = r.UserAgent() // for EventKeyless, in Execute
 		return call, nil               // optional key not sent: no fingerprint needed
 	}
+	if !spec.Placement.IsZero() {
+		if call.Request.Placement, err = placement(r, body, o, spec, route); err != nil {
+			return call, err
+		}
+	}
 	call.Request.IntentAge, call.Request.IntentAgeSent = idemhttp.IntentAge(r.Header)
 	call.Request.Wait, call.Request.WaitSent = idemhttp.PreferWait(r.Header)
 	var params map[string]string
@@ -492,6 +503,37 @@ func scope(r *http.Request, spec *Spec, route Route) (string, error) {
 	// Each part escaped, so that no two pairs make the same value.
 	both := url.PathEscape(p) + "/" + url.PathEscape(v)
 	return both, idemtype.CheckScope(both)
+}
+
+// placement resolves the value spec's operation places its record by.
+func placement(r *http.Request, body []byte, o *Options, spec *Spec, route Route) (string, error) {
+	pl := spec.Placement
+	var v string
+	switch pl.Kind {
+	case idemtype.PlacementHeader:
+		v = r.Header.Get(pl.Name)
+	case idemtype.PlacementPath:
+		if route.PathParams != nil {
+			v = route.PathParams()[pl.Name]
+		}
+	case idemtype.PlacementBody:
+		return idemhttp.BodyPlacement(body, pl.Name)
+	case idemtype.PlacementPrincipal:
+		if o.Placement == nil {
+			return "", errors.New("idem: operation " + spec.Operation.ID + " is placed by the principal but the runtime's Placement is nil")
+		}
+		p, err := principalOf(spec, route.Principal)
+		if err != nil {
+			return "", err
+		}
+		if v, err = o.Placement(p); err != nil {
+			return "", err
+		}
+	}
+	if v == "" {
+		return "", &idemtype.Error{Kind: idemtype.KindInvalidRequest, Detail: "the request names no placement (" + pl.String() + "): its records are placed by it"}
+	}
+	return v, nil
 }
 
 // principalOf resolves the caller a principal scope names.

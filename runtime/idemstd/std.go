@@ -21,6 +21,12 @@ type Runtime struct {
 	// request's key is scoped to. An error goes to ErrorHandler; an empty
 	// principal is answered 401. Required when an operation uses it.
 	Principal func(r *http.Request) (string, error)
+	// Placement maps the principal to the value an operation with
+	// placement: principal places its records by (its tenant's or
+	// account's id, as the service's tables are distributed): the
+	// principal itself is often a credential, and a record keeps its
+	// placement in clear. Required when an operation uses it.
+	Placement func(principal string) (string, error)
 	// Senders verifies the senders of operations scoped "sender:<name>",
 	// by name: the verifier runs over the raw body before anything is
 	// claimed, a refusal is 401 invalid-signature, and the sender it
@@ -81,7 +87,7 @@ func (rt *Runtime) fail(w http.ResponseWriter, r *http.Request, err error) {
 // for Execute.
 func Middleware(rt *Runtime, spec *Spec) func(http.Handler) http.Handler {
 	names := idemhttp.RouteParams(spec.Route)
-	opts := &Options{Senders: rt.Senders, MaxBodyBytes: rt.MaxBodyBytes, Headers: rt.Engine.Contract().Headers, LogScope: rt.Engine.LogScope}
+	opts := &Options{Senders: rt.Senders, MaxBodyBytes: rt.MaxBodyBytes, Headers: rt.Engine.Contract().Headers, LogScope: rt.Engine.LogScope, Placement: rt.Placement}
 	pathValue := rt.PathValue
 	if pathValue == nil {
 		pathValue = func(r *http.Request, name string) string { return r.PathValue(name) }

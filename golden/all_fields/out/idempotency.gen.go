@@ -69,6 +69,7 @@ var createTransferIdempotency = &idemecho.Spec{
 		Format:    idemtype.KeyFormatUUID,
 	},
 	Scope:        idemtype.Scope{Kind: idemtype.ScopePrincipal},
+	Placement:    idemtype.Placement{Kind: idemtype.PlacementHeader, Name: "X-Account"},
 	Route:        "/transfers",
 	Exclude:      []string{"/client_ts", "/metadata/trace_id"},
 	Headers:      []string{"X-Account"},

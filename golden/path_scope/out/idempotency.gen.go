@@ -99,6 +99,7 @@ var createBatchIdempotency = &idemecho.Spec{
 		Format:    idemtype.KeyFormatAny,
 	},
 	Scope:       idemtype.Scope{Kind: idemtype.ScopePath, Name: "tenant", Principal: true},
+	Placement:   idemtype.Placement{Kind: idemtype.PlacementPath, Name: "tenant"},
 	Route:       "/v1/tenants/{tenant}/batches",
 	MediaTypes:  []string{"application/json"},
 	BindsStrict: true,
