@@ -464,9 +464,14 @@ type Execution struct {
 	// or "" for global. In the background completer it is what the record
 	// keeps: the scope's digest (idemadmin.ScopeDigest), or the scope itself for a
 	// public one (KeyedRequest.ScopePublic, a webhook's sender).
-	Scope   string
-	Key     string // the client's idempotency key
-	Resumed bool   // the execution continues from an earlier one's recovery point
+	Scope string
+	Key   string // the client's idempotency key
+	// Placement is where the record is placed (KeyedRequest.Placement,
+	// as the records table's column holds it; the background completer's
+	// too), so that a phase writes the tenant's rows beside it; "" where
+	// the records table is not laid out by placement.
+	Placement string
+	Resumed   bool // the execution continues from an earlier one's recovery point
 	// Background is set when the completer runs the execution, with no
 	// client waiting for it.
 	Background bool

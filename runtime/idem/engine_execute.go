@@ -41,7 +41,7 @@ func execute[S any](ctx context.Context, e *Engine, c *claim, phases []Phase[S])
 		e.observe(ctx, Event{Kind: EventResume, Operation: c.op.ID})
 	}
 
-	c.call = Execution{Operation: c.op.ID, Namespace: c.ns, Scope: c.scope, Key: c.key, Resumed: c.resumed, Background: c.background}
+	c.call = Execution{Operation: c.op.ID, Namespace: c.ns, Scope: c.scope, Key: c.key, Placement: c.placement, Resumed: c.resumed, Background: c.background}
 	ctx = context.WithValue(ctx, executionKey{}, &c.call)
 
 	committed := c.recovery != "" // a local phase of this record has committed

@@ -183,7 +183,7 @@ func (e *Engine) executeHandler(c *claim, h Handler) (*Outcome, error) {
 	if c.resumed {
 		e.observe(ctx, Event{Kind: EventResume, Operation: c.op.ID})
 	}
-	c.call = Execution{Operation: c.op.ID, Namespace: c.ns, Scope: c.scope, Key: c.key, Resumed: c.resumed, Background: c.background}
+	c.call = Execution{Operation: c.op.ID, Namespace: c.ns, Scope: c.scope, Key: c.key, Placement: c.placement, Resumed: c.resumed, Background: c.background}
 	ctx = context.WithValue(ctx, executionKey{}, &c.call)
 	r.committed = c.recovery != ""
 

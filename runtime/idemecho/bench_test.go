@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -68,9 +69,10 @@ func (c *counter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndDat
 // same on one net/http ServeMux (paths under /std), and one pool. With a
 // counter, the pool traces every statement into it.
 type benchService struct {
-	e     *echo.Echo
-	std   *http.ServeMux
-	count *counter
+	e      *echo.Echo
+	std    *http.ServeMux
+	count  *counter
+	placed bool // requests name their tenant (X-Tenant)
 }
 
 func newBenchService(b *testing.B, count *counter) *benchService {
@@ -91,10 +93,27 @@ func newBenchService(b *testing.B, count *counter) *benchService {
 	}
 	b.Cleanup(pool.Close)
 	dbtest.Migrate(b, pool, schema)
-	if _, err := pool.Exec(ctx, `CREATE TABLE bench (id bigserial PRIMARY KEY, amount int, charge text)`); err != nil {
+	// With dbtest.PlacementEnv (bigint), the layout a Citus user chooses
+	// for a multi-tenant API: the business table keyed and distributed by
+	// tenant, the records placed by it and co-located (dbtest.Migrate),
+	// and each request's tenant in its X-Tenant header.
+	placed := dbtest.Placement() != ""
+	if placed && dbtest.Placement() != "bigint" {
+		b.Fatalf("the benchmark places by a bigint tenant; %s=%s", dbtest.PlacementEnv, dbtest.Placement())
+	}
+	table := `CREATE TABLE bench (id bigserial PRIMARY KEY, amount int, charge text)`
+	if placed {
+		table = `CREATE TABLE bench (tenant bigint NOT NULL, id bigserial, amount int, charge text, PRIMARY KEY (tenant, id))`
+	}
+	if _, err := pool.Exec(ctx, table); err != nil {
 		b.Fatal(err)
 	}
-	if dbtest.Citus() {
+	switch {
+	case dbtest.Citus() && placed:
+		if _, err := pool.Exec(ctx, `SELECT create_distributed_table('bench', 'tenant', colocate_with => 'tenants')`); err != nil {
+			b.Fatal(err)
+		}
+	case dbtest.Citus():
 		// On Citus the business table is distributed too, as a user's is:
 		// by its own key, so that a request's row and its record are on the
 		// same worker about as often as chance puts them there.
@@ -102,11 +121,37 @@ func newBenchService(b *testing.B, count *counter) *benchService {
 			b.Fatal(err)
 		}
 	}
+	// insert is the business row's insert; tenant is the request's (its
+	// X-Tenant header, or its execution's placement).
+	insert := `INSERT INTO bench (amount) VALUES (100) RETURNING id`
+	update := `UPDATE bench SET charge = $2 WHERE id = $1`
+	if placed {
+		insert = `INSERT INTO bench (tenant, amount) VALUES ($1, 100) RETURNING id`
+		update = `UPDATE bench SET charge = $2 WHERE id = $1 AND tenant = $3`
+	}
+	insertArgs := func(tenant string) []any {
+		if placed {
+			return []any{tenant}
+		}
+		return nil
+	}
+	updateArgs := func(id int64, charge, tenant string) []any {
+		if placed {
+			return []any{id, charge, tenant}
+		}
+		return []any{id, charge}
+	}
+	tenantOf := func(ctx context.Context) string {
+		if x := idem.ExecutionFrom(ctx); x != nil && placed {
+			return x.Placement
+		}
+		return "0"
+	}
 	e := echo.New()
 	created := func(c echo.Context, id int64) error { return c.JSON(201, map[string]int64{"id": id}) }
 	e.POST("/plain", func(c echo.Context) error {
 		var id int64
-		if err := pool.QueryRow(c.Request().Context(), `INSERT INTO bench (amount) VALUES (100) RETURNING id`).Scan(&id); err != nil {
+		if err := pool.QueryRow(c.Request().Context(), insert, insertArgs(c.Request().Header.Get("X-Tenant"))...).Scan(&id); err != nil {
 			return err
 		}
 		return created(c, id)
@@ -114,7 +159,7 @@ func newBenchService(b *testing.B, count *counter) *benchService {
 	e.POST("/plain-tx", func(c echo.Context) error {
 		var id int64
 		err := pgx.BeginFunc(c.Request().Context(), pool, func(tx pgx.Tx) error {
-			return tx.QueryRow(c.Request().Context(), `INSERT INTO bench (amount) VALUES (100) RETURNING id`).Scan(&id)
+			return tx.QueryRow(c.Request().Context(), insert, insertArgs(c.Request().Header.Get("X-Tenant"))...).Scan(&id)
 		})
 		if err != nil {
 			return err
@@ -134,21 +179,21 @@ func newBenchService(b *testing.B, count *counter) *benchService {
 		})
 	}
 	single := []idem.Phase[state]{{Name: "insert", Final: func(ctx context.Context, tx pgx.Tx, s *state) (*idem.Response, error) {
-		if err := tx.QueryRow(ctx, `INSERT INTO bench (amount) VALUES (100) RETURNING id`).Scan(&s.ID); err != nil {
+		if err := tx.QueryRow(ctx, insert, insertArgs(tenantOf(ctx))...).Scan(&s.ID); err != nil {
 			return nil, err
 		}
 		return respond(s.ID)
 	}}}
 	three := []idem.Phase[state]{
 		{Name: "record", Local: func(ctx context.Context, tx pgx.Tx, s *state) error {
-			return tx.QueryRow(ctx, `INSERT INTO bench (amount) VALUES (100) RETURNING id`).Scan(&s.ID)
+			return tx.QueryRow(ctx, insert, insertArgs(tenantOf(ctx))...).Scan(&s.ID)
 		}},
 		{Name: "charge", Foreign: func(ctx context.Context, key string, s *state) error {
 			s.Charge = "ch_" + key[len(key)-8:] // an in-process card network with no latency
 			return nil
 		}},
 		{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *state) (*idem.Response, error) {
-			if _, err := tx.Exec(ctx, `UPDATE bench SET charge = $2 WHERE id = $1`, s.ID, s.Charge); err != nil {
+			if _, err := tx.Exec(ctx, update, updateArgs(s.ID, s.Charge, tenantOf(ctx))...); err != nil {
 				return nil, err
 			}
 			return respond(s.ID)
@@ -172,6 +217,9 @@ func newBenchService(b *testing.B, count *counter) *benchService {
 			phases := op.phases
 			spec := &idemecho.Spec{Operation: &idem.Operation{ID: name, Policy: idem.Policy{Lease: 30 * time.Second, Claim: op.claim}},
 				Key: idemhttp.KeyRule{Required: true}, Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal}, Route: "/" + name}
+			if placed {
+				spec.Placement = idemtype.Placement{Kind: idemtype.PlacementHeader, Name: "X-Tenant"}
+			}
 			e.POST(prefix+"/"+name, func(c echo.Context) error {
 				resp, err := idemecho.Execute(c.Request().Context(), rt, nil, phases)
 				if err != nil {
@@ -181,13 +229,14 @@ func newBenchService(b *testing.B, count *counter) *benchService {
 			}, idemecho.Middleware(rt, spec))
 		}
 	}
-	std := stdBenchRoutes(b, pool, schema, single, respond)
-	return &benchService{e: e, std: std, count: count}
+	std := stdBenchRoutes(b, pool, schema, single, respond, insert, func(r *http.Request) []any { return insertArgs(r.Header.Get("X-Tenant")) }, placed)
+	return &benchService{e: e, std: std, count: count, placed: placed}
 }
 
 // stdBenchRoutes are the net/http rows' handlers: plain, plain-tx and
 // single-phase, as the echo ones, on a ServeMux with idemstd.
-func stdBenchRoutes[S any](b *testing.B, pool *pgxpool.Pool, schema string, single []idem.Phase[S], respond func(int64) (*idem.Response, error)) *http.ServeMux {
+func stdBenchRoutes[S any](b *testing.B, pool *pgxpool.Pool, schema string, single []idem.Phase[S], respond func(int64) (*idem.Response, error),
+	insert string, args func(*http.Request) []any, placed bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	created := func(w http.ResponseWriter, id int64) {
 		w.Header().Set("Content-Type", "application/json")
@@ -196,7 +245,7 @@ func stdBenchRoutes[S any](b *testing.B, pool *pgxpool.Pool, schema string, sing
 	}
 	mux.HandleFunc("POST /std/plain", func(w http.ResponseWriter, r *http.Request) {
 		var id int64
-		if err := pool.QueryRow(r.Context(), `INSERT INTO bench (amount) VALUES (100) RETURNING id`).Scan(&id); err != nil {
+		if err := pool.QueryRow(r.Context(), insert, args(r)...).Scan(&id); err != nil {
 			http.Error(w, err.Error(), 500)
 			return
 		}
@@ -205,7 +254,7 @@ func stdBenchRoutes[S any](b *testing.B, pool *pgxpool.Pool, schema string, sing
 	mux.HandleFunc("POST /std/plain-tx", func(w http.ResponseWriter, r *http.Request) {
 		var id int64
 		err := pgx.BeginFunc(r.Context(), pool, func(tx pgx.Tx) error {
-			return tx.QueryRow(r.Context(), `INSERT INTO bench (amount) VALUES (100) RETURNING id`).Scan(&id)
+			return tx.QueryRow(r.Context(), insert, args(r)...).Scan(&id)
 		})
 		if err != nil {
 			http.Error(w, err.Error(), 500)
@@ -220,6 +269,9 @@ func stdBenchRoutes[S any](b *testing.B, pool *pgxpool.Pool, schema string, sing
 	rt := &idemstd.Runtime{Engine: eng, Principal: func(*http.Request) (string, error) { return "acct", nil }}
 	spec := &idemstd.Spec{Operation: &idem.Operation{ID: "std-single", Policy: idem.Policy{Lease: 30 * time.Second}},
 		Key: idemhttp.KeyRule{Required: true}, Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal}, Route: "/std/idem/single"}
+	if placed {
+		spec.Placement = idemtype.Placement{Kind: idemtype.PlacementHeader, Name: "X-Tenant"}
+	}
 	mux.Handle("POST /std/idem/single", idemstd.Middleware(rt, spec)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		resp, err := idemstd.Execute(r.Context(), eng, nil, single)
 		if err != nil {
@@ -234,6 +286,9 @@ func stdBenchRoutes[S any](b *testing.B, pool *pgxpool.Pool, schema string, sing
 func (s *benchService) do(b *testing.B, path, key string) {
 	req := httptest.NewRequest("POST", path, strings.NewReader(`{"amount":100}`))
 	req.Header.Set("Content-Type", "application/json")
+	if s.placed {
+		req.Header.Set("X-Tenant", strconv.Itoa(1+rand.IntN(64)))
+	}
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}

@@ -53,6 +53,7 @@ import (
 	"github.com/idemgen/idemgen/examples/payments/api"
 	"github.com/idemgen/idemgen/examples/payments/chaos"
 	"github.com/idemgen/idemgen/internal/citus"
+	"github.com/idemgen/idemgen/internal/dbtest"
 	"github.com/idemgen/idemgen/internal/topology"
 	"github.com/idemgen/idemgen/pglocal"
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -74,7 +75,7 @@ func main() {
 	flag.StringVar(&o.payments, "payments", "bin/payments", "the payments binary")
 	flag.StringVar(&o.cardnet, "cardnet", "bin/cardnet", "the cardnet binary")
 	flag.StringVar(&o.src, "citus-src", os.Getenv("CITUS_SRC"), "where Citus' install.sh is, to install Citus when it is missing (default $CITUS_SRC)")
-	flag.StringVar(&o.rounds, "rounds", "suite,chaos,worker-down,throughput", "which rounds to run, comma-separated")
+	flag.StringVar(&o.rounds, "rounds", "suite,suite-placement,chaos,worker-down,throughput,throughput-placement", "which rounds to run, comma-separated")
 	flag.BoolVar(&o.race, "race", true, "run the suite round with the race detector")
 	flag.IntVar(&o.benchRounds, "bench-rounds", 3, "interleaved rounds of the throughput round")
 	flag.StringVar(&o.benchTime, "benchtime", "4000x", "requests per case and round of the throughput round (go test -benchtime)")
@@ -121,13 +122,17 @@ func run(o options) int {
 		fmt.Fprintf(os.Stderr, "== %s: starting ==\n", name)
 		switch name {
 		case "suite":
-			out, err = suiteRound(ctx, o)
+			out, err = suiteRound(ctx, o, false)
+		case "suite-placement":
+			out, err = suiteRound(ctx, o, true)
 		case "chaos":
 			out, err = chaosRound(ctx, o, filepath.Join(dir, "chaos"))
 		case "worker-down":
 			out, err = workerDownRound(ctx, o)
 		case "throughput":
-			out, err = throughputRound(ctx, o)
+			out, err = throughputRound(ctx, o, false)
+		case "throughput-placement":
+			out, err = throughputRound(ctx, o, true)
 		default:
 			out, err = "", harness(fmt.Errorf("unknown round %q", name))
 		}
@@ -200,15 +205,22 @@ var suitePackages = []struct {
 	{".", []string{"-run", "^(TestStoreCommands|TestOperatorCommandsTakeAnOperationID)$", "./cmd/idemgen"}, 1},
 }
 
-func suiteRound(ctx context.Context, o options) (string, error) {
+// suiteRound runs suitePackages on a Citus cluster, every test's records
+// table distributed by id, or with placement by a bigint tenant,
+// co-located with a table of the test's (dbtest.PlacementEnv).
+func suiteRound(ctx context.Context, o options, placement bool) (string, error) {
 	cl, err := startCluster(ctx, false, nil)
 	if err != nil {
 		return "", err
 	}
 	defer cl.Stop()
 	var b strings.Builder
-	fmt.Fprintf(&b, "Citus %s: a coordinator and %d workers; every test's records table distributed by id\n",
-		citusVersion(ctx, cl.URL()), len(cl.Workers))
+	layout, env := "distributed by id", []string(nil)
+	if placement {
+		layout, env = "distributed by placement (a bigint tenant), co-located with a tenants table", []string{dbtest.PlacementEnv + "=bigint"}
+	}
+	fmt.Fprintf(&b, "Citus %s: a coordinator and %d workers; every test's records table %s\n",
+		citusVersion(ctx, cl.URL()), len(cl.Workers), layout)
 	var failed error
 	for _, p := range suitePackages {
 		// -v, for the reasons of the tests that do not apply on Citus.
@@ -218,7 +230,7 @@ func suiteRound(ctx context.Context, o options) (string, error) {
 		}
 		cmd := exec.CommandContext(ctx, goCommand(), append(args, p.Args...)...)
 		cmd.Dir = filepath.Join(o.repo, p.Dir)
-		cmd.Env = append(os.Environ(), "DATABASE_URL="+cl.URL(), pglocal.CitusEnv+"=1")
+		cmd.Env = append(append(os.Environ(), "DATABASE_URL="+cl.URL(), pglocal.CitusEnv+"=1"), env...)
 		out, err := cmd.CombinedOutput()
 		res, nfail := topology.ParseGoTest(string(out))
 		b.WriteString(topology.Summary(res))
@@ -589,7 +601,12 @@ func sqlstates(logs string) string {
 // requests (and the plain transaction they add to) at 16 clients, on a
 // durable single PostgreSQL and on a durable Citus cluster, in interleaved
 // rounds of the same test binary.
-func throughputRound(ctx context.Context, o options) (string, error) {
+//
+// With placement, both run the benchmark's multi-tenant layout
+// (dbtest.PlacementEnv=bigint): the business table keyed by (tenant, id),
+// each request's tenant in a header, and on Citus the business table and
+// the records distributed by tenant and co-located.
+func throughputRound(ctx context.Context, o options, placement bool) (string, error) {
 	// Two-phase commits stay in pg_dist_transaction until Citus' recovery
 	// sweeps them: off, so that the round can count them.
 	cl, err := startCluster(ctx, true, map[string]string{"citus.recover_2pc_interval": "-1"})
@@ -617,6 +634,13 @@ func throughputRound(ctx context.Context, o options) (string, error) {
 	targets := []target{
 		{"PostgreSQL", []string{"DATABASE_URL=" + pg.URL("postgres")}},
 		{"Citus", []string{"DATABASE_URL=" + cl.URL(), pglocal.CitusEnv + "=1"}},
+	}
+	layout := "records by id, the business table by its id"
+	if placement {
+		layout = "records and the business table by tenant, co-located"
+		for i := range targets {
+			targets[i].env = append(targets[i].env, dbtest.PlacementEnv+"=bigint")
+		}
 	}
 	reqs := map[string][]float64{} // target/case -> req/s per round
 	var citusRequests float64
@@ -671,8 +695,8 @@ func throughputRound(ctx context.Context, o options) (string, error) {
 		return "", harness(err)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "16 clients, %d interleaved rounds of %s requests per case, durable nodes; Citus %s (records by id, the business table by its id)\n",
-		o.benchRounds, o.benchTime, citusVersion(ctx, cl.URL()))
+	fmt.Fprintf(&b, "16 clients, %d interleaved rounds of %s requests per case, durable nodes; Citus %s (%s)\n",
+		o.benchRounds, o.benchTime, citusVersion(ctx, cl.URL()), layout)
 	fmt.Fprintf(&b, "  %-14s %14s %14s %10s\n", "case", "PostgreSQL r/s", "Citus r/s", "ratio")
 	for _, c := range cases {
 		p, q := median(reqs["PostgreSQL/"+c]), median(reqs["Citus/"+c])
