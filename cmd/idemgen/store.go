@@ -118,8 +118,9 @@ func runMigrate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("migrate", stderr)
 	db := addDBFlags(fs)
 	format := fs.String("format", "plain", "with sql: plain, or goose (adds goose Up/Down annotations)")
+	colocate := fs.String("colocate-with", "", "with distribute: a distributed table of the service's; the records are distributed by a placement column of its distribution column's type and co-located with it (an empty records table; docs/scaling.md, \"Placement by tenant\")")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: idemgen migrate [flags] up | down VERSION | sql | distribute | undistribute\n\n  up            apply every pending migration\n  down N        revert to version N (0 reverts all)\n  sql           print the migrations' SQL for goose, tern or golang-migrate users\n  distribute    on a Citus coordinator: distribute the records table by its id (idempotent)\n  undistribute  make a distributed records table an ordinary table again (idempotent)")
+		fmt.Fprintln(stderr, "usage: idemgen migrate [flags] up | down VERSION | sql | distribute | undistribute\n\n  up            apply every pending migration\n  down N        revert to version N (0 reverts all)\n  sql           print the migrations' SQL for goose, tern or golang-migrate users\n  distribute    on a Citus coordinator: distribute the records table by its id, or with -colocate-with by placement (idempotent)\n  undistribute  make a distributed records table an ordinary table again (idempotent)")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -152,7 +153,7 @@ func runMigrate(args []string, stdout, stderr io.Writer) error {
 		m := idemmigrate.New(pool, *db.schema)
 		var changed bool
 		if fs.Arg(0) == "distribute" {
-			changed, err = m.Distribute(ctx)
+			changed, err = m.DistributeBy(ctx, idemmigrate.DistributeOptions{ColocateWith: *colocate})
 		} else {
 			changed, err = m.Undistribute(ctx)
 		}
@@ -163,7 +164,11 @@ func runMigrate(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		state := map[bool]string{true: "distributed by " + idemmigrate.DistributionColumn, false: "not distributed"}[dist]
+		column := idemmigrate.DistributionColumn
+		if *colocate != "" {
+			column = idemmigrate.PlacementColumn + ", co-located with " + *colocate
+		}
+		state := map[bool]string{true: "distributed by " + column, false: "not distributed"}[dist]
 		if changed {
 			fmt.Fprintf(stdout, "schema %s: records table now %s; restart the services on it\n", *db.schema, state)
 		} else {

@@ -63,11 +63,14 @@ func TestStoreCommands(t *testing.T) {
 			{distribute, 0, "schema cli: records table already distributed by id"},
 		}...)
 	} else {
-		steps = slices.Insert(steps, 2, struct {
+		steps = slices.Insert(steps, 2, []struct {
 			args []string
 			code int
 			want string
-		}{distribute, 1, "the Citus extension is not installed"})
+		}{
+			{distribute, 1, "the Citus extension is not installed"},
+			{append(distribute[:len(distribute)-1:len(distribute)-1], "-colocate-with", "accounts", "distribute"), 1, "the Citus extension is not installed"},
+		}...)
 	}
 	for _, s := range steps {
 		code, out, errs := runCLI(t, s.args...)

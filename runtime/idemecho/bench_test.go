@@ -73,7 +73,26 @@ type benchService struct {
 	std    *http.ServeMux
 	count  *counter
 	placed bool // requests name their tenant (X-Tenant)
+	// more are the service's instances on the other entries
+	// (benchEntriesEnv), which requests go to in turn with e and std.
+	more []benchEntry
+	turn atomic.Uint64
 }
+
+// benchEntry is one instance of the benchmark's service: its echo and
+// net/http handlers, on a pool of its own.
+type benchEntry struct {
+	e   *echo.Echo
+	std *http.ServeMux
+}
+
+// benchEntriesEnv names the environment variable that lists, comma
+// separated, the connection strings the benchmark's service instances
+// connect to, one instance each, requests going to them in turn (Citus'
+// workers: any node an entry); the schema is still made through
+// DATABASE_URL (a Citus coordinator, which runs DDL). Unset: one instance
+// on DATABASE_URL.
+const benchEntriesEnv = "IDEMGEN_BENCH_ENTRIES"
 
 func newBenchService(b *testing.B, count *counter) *benchService {
 	schema := dbtest.Schema(b)
@@ -147,90 +166,121 @@ func newBenchService(b *testing.B, count *counter) *benchService {
 		}
 		return "0"
 	}
-	e := echo.New()
-	created := func(c echo.Context, id int64) error { return c.JSON(201, map[string]int64{"id": id}) }
-	e.POST("/plain", func(c echo.Context) error {
-		var id int64
-		if err := pool.QueryRow(c.Request().Context(), insert, insertArgs(c.Request().Header.Get("X-Tenant"))...).Scan(&id); err != nil {
-			return err
-		}
-		return created(c, id)
-	})
-	e.POST("/plain-tx", func(c echo.Context) error {
-		var id int64
-		err := pgx.BeginFunc(c.Request().Context(), pool, func(tx pgx.Tx) error {
-			return tx.QueryRow(c.Request().Context(), insert, insertArgs(c.Request().Header.Get("X-Tenant"))...).Scan(&id)
+	build := func(pool *pgxpool.Pool) benchEntry {
+		e := echo.New()
+		created := func(c echo.Context, id int64) error { return c.JSON(201, map[string]int64{"id": id}) }
+		e.POST("/plain", func(c echo.Context) error {
+			var id int64
+			if err := pool.QueryRow(c.Request().Context(), insert, insertArgs(c.Request().Header.Get("X-Tenant"))...).Scan(&id); err != nil {
+				return err
+			}
+			return created(c, id)
 		})
-		if err != nil {
-			return err
-		}
-		return created(c, id)
-	})
-	type state struct {
-		ID     int64  `json:"id"`
-		Charge string `json:"charge"`
-	}
-	respond := func(id int64) (*idem.Response, error) {
-		return idemecho.Render(func(w http.ResponseWriter) error {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(201)
-			_, err := fmt.Fprintf(w, `{"id":%d}`+"\n", id)
-			return err
+		e.POST("/plain-tx", func(c echo.Context) error {
+			var id int64
+			err := pgx.BeginFunc(c.Request().Context(), pool, func(tx pgx.Tx) error {
+				return tx.QueryRow(c.Request().Context(), insert, insertArgs(c.Request().Header.Get("X-Tenant"))...).Scan(&id)
+			})
+			if err != nil {
+				return err
+			}
+			return created(c, id)
 		})
-	}
-	single := []idem.Phase[state]{{Name: "insert", Final: func(ctx context.Context, tx pgx.Tx, s *state) (*idem.Response, error) {
-		if err := tx.QueryRow(ctx, insert, insertArgs(tenantOf(ctx))...).Scan(&s.ID); err != nil {
-			return nil, err
+		type state struct {
+			ID     int64  `json:"id"`
+			Charge string `json:"charge"`
 		}
-		return respond(s.ID)
-	}}}
-	three := []idem.Phase[state]{
-		{Name: "record", Local: func(ctx context.Context, tx pgx.Tx, s *state) error {
-			return tx.QueryRow(ctx, insert, insertArgs(tenantOf(ctx))...).Scan(&s.ID)
-		}},
-		{Name: "charge", Foreign: func(ctx context.Context, key string, s *state) error {
-			s.Charge = "ch_" + key[len(key)-8:] // an in-process card network with no latency
-			return nil
-		}},
-		{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *state) (*idem.Response, error) {
-			if _, err := tx.Exec(ctx, update, updateArgs(s.ID, s.Charge, tenantOf(ctx))...); err != nil {
+		respond := func(id int64) (*idem.Response, error) {
+			return idemecho.Render(func(w http.ResponseWriter) error {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(201)
+				_, err := fmt.Fprintf(w, `{"id":%d}`+"\n", id)
+				return err
+			})
+		}
+		single := []idem.Phase[state]{{Name: "insert", Final: func(ctx context.Context, tx pgx.Tx, s *state) (*idem.Response, error) {
+			if err := tx.QueryRow(ctx, insert, insertArgs(tenantOf(ctx))...).Scan(&s.ID); err != nil {
 				return nil, err
 			}
 			return respond(s.ID)
-		}},
-	}
-	for _, cached := range []bool{true, false} {
-		opts := idem.Options{Schema: schema}
-		prefix := "/idem"
-		if !cached {
-			opts.ReplayCacheBytes, prefix = -1, "/cold"
-		}
-		eng, err := idem.New(pool, opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		rt := &idemecho.Runtime{Engine: eng, Principal: func(echo.Context) (string, error) { return "acct", nil }}
-		for name, op := range map[string]struct {
-			phases []idem.Phase[state]
-			claim  idem.ClaimMode
-		}{"single": {single, idem.ClaimAuto}, "first": {single, idem.ClaimFirst}, "separate": {single, idem.ClaimSeparate}, "three": {three, idem.ClaimAuto}} {
-			phases := op.phases
-			spec := &idemecho.Spec{Operation: &idem.Operation{ID: name, Policy: idem.Policy{Lease: 30 * time.Second, Claim: op.claim}},
-				Key: idemhttp.KeyRule{Required: true}, Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal}, Route: "/" + name}
-			if placed {
-				spec.Placement = idemtype.Placement{Kind: idemtype.PlacementHeader, Name: "X-Tenant"}
-			}
-			e.POST(prefix+"/"+name, func(c echo.Context) error {
-				resp, err := idemecho.Execute(c.Request().Context(), rt, nil, phases)
-				if err != nil {
-					return err
+		}}}
+		three := []idem.Phase[state]{
+			{Name: "record", Local: func(ctx context.Context, tx pgx.Tx, s *state) error {
+				return tx.QueryRow(ctx, insert, insertArgs(tenantOf(ctx))...).Scan(&s.ID)
+			}},
+			{Name: "charge", Foreign: func(ctx context.Context, key string, s *state) error {
+				s.Charge = "ch_" + key[len(key)-8:] // an in-process card network with no latency
+				return nil
+			}},
+			{Name: "finish", Final: func(ctx context.Context, tx pgx.Tx, s *state) (*idem.Response, error) {
+				if _, err := tx.Exec(ctx, update, updateArgs(s.ID, s.Charge, tenantOf(ctx))...); err != nil {
+					return nil, err
 				}
-				return idemecho.Writer(c.Request().Context(), resp)(c.Response())
-			}, idemecho.Middleware(rt, spec))
+				return respond(s.ID)
+			}},
+		}
+		for _, cached := range []bool{true, false} {
+			opts := idem.Options{Schema: schema}
+			prefix := "/idem"
+			if !cached {
+				opts.ReplayCacheBytes, prefix = -1, "/cold"
+			}
+			eng, err := idem.New(pool, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rt := &idemecho.Runtime{Engine: eng, Principal: func(echo.Context) (string, error) { return "acct", nil }}
+			for name, op := range map[string]struct {
+				phases []idem.Phase[state]
+				claim  idem.ClaimMode
+			}{"single": {single, idem.ClaimAuto}, "first": {single, idem.ClaimFirst}, "separate": {single, idem.ClaimSeparate}, "three": {three, idem.ClaimAuto}} {
+				phases := op.phases
+				spec := &idemecho.Spec{Operation: &idem.Operation{ID: name, Policy: idem.Policy{Lease: 30 * time.Second, Claim: op.claim}},
+					Key: idemhttp.KeyRule{Required: true}, Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal}, Route: "/" + name}
+				if placed {
+					spec.Placement = idemtype.Placement{Kind: idemtype.PlacementHeader, Name: "X-Tenant"}
+				}
+				e.POST(prefix+"/"+name, func(c echo.Context) error {
+					resp, err := idemecho.Execute(c.Request().Context(), rt, nil, phases)
+					if err != nil {
+						return err
+					}
+					return idemecho.Writer(c.Request().Context(), resp)(c.Response())
+				}, idemecho.Middleware(rt, spec))
+			}
+		}
+		std := stdBenchRoutes(b, pool, schema, single, respond, insert, func(r *http.Request) []any { return insertArgs(r.Header.Get("X-Tenant")) }, placed)
+		return benchEntry{e, std}
+	}
+	first := build(pool)
+	s := &benchService{e: first.e, std: first.std, count: count, placed: placed}
+	if urls := os.Getenv(benchEntriesEnv); urls != "" {
+		for i, url := range strings.Split(urls, ",") {
+			cfg, err := pgxpool.ParseConfig(url)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfg.ConnConfig.RuntimeParams["search_path"] = schema
+			cfg.ConnConfig.Database = pool.Config().ConnConfig.Database // the test's database, on that node
+			cfg.MaxConns = 40
+			if count != nil {
+				cfg.ConnConfig.Tracer = count
+			}
+			entry, err := pgxpool.NewWithConfig(ctx, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(entry.Close)
+			if i == 0 {
+				// The first entry takes the place of DATABASE_URL's.
+				first = build(entry)
+				s.e, s.std = first.e, first.std
+				continue
+			}
+			s.more = append(s.more, build(entry))
 		}
 	}
-	std := stdBenchRoutes(b, pool, schema, single, respond, insert, func(r *http.Request) []any { return insertArgs(r.Header.Get("X-Tenant")) }, placed)
-	return &benchService{e: e, std: std, count: count, placed: placed}
+	return s
 }
 
 // stdBenchRoutes are the net/http rows' handlers: plain, plain-tx and
@@ -293,10 +343,16 @@ func (s *benchService) do(b *testing.B, path, key string) {
 		req.Header.Set("Idempotency-Key", key)
 	}
 	rec := httptest.NewRecorder()
+	e, std := s.e, s.std
+	if len(s.more) > 0 {
+		if i := s.turn.Add(1) % uint64(len(s.more)+1); i > 0 {
+			e, std = s.more[i-1].e, s.more[i-1].std
+		}
+	}
 	if strings.HasPrefix(path, "/std/") {
-		s.std.ServeHTTP(rec, req)
+		std.ServeHTTP(rec, req)
 	} else {
-		s.e.ServeHTTP(rec, req)
+		e.ServeHTTP(rec, req)
 	}
 	if rec.Code != 201 {
 		b.Fatalf("%s: %d %s", path, rec.Code, rec.Body)

@@ -638,6 +638,9 @@ func throughputRound(ctx context.Context, o options, placement bool) (string, er
 	layout := "records by id, the business table by its id"
 	if placement {
 		layout = "records and the business table by tenant, co-located"
+		// Any node an entry: the service's instances on the workers, one
+		// each, the schema made on the coordinator.
+		targets = append(targets, target{"Citus via workers", []string{"DATABASE_URL=" + cl.URL(), pglocal.CitusEnv + "=1", "IDEMGEN_BENCH_ENTRIES=" + strings.Join(workerURLs(cl), ",")}})
 		for i := range targets {
 			targets[i].env = append(targets[i].env, dbtest.PlacementEnv+"=bigint")
 		}
@@ -645,15 +648,25 @@ func throughputRound(ctx context.Context, o options, placement bool) (string, er
 	reqs := map[string][]float64{} // target/case -> req/s per round
 	var citusRequests float64
 	twoPC := func() (int, error) {
-		conn, err := pgx.Connect(ctx, cl.URL())
-		if err != nil {
-			return 0, err
+		// A two-phase commit is logged on the node whose session began it
+		// (citus_<group>_<pid>_<txn>_<conn>), the coordinator or, for a
+		// service entering at a worker, that worker: every node's, each
+		// transaction once however many workers it prepared on.
+		total := 0
+		for _, url := range append([]string{cl.URL()}, workerURLs(cl)...) {
+			conn, err := pgx.Connect(ctx, url)
+			if err != nil {
+				return 0, err
+			}
+			var n int
+			err = conn.QueryRow(ctx, `SELECT count(DISTINCT split_part(gid, '_', 2) || '_' || split_part(gid, '_', 3) || '_' || split_part(gid, '_', 4)) FROM pg_dist_transaction`).Scan(&n)
+			conn.Close(ctx)
+			if err != nil {
+				return 0, err
+			}
+			total += n
 		}
-		defer conn.Close(ctx)
-		var n int
-		// One transaction prepares on each worker it wrote: count it once.
-		err = conn.QueryRow(ctx, `SELECT count(DISTINCT split_part(gid, '_', 3) || '_' || split_part(gid, '_', 4)) FROM pg_dist_transaction`).Scan(&n)
-		return n, err
+		return total, nil
 	}
 	before, err := twoPC()
 	if err != nil {
@@ -683,7 +696,7 @@ func throughputRound(ctx context.Context, o options, placement bool) (string, er
 				}
 				v, _ := strconv.ParseFloat(m[3], 64)
 				reqs[t.name+"/"+m[1]] = append(reqs[t.name+"/"+m[1]], v)
-				if t.name == "Citus" && m[1] != "plain-tx" {
+				if t.name != "PostgreSQL" && m[1] != "plain-tx" {
 					n, _ := strconv.ParseFloat(m[2], 64)
 					citusRequests += n + 50 // and the calibration's, on the counted service
 				}
@@ -697,18 +710,36 @@ func throughputRound(ctx context.Context, o options, placement bool) (string, er
 	var b strings.Builder
 	fmt.Fprintf(&b, "16 clients, %d interleaved rounds of %s requests per case, durable nodes; Citus %s (%s)\n",
 		o.benchRounds, o.benchTime, citusVersion(ctx, cl.URL()), layout)
-	fmt.Fprintf(&b, "  %-14s %14s %14s %10s\n", "case", "PostgreSQL r/s", "Citus r/s", "ratio")
+	fmt.Fprintf(&b, "  %-14s %14s", "case", "PostgreSQL r/s")
+	for _, t := range targets[1:] {
+		fmt.Fprintf(&b, " %18s %6s", t.name+" r/s", "ratio")
+	}
+	b.WriteString("\n")
 	for _, c := range cases {
-		p, q := median(reqs["PostgreSQL/"+c]), median(reqs["Citus/"+c])
-		if p == 0 || q == 0 {
-			return b.String(), harness(fmt.Errorf("no figures for %s", c))
+		p := median(reqs["PostgreSQL/"+c])
+		fmt.Fprintf(&b, "  %-14s %14.0f", c, p)
+		for _, t := range targets[1:] {
+			q := median(reqs[t.name+"/"+c])
+			if p == 0 || q == 0 {
+				return b.String(), harness(fmt.Errorf("no figures for %s on %s", c, t.name))
+			}
+			fmt.Fprintf(&b, " %18.0f %6.2f", q, q/p)
 		}
-		fmt.Fprintf(&b, "  %-14s %14.0f %14.0f %10.2f\n", c, p, q, q/p)
+		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "  two-phase commits per idempotent request on Citus: %.2f (%d over %.0f requests)\n",
 		float64(after-before)/citusRequests, after-before, citusRequests)
 	fmt.Fprintf(&b, "  (medians of the rounds; the plain transaction's row shows what Citus costs a request without idemgen)\n")
 	return b.String(), nil
+}
+
+// workerURLs are the connection strings of cl's workers.
+func workerURLs(cl *citus.Cluster) []string {
+	var out []string
+	for _, w := range cl.Workers {
+		out = append(out, w.URL(citus.DB))
+	}
+	return out
 }
 
 func median(v []float64) float64 {
