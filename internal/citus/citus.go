@@ -7,6 +7,7 @@
 package citus
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -75,12 +76,63 @@ type Options struct {
 	// Settings are extra server settings for every node.
 	Settings map[string]string
 	Log      io.Writer // the servers' output; nil discards it
+	// CPUQuota, when above 0, bounds each worker's PostgreSQL to that many
+	// CPUs, the same for every worker, with a cgroup (v1's cpu controller,
+	// cpu.cfs_quota_us): a machine's few cores shared as workers of equal
+	// size, so that capacity grows with the workers as it would with
+	// machines. The coordinator is not bounded.
+	CPUQuota float64
 }
 
 // Cluster is a running Citus cluster.
 type Cluster struct {
 	Coordinator *pglocal.Cluster
 	Workers     []*pglocal.Cluster
+	cgroups     []string // the workers' cgroups (Options.CPUQuota), removed by Stop
+}
+
+// cgroupRoot is where cgroup v1's cpu controller is mounted.
+const cgroupRoot = "/sys/fs/cgroup/cpu"
+
+// bound puts worker i's server and every process it forks from now on in
+// a cgroup of its own with quota CPUs.
+func (c *Cluster) bound(i int, quota float64) error {
+	dir := filepath.Join(cgroupRoot, fmt.Sprintf("idemgen-citus-%d-%d", os.Getpid(), i))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return fmt.Errorf("citus: a cgroup for worker %d (CPUQuota needs cgroup v1's cpu controller at %s, and root): %w", i+1, cgroupRoot, err)
+	}
+	c.cgroups = append(c.cgroups, dir)
+	const period = 100000 // microseconds
+	for file, v := range map[string]int{"cpu.cfs_period_us": period, "cpu.cfs_quota_us": int(quota * period)} {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(strconv.Itoa(v)), 0o644); err != nil {
+			return fmt.Errorf("citus: %s of worker %d: %w", file, i+1, err)
+		}
+	}
+	pm, err := os.ReadFile(filepath.Join(c.Workers[i].DataDir(), "postmaster.pid"))
+	if err != nil {
+		return err
+	}
+	server := strings.TrimSpace(strings.SplitN(string(pm), "\n", 2)[0])
+	// The server and its processes already running; backends forked later
+	// are put in their parent's cgroup.
+	pids := []string{server}
+	procs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range procs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, not ')'.
+		if fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(fields) > 1 && fields[1] == server {
+			pids = append(pids, filepath.Base(filepath.Dir(f)))
+		}
+	}
+	for _, pid := range pids {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(pid), 0o644); err != nil && pid == server {
+			return fmt.Errorf("citus: moving worker %d into its cgroup: %w", i+1, err)
+		}
+	}
+	return nil
 }
 
 // DB is the database the cluster is set up in: Citus keeps its nodes and
@@ -143,6 +195,13 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, fmt.Errorf("citus: citus_add_node %s: %w", w.TCPAddr(), err)
 		}
 	}
+	if opts.CPUQuota > 0 {
+		for i := range c.Workers {
+			if err := c.bound(i, opts.CPUQuota); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return c, nil
 }
 
@@ -162,12 +221,15 @@ func (c *Cluster) RestartWorker(ctx context.Context, i int) error {
 	return c.Workers[i].Restart(ctx)
 }
 
-// Stop stops every node and removes its files.
+// Stop stops every node and removes its files and cgroups.
 func (c *Cluster) Stop() {
 	for _, n := range c.nodes() {
 		if n != nil {
 			n.Stop()
 		}
+	}
+	for _, dir := range c.cgroups {
+		os.Remove(dir)
 	}
 }
 

@@ -46,10 +46,21 @@ func (a admin) CompleteAbandoned(ctx context.Context, limit int) (int, error) {
 }
 
 func (e *Engine) resolve(ctx context.Context, id [16]byte, r adminlink.Resolution) error {
+	if err := e.store.detect(ctx); err != nil {
+		return fmt.Errorf("idem: resolve: %w", err)
+	}
+	placement := e.store.placementByID(ctx, id)
+	if e.store.placementType != "" && placement == "" {
+		_, err := e.store.inspect(ctx, id) // none: pgx.ErrNoRows
+		if err == nil {
+			err = adminlink.ErrNotAbandoned
+		}
+		return err
+	}
 	var done bool
 	var err error
 	if r.Delete {
-		done, err = e.store.resolveDelete(ctx, id)
+		done, err = e.store.resolveDelete(ctx, id, placement)
 	} else {
 		if r.Status == 0 {
 			r.Status = http.StatusInternalServerError
@@ -66,10 +77,10 @@ func (e *Engine) resolve(ctx context.Context, id [16]byte, r adminlink.Resolutio
 			return merr
 		}
 		headers := appendHeaders(nil, http.Header{"Content-Type": {idemtype.ProblemContentType}})
-		op, fp, owner, found, rerr := e.store.resolveRead(ctx, id)
+		op, fp, owner, found, rerr := e.store.resolveRead(ctx, id, placement)
 		if err = rerr; found {
 			e.hooks.run(e.hooks.afterRead)
-			done, err = e.store.resolveComplete(ctx, id, owner, receiptFingerprint(op, fp), r.Status, headers, body, r.Retention)
+			done, err = e.store.resolveComplete(ctx, id, placement, owner, receiptFingerprint(op, fp), r.Status, headers, body, r.Retention)
 		}
 	}
 	if err != nil {
@@ -86,6 +97,9 @@ func (e *Engine) resolve(ctx context.Context, id [16]byte, r adminlink.Resolutio
 
 func (a admin) Inspect(ctx context.Context, namespace, scope, key string) (*adminlink.RecordInfo, error) {
 	e := a.e
+	if err := e.store.detect(ctx); err != nil {
+		return nil, err
+	}
 	r, err := e.store.inspect(ctx, recordID(namespace, scope, key))
 	if err != nil {
 		return nil, err

@@ -41,13 +41,15 @@ var placedRewrites = []struct{ old, new string }{
 }
 
 // placedStatements are the statements a placement changes: every
-// statement of a request on its record, and the completer's list of
-// abandoned records, which says where each is. The operator's and the
-// pruner's find records by id or by age, across placements.
+// statement of a request on its record, the completer's list of abandoned
+// records, which says where each is, and an operator's resolution, which
+// writes one record (at the placement its id has: store.placementByID).
+// The operator's reads and the pruner's find records by id or by age,
+// across placements.
 var placedStatements = map[string]bool{
 	"Claim": true, "ClaimAsync": true, "Read": true, "ClaimRead": true, "Takeover": true, "DeleteExpired": true,
 	"Advance": true, "Complete": true, "InsertCompleted": true, "Release": true, "Yield": true, "Refresh": true,
-	"AbandonedBackground": true,
+	"AbandonedBackground": true, "ResolveDelete": true, "ResolveRead": true, "ResolveComplete": true,
 }
 
 // placed is statement name's src as the placement layout sends it, the

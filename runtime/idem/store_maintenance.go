@@ -212,17 +212,17 @@ func (s *store) abandoned(ctx context.Context, q adminlink.AbandonedQuery) ([]*a
 
 // resolveDelete deletes the abandoned record with id (ResolveDelete), and
 // reports whether it did.
-func (s *store) resolveDelete(ctx context.Context, id [16]byte) (bool, error) {
-	tag, err := s.pool.Exec(ctx, s.q().ResolveDelete.sql, s.q().ResolveDelete.args(&idParams{ID: uuidArg(id)})...)
+func (s *store) resolveDelete(ctx context.Context, id [16]byte, placement string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, s.q().ResolveDelete.sql, s.q().ResolveDelete.args(&idParams{ID: uuidArg(id), Placement: placement})...)
 	return tag.RowsAffected() == 1, err
 }
 
 // resolveRead reads what resolveComplete needs of the abandoned record
 // with id (ResolveRead): its operation, fingerprint and owner; found is
 // false when no abandoned record has the id.
-func (s *store) resolveRead(ctx context.Context, id [16]byte) (op string, fp []byte, owner pgtype.UUID, found bool, err error) {
+func (s *store) resolveRead(ctx context.Context, id [16]byte, placement string) (op string, fp []byte, owner pgtype.UUID, found bool, err error) {
 	q := s.q()
-	err = s.pool.QueryRow(ctx, q.ResolveRead.sql, q.ResolveRead.args(&idParams{ID: uuidArg(id)})...).Scan(&op, &fp, &owner)
+	err = s.pool.QueryRow(ctx, q.ResolveRead.sql, q.ResolveRead.args(&idParams{ID: uuidArg(id), Placement: placement})...).Scan(&op, &fp, &owner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil, owner, false, nil
 	}
@@ -233,9 +233,9 @@ func (s *store) resolveRead(ctx context.Context, id [16]byte) (op string, fp []b
 // response (ResolveComplete), if owner still holds it and its lease is
 // still expired, and reports whether it did. receipt is the receipt's
 // fingerprint, made from what resolveRead read.
-func (s *store) resolveComplete(ctx context.Context, id [16]byte, owner pgtype.UUID, receipt []byte, status int, headers, body []byte, retention time.Duration) (bool, error) {
+func (s *store) resolveComplete(ctx context.Context, id [16]byte, placement string, owner pgtype.UUID, receipt []byte, status int, headers, body []byte, retention time.Duration) (bool, error) {
 	q := s.q()
-	p := &resolveCompleteParams{ID: uuidArg(id), OwnerToken: owner, Fingerprint: receipt, Status: status,
+	p := &resolveCompleteParams{ID: uuidArg(id), Placement: placement, OwnerToken: owner, Fingerprint: receipt, Status: status,
 		Headers: headers, Body: body, RetentionUS: micros(retention), DefaultRetentionUS: micros(idemtype.DefaultRetention)}
 	tag, err := s.pool.Exec(ctx, q.ResolveComplete.sql, q.ResolveComplete.args(p)...)
 	return tag.RowsAffected() == 1, err

@@ -188,6 +188,7 @@ type abandonedBackgroundParams struct {
 
 type resolveCompleteParams struct {
 	ID                 pgtype.UUID `db:"id"`
+	Placement          string      `db:"placement"`
 	OwnerToken         pgtype.UUID `db:"owner_token"`
 	Fingerprint        []byte      `db:"fingerprint"`
 	Status             int         `db:"status"`

@@ -67,6 +67,8 @@ type options struct {
 	benchRounds                          int
 	benchTime                            string
 	down                                 time.Duration
+	scaleWorkers                         string
+	cpuQuota                             float64
 }
 
 func main() {
@@ -80,6 +82,8 @@ func main() {
 	flag.IntVar(&o.benchRounds, "bench-rounds", 3, "interleaved rounds of the throughput round")
 	flag.StringVar(&o.benchTime, "benchtime", "4000x", "requests per case and round of the throughput round (go test -benchtime)")
 	flag.DurationVar(&o.down, "down", 6*time.Second, "how long the worker-down round keeps its worker down")
+	flag.StringVar(&o.scaleWorkers, "scale-workers", "1,2,4", "the scale round's cluster sizes, in workers")
+	flag.Float64Var(&o.cpuQuota, "cpu-quota", 0.3, "the scale round's CPU quota of each worker's PostgreSQL, in CPUs")
 	flag.Parse()
 	os.Exit(run(o))
 }
@@ -133,6 +137,8 @@ func run(o options) int {
 			out, err = throughputRound(ctx, o, false)
 		case "throughput-placement":
 			out, err = throughputRound(ctx, o, true)
+		case "scale":
+			out, err = scaleRound(ctx, o)
 		default:
 			out, err = "", harness(fmt.Errorf("unknown round %q", name))
 		}
@@ -619,13 +625,11 @@ func throughputRound(ctx context.Context, o options, placement bool) (string, er
 		return "", harness(err)
 	}
 	defer pg.Stop()
-	bin := filepath.Join(os.TempDir(), fmt.Sprintf("idemecho-bench-%d.test", os.Getpid()))
-	build := exec.CommandContext(ctx, goCommand(), "test", "-c", "-o", bin, "./runtime/idemecho")
-	build.Dir = o.repo
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", harness(fmt.Errorf("building the benchmark: %v\n%s", err, out))
+	bin, remove, err := buildBench(ctx, o)
+	if err != nil {
+		return "", harness(err)
 	}
-	defer os.Remove(bin)
+	defer remove()
 	cases := []string{"plain-tx", "single-phase", "three-phase"}
 	type target struct {
 		name string
@@ -672,7 +676,6 @@ func throughputRound(ctx context.Context, o options, placement bool) (string, er
 	if err != nil {
 		return "", harness(err)
 	}
-	line := regexp.MustCompile(`^BenchmarkEngine/c16/([a-z-]+)(?:#\d+)?-\d+\s+(\d+)\s.*?\s([0-9.]+) req/s`)
 	for round := range o.benchRounds {
 		order := slices.Clone(targets)
 		if round%2 == 1 {
@@ -680,25 +683,14 @@ func throughputRound(ctx context.Context, o options, placement bool) (string, er
 		}
 		for _, t := range order {
 			fmt.Fprintf(os.Stderr, "throughput: round %d of %d, %s\n", round+1, o.benchRounds, t.name)
-			cmd := exec.CommandContext(ctx, bin, "-test.run", "^$", "-test.bench", "^BenchmarkEngine$/^c16$/^("+strings.Join(cases, "|")+")$",
-				"-test.benchtime", o.benchTime, "-test.count", "1", "-test.timeout", "30m")
-			cmd.Dir = filepath.Join(o.repo, "runtime", "idemecho")
-			cmd.Env = append(append(os.Environ(), t.env...), "IDEMGEN_PG_DURABLE=1")
-			out, err := cmd.CombinedOutput()
+			got, err := benchOnce(ctx, o, bin, t.env, cases)
 			if err != nil {
-				return "", harness(fmt.Errorf("the benchmark on %s: %v\n%s", t.name, err, lastLines(out, 30)))
+				return "", harness(fmt.Errorf("the benchmark on %s: %w", t.name, err))
 			}
-			sc := bufio.NewScanner(bytes.NewReader(out))
-			for sc.Scan() {
-				m := line.FindStringSubmatch(sc.Text())
-				if m == nil {
-					continue
-				}
-				v, _ := strconv.ParseFloat(m[3], 64)
-				reqs[t.name+"/"+m[1]] = append(reqs[t.name+"/"+m[1]], v)
-				if t.name != "PostgreSQL" && m[1] != "plain-tx" {
-					n, _ := strconv.ParseFloat(m[2], 64)
-					citusRequests += n + 50 // and the calibration's, on the counted service
+			for c, r := range got {
+				reqs[t.name+"/"+c] = append(reqs[t.name+"/"+c], r.perSecond)
+				if t.name != "PostgreSQL" && c != "plain-tx" {
+					citusRequests += r.requests + 50 // and the calibration's, on the counted service
 				}
 			}
 		}
@@ -730,6 +722,110 @@ func throughputRound(ctx context.Context, o options, placement bool) (string, er
 	fmt.Fprintf(&b, "  two-phase commits per idempotent request on Citus: %.2f (%d over %.0f requests)\n",
 		float64(after-before)/citusRequests, after-before, citusRequests)
 	fmt.Fprintf(&b, "  (medians of the rounds; the plain transaction's row shows what Citus costs a request without idemgen)\n")
+	return b.String(), nil
+}
+
+// benchLine is a line of BenchmarkEngine's output at 16 clients: the case,
+// its requests, its requests/s.
+var benchLine = regexp.MustCompile(`^BenchmarkEngine/c16/([a-z-]+)(?:#\d+)?-\d+\s+(\d+)\s.*?\s([0-9.]+) req/s`)
+
+// benchResult is one case's figures in one run of the benchmark.
+type benchResult struct{ requests, perSecond float64 }
+
+// benchOnce runs the benchmark binary bin once, at 16 clients, on the
+// cases given, with env, and returns each case's figures.
+func benchOnce(ctx context.Context, o options, bin string, env, cases []string) (map[string]benchResult, error) {
+	cmd := exec.CommandContext(ctx, bin, "-test.run", "^$", "-test.bench", "^BenchmarkEngine$/^c16$/^("+strings.Join(cases, "|")+")$",
+		"-test.benchtime", o.benchTime, "-test.count", "1", "-test.timeout", "30m")
+	cmd.Dir = filepath.Join(o.repo, "runtime", "idemecho")
+	cmd.Env = append(append(os.Environ(), env...), "IDEMGEN_PG_DURABLE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("%v\n%s", err, lastLines(out, 30))
+	}
+	got := map[string]benchResult{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if m := benchLine.FindStringSubmatch(sc.Text()); m != nil {
+			n, _ := strconv.ParseFloat(m[2], 64)
+			v, _ := strconv.ParseFloat(m[3], 64)
+			got[m[1]] = benchResult{n, v}
+		}
+	}
+	for _, c := range cases {
+		if _, ok := got[c]; !ok {
+			return nil, fmt.Errorf("no figures for %s:\n%s", c, lastLines(out, 30))
+		}
+	}
+	return got, nil
+}
+
+// buildBench builds the benchmark's test binary, runtime/idemecho's, and
+// returns its path and what removes it.
+func buildBench(ctx context.Context, o options) (string, func(), error) {
+	bin := filepath.Join(os.TempDir(), fmt.Sprintf("idemecho-bench-%d.test", os.Getpid()))
+	build := exec.CommandContext(ctx, goCommand(), "test", "-c", "-o", bin, "./runtime/idemecho")
+	build.Dir = o.repo
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", nil, fmt.Errorf("building the benchmark: %v\n%s", err, out)
+	}
+	return bin, func() { os.Remove(bin) }, nil
+}
+
+// scaleRound measures how capacity grows with workers, honestly for one
+// machine: clusters of 1, 2 and 4 workers (-scale-workers), each worker's
+// PostgreSQL bounded to the same CPU quota (-cpu-quota, a cgroup), the
+// records and the benchmark's business table placed by tenant and
+// co-located, and the benchmark's service one instance per worker, so that
+// no request goes through the coordinator. It reports single-phase
+// requests/s at 16 clients for each size, and each size's against the
+// smallest.
+func scaleRound(ctx context.Context, o options) (string, error) {
+	bin, remove, err := buildBench(ctx, o)
+	if err != nil {
+		return "", harness(err)
+	}
+	defer remove()
+	var sizes []int
+	for _, f := range strings.Split(o.scaleWorkers, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return "", harness(fmt.Errorf("-scale-workers %q: want worker counts such as 1,2,4", o.scaleWorkers))
+		}
+		sizes = append(sizes, n)
+	}
+	cases := []string{"single-phase"}
+	reqs := map[int][]float64{}
+	for round := range o.benchRounds {
+		order := slices.Clone(sizes)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, n := range order {
+			fmt.Fprintf(os.Stderr, "scale: round %d of %d, %d worker(s)\n", round+1, o.benchRounds, n)
+			cl, err := citus.Start(ctx, citus.Options{Workers: n, Durable: true, CPUQuota: o.cpuQuota})
+			if err != nil {
+				return "", harness(err)
+			}
+			env := []string{"DATABASE_URL=" + cl.URL(), pglocal.CitusEnv + "=1", dbtest.PlacementEnv + "=bigint",
+				"IDEMGEN_BENCH_ENTRIES=" + strings.Join(workerURLs(cl), ",")}
+			got, err := benchOnce(ctx, o, bin, env, cases)
+			cl.Stop()
+			if err != nil {
+				return "", harness(fmt.Errorf("the benchmark on %d worker(s): %w", n, err))
+			}
+			reqs[n] = append(reqs[n], got["single-phase"].perSecond)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "single-phase at 16 clients, %d interleaved rounds of %s requests; each worker's PostgreSQL bounded to %.2f CPU (cgroup), durable nodes,\n", o.benchRounds, o.benchTime, o.cpuQuota)
+	fmt.Fprintf(&b, "records and the business table by tenant (64 tenants), co-located; one service instance per worker, none through the coordinator\n")
+	fmt.Fprintf(&b, "  %-8s %10s %12s\n", "workers", "r/s", "against 1st")
+	base := median(reqs[sizes[0]])
+	for _, n := range sizes {
+		r := median(reqs[n])
+		fmt.Fprintf(&b, "  %-8d %10.0f %12.2f\n", n, r, r/base)
+	}
 	return b.String(), nil
 }
 
