@@ -14,8 +14,8 @@ const ExtensionName = "x-idempotency"
 
 // Extension is one operation's x-idempotency object, with defaults applied.
 type Extension struct {
-	Key       Key
-	Scope     Scope
+	Key   Key
+	Scope Scope
 	// Placement is the value of the request the operation's records are
 	// placed by (a tenant's or an account's id), for a records table laid
 	// out by placement on Citus; zero for none.
