@@ -136,7 +136,7 @@ topology: prometheus-tools
 	cd examples && $(GO) build -o ../bin/cardnet ./payments/cmd/cardnet
 	cd examples && GO=$(GO) $(GO) run ./payments/cmd/topology -repo .. -payments ../bin/payments -cardnet ../bin/cardnet -prometheus "$$(command -v prometheus)" $(TOPOLOGYFLAGS)
 
-## citus: the engine's suite, the conformance cases, a chaos round with a worker killed, a worker down, and throughput on a Citus cluster from local binaries (Citus installed, or CITUS_SRC=dir with its install.sh; docs/scaling.md)
+## citus: the engine's suite and the conformance cases (records by id, and placed by tenant), a chaos round with a worker killed, a worker down, throughput in both layouts, and capacity as workers are added (-rounds=scale) on a Citus cluster from local binaries (Citus installed, or CITUS_SRC=dir with its install.sh; docs/scaling.md)
 citus:
 	cd examples && $(GO) build -o ../bin/payments ./payments/cmd/payments
 	cd examples && $(GO) build -o ../bin/cardnet ./payments/cmd/cardnet

@@ -77,7 +77,7 @@ func main() {
 	flag.StringVar(&o.payments, "payments", "bin/payments", "the payments binary")
 	flag.StringVar(&o.cardnet, "cardnet", "bin/cardnet", "the cardnet binary")
 	flag.StringVar(&o.src, "citus-src", os.Getenv("CITUS_SRC"), "where Citus' install.sh is, to install Citus when it is missing (default $CITUS_SRC)")
-	flag.StringVar(&o.rounds, "rounds", "suite,suite-placement,chaos,worker-down,throughput,throughput-placement", "which rounds to run, comma-separated")
+	flag.StringVar(&o.rounds, "rounds", "suite,suite-placement,chaos,worker-down,worker-down-placement,throughput,throughput-placement", "which rounds to run, comma-separated")
 	flag.BoolVar(&o.race, "race", true, "run the suite round with the race detector")
 	flag.IntVar(&o.benchRounds, "bench-rounds", 3, "interleaved rounds of the throughput round")
 	flag.StringVar(&o.benchTime, "benchtime", "4000x", "requests per case and round of the throughput round (go test -benchtime)")
@@ -132,7 +132,9 @@ func run(o options) int {
 		case "chaos":
 			out, err = chaosRound(ctx, o, filepath.Join(dir, "chaos"))
 		case "worker-down":
-			out, err = workerDownRound(ctx, o)
+			out, err = workerDownRound(ctx, o, false)
+		case "worker-down-placement":
+			out, err = workerDownRound(ctx, o, true)
 		case "throughput":
 			out, err = throughputRound(ctx, o, false)
 		case "throughput-placement":
@@ -433,7 +435,12 @@ func answer(out *idem.Outcome, err error) outcome {
 	return outcome{status: http.StatusInternalServerError}
 }
 
-func workerDownRound(ctx context.Context, o options) (string, error) {
+// With placement, the layout of "Placement by tenant" entered at a worker:
+// the business table keyed and distributed by tenant, the records placed
+// by it and co-located, and the service connected to the live worker, not
+// the coordinator (any node an entry): only the tenants placed on the
+// down worker are refused.
+func workerDownRound(ctx context.Context, o options, placement bool) (string, error) {
 	cl, err := startCluster(ctx, false, nil)
 	if err != nil {
 		return "", err
@@ -445,18 +452,42 @@ func workerDownRound(ctx context.Context, o options) (string, error) {
 	}
 	defer pool.Close()
 	const schema = "wdown"
-	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS public.wdown_items (key text PRIMARY KEY, n int NOT NULL DEFAULT 1)`); err != nil {
-		return "", harness(err)
-	}
-	if err := prepare(ctx, pool, schema, "public.wdown_items"); err != nil {
-		return "", harness(err)
-	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Citus %s; worker %s down for %s; the business table a Citus table on the coordinator\n",
-		citusVersion(ctx, cl.URL()), cl.Workers[1].TCPAddr(), o.down)
+	service := pool
+	if placement {
+		if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS public.wdown_items (tenant bigint, key text, n int NOT NULL DEFAULT 1, PRIMARY KEY (tenant, key))`); err != nil {
+			return "", harness(err)
+		}
+		if _, err := pool.Exec(ctx, `SELECT create_distributed_table('public.wdown_items', 'tenant')`); err != nil {
+			return "", harness(err)
+		}
+		m := idemmigrate.New(pool, schema)
+		if _, err := m.Up(ctx); err != nil {
+			return "", harness(err)
+		}
+		if _, err := m.DistributeBy(ctx, idemmigrate.DistributeOptions{ColocateWith: "public.wdown_items"}); err != nil {
+			return "", harness(err)
+		}
+		// The service enters at the worker that stays up.
+		if service, err = pgxpool.New(ctx, cl.Workers[0].URL(citus.DB)+"&pool_max_conns=16"); err != nil {
+			return "", harness(err)
+		}
+		defer service.Close()
+		fmt.Fprintf(&b, "Citus %s; worker %s down for %s; records and the business table placed by tenant, co-located; the service connected to worker %s\n",
+			citusVersion(ctx, cl.URL()), cl.Workers[1].TCPAddr(), o.down, cl.Workers[0].TCPAddr())
+	} else {
+		if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS public.wdown_items (key text PRIMARY KEY, n int NOT NULL DEFAULT 1)`); err != nil {
+			return "", harness(err)
+		}
+		if err := prepare(ctx, pool, schema, "public.wdown_items"); err != nil {
+			return "", harness(err)
+		}
+		fmt.Fprintf(&b, "Citus %s; worker %s down for %s; the business table a Citus table on the coordinator\n",
+			citusVersion(ctx, cl.URL()), cl.Workers[1].TCPAddr(), o.down)
+	}
 	var failed error
 	for _, mode := range []idem.ClaimMode{idem.ClaimLast, idem.ClaimFirst, idem.ClaimSeparate} {
-		res, err := workerDown(ctx, cl, pool, schema, mode, o.down)
+		res, err := workerDown(ctx, cl, service, schema, mode, o.down, placement)
 		if err != nil && errors.Is(err, errHarness) {
 			return b.String(), err
 		}
@@ -467,7 +498,7 @@ func workerDownRound(ctx context.Context, o options) (string, error) {
 }
 
 // workerDown runs one claim mode's part of the worker-down round.
-func workerDown(ctx context.Context, cl *citus.Cluster, pool *pgxpool.Pool, schema string, mode idem.ClaimMode, down time.Duration) (string, error) {
+func workerDown(ctx context.Context, cl *citus.Cluster, pool *pgxpool.Pool, schema string, mode idem.ClaimMode, down time.Duration, placement bool) (string, error) {
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	eng, err := idem.New(pool, idem.Options{Schema: schema, Claim: mode, ReplayCacheBytes: -1,
@@ -478,26 +509,36 @@ func workerDown(ctx context.Context, cl *citus.Cluster, pool *pgxpool.Pool, sche
 	op := &idem.Operation{ID: "wdown-" + string(mode), Policy: idem.Policy{Lease: 30 * time.Second}}
 	phases := func(key string) []idem.Phase[struct{}] {
 		return []idem.Phase[struct{}]{{Name: "only", Final: func(ctx context.Context, tx pgx.Tx, _ *struct{}) (*idem.Response, error) {
-			if _, err := tx.Exec(ctx, `INSERT INTO public.wdown_items (key) VALUES ($1)`, key); err != nil {
+			insert, args := `INSERT INTO public.wdown_items (key) VALUES ($1)`, []any{key}
+			if placement {
+				insert, args = `INSERT INTO public.wdown_items (tenant, key) VALUES ($2, $1)`, []any{key, idem.ExecutionFrom(ctx).Placement}
+			}
+			if _, err := tx.Exec(ctx, insert, args...); err != nil {
 				return nil, err
 			}
 			return &idem.Response{Status: 201, Body: []byte(key)}, nil
 		}}}
 	}
+	tenant := map[string]string{} // with placement: each key's
 	call := func(key string) outcome {
-		out, err := idem.Run(ctx, eng, op, idem.KeyedRequest{Scope: "t", Key: key, Fingerprint: []byte(key)}, phases(key))
+		req := idem.KeyedRequest{Scope: "t", Key: key, Fingerprint: []byte(key), Placement: tenant[key]}
+		out, err := idem.Run(ctx, eng, op, req, phases(key))
 		return answer(out, err)
 	}
-	// Keys, and the worker each one's record lives on.
+	// Keys, and the worker each one's record lives on: its record's
+	// shard's, or its tenant's.
 	var keys []string
 	on := map[string]int{}
 	for i := range 24 {
 		key := fmt.Sprintf("%s-%d", mode, i)
-		var id string
-		if err := pool.QueryRow(ctx, `SELECT `+schema+`.record_id($1, $2, $3)::text`, op.ID, "t", key).Scan(&id); err != nil {
+		table, value := schema+".records", ""
+		if placement {
+			table, value = "public.wdown_items", strconv.Itoa(i+1)
+			tenant[key] = value
+		} else if err := pool.QueryRow(ctx, `SELECT `+schema+`.record_id($1, $2, $3)::text`, op.ID, "t", key).Scan(&value); err != nil {
 			return "", harness(err)
 		}
-		w, err := cl.WorkerOf(ctx, schema+".records", id)
+		w, err := cl.WorkerOf(ctx, table, value)
 		if err != nil {
 			return "", harness(err)
 		}
