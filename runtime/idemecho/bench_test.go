@@ -77,6 +77,11 @@ type benchService struct {
 	// (benchEntriesEnv), which requests go to in turn with e and std.
 	more []benchEntry
 	turn atomic.Uint64
+	// entryOf is, with placement on Citus, the entry (0: e and std, i:
+	// more[i-1]) on the worker of each tenant's shard: a service that
+	// sends a tenant's requests to its worker, as a tenant-aware load
+	// balancer does. Nil: entries in turn.
+	entryOf map[int]int
 }
 
 // benchEntry is one instance of the benchmark's service: its echo and
@@ -93,6 +98,10 @@ type benchEntry struct {
 // DATABASE_URL (a Citus coordinator, which runs DDL). Unset: one instance
 // on DATABASE_URL.
 const benchEntriesEnv = "IDEMGEN_BENCH_ENTRIES"
+
+// benchTenants is how many tenants the requests are spread over, with
+// placement.
+const benchTenants = 64
 
 func newBenchService(b *testing.B, count *counter) *benchService {
 	schema := dbtest.Schema(b)
@@ -275,9 +284,28 @@ func newBenchService(b *testing.B, count *counter) *benchService {
 				// The first entry takes the place of DATABASE_URL's.
 				first = build(entry)
 				s.e, s.std = first.e, first.std
-				continue
+			} else {
+				s.more = append(s.more, build(entry))
 			}
-			s.more = append(s.more, build(entry))
+			if placed && dbtest.Citus() {
+				if s.entryOf == nil {
+					s.entryOf = map[int]int{}
+				}
+				// The tenants whose shard is on this entry's node.
+				rows, err := pool.Query(ctx, `SELECT t FROM generate_series(1, $2::int) AS t
+					JOIN pg_dist_placement p ON p.shardid = get_shard_id_for_distribution_column('bench', t)
+					JOIN pg_dist_node n ON n.groupid = p.groupid WHERE n.nodeport = $1`, cfg.ConnConfig.Port, benchTenants)
+				if err != nil {
+					b.Fatal(err)
+				}
+				tenants, err := pgx.CollectRows(rows, pgx.RowTo[int])
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, t := range tenants {
+					s.entryOf[t] = i
+				}
+			}
 		}
 	}
 	return s
@@ -336,8 +364,10 @@ func stdBenchRoutes[S any](b *testing.B, pool *pgxpool.Pool, schema string, sing
 func (s *benchService) do(b *testing.B, path, key string) {
 	req := httptest.NewRequest("POST", path, strings.NewReader(`{"amount":100}`))
 	req.Header.Set("Content-Type", "application/json")
+	tenant := 0
 	if s.placed {
-		req.Header.Set("X-Tenant", strconv.Itoa(1+rand.IntN(64)))
+		tenant = 1 + rand.IntN(benchTenants)
+		req.Header.Set("X-Tenant", strconv.Itoa(tenant))
 	}
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
@@ -345,7 +375,11 @@ func (s *benchService) do(b *testing.B, path, key string) {
 	rec := httptest.NewRecorder()
 	e, std := s.e, s.std
 	if len(s.more) > 0 {
-		if i := s.turn.Add(1) % uint64(len(s.more)+1); i > 0 {
+		i, ok := s.entryOf[tenant]
+		if !ok {
+			i = int(s.turn.Add(1) % uint64(len(s.more)+1))
+		}
+		if i > 0 {
 			e, std = s.more[i-1].e, s.more[i-1].std
 		}
 	}
