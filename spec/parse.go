@@ -138,28 +138,20 @@ func (p *parser) keySource(k *Key, km map[string]any) {
 
 // scope reads scope: principal, global, header:<Name> or sender:<name>.
 func (p *parser) scope(sc *Scope, m map[string]any) {
-	const field = ExtensionName + ".scope"
-	v, ok := m["scope"]
-	if !ok {
-		return
-	}
-	s, ok := p.str(field, v)
-	if !ok {
-		return
-	}
-	parsed, err := idemtype.ParseScope(s)
-	if err != nil {
-		p.errorf(field, "%s", err)
-		return
-	}
-	*sc = parsed
+	parseField(p, "scope", m, idemtype.ParseScope, sc)
 }
 
 // placement reads placement: principal, header:<Name>, path:<param> or
 // body:<pointer>.
 func (p *parser) placement(pl *idemtype.Placement, m map[string]any) {
-	const field = ExtensionName + ".placement"
-	v, ok := m["placement"]
+	parseField(p, "placement", m, idemtype.ParsePlacement, pl)
+}
+
+// parseField reads the string field name of m into *out with parse, when
+// it is there; an error is the field's.
+func parseField[T any](p *parser, name string, m map[string]any, parse func(string) (T, error), out *T) {
+	field := ExtensionName + "." + name
+	v, ok := m[name]
 	if !ok {
 		return
 	}
@@ -167,12 +159,12 @@ func (p *parser) placement(pl *idemtype.Placement, m map[string]any) {
 	if !ok {
 		return
 	}
-	parsed, err := idemtype.ParsePlacement(s)
+	parsed, err := parse(s)
 	if err != nil {
 		p.errorf(field, "%s", err)
 		return
 	}
-	*pl = parsed
+	*out = parsed
 }
 
 // group reads group, the key namespace operations may share.
