@@ -85,10 +85,11 @@ lint:
 generate:
 	$(call each,$(GO) generate ./...)
 
-## bench: the engine against plain and plain-tx handlers, 1 and 16 clients, on a durable PostgreSQL, in BENCHCOUNT interleaved rounds
+## bench: the engine against plain and plain-tx handlers, 1 and 16 clients, on a durable PostgreSQL, in BENCHCOUNT interleaved rounds; then the guard (scripts/benchguard.txt): ratios against their floors, allocations against their ceilings, reported, never failed
 bench:
 	IDEMGEN_PG_DURABLE=1 IDEMGEN_BENCH_ROUNDS=$(BENCHCOUNT) $(GO) test -run '^$$' -bench '^BenchmarkEngine$$' -benchtime $(BENCHTIME) -count 1 -timeout 60m ./runtime/idemecho | tee bench.out
-	@echo; awk -f scripts/benchtable.awk bench.out
+	@echo; awk -f scripts/benchtable.awk bench.out > bench.table.out; cat bench.table.out
+	@echo; $(GO) run ./internal/benchguard scripts/benchguard.txt < bench.table.out
 
 ## bench-model: what the protocol's SQL alone costs: pgbench runs each request shape on the engine's tables (durable)
 bench-model:
