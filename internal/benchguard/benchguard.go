@@ -48,8 +48,9 @@ var columns = map[string]string{"vs-plain": "vs plain", "vs-plain-tx": "vs plain
 func parseGuard(text string) ([]bound, error) {
 	var out []bound
 	for i, line := range strings.Split(text, "\n") {
+		line, _, _ = strings.Cut(line, "#") // a comment, whole line or trailing
 		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
+		if line == "" {
 			continue
 		}
 		f := strings.Fields(line)
