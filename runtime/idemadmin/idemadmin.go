@@ -55,7 +55,10 @@ type RecordInfo struct {
 // Inspect returns the record for (namespace, scope, key), or pgx.ErrNoRows.
 func Inspect(ctx context.Context, e *idem.Engine, namespace, scope, key string) (*RecordInfo, error) {
 	r, err := adminlink.Of(e).Inspect(ctx, namespace, scope, key)
-	return (*RecordInfo)(r), err
+	if err != nil {
+		return nil, err
+	}
+	return (*RecordInfo)(r), nil
 }
 
 // AbandonedQuery says which abandoned records Abandoned lists.
@@ -73,11 +76,14 @@ type AbandonedQuery struct {
 // resumed yet. The limit counts only the records q keeps.
 func Abandoned(ctx context.Context, e *idem.Engine, q AbandonedQuery) ([]*RecordInfo, error) {
 	rs, err := adminlink.Of(e).Abandoned(ctx, adminlink.AbandonedQuery(q))
+	if err != nil {
+		return nil, err
+	}
 	out := make([]*RecordInfo, len(rs))
 	for i, r := range rs {
 		out[i] = (*RecordInfo)(r)
 	}
-	return out, err
+	return out, nil
 }
 
 // NamespacesOf returns the namespaces (groups) under which claimed records
