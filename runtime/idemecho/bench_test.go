@@ -258,6 +258,82 @@ func newBenchService(b *testing.B, count *counter) *benchService {
 				}, idemecho.Middleware(rt, spec))
 			}
 		}
+		// The newer models, beside phases: a kept handler with its final
+		// transaction (kept), the same with a Local and a Foreign step first
+		// (kept-steps), and an operation whose replays are rendered again from
+		// the identifiers it stores (rendered).
+		keptEng, err := idem.New(pool, idem.Options{Schema: schema})
+		if err != nil {
+			b.Fatal(err)
+		}
+		keptRT := &idemecho.Runtime{Engine: keptEng, Principal: func(echo.Context) (string, error) { return "acct", nil }}
+		finalTx := func(ctx context.Context) (*idem.Response, error) {
+			tx, err := idem.Begin(ctx, pool)
+			if err != nil {
+				return nil, err
+			}
+			defer tx.Rollback(ctx)
+			var id int64
+			if err := tx.QueryRow(ctx, insert, insertArgs(tenantOf(ctx))...).Scan(&id); err != nil {
+				return nil, err
+			}
+			if err := tx.Commit(ctx); err != nil {
+				return nil, err
+			}
+			return respond(id)
+		}
+		kept := map[string]idem.Handler{
+			"kept": finalTx,
+			"kept-steps": func(ctx context.Context) (*idem.Response, error) {
+				if _, err := idem.Local(ctx, pool, "record", func(ctx context.Context, tx pgx.Tx) (int64, error) {
+					var id int64
+					return id, tx.QueryRow(ctx, insert, insertArgs(tenantOf(ctx))...).Scan(&id)
+				}); err != nil {
+					return nil, err
+				}
+				if _, err := idem.Foreign(ctx, "charge", func(_ context.Context, key string) (string, error) {
+					return "ch_" + key[len(key)-8:], nil // an in-process card network with no latency
+				}); err != nil {
+					return nil, err
+				}
+				return finalTx(ctx)
+			},
+		}
+		for name, h := range kept {
+			spec := &idemecho.Spec{Operation: &idem.Operation{ID: name, Policy: idem.Policy{Lease: 30 * time.Second}},
+				Key: idemhttp.KeyRule{Required: true}, Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal}, Route: "/" + name}
+			if placed {
+				spec.Placement = idemtype.Placement{Kind: idemtype.PlacementHeader, Name: "X-Tenant"}
+			}
+			e.POST("/idem/"+name, func(c echo.Context) error {
+				resp, err := idemecho.ExecuteHandler(c.Request().Context(), keptRT, h)
+				if err != nil {
+					return err
+				}
+				return idemecho.Writer(c.Request().Context(), resp)(c.Response())
+			}, idemecho.Middleware(keptRT, spec))
+		}
+		rendered := []idem.Phase[state]{{Name: "insert",
+			Final: single[0].Final,
+			Render: func(ctx context.Context, tx pgx.Tx, ref idem.Reference) (*idem.Response, error) {
+				id, err := ref.Int64("/id")
+				if err != nil {
+					return nil, err
+				}
+				return respond(id)
+			}}}
+		renderSpec := &idemecho.Spec{Operation: &idem.Operation{ID: "rendered", Policy: idem.Policy{Lease: 30 * time.Second, Render: []string{"/id"}}},
+			Key: idemhttp.KeyRule{Required: true}, Scope: idemtype.Scope{Kind: idemtype.ScopePrincipal}, Route: "/rendered"}
+		if placed {
+			renderSpec.Placement = idemtype.Placement{Kind: idemtype.PlacementHeader, Name: "X-Tenant"}
+		}
+		e.POST("/idem/rendered", func(c echo.Context) error {
+			resp, err := idemecho.Execute(c.Request().Context(), keptRT, nil, rendered)
+			if err != nil {
+				return err
+			}
+			return idemecho.Writer(c.Request().Context(), resp)(c.Response())
+		}, idemecho.Middleware(keptRT, renderSpec))
 		std := stdBenchRoutes(b, pool, schema, single, respond, insert, func(r *http.Request) []any { return insertArgs(r.Header.Get("X-Tenant")) }, placed)
 		return benchEntry{e, std}
 	}
@@ -421,6 +497,9 @@ func BenchmarkEngine(b *testing.B) {
 		{"three-phase", "/idem/three", func(r, i int64) string { return fmt.Sprintf("t-%d-%d", r, i) }},
 		{"replay", "/idem/single", func(int64, int64) string { return "replayed" }},
 		{"replay-cold", "/cold/single", func(int64, int64) string { return "replayed-cold" }},
+		{"kept", "/idem/kept", func(r, i int64) string { return fmt.Sprintf("k-%d-%d", r, i) }},
+		{"kept-steps", "/idem/kept-steps", func(r, i int64) string { return fmt.Sprintf("ks-%d-%d", r, i) }},
+		{"replay-rendered", "/idem/rendered", func(int64, int64) string { return "replayed-rendered" }},
 		// The same service on net/http's ServeMux with runtime/idemstd:
 		// its own plain handlers, its own ratios.
 		{"std-plain", "/std/plain", nil},
