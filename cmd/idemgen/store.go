@@ -118,9 +118,9 @@ func runMigrate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("migrate", stderr)
 	db := addDBFlags(fs)
 	format := fs.String("format", "plain", "with sql: plain, or goose (adds goose Up/Down annotations)")
-	colocate := fs.String("colocate-with", "", "with distribute: a distributed table of the service's; the records are distributed by a placement column of its distribution column's type and co-located with it (an empty records table; docs/scaling.md, \"Placement by tenant\")")
+	colocate := fs.String("colocate-with", "", "with distribute or place: a distributed table of the service's; the records are distributed by a placement column of its distribution column's type and co-located with it (docs/scaling.md, \"Placement by tenant\")")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: idemgen migrate [flags] up | down VERSION | sql | distribute | undistribute\n\n  up            apply every pending migration\n  down N        revert to version N (0 reverts all)\n  sql           print the migrations' SQL for goose, tern or golang-migrate users\n  distribute    on a Citus coordinator: distribute the records table by its id, or with -colocate-with by placement (idempotent)\n  undistribute  make a distributed records table an ordinary table again (idempotent)")
+		fmt.Fprintln(stderr, "usage: idemgen migrate [flags] up | down VERSION | sql | distribute | place | undistribute\n\n  up            apply every pending migration\n  down N        revert to version N (0 reverts all)\n  sql           print the migrations' SQL for goose, tern or golang-migrate users\n  distribute    on a Citus coordinator: distribute the records table by its id, or with -colocate-with by placement (idempotent)\n  place         with -colocate-with: the first step of moving a records table laid out by id to placement: add the placement column; restart the services, then distribute once every record has one\n  undistribute  make a distributed records table an ordinary table again (idempotent)")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -142,6 +142,25 @@ func runMigrate(args []string, stdout, stderr io.Writer) error {
 			default:
 				return fmt.Errorf("-format %q: want plain or goose", *format)
 			}
+		}
+		return nil
+	case "place":
+		if *colocate == "" {
+			return errors.New("migrate place: say the table to co-locate the records with: -colocate-with TABLE")
+		}
+		pool, err := db.pool(ctx)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		added, err := idemmigrate.New(pool, *db.schema).PreparePlacement(ctx, idemmigrate.DistributeOptions{ColocateWith: *colocate})
+		if err != nil {
+			return err
+		}
+		if added {
+			fmt.Fprintf(stdout, "schema %s: records table has a placement column; restart every service on it, then run distribute -colocate-with %s once the records made before have expired\n", *db.schema, *colocate)
+		} else {
+			fmt.Fprintf(stdout, "schema %s: records table already has a placement column\n", *db.schema)
 		}
 		return nil
 	case "distribute", "undistribute":

@@ -51,6 +51,12 @@ func TestStoreCommands(t *testing.T) {
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 	}
 	distribute := []string{"migrate", "-database", idemtest.URL(t), "-schema", "cli", "distribute"}
+	place := func(args ...string) []string { return append(distribute[:len(distribute)-1:len(distribute)-1], args...) }
+	steps = append(steps, struct {
+		args []string
+		code int
+		want string
+	}{place("place"), 1, "migrate place: say the table to co-locate the records with: -colocate-with TABLE"})
 	if dbtest.Citus() {
 		// On a Citus coordinator every operator command runs on the
 		// distributed table, and the migrations revert it.
@@ -61,6 +67,7 @@ func TestStoreCommands(t *testing.T) {
 		}{
 			{distribute, 0, "schema cli: records table now distributed by id; restart the services on it"},
 			{distribute, 0, "schema cli: records table already distributed by id"},
+			{place("-colocate-with", "accounts", "place"), 1, "accounts is not a hash-distributed table: distribute the service's table first"},
 		}...)
 	} else {
 		steps = slices.Insert(steps, 2, []struct {
@@ -70,6 +77,7 @@ func TestStoreCommands(t *testing.T) {
 		}{
 			{distribute, 1, "the Citus extension is not installed"},
 			{append(distribute[:len(distribute)-1:len(distribute)-1], "-colocate-with", "accounts", "distribute"), 1, "the Citus extension is not installed"},
+			{place("-colocate-with", "accounts", "place"), 1, "the Citus extension is not installed"},
 		}...)
 	}
 	for _, s := range steps {

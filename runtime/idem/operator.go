@@ -50,7 +50,7 @@ func (e *Engine) resolve(ctx context.Context, id [16]byte, r adminlink.Resolutio
 		return fmt.Errorf("idem: resolve: %w", err)
 	}
 	placement := e.store.placementByID(ctx, id)
-	if e.store.placementType != "" && placement == "" {
+	if e.store.placed() && placement == "" {
 		_, err := e.store.inspect(ctx, id) // none: pgx.ErrNoRows
 		if err == nil {
 			err = adminlink.ErrNotAbandoned

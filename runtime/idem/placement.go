@@ -25,11 +25,9 @@ import (
 // by id.
 
 // placedRewrites are the rewrites of a statement's text that name the
-// placement beside the id.
+// placement beside the id. The first are the inserts', the only ones a
+// store that is recording (a move under way) makes.
 var placedRewrites = []struct{ old, new string }{
-	{"WHERE id = @id", "WHERE placement = @placement AND id = @id"},
-	{"WHERE r.id = @id", "WHERE r.placement = @placement AND r.id = @id"},
-	{"ON r.id = @id", "ON r.placement = @placement AND r.id = @id"},
 	{"INSERT INTO {{schema}}.records (id, ", "INSERT INTO {{schema}}.records (placement, id, "},
 	// INSERT ... SELECT gives an untyped parameter the type text: the
 	// column's type is said. VALUES takes it from the column, which Citus'
@@ -37,30 +35,53 @@ var placedRewrites = []struct{ old, new string }{
 	// routed).
 	{"SELECT @id, ", "SELECT CAST(@placement AS {{placement_type}}), @id, "},
 	{"VALUES (@id, ", "VALUES (@placement, @id, "},
+	{"WHERE id = @id", "WHERE placement = @placement AND id = @id"},
+	{"WHERE r.id = @id", "WHERE r.placement = @placement AND r.id = @id"},
+	{"ON r.id = @id", "ON r.placement = @placement AND r.id = @id"},
 	{"SELECT id, namespace, scope, key, operation, owner_token, request, fingerprint\n", "SELECT id, namespace, scope, key, operation, owner_token, request, fingerprint, placement::text\n"},
 }
+
+// insertRewrites is how many of placedRewrites' first rewrite inserts.
+const insertRewrites = 3
+
+// recordingRewrites are a recording store's: its inserts write the
+// placement, and its completer reads it where a record has one (a record
+// made before the move has none).
+var recordingRewrites = append(placedRewrites[:insertRewrites:insertRewrites], struct{ old, new string }{
+	"SELECT id, namespace, scope, key, operation, owner_token, request, fingerprint\n",
+	"SELECT id, namespace, scope, key, operation, owner_token, request, fingerprint, coalesce(placement::text, '')\n",
+})
 
 // placedStatements are the statements a placement changes: every
 // statement of a request on its record, the completer's list of abandoned
 // records, which says where each is, and an operator's resolution, which
 // writes one record (at the placement its id has: store.placementByID).
 // The operator's reads and the pruner's find records by id or by age,
-// across placements.
-var placedStatements = map[string]bool{
-	"Claim": true, "ClaimAsync": true, "Read": true, "ClaimRead": true, "Takeover": true, "DeleteExpired": true,
-	"Advance": true, "Complete": true, "InsertCompleted": true, "Release": true, "Yield": true, "Refresh": true,
-	"AbandonedBackground": true, "ResolveDelete": true, "ResolveRead": true, "ResolveComplete": true,
-}
+// across placements. recordingStatements are those a recording store
+// changes: what inserts a record, and the completer's list.
+var (
+	placedStatements = map[string]bool{
+		"Claim": true, "ClaimAsync": true, "Read": true, "ClaimRead": true, "Takeover": true, "DeleteExpired": true,
+		"Advance": true, "Complete": true, "InsertCompleted": true, "Release": true, "Yield": true, "Refresh": true,
+		"AbandonedBackground": true, "ResolveDelete": true, "ResolveRead": true, "ResolveComplete": true,
+	}
+	recordingStatements = map[string]bool{"Claim": true, "ClaimAsync": true, "InsertCompleted": true, "AbandonedBackground": true}
+)
 
 // placed is statement name's src as the placement layout sends it, the
-// placement column of type typ; an error when a statement that must name
-// the placement would not.
-func placed(name, src, typ string) (string, error) {
-	if !placedStatements[name] {
+// placement column of type typ (recording: as a store recording the
+// placement sends it); an error when a statement that must name the
+// placement would not.
+func placed(name, src, typ string, recording bool) (string, error) {
+	statements, rewrites := placedStatements, placedRewrites
+	if recording {
+		statements, rewrites = recordingStatements, recordingRewrites
+	}
+	if !statements[name] {
 		return src, nil
 	}
 	out := src
-	for _, r := range placedRewrites {
+	for _, r := range rewrites {
 		out = strings.ReplaceAll(out, r.old, r.new)
 	}
 	if out == src {

@@ -38,6 +38,10 @@ type store struct {
 	// placementType is the type of the records table's placement column,
 	// "" where it has none (placement.go); set by detect.
 	placementType string
+	// recording: the placement column is not yet in the records table's
+	// key (a move to the placement layout under way, placement.go): the
+	// statements write each record's placement and find records by id.
+	recording bool
 	detected      atomic.Bool
 	detecting     sync.Mutex
 	// timelineOff, when set, is told once that the store refuses what
@@ -95,7 +99,7 @@ func (s *store) detect(ctx context.Context) error {
 		err = s.pool.QueryRow(ctx, detectDistributed, s.schema+".records").Scan(&citus)
 	}
 	if err == nil {
-		err = s.pool.QueryRow(ctx, detectPlacement, s.schema+".records").Scan(&s.placementType)
+		err = s.pool.QueryRow(ctx, detectPlacement, s.schema+".records").Scan(&s.placementType, &s.recording)
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = nil
 		}
@@ -124,7 +128,7 @@ func (s *store) detect(ctx context.Context) error {
 		}
 	}
 	if !timeline || s.placementType != "" {
-		l, lerr := loadLayout(s.schema, layout{citus: citus, timeline: timeline, placement: s.placementType != "", placementType: s.placementType})
+		l, lerr := loadLayout(s.schema, layout{citus: citus, timeline: timeline, placement: s.placementType != "", recording: s.recording, placementType: s.placementType})
 		if lerr != nil {
 			return lerr
 		}
@@ -154,14 +158,23 @@ const (
 	detectCitus       = `SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL, pg_is_in_recovery()`
 	detectDistributed = `SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = to_regclass($1))`
 	// detectPlacement is the type of the records table's placement column
-	// (idemmigrate's placement layout); no row where it has none.
-	detectPlacement = `SELECT format_type(atttypid, atttypmod) FROM pg_catalog.pg_attribute
-		WHERE attrelid = to_regclass($1) AND attname = 'placement' AND NOT attisdropped`
+	// (idemmigrate's placement layout), and whether the column is still out
+	// of the table's primary key (a move to that layout under way); no row
+	// where it has none.
+	detectPlacement = `SELECT format_type(a.atttypid, a.atttypmod), NOT EXISTS (SELECT FROM pg_catalog.pg_index i
+			WHERE i.indrelid = a.attrelid AND i.indisprimary AND a.attnum = ANY (i.indkey))
+		FROM pg_catalog.pg_attribute AS a
+		WHERE a.attrelid = to_regclass($1) AND a.attname = 'placement' AND NOT a.attisdropped`
 )
 
 // placeOf is the placement of the record of id for a request whose
 // operation gives it value, in the store's layout: "" where the records
 // table has no placement column. It is called after detect.
+//
+// placed reports whether the statements find records by placement and id
+// (the placement layout), rather than by id alone.
+func (s *store) placed() bool { return s.placementType != "" && !s.recording }
+
 func (s *store) placeOf(value string, id [16]byte) string {
 	if s.placementType == "" {
 		return ""

@@ -245,7 +245,7 @@ func (s *store) resolveComplete(ctx context.Context, id [16]byte, placement stri
 // names a record by its key alone: "" where the records table has no
 // placement column or no record has the id (a read across placements).
 func (s *store) placementByID(ctx context.Context, id [16]byte) string {
-	if s.placementType == "" {
+	if !s.placed() {
 		return ""
 	}
 	var p string

@@ -148,6 +148,9 @@ func loadStatements(schema string, citus bool) (statements, error) {
 // and records placed by a placement column (placed).
 type layout struct {
 	citus, timeline, placement bool
+	// recording: the placement is written, records are found by id
+	// (store.recording).
+	recording bool
 	// placementType is the placement column's type (format_type).
 	placementType string
 }
@@ -220,7 +223,7 @@ func loadFiles(glob, schema string, partial bool, lay layout, fields map[string]
 				src = strings.ReplaceAll(src, timelineCall, noTimeline)
 			}
 			if lay.placement {
-				if src, err = placed(b.name, src, lay.placementType); err != nil {
+				if src, err = placed(b.name, src, lay.placementType, lay.recording); err != nil {
 					return fmt.Errorf("%s: %w", f, err)
 				}
 			}

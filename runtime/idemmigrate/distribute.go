@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -96,13 +97,18 @@ type DistributeOptions struct {
 const PlacementColumn = "placement"
 
 // DistributeBy lays the records table out as o says: by id (o zero, as
-// Distribute), or by placement, co-located with o.ColocateWith. The
-// placement layout needs an empty records table: a completed record keeps
-// no key to place it by (migration 005). Like Distribute it runs on the
-// coordinator, after Up, and is idempotent: a table already laid out is
-// left as it is (a different layout asked of it is an error), and the
-// result reports whether this call changed it. Every service on the
-// schema must be restarted after it.
+// Distribute), or by placement, co-located with o.ColocateWith. An empty
+// records table is laid out at once. One that holds records (a running
+// deployment, laid out by id) is moved in two steps, since a completed
+// record keeps no key to place it by (migration 005): PreparePlacement
+// adds the placement column, which every engine restarted after it
+// writes; once no record is left without one, DistributeBy puts the
+// column in the primary key, (placement, id), and redistributes the table
+// by it (docs/scaling.md, "Moving a running deployment"). Like Distribute
+// it runs on the coordinator, after Up, and is idempotent: a table already
+// laid out is left as it is (a different layout asked of it is an error),
+// and the result reports whether this call changed it. Every service on
+// the schema must be restarted after it.
 func (m *Migrator) DistributeBy(ctx context.Context, o DistributeOptions) (bool, error) {
 	if m.err != nil {
 		return false, m.err
@@ -110,74 +116,163 @@ func (m *Migrator) DistributeBy(ctx context.Context, o DistributeOptions) (bool,
 	if o.ColocateWith == "" && o.PlacementType == "" {
 		return m.Distribute(ctx)
 	}
+	st, err := m.placementState(ctx, o)
+	if err != nil {
+		return false, err
+	}
 	records := m.schema + ".records"
-	var have string
-	err := m.pool.QueryRow(ctx, `SELECT coalesce((SELECT format_type(atttypid, atttypmod) FROM pg_catalog.pg_attribute
-		WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped), '')`, records, PlacementColumn).Scan(&have)
-	if err != nil {
-		return false, err
+	switch {
+	case st.have != "" && st.have != st.typ:
+		return false, fmt.Errorf("idem: %s's placement column is %s, not %s: undistribute it and lay it out again", records, st.have, st.typ)
+	case st.have == "" && !st.empty:
+		return false, fmt.Errorf("idem: %s holds records laid out by id: move them in two steps (docs/scaling.md, \"Moving a running deployment\"): PreparePlacement (idemgen migrate place), restart every service, then DistributeBy again once every record has a placement", records)
+	case st.keyed && (st.dist || o.ColocateWith == ""):
+		return false, nil
 	}
-	dist, err := m.Distributed(ctx)
-	if err != nil {
-		return false, err
+	if !st.keyed {
+		if err := m.keyByPlacement(ctx, st); err != nil {
+			return false, err
+		}
 	}
-	typ := o.PlacementType
-	if o.ColocateWith == "" && typ != "text" && typ != "bigint" && typ != "uuid" {
-		return false, fmt.Errorf("idem: PlacementType %q: want text, bigint or uuid", typ)
+	if o.ColocateWith == "" {
+		return true, nil
+	}
+	if st.dist {
+		// A table distributed by id, its records placed (a move): Citus
+		// redistributes it, holding writes meanwhile.
+		_, err = m.pool.Exec(ctx, `SELECT alter_distributed_table($1, distribution_column => $2, colocate_with => $3)`, records, PlacementColumn, o.ColocateWith)
+	} else {
+		_, err = m.pool.Exec(ctx, `SELECT create_distributed_table($1, $2, colocate_with => $3)`, records, PlacementColumn, o.ColocateWith)
+	}
+	if err != nil {
+		return false, fmt.Errorf("idem: distributing %s by placement with %s: %w", records, o.ColocateWith, err)
+	}
+	return true, nil
+}
+
+// PreparePlacement is the first step of moving a records table that holds
+// records to the placement layout o names (DistributeBy): it adds the
+// placement column, empty, to the table as it is laid out. An engine that
+// finds the column, but not in the table's primary key, writes each new
+// record's placement and goes on finding records by id, on every layout;
+// one started before it writes none, so every service must be restarted
+// after it. The result reports whether this call added the column.
+func (m *Migrator) PreparePlacement(ctx context.Context, o DistributeOptions) (bool, error) {
+	if m.err != nil {
+		return false, m.err
+	}
+	if o.ColocateWith == "" && o.PlacementType == "" {
+		return false, errors.New("idem: PreparePlacement: say the placement's table (ColocateWith) or type (PlacementType)")
+	}
+	st, err := m.placementState(ctx, o)
+	switch {
+	case err != nil:
+		return false, err
+	case st.have != "" && st.have != st.typ:
+		return false, fmt.Errorf("idem: %s.records' placement column is %s, not %s", m.schema, st.have, st.typ)
+	case st.have != "":
+		return false, nil
+	}
+	if _, err := m.pool.Exec(ctx, `ALTER TABLE `+m.schema+`.records ADD COLUMN `+PlacementColumn+` `+st.typ); err != nil {
+		return false, fmt.Errorf("idem: adding %s.records' placement column: %w", m.schema, err)
+	}
+	return true, nil
+}
+
+// placementState is what DistributeBy and PreparePlacement decide on.
+type placementState struct {
+	typ   string // the placement's type, as o says
+	have  string // the placement column's type, "" where there is none
+	keyed bool   // the placement column is in the primary key
+	dist  bool   // the table is distributed (by id, or by placement when keyed)
+	empty bool   // the table holds no record
+}
+
+func (m *Migrator) placementState(ctx context.Context, o DistributeOptions) (placementState, error) {
+	records := m.schema + ".records"
+	st := placementState{typ: o.PlacementType}
+	err := m.pool.QueryRow(ctx, `SELECT format_type(a.atttypid, a.atttypmod), EXISTS (SELECT FROM pg_catalog.pg_index i
+			WHERE i.indrelid = a.attrelid AND i.indisprimary AND a.attnum = ANY (i.indkey))
+		FROM pg_catalog.pg_attribute AS a
+		WHERE a.attrelid = to_regclass($1) AND a.attname = $2 AND NOT a.attisdropped`, records, PlacementColumn).Scan(&st.have, &st.keyed)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return st, err
+	}
+	if err = m.pool.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM `+records+`)`).Scan(&st.empty); err != nil {
+		return st, err
+	}
+	if st.dist, err = m.Distributed(ctx); err != nil {
+		return st, err
+	}
+	if o.ColocateWith == "" && st.typ != "text" && st.typ != "bigint" && st.typ != "uuid" {
+		return st, fmt.Errorf("idem: PlacementType %q: want text, bigint or uuid", st.typ)
 	}
 	if o.ColocateWith != "" {
 		if err := m.requireCitus(ctx); err != nil {
-			return false, err
+			return st, err
 		}
 		err := m.pool.QueryRow(ctx, `SELECT format_type(a.atttypid, a.atttypmod)
 			FROM pg_catalog.pg_dist_partition p JOIN pg_catalog.pg_attribute a
 				ON a.attrelid = p.logicalrelid AND a.attname = column_to_column_name(p.logicalrelid, p.partkey)
-			WHERE p.logicalrelid = to_regclass($1) AND p.partmethod = 'h'`, o.ColocateWith).Scan(&typ)
+			WHERE p.logicalrelid = to_regclass($1) AND p.partmethod = 'h'`, o.ColocateWith).Scan(&st.typ)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return false, fmt.Errorf("idem: %s is not a hash-distributed table: distribute the service's table first (create_distributed_table), then co-locate the records with it", o.ColocateWith)
+			return st, fmt.Errorf("idem: %s is not a hash-distributed table: distribute the service's table first (create_distributed_table), then co-locate the records with it", o.ColocateWith)
 		}
 		if err != nil {
-			return false, err
+			return st, err
 		}
 	}
-	switch {
-	case have != "" && have != typ:
-		return false, fmt.Errorf("idem: %s's placement column is %s, not %s: undistribute it and lay it out again", records, have, typ)
-	case have == "" && dist:
-		return false, fmt.Errorf("idem: %s is distributed by id: move its records to a placement layout as docs/scaling.md says (a placement needs an empty table)", records)
-	case have != "" && (dist || o.ColocateWith == ""):
-		return false, nil
-	}
+	return st, nil
+}
+
+// keyByPlacement makes the placement column, of a table laid out by id or
+// of an empty one, the primary key's first: (placement, id). A table with
+// a record that has no placement (made before PreparePlacement, or by an
+// engine not restarted since) is refused, with when the last of them
+// expires.
+func (m *Migrator) keyByPlacement(ctx context.Context, st placementState) error {
+	records := m.schema + ".records"
 	tx, err := m.pool.Begin(ctx)
 	if err != nil {
-		return false, err
+		return err
 	}
 	defer tx.Rollback(ctx)
-	if have == "" {
-		var empty bool
-		if err := tx.QueryRow(ctx, `SELECT NOT EXISTS (SELECT FROM `+records+`)`).Scan(&empty); err != nil {
-			return false, err
+	stmts := []string{
+		`ALTER TABLE ` + records + ` ALTER COLUMN ` + PlacementColumn + ` SET NOT NULL`,
+		`ALTER TABLE ` + records + ` DROP CONSTRAINT records_pkey`,
+		`ALTER TABLE ` + records + ` ADD CONSTRAINT records_pkey PRIMARY KEY (` + PlacementColumn + `, id)`,
+	}
+	if st.have == "" {
+		stmts[0] = `ALTER TABLE ` + records + ` ADD COLUMN ` + PlacementColumn + ` ` + st.typ + ` NOT NULL`
+	} else {
+		var n int64
+		var last *time.Time
+		var held int64
+		err := tx.QueryRow(ctx, `SELECT count(*), max(expires_at), count(*) FILTER (WHERE recovery_point <> '' AND owner_token IS NOT NULL)
+			FROM `+records+` WHERE `+PlacementColumn+` IS NULL`).Scan(&n, &last, &held)
+		if err != nil {
+			return err
 		}
-		if !empty {
-			return false, fmt.Errorf("idem: %s holds records: a placement layout needs an empty table (a completed record keeps no key to place it by); move a running deployment as docs/scaling.md says", records)
-		}
-		for _, stmt := range []string{
-			`ALTER TABLE ` + records + ` ADD COLUMN ` + PlacementColumn + ` ` + typ + ` NOT NULL`,
-			`ALTER TABLE ` + records + ` DROP CONSTRAINT records_pkey`,
-			`ALTER TABLE ` + records + ` ADD CONSTRAINT records_pkey PRIMARY KEY (` + PlacementColumn + `, id)`,
-		} {
-			if _, err := tx.Exec(ctx, stmt); err != nil {
-				return false, fmt.Errorf("idem: laying %s out by placement: %w", records, err)
+		if n > 0 {
+			when := "has no retention"
+			if last != nil {
+				when = "expires at " + last.UTC().Format(time.RFC3339)
 			}
+			return fmt.Errorf("%w: %d records of %s have none (%d of them executions under way with a recovery point); the last %s: restart every service if not done, prune expired records (idemgen prune), complete or resolve abandoned ones, and run this again then",
+				ErrUnplaced, n, records, held, when)
 		}
 	}
-	if o.ColocateWith != "" {
-		if _, err := tx.Exec(ctx, `SELECT create_distributed_table($1, $2, colocate_with => $3)`, records, PlacementColumn, o.ColocateWith); err != nil {
-			return false, fmt.Errorf("idem: distributing %s by placement with %s: %w", records, o.ColocateWith, err)
+	for _, stmt := range stmts {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("idem: laying %s out by placement: %w", records, err)
 		}
 	}
-	return true, tx.Commit(ctx)
+	return tx.Commit(ctx)
 }
+
+// ErrUnplaced is DistributeBy's error, during a move to the placement
+// layout, while records made before it have no placement.
+var ErrUnplaced = errors.New("idem: records without a placement remain")
 
 // Undistribute makes a distributed records table an ordinary table on the
 // coordinator again, with every record (Citus' undistribute_table). It is
