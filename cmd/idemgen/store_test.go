@@ -51,7 +51,9 @@ func TestStoreCommands(t *testing.T) {
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 	}
 	distribute := []string{"migrate", "-database", idemtest.URL(t), "-schema", "cli", "distribute"}
-	place := func(args ...string) []string { return append(distribute[:len(distribute)-1:len(distribute)-1], args...) }
+	place := func(args ...string) []string {
+		return append(distribute[:len(distribute)-1:len(distribute)-1], args...)
+	}
 	steps = append(steps, struct {
 		args []string
 		code int

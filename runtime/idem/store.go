@@ -42,8 +42,8 @@ type store struct {
 	// key (a move to the placement layout under way, placement.go): the
 	// statements write each record's placement and find records by id.
 	recording bool
-	detected      atomic.Bool
-	detecting     sync.Mutex
+	detected  atomic.Bool
+	detecting sync.Mutex
 	// timelineOff, when set, is told once that the store refuses what
 	// timeline() reads (detect), with the refusal.
 	timelineOff func(ctx context.Context, err error)
