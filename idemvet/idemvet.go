@@ -2,7 +2,8 @@
 // for idemgen against the contract idemgen's engine relies on: a local
 // phase writes only through its tx and reaches nothing outside the
 // database, and a foreign phase sends its derived key with values a resumed
-// execution can send again.
+// execution can send again. It also checks that the handlers of GET, HEAD
+// and OPTIONS operations change nothing.
 //
 // # Analyzer idemvet
 //
@@ -105,12 +106,29 @@
 //     function share, a step taken in a loop, or a step taken or skipped
 //     on a condition that reads the clock or randomness. It looks at every
 //     function of the package that takes steps.
+//   - safe-method: the handler of a GET, HEAD, OPTIONS or TRACE operation
+//     changes state, which a mail scanner's or a link previewer's fetch
+//     then does: it writes to the database (CopyFrom; Exec or SendBatch
+//     unless their statements are constants that write nothing; Query or
+//     QueryRow of a constant INSERT, UPDATE, DELETE, MERGE, TRUNCATE or
+//     DDL statement), calls another system with a method that is not
+//     safe (http.Post, or an *http.Request made with a constant method,
+//     sent to something that reaches the network), or calls a function or
+//     concrete method that does, however indirectly, in its package or a
+//     dependency (calls through interface methods and function values are
+//     not followed, nor a request's method that is not a constant where it
+//     is sent). A handler is a method, outside generated files, of a
+//     type that implements an interface of a generated file whose methods'
+//     comments give their routes: oapi-codegen's StrictServerInterface and
+//     ServerInterface ("(GET /unsubscribe)"), idemgen's PlainHandlers
+//     ("GET /unsubscribe"), which holds kept handlers; its message names
+//     the operation (Server.Unsubscribe (GET /unsubscribe)).
 //
 // Rules tx-only, foreign-*, and tx-escape look at the phase's own body,
-// closures included; no-network-in-local follows calls, as said above. A
-// foreign phase that calls nothing but computations (idemgen's scaffold,
-// whose body only returns idem.ErrNotImplemented, or a test's fake) sends
-// nothing and is not checked.
+// closures included; no-network-in-local and safe-method follow calls, as
+// said above. A foreign phase that calls nothing but computations
+// (idemgen's scaffold, whose body only returns idem.ErrNotImplemented, or a
+// test's fake) sends nothing and is not checked.
 //
 // A finding that is safe is silenced by a directive with the reason:
 //
@@ -135,14 +153,15 @@ import (
 )
 
 // Analyzer reports phase implementations that break idemgen's phase
-// contract; see the package documentation for its rules. It exports facts
-// about phase interfaces and about functions that reach the network, so it
-// must run on a package's dependencies too, as go vet does.
+// contract, and handlers of safe methods that change state; see the package
+// documentation for its rules. It exports facts about phase interfaces,
+// route interfaces and functions that reach the network or change state,
+// so it must run on a package's dependencies too, as go vet does.
 var Analyzer = &analysis.Analyzer{
 	Name:      "idemvet",
-	Doc:       "check idemgen phase implementations against the phase contract\n\n'go doc github.com/idemgen/idemgen/idemvet' and docs/testing.md give the rules.",
+	Doc:       "check idemgen phase implementations against the phase contract, and that handlers of safe methods change nothing\n\n'go doc github.com/idemgen/idemgen/idemvet' and docs/testing.md give the rules.",
 	Run:       run,
-	FactTypes: []analysis.Fact{new(phasesFact), new(netFact), new(opaqueFact)},
+	FactTypes: []analysis.Fact{new(phasesFact), new(netFact), new(opaqueFact), new(routesFact), new(effectFact)},
 }
 
 // The diagnostic categories, one per rule.
@@ -154,6 +173,7 @@ const (
 	ruleTxEscape        = "tx-escape"
 	ruleStateOrder      = "state-order"
 	ruleStepDeterminism = "step-determinism"
+	ruleSafeMethod      = "safe-method"
 	ruleDirective       = "directive"
 )
 
@@ -163,10 +183,15 @@ func run(pass *analysis.Pass) (any, error) {
 	c := &checker{pass: pass, ignored: map[lineKey]bool{}}
 	c.readDirectives()
 	c.exportPhaseInterfaces()
+	c.exportRouteInterfaces()
 	c.net, c.opaque = computeNetwork(pass)
 	phases := c.phases()
+	c.computeEffects(phases)
 	c.checkStateOrder()
 	c.checkSteps()
+	for _, h := range c.handlers() {
+		c.checkSafeMethod(h)
+	}
 	for _, ph := range phases {
 		switch ph.kind {
 		case local, final:
@@ -185,10 +210,14 @@ func run(pass *analysis.Pass) (any, error) {
 // the functions of its package that reach the network.
 type checker struct {
 	pass    *analysis.Pass
-	ignored map[lineKey]bool       // lines silenced whole
-	spans   []span                 // statements silenced whole
-	net     map[*types.Func]string // this package's functions that reach the network
-	opaque  map[*types.Func]string // and those that call what no fact describes
+	ignored map[lineKey]bool           // lines silenced whole
+	spans   []span                     // statements silenced whole
+	net     map[*types.Func]string     // this package's functions that reach the network
+	opaque  map[*types.Func]string     // and those that call what no fact describes
+	effects map[*types.Func]effectFact // and those that change state (computeEffects)
+	// requests are this package's functions that return a request made
+	// with a method that is not safe, and that method.
+	requests map[*types.Func]string
 	// implementations are the phase interfaces this package's types
 	// implement (phases).
 	implementations []implementation

@@ -89,3 +89,15 @@ func TestVetStateOrder(t *testing.T) {
 func TestVetSteps(t *testing.T) {
 	analysistest.Run(t, analysistest.TestData(), idemvet.Analyzer, "example.com/steps")
 }
+
+// TestVetSafeMethod: the handler of a GET, HEAD or OPTIONS operation, found
+// by the routes in the comments of oapi-codegen's StrictServerInterface or
+// idemgen's PlainHandlers, that writes to the database (directly, through
+// a transaction, sqlc's queries or a helper) or calls another system with
+// POST or PUT is reported with its operation and line; a handler that only
+// reads (a locking SELECT, SET LOCAL, a batch of reads, GETs to another
+// system), a POST that writes, and an interface of the service's own are
+// not.
+func TestVetSafeMethod(t *testing.T) {
+	analysistest.Run(t, analysistest.TestData(), idemvet.Analyzer, "example.com/webapi", "example.com/safemethod")
+}

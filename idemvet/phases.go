@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/token"
 	"go/types"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -212,49 +213,10 @@ func (c *checker) phases() []*phase {
 		return a.Name() < b.Name()
 	})
 
-	decls := map[*types.Func]*ast.FuncDecl{}
-	for _, f := range c.pass.Files {
-		for _, d := range f.Decls {
-			if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv != nil && fd.Body != nil {
-				if fn, ok := c.pass.TypesInfo.Defs[fd.Name].(*types.Func); ok {
-					decls[fn] = fd
-				}
-			}
-		}
-	}
-
-	var candidates []*types.Named
-	scope := c.pass.Pkg.Scope()
-	for _, name := range scope.Names() {
-		tn, ok := scope.Lookup(name).(*types.TypeName)
-		if !ok || tn.IsAlias() {
-			continue
-		}
-		named, ok := tn.Type().(*types.Named)
-		if !ok {
-			continue
-		}
-		if tps := named.TypeParams(); tps.Len() > 0 {
-			// Gen[T], for the instantiations other packages write.
-			args := make([]types.Type, tps.Len())
-			for i := range args {
-				args[i] = tps.At(i)
-			}
-			inst, err := types.Instantiate(nil, named, args, false)
-			if named, ok = inst.(*types.Named); err != nil || !ok {
-				continue
-			}
-		}
-		candidates = append(candidates, named)
-	}
-	candidates = append(candidates, c.instances()...)
-
+	decls := c.methodDecls()
 	var out []*phase
 	seen := map[*types.Func]*phase{}
-	for _, named := range candidates {
-		if types.IsInterface(named) {
-			continue
-		}
+	for _, named := range c.candidates() {
 		ptr := types.NewPointer(named)
 		for _, in := range ifaces {
 			it := in.obj.Type().Underlying().(*types.Interface)
@@ -293,6 +255,55 @@ func (c *checker) phases() []*phase {
 		}
 	}
 	return out
+}
+
+// methodDecls returns the declarations of this package's methods that
+// have a body.
+func (c *checker) methodDecls() map[*types.Func]*ast.FuncDecl {
+	decls := map[*types.Func]*ast.FuncDecl{}
+	for _, f := range c.pass.Files {
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv != nil && fd.Body != nil {
+				if fn, ok := c.pass.TypesInfo.Defs[fd.Name].(*types.Func); ok {
+					decls[fn] = fd
+				}
+			}
+		}
+	}
+	return decls
+}
+
+// candidates returns the named types of this package, other than
+// interfaces, that may implement an interface whose methods the analyzer
+// checks: each type of the package scope, a generic Gen[T] as itself (for
+// the instantiations other packages write), and each instantiation this
+// package writes.
+func (c *checker) candidates() []*types.Named {
+	var out []*types.Named
+	scope := c.pass.Pkg.Scope()
+	for _, name := range scope.Names() {
+		tn, ok := scope.Lookup(name).(*types.TypeName)
+		if !ok || tn.IsAlias() {
+			continue
+		}
+		named, ok := tn.Type().(*types.Named)
+		if !ok {
+			continue
+		}
+		if tps := named.TypeParams(); tps.Len() > 0 {
+			args := make([]types.Type, tps.Len())
+			for i := range args {
+				args[i] = tps.At(i)
+			}
+			inst, err := types.Instantiate(nil, named, args, false)
+			if named, ok = inst.(*types.Named); err != nil || !ok {
+				continue
+			}
+		}
+		out = append(out, named)
+	}
+	out = append(out, c.instances()...)
+	return slices.DeleteFunc(out, func(n *types.Named) bool { return types.IsInterface(n) })
 }
 
 // instances returns the instantiations of this package's generic types

@@ -23,15 +23,27 @@ func (w Warning) String() string {
 
 var preconditions = []string{"If-Match", "If-None-Match", "If-Unmodified-Since"}
 
-// Lint warns on POST and PATCH operations without x-idempotency, and on PUT
-// and DELETE operations with neither x-idempotency nor a precondition header.
+// safeMethodDoc is where a reader learns to turn a GET that changes state
+// into a POST.
+const safeMethodDoc = `docs/testing.md, "A GET that changes state"`
+
+// Lint warns on GET and HEAD operations with a request body, on POST and
+// PATCH operations without x-idempotency, and on PUT and DELETE operations
+// with neither x-idempotency nor a precondition header.
 func Lint(d *Document) []Warning {
 	var out []Warning
 	for _, op := range d.Operations {
+		w := Warning{File: op.file, Line: op.src.line(op.at, ""), Method: op.Method, Path: op.Path, OperationID: op.OperationID}
+		if (op.Method == "GET" || op.Method == "HEAD") && op.Op.RequestBody != nil {
+			w.Message = "a request body on a " + op.Method + " has no meaning (RFC 9110), and proxies, caches and clients may drop it; " +
+				"a " + op.Method + " that needs one usually changes state: make it a POST (" + safeMethodDoc + "), " +
+				"or move the body's values into query parameters"
+			out = append(out, w)
+			continue
+		}
 		if op.Idempotency != nil {
 			continue
 		}
-		w := Warning{File: op.file, Line: op.src.line(op.at, ""), Method: op.Method, Path: op.Path, OperationID: op.OperationID}
 		switch op.Method {
 		case "POST", "PATCH":
 			w.Message = "no x-idempotency: a client's retry after a timeout can apply this request twice"

@@ -273,6 +273,11 @@ paths:
       parameters: [{name: If-Match, in: header, schema: {type: string}}]
       responses: {"200": {description: ok}}
     get: {operationId: getA, responses: {"200": {description: ok}}}
+  /search:
+    get:
+      operationId: search
+      requestBody: {content: {application/json: {schema: {type: object}}}}
+      responses: {"200": {description: ok}}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -285,6 +290,7 @@ paths:
 	want := []string{
 		"lint.yaml:6: POST /a (a): no x-idempotency: a client's retry after a timeout can apply this request twice",
 		"lint.yaml:7: PUT /a (putA): neither x-idempotency nor a precondition header (If-Match, If-None-Match, If-Unmodified-Since): concurrent retries can overwrite each other's effects",
+		`lint.yaml:15: GET /search (search): a request body on a GET has no meaning (RFC 9110), and proxies, caches and clients may drop it; a GET that needs one usually changes state: make it a POST (docs/testing.md, "A GET that changes state"), or move the body's values into query parameters`,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatal(diff)

@@ -46,7 +46,12 @@ func Validate(file string, data []byte, doc *openapi3.T) (*Document, error) {
 			op.Idempotency = x
 			switch op.Method {
 			case "GET", "HEAD", "OPTIONS", "TRACE":
-				at(ExtensionName, "not allowed on %s: %s is safe by definition and never needs an idempotency key; put it on POST, PATCH, PUT or DELETE", op.Method, op.Method)
+				article := "a"
+				if op.Method == "OPTIONS" {
+					article = "an"
+				}
+				at(ExtensionName, "not allowed on %s: %s %s must change nothing, so it is idempotent by definition and needs no key; "+
+					"remove x-idempotency, or, if the operation changes state, make it a POST (%s)", op.Method, article, op.Method, safeMethodDoc)
 			}
 			if o.OperationID == "" {
 				at(ExtensionName, "the operation needs an operationId: it names the key namespace and the generated phases")

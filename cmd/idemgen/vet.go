@@ -25,7 +25,8 @@ func runVet(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("vet", stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: idemgen vet [packages]")
-		fmt.Fprintln(stderr, "Checks the phase implementations of the packages (default ./...) with go vet;")
+		fmt.Fprintln(stderr, "Checks the phase implementations of the packages (default ./...), and their")
+		fmt.Fprintln(stderr, "handlers of GET, HEAD and OPTIONS operations, which must change nothing, with go vet;")
 		fmt.Fprintln(stderr, "docs/testing.md and go doc github.com/idemgen/idemgen/idemvet give the rules.")
 		fmt.Fprintln(stderr, "Silence one finding with //idemgen:ignore <reason> on its line or the line above.")
 	}

@@ -37,7 +37,7 @@ func (p *Payment) Finish(ctx context.Context, tx pgx.Tx, request Request, state 
 // OwnPhases, which idemgen did not generate: neither is checked.
 type Closer struct{ Pool *pgxpool.Pool }
 
-func (c *Closer) Apply(ctx context.Context, tx pgx.Tx, request Request, state *State) error {
+func (c *Closer) Apply(ctx context.Context, tx pgx.Tx, request Request, state *State) error { // want Apply:"changes state: writes to the database via \\(\\*pgxpool.Pool\\).Exec"
 	_, err := c.Pool.Exec(ctx, "DELETE FROM payments")
 	return err
 }

@@ -15,6 +15,11 @@ type CopyFromSource interface{ Next() bool }
 
 type Batch struct{}
 
+type QueuedQuery struct{}
+
+// Queue adds a statement to the batch, which SendBatch sends.
+func (b *Batch) Queue(query string, arguments ...any) *QueuedQuery { return nil }
+
 type TxOptions struct{}
 
 type StatementDescription struct{}
