@@ -33,6 +33,9 @@
 //	idemgen.replayed_failures{operation}            counter, as idemgen_replayed_failures_total
 //	idemgen.intent.age{operation}                   histogram (s), as idemgen_intent_age_seconds
 //	idemgen.intent.past_retention{operation}        counter, as idemgen_intent_past_retention_total
+//
+// ObserveReplication adds the store's replication lag (idemgen.replication.*),
+// read from the primary at each collection.
 package idemotel
 
 import (

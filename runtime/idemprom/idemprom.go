@@ -1,6 +1,8 @@
 // Package idemprom exports the idempotency engine's events as Prometheus
 // metrics; runtime/idemotel exports the same ones to OpenTelemetry. The
 // engine itself only knows the idem.Observer interface.
+// NewReplicationCollector adds the store's replication lag, read from the
+// primary at each scrape.
 package idemprom
 
 import (
