@@ -52,8 +52,22 @@ func exported(t *testing.T) map[string]bool {
 			}
 		}
 	}
+	// The replication collector's series, read from the store at each
+	// scrape: their names are its descriptions'.
+	descs := make(chan *prometheus.Desc)
+	go func() { idemprom.NewReplicationCollector(nil).Describe(descs); close(descs) }()
+	for d := range descs {
+		m := fqName.FindStringSubmatch(d.String())
+		if m == nil {
+			t.Fatalf("no name in %s", d)
+		}
+		names[m[1]] = true
+	}
 	return names
 }
+
+// fqName is a metric's name in its description's String.
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
 
 type rulesFile struct {
 	Groups []struct {
@@ -234,13 +248,14 @@ func TestDashboardNamesExportedSeries(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"Replay rate", "409 in flight", "422 key reused", "Keys per request (new key, same request)",
-		"Age at replay against retention", "Takeovers and fenced owners", "Phase latency", "Stuck records"} {
+		"Age at replay against retention", "Takeovers and fenced owners", "Phase latency", "Stuck records", "Replication lag"} {
 		if !slices.Contains(titles, want) {
 			t.Errorf("no panel %q", want)
 		}
 	}
 	for _, n := range []string{"idemgen_replay_age_seconds_bucket", "idemgen_retention_seconds", "idemgen_intent_age_seconds_bucket",
-		"idemgen_replayed_failures_total", "idemgen_records_stuck", "idemgen_phase_duration_seconds_bucket", "idemgen:same_request_new_key:ratio5m"} {
+		"idemgen_replayed_failures_total", "idemgen_records_stuck", "idemgen_phase_duration_seconds_bucket", "idemgen:same_request_new_key:ratio5m",
+		"idemgen_replication_lag_seconds", "idemgen_replication_sync_standbys"} {
 		if !used[n] {
 			t.Errorf("the dashboard shows nothing of %s", n)
 		}
