@@ -258,6 +258,36 @@ func (f *Formation) Replication(ctx context.Context) (string, error) {
 	return fmt.Sprintf("synchronous_standby_names = %s; standbys: %s", names, strings.Join(states, ", ")), nil
 }
 
+// HoldReplay pauses WAL replay on the standby (pg_wal_replay_pause): it
+// goes on receiving and flushing the primary's WAL, so the primary's
+// commits still get its acknowledgement, and its replay lag rises until
+// release resumes it. It implements the chaos harness's lag before a
+// failover.
+func (f *Formation) HoldReplay(ctx context.Context) (release func(context.Context) error, err error) {
+	st, err := f.State(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := Secondary(st)
+	if s == nil {
+		return nil, errors.New("topology: no standby to hold back")
+	}
+	dsn := MultiHostURL("postgres", f.db, []string{fmt.Sprintf("%s:%d", s.Host, s.Port)}, url.Values{"sslmode": {"disable"}})
+	run := func(ctx context.Context, sql string) error {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	if err := run(ctx, `SELECT pg_wal_replay_pause()`); err != nil {
+		return nil, fmt.Errorf("topology: pausing replay on %s: %w", s.Name, err)
+	}
+	return func(ctx context.Context) error { return run(ctx, `SELECT pg_wal_replay_resume()`) }, nil
+}
+
 // Fail kills the primary's pg_autoctl and PostgreSQL with SIGKILL (its whole
 // process group, so that nothing restarts it), waits for the monitor to
 // promote the standby and for the new primary to take writes, and says how

@@ -97,6 +97,17 @@ type Config struct {
 	// signals counted (Report.Alerts, Report.Signals).
 	Prometheus, Rules string
 	ScrapeEvery       time.Duration
+	// LagBeforeFailover, when set, holds the standby's replay back for so
+	// long before each failover, then resumes it (the Database must be a
+	// ReplayHolder): the services' replication lag gauge rises and, held
+	// long enough, its alert fires before the primary is killed.
+	LagBeforeFailover time.Duration
+}
+
+// ReplayHolder is a Database whose standby's replay can be held back while
+// it goes on receiving the primary's WAL.
+type ReplayHolder interface {
+	HoldReplay(ctx context.Context) (release func(context.Context) error, err error)
 }
 
 // Database is a PostgreSQL the round does not start itself.
@@ -344,6 +355,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if cfg.Database == nil && cfg.Failovers != 0 {
 		return nil, errors.New("chaos: Failovers needs a Database to fail over")
+	}
+	if _, ok := cfg.Database.(ReplayHolder); cfg.LagBeforeFailover > 0 && !ok {
+		return nil, errors.New("chaos: LagBeforeFailover needs a Database whose standby's replay can be held back (ReplayHolder)")
 	}
 	start := time.Now()
 	r.lastAnswer.Store(start.UnixNano())
@@ -720,11 +734,13 @@ func (r *run) faults(done chan struct{}) {
 			}
 			r.pgRestarts.Add(1)
 		case faultFailover:
+			held := r.holdReplay()
 			r.say("failover: killing the primary")
 			note, err := r.cfg.Database.Fail(context.Background())
 			if err != nil {
 				note = "failed: " + err.Error()
 			}
+			note = held + note
 			r.say("failover: %s", note)
 			r.failovers.Add(1)
 			r.sayMu.Lock()
@@ -742,6 +758,25 @@ func (r *run) faults(done chan struct{}) {
 			}()
 		}
 	}
+}
+
+// holdReplay holds the standby's replay back for Config.LagBeforeFailover,
+// then resumes it, and says so for the failover's note.
+func (r *run) holdReplay() string {
+	if r.cfg.LagBeforeFailover <= 0 {
+		return ""
+	}
+	release, err := r.cfg.Database.(ReplayHolder).HoldReplay(context.Background())
+	if err != nil {
+		r.say("replication: %v", err)
+		return "the standby's replay not held back: " + err.Error() + "; "
+	}
+	r.say("replication: the standby's replay held back for %s", r.cfg.LagBeforeFailover)
+	time.Sleep(r.cfg.LagBeforeFailover)
+	if err := release(context.Background()); err != nil {
+		r.say("replication: resuming the standby's replay: %v", err)
+	}
+	return fmt.Sprintf("the standby's replay held back for %s, then resumed; ", r.cfg.LagBeforeFailover)
 }
 
 // progress prints, every Config.Progress until done is closed, how many

@@ -219,6 +219,8 @@ func (r *run) signals(ctx context.Context, since time.Time) error {
 		{"fenced owners", `sum(increase(idemgen_events_total{event="fenced"}[W]))`},
 		{"takeovers across a failover", `sum(increase(idemgen_events_total{event="primary_changed"}[W]))`},
 		{"replayed failures", `sum(increase(idemgen_replayed_failures_total[W]))`},
+		{"replication flush lag, peak (s)", `max(max_over_time(idemgen_replication_lag_seconds{stage="flush"}[W]))`},
+		{"replication replay lag, peak (s)", `max(max_over_time(idemgen_replication_lag_seconds{stage="replay"}[W]))`},
 	} {
 		res, err := r.prom.query(ctx, strings.ReplaceAll(sig.q, "[W]", "["+window+"]"))
 		if err != nil {

@@ -132,6 +132,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// The store's replication lag, read from the primary at each scrape
+	// (docs/operations.md, "Replication lag").
+	reg.MustRegister(idemprom.NewReplicationCollector(pool))
 	observers := []idem.Observer{prom}
 	var tracer idem.Tracer
 	tel, err := newTelemetry(ctx)
@@ -142,6 +145,9 @@ func run() error {
 		defer tel.shutdown()
 		otelObs, err := idemotel.New(tel.tp, tel.mp)
 		if err != nil {
+			return err
+		}
+		if _, err := idemotel.ObserveReplication(tel.mp, pool); err != nil {
 			return err
 		}
 		observers, tracer = append(observers, otelObs), otelObs

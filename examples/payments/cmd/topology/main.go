@@ -7,7 +7,11 @@
 //     least 1,000 intents the primary is killed with SIGKILL and the
 //     standby promoted; the chaos checker counts duplicates and losses.
 //   - async: the same with idem.Options.AsyncClaimCommit on and every claim
-//     committed on its own, so that the option applies.
+//     committed on its own, so that the option applies; before the
+//     failover the standby's replay is held back for -lag-hold, so that
+//     the services' replication lag gauge rises and, with -prometheus,
+//     IdemgenReplicationLagHigh fires (the round fails if it does not, and
+//     the failover round fails if it fires there).
 //   - pooler: PgBouncer in transaction mode in front of PostgreSQL: the
 //     engine with pgx's default query-exec mode, then with cache_describe;
 //     the conformance tests through it; the chaos short round through it.
@@ -76,7 +80,10 @@ type options struct {
 	// rounds' services, whose report then gives the signals (takeovers
 	// across the failover among them) and the alerts that fired.
 	prometheus, rules string
-	proxy             proxyOptions
+	// lagHold is how long the async round holds the standby's replay back
+	// before its failover: past IdemgenReplicationLagHigh's 10s and 1m.
+	lagHold time.Duration
+	proxy   proxyOptions
 }
 
 func main() {
@@ -90,6 +97,7 @@ func main() {
 	flag.IntVar(&o.intents, "intents", 63, "intents per client in the failover rounds (at least; 16 x 63 = 1,008)")
 	flag.DurationVar(&o.think, "think", 300*time.Millisecond, "pause between a client's intents in the failover rounds")
 	flag.DurationVar(&o.faultAfter, "fault-after", 8*time.Second, "mean time from the start of the load to the failover")
+	flag.DurationVar(&o.lagHold, "lag-hold", 90*time.Second, "how long the async round holds the standby's replay back before its failover (0: not at all)")
 	flag.StringVar(&o.prometheus, "prometheus", "", "a Prometheus server binary to evaluate the alert rules beside the failover rounds' services")
 	flag.IntVar(&o.proxy.clients, "proxy-clients", 15, "concurrent clients in the proxy round")
 	flag.IntVar(&o.proxy.intents, "proxy-intents", 5, "intents per client in the proxy round, at least: clients go on until the killed instance is back (15 x 5 = 75)")
@@ -232,6 +240,7 @@ func failoverRound(ctx context.Context, o options, c *cleanups, dir string, asyn
 	}
 	if async {
 		cfg.ServiceArgs = []string{"-async-claim-commit", "-separate-claim"}
+		cfg.LagBeforeFailover = o.lagHold
 		fmt.Fprintf(&b, "  services run with %s\n", strings.Join(cfg.ServiceArgs, " "))
 	}
 	if async {
@@ -259,11 +268,22 @@ func failoverRound(ctx context.Context, o options, c *cleanups, dir string, asyn
 		fmt.Fprintf(&b, "  failover: %s\n", n)
 	}
 	b.WriteString(rep.Table())
+	lagAlert := ""
+	for _, a := range rep.Alerts {
+		if a.Name == "IdemgenReplicationLagHigh" {
+			lagAlert = a.State
+		}
+	}
+	wantLag := async && o.lagHold > 0
 	switch {
 	case !rep.OK():
 		return b.String(), fmt.Errorf("broken promise, seed %d:\n%s", rep.Seed, strings.Join(rep.Problems, "\n"))
 	case rep.Failovers != 1 || rep.Intents < 1000:
 		return b.String(), fmt.Errorf("the round did not run as planned: %d failovers, %d intents", rep.Failovers, rep.Intents)
+	case o.prometheus != "" && wantLag && lagAlert != "firing":
+		return b.String(), fmt.Errorf("the standby's replay was held back %s, and IdemgenReplicationLagHigh did not fire (%q)", o.lagHold, lagAlert)
+	case o.prometheus != "" && !wantLag && lagAlert != "":
+		return b.String(), fmt.Errorf("IdemgenReplicationLagHigh was %s although nothing held the standby back", lagAlert)
 	}
 	return b.String(), nil
 }
