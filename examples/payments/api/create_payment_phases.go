@@ -52,7 +52,7 @@ func (p *CreatePaymentImpl) ChargeCard(ctx context.Context, key string, request 
 		//idemgen:ignore the chaos harness sends fresh keys on purpose, to show its checker catches the duplicate charges
 		key = fmt.Sprintf("unsafe-%d", rand.Int64())
 	}
-	ch, err := p.Cards.Charge(ctx, key, cardnet.Request{Amount: b.Amount, Currency: b.Currency, Customer: b.Customer})
+	ch, err := p.Cards.Charge(ctx, key, cardnet.Request{Amount: b.Amount, Currency: b.Currency, Customer: b.Customer, Account: Account(ctx)})
 	switch {
 	case errors.Is(err, cardnet.ErrDeclined):
 		state.Declined = true
@@ -69,17 +69,17 @@ func (p *CreatePaymentImpl) ChargeCard(ctx context.Context, key string, request 
 func (p *CreatePaymentImpl) Finish(ctx context.Context, tx pgx.Tx, request CreatePaymentRequestObject, state *CreatePaymentState) (CreatePaymentResponseObject, error) {
 	b := request.Body
 	if state.Declined {
-		if _, err := tx.Exec(ctx, `UPDATE payments SET status = 'declined' WHERE id = $1`, state.PaymentID); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE payments SET status = 'declined' WHERE account = $1 AND id = $2`, Account(ctx), state.PaymentID); err != nil {
 			return nil, err
 		}
 		return CreatePayment402ApplicationProblemPlusJSONResponse(problem(402, "card-declined", "The card was declined",
 			fmt.Sprintf("payment %d was not charged", state.PaymentID))), nil
 	}
-	if _, err := tx.Exec(ctx, `UPDATE payments SET status = 'succeeded', charge_id = $2 WHERE id = $1`, state.PaymentID, state.ChargeID); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE payments SET status = 'succeeded', charge_id = $3 WHERE account = $1 AND id = $2`, Account(ctx), state.PaymentID, state.ChargeID); err != nil {
 		return nil, err
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO outbox (payment_id, recipient, subject, body) VALUES ($1, $2, $3, $4)`,
-		state.PaymentID, b.Customer, fmt.Sprintf("Receipt for payment %d", state.PaymentID),
+	if _, err := tx.Exec(ctx, `INSERT INTO outbox (account, payment_id, recipient, subject, body) VALUES ($1, $2, $3, $4, $5)`,
+		Account(ctx), state.PaymentID, b.Customer, fmt.Sprintf("Receipt for payment %d", state.PaymentID),
 		fmt.Sprintf("We charged %d %s (charge %s).", b.Amount, b.Currency, state.ChargeID)); err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ func (p *CreateRefundImpl) Refund(ctx context.Context, tx pgx.Tx, request Create
 			fmt.Sprintf("payment %d is %s", b.PaymentId, status))), nil
 	}
 	var refunded int64
-	if err := tx.QueryRow(ctx, `SELECT coalesce(sum(amount), 0) FROM refunds WHERE payment_id = $1`, b.PaymentId).Scan(&refunded); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT coalesce(sum(amount), 0) FROM refunds WHERE account = $1 AND payment_id = $2`, Account(ctx), b.PaymentId).Scan(&refunded); err != nil {
 		return nil, err
 	}
 	// Compare against what is left, never refunded+amount: that sum can
@@ -51,7 +51,7 @@ func (p *CreateRefundImpl) Refund(ctx context.Context, tx pgx.Tx, request Create
 			fmt.Sprintf("%d of %d is left to refund", left, amount))), nil
 	}
 	var id int64
-	if err := tx.QueryRow(ctx, `INSERT INTO refunds (payment_id, amount) VALUES ($1, $2) RETURNING id`, b.PaymentId, b.Amount).Scan(&id); err != nil {
+	if err := tx.QueryRow(ctx, `INSERT INTO refunds (account, payment_id, amount) VALUES ($1, $2, $3) RETURNING id`, Account(ctx), b.PaymentId, b.Amount).Scan(&id); err != nil {
 		return nil, err
 	}
 	return CreateRefund201JSONResponse{Id: id, PaymentId: b.PaymentId, Amount: b.Amount}, nil

@@ -77,7 +77,7 @@ func refundCase(phases api.CreateRefundPhases) idemtest.Case[api.CreateRefundSta
 		Invariant: func(ctx context.Context, tx pgx.Tx) error {
 			var over []int64
 			rows, err := tx.Query(ctx, `SELECT p.id FROM payments p
-WHERE (SELECT coalesce(sum(r.amount), 0) FROM refunds r WHERE r.payment_id = p.id) > p.amount`)
+WHERE (SELECT coalesce(sum(r.amount), 0) FROM refunds r WHERE r.account = p.account AND r.payment_id = p.id) > p.amount`)
 			if err != nil {
 				return err
 			}
@@ -120,7 +120,7 @@ func (snapshotRefund) Refund(ctx context.Context, tx pgx.Tx, request api.CreateR
 	b := request.Body
 	var amount, refunded int64
 	var status string
-	err := tx.QueryRow(ctx, `SELECT p.amount, p.status, coalesce((SELECT sum(amount) FROM refunds WHERE payment_id = p.id), 0)
+	err := tx.QueryRow(ctx, `SELECT p.amount, p.status, coalesce((SELECT sum(amount) FROM refunds WHERE account = p.account AND payment_id = p.id), 0)
 FROM payments p WHERE p.id = $1 AND p.account = $2 FOR UPDATE`, b.PaymentId, api.Account(ctx)).Scan(&amount, &status, &refunded)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -131,7 +131,7 @@ FROM payments p WHERE p.id = $1 AND p.account = $2 FOR UPDATE`, b.PaymentId, api
 		return api.CreateRefund409ApplicationProblemPlusJSONResponse{Status: 409, Title: "The refund exceeds the payment", Type: "too-much"}, nil
 	}
 	var id int64
-	if err := tx.QueryRow(ctx, `INSERT INTO refunds (payment_id, amount) VALUES ($1, $2) RETURNING id`, b.PaymentId, b.Amount).Scan(&id); err != nil {
+	if err := tx.QueryRow(ctx, `INSERT INTO refunds (account, payment_id, amount) VALUES ($1, $2, $3) RETURNING id`, api.Account(ctx), b.PaymentId, b.Amount).Scan(&id); err != nil {
 		return nil, err
 	}
 	return api.CreateRefund201JSONResponse{Id: id, PaymentId: b.PaymentId, Amount: b.Amount}, nil
@@ -140,7 +140,7 @@ FROM payments p WHERE p.id = $1 AND p.account = $2 FOR UPDATE`, b.PaymentId, api
 func TestReceiveCardnetEventPhases(t *testing.T) {
 	t.Parallel()
 	request := api.ReceiveCardnetEventRequestObject{Body: &api.CardEvent{Id: "evt_1", Type: api.ChargeSucceeded, Created: 1,
-		Charge: api.CardCharge{Id: "ch_1", Amount: 1000, Currency: "EUR"}}}
+		Charge: api.CardCharge{Id: "ch_1", Amount: 1000, Currency: "EUR", Account: "acct_1"}}}
 	idemtest.Check(t, idemtest.Case[api.ReceiveCardnetEventState]{
 		Operation: api.ReceiveCardnetEventOperation(),
 		Scope:     "cardnet",

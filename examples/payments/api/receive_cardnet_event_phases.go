@@ -36,7 +36,12 @@ func (p *ReceiveCardnetEventImpl) Apply(ctx context.Context, tx pgx.Tx, request 
 		return nil, idem.Release(echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("unknown event type %q", ev.Type)))
 	}
 	var paymentID int64
-	err := tx.QueryRow(ctx, `SELECT id FROM payments WHERE charge_id = $1 FOR UPDATE`, ev.Charge.Id).Scan(&paymentID)
+	// By account and charge: the account (the charge's, echoed by the
+	// network) is what the payments are keyed and distributed by, so that
+	// on Citus this is one shard's statement, on the shard of the event's
+	// record (the operation's placement).
+	acct := ev.Charge.Account
+	err := tx.QueryRow(ctx, `SELECT id FROM payments WHERE account = $1 AND charge_id = $2 FOR UPDATE`, acct, ev.Charge.Id).Scan(&paymentID)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, idem.Release(echo.NewHTTPError(http.StatusServiceUnavailable,
@@ -47,13 +52,13 @@ func (p *ReceiveCardnetEventImpl) Apply(ctx context.Context, tx pgx.Tx, request 
 	if ev.Type == ChargeSucceeded {
 		// The first settlement's time stays. Written without coalesce(..,
 		// now()), which Citus refuses in an UPDATE of its tables.
-		if _, err := tx.Exec(ctx, `UPDATE payments SET settled_at = now() WHERE id = $1 AND settled_at IS NULL`, paymentID); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE payments SET settled_at = now() WHERE account = $1 AND id = $2 AND settled_at IS NULL`, acct, paymentID); err != nil {
 			return nil, err
 		}
 	}
 	var appliedAt time.Time
-	if err := tx.QueryRow(ctx, `INSERT INTO card_events (event_id, type, charge_id, payment_id, amount)
-VALUES ($1, $2, $3, $4, $5) RETURNING applied_at`, ev.Id, string(ev.Type), ev.Charge.Id, paymentID, ev.Charge.Amount).Scan(&appliedAt); err != nil {
+	if err := tx.QueryRow(ctx, `INSERT INTO card_events (account, event_id, type, charge_id, payment_id, amount)
+VALUES ($1, $2, $3, $4, $5, $6) RETURNING applied_at`, acct, ev.Id, string(ev.Type), ev.Charge.Id, paymentID, ev.Charge.Amount).Scan(&appliedAt); err != nil {
 		return nil, err
 	}
 	return ReceiveCardnetEvent200JSONResponse{Event: ev.Id, Type: string(ev.Type), PaymentId: paymentID, AppliedAt: appliedAt.UTC()}, nil

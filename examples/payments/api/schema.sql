@@ -4,24 +4,33 @@
 --   orders:   one row per (account, order id)
 --   outbox:   one receipt email per succeeded payment; delivered_at set once relayed
 --   card_events: one row per card network event applied (POST /webhooks/cardnet)
+-- Every table is keyed by account first, the way Citus users lay out a
+-- multi-tenant service: on Citus they are distributed by account and
+-- co-located (cmd/citus), so that a request's rows, and its idempotency
+-- record (placed by the account: api.yaml's placement), share one shard,
+-- and each statement names the account. On one PostgreSQL the layout costs
+-- nothing.
 CREATE TABLE IF NOT EXISTS payments (
-    id          bigserial   PRIMARY KEY,
     account     text        NOT NULL,
+    id          bigserial,
     amount      bigint      NOT NULL CHECK (amount > 0),
     currency    text        NOT NULL,
     customer    text        NOT NULL,
     status      text        NOT NULL CHECK (status IN ('pending', 'succeeded', 'declined')),
     charge_id   text,
     created_at  timestamptz NOT NULL DEFAULT now(),
-    settled_at  timestamptz -- set by the card network's charge.succeeded event
+    settled_at  timestamptz, -- set by the card network's charge.succeeded event
+    PRIMARY KEY (account, id)
 );
-ALTER TABLE payments ADD COLUMN IF NOT EXISTS settled_at timestamptz;
-CREATE INDEX IF NOT EXISTS payments_charge_id ON payments (charge_id);
+CREATE INDEX IF NOT EXISTS payments_charge_id ON payments (account, charge_id);
 CREATE TABLE IF NOT EXISTS refunds (
-    id          bigserial   PRIMARY KEY,
-    payment_id  bigint      NOT NULL REFERENCES payments (id),
+    account     text        NOT NULL,
+    id          bigserial,
+    payment_id  bigint      NOT NULL,
     amount      bigint      NOT NULL CHECK (amount > 0),
-    created_at  timestamptz NOT NULL DEFAULT now()
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (account, id),
+    FOREIGN KEY (account, payment_id) REFERENCES payments (account, id)
 );
 CREATE TABLE IF NOT EXISTS orders (
     account     text        NOT NULL,
@@ -32,24 +41,31 @@ CREATE TABLE IF NOT EXISTS orders (
     PRIMARY KEY (account, id)
 );
 CREATE TABLE IF NOT EXISTS outbox (
-    id           bigserial   PRIMARY KEY,
-    payment_id   bigint      NOT NULL UNIQUE REFERENCES payments (id),
+    account      text        NOT NULL,
+    id           bigserial,
+    payment_id   bigint      NOT NULL,
     recipient    text        NOT NULL,
     subject      text        NOT NULL,
     body         text        NOT NULL,
     created_at   timestamptz NOT NULL DEFAULT now(),
-    delivered_at timestamptz
+    delivered_at timestamptz,
+    PRIMARY KEY (account, id),
+    UNIQUE (account, payment_id),
+    FOREIGN KEY (account, payment_id) REFERENCES payments (account, id)
 );
 -- No UNIQUE on event_id, on purpose: the idempotency key (the event id,
 -- scoped to the verified sender) is what applies an event once, and the chaos
 -- harness counts these rows to prove it. A production schema would add the
 -- constraint as a second guard.
 CREATE TABLE IF NOT EXISTS card_events (
-    seq          bigserial   PRIMARY KEY,
+    account      text        NOT NULL,
+    seq          bigserial,
     event_id     text        NOT NULL,
     type         text        NOT NULL CHECK (type IN ('charge.succeeded', 'charge.refunded')),
     charge_id    text        NOT NULL,
-    payment_id   bigint      NOT NULL REFERENCES payments (id),
+    payment_id   bigint      NOT NULL,
     amount       bigint      NOT NULL,
-    applied_at   timestamptz NOT NULL DEFAULT now()
+    applied_at   timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (account, seq),
+    FOREIGN KEY (account, payment_id) REFERENCES payments (account, id)
 );

@@ -78,7 +78,7 @@ func NewServer(cfg ServerConfig) (*echo.Echo, error) {
 	}
 	svc := &Service{Pool: cfg.Pool, Cards: &cardnet.Client{URL: cfg.CardURL, HTTP: &http.Client{Timeout: 30 * time.Second}},
 		UnsafeFreshChargeKeys: cfg.UnsafeFreshChargeKeys}
-	rt := &idemecho.Runtime{Engine: cfg.Engine, Principal: Principal, Logger: cfg.Logger,
+	rt := &idemecho.Runtime{Engine: cfg.Engine, Principal: Principal, Placement: Placement, Logger: cfg.Logger,
 		Senders: map[string]idemsig.Verifier{"cardnet": &idemsig.HMAC{Header: cardnet.SignatureHeader,
 			Secrets: []idemsig.Secret{{Sender: "cardnet", Key: cfg.WebhookSecret}}, Tolerance: 5 * time.Minute}}}
 	if cfg.Retention > 0 {

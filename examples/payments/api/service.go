@@ -87,6 +87,11 @@ func Authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 // Principal is the idempotency scope resolver: keys are per account.
 func Principal(c echo.Context) (string, error) { return Account(c.Request().Context()), nil }
 
+// Placement maps a principal to the value its records are placed by: the
+// account, which the business tables are keyed and, on Citus, distributed
+// by (schema.sql), so that a request's record and rows share a shard.
+func Placement(principal string) (string, error) { return principal, nil }
+
 func problem(status int, kind, title, detail string) Problem {
 	return Problem{Type: "urn:payments:problem:" + kind, Title: title, Status: status, Detail: &detail}
 }

@@ -35,7 +35,7 @@ func signed(body string, secret []byte) [][2]string {
 }
 
 func cardEvent(id, typ, charge string) string {
-	return fmt.Sprintf(`{"id":%q,"type":%q,"created":1767225600,"charge":{"id":%q,"amount":1000,"currency":"EUR"}}`, id, typ, charge)
+	return fmt.Sprintf(`{"id":%q,"type":%q,"created":1767225600,"charge":{"id":%q,"amount":1000,"currency":"EUR","account":"acct_a"}}`, id, typ, charge)
 }
 
 // TestWebhookReceiver: the generated POST /webhooks/cardnet verifies the

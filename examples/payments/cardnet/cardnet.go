@@ -37,6 +37,10 @@ type Charge struct {
 	Currency string `json:"currency"`
 	Customer string `json:"customer"`
 	Status   string `json:"status"` // succeeded | declined
+	// Account is the merchant's account the charge was made for, as the
+	// request said: echoed in the charge's events, so that a service laid
+	// out by account finds the charge's payment on its account's shard.
+	Account string `json:"account,omitempty"`
 }
 
 // Request is the body of POST /charges.
@@ -44,6 +48,7 @@ type Request struct {
 	Amount   int64  `json:"amount"`
 	Currency string `json:"currency"`
 	Customer string `json:"customer"`
+	Account  string `json:"account,omitempty"` // echoed in the charge and its events
 }
 
 // Options shape the network's behaviour.
@@ -150,7 +155,7 @@ func (n *Network) charge(w http.ResponseWriter, r *http.Request) {
 	}
 	if !seen {
 		c := Charge{ID: fmt.Sprintf("ch_%d", len(n.charges)+1), Key: key, Amount: req.Amount,
-			Currency: req.Currency, Customer: req.Customer, Status: "succeeded"}
+			Currency: req.Currency, Customer: req.Customer, Status: "succeeded", Account: req.Account}
 		if req.Amount == DeclinedAmount {
 			c.ID, c.Status = "", "declined"
 		}

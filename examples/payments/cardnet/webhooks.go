@@ -44,6 +44,7 @@ type EventCharge struct {
 	ID       string `json:"id"`
 	Amount   int64  `json:"amount"`
 	Currency string `json:"currency"`
+	Account  string `json:"account,omitempty"` // the charge's (Request.Account)
 }
 
 // Webhooks configures the network's webhook deliveries.
@@ -153,7 +154,7 @@ func (n *Network) newEventLocked(typ string, c Charge) {
 	id := make([]byte, 12)
 	rand.Read(id)
 	ev := Event{ID: "evt_" + hex.EncodeToString(id), Type: typ, Created: time.Now().Unix(),
-		Charge: EventCharge{ID: c.ID, Amount: c.Amount, Currency: c.Currency}}
+		Charge: EventCharge{ID: c.ID, Amount: c.Amount, Currency: c.Currency, Account: c.Account}}
 	body, _ := json.Marshal(ev)
 	st := &EventStatus{Event: ev, Body: string(body), Duplicate: mrand.Float64() < n.hooks.cfg.DuplicateShare}
 	n.hooks.events = append(n.hooks.events, st)

@@ -129,7 +129,7 @@ func collectRefunds(ctx context.Context, dbURL string) (map[int64]refundTruth, e
 	}
 	defer conn.Close(ctx)
 	rows, err := conn.Query(ctx, `SELECT p.id, p.amount, coalesce(sum(r.amount), 0)::bigint, count(r.id)
-FROM payments p LEFT JOIN refunds r ON r.payment_id = p.id GROUP BY p.id, p.amount`)
+FROM payments p LEFT JOIN refunds r ON r.account = p.account AND r.payment_id = p.id GROUP BY p.account, p.id, p.amount`)
 	if err != nil {
 		return nil, err
 	}

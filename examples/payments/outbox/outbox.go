@@ -168,11 +168,42 @@ type Relay struct {
 
 // RunOnce delivers up to batch undelivered rows and returns how many it
 // marked delivered. Rows locked by another relay are skipped.
+//
+// The rows are taken account by account: first the accounts with rows
+// to deliver (a read that locks nothing), then each account's rows in a
+// transaction of its own, locked with SKIP LOCKED. On Citus, where the
+// outbox is distributed by account, a statement that locks rows must name
+// its shard's account: SELECT ... FOR UPDATE across shards is refused. On
+// one PostgreSQL it costs a statement per account with mail waiting.
 func (r *Relay) RunOnce(ctx context.Context, batch int) (int, error) {
+	rows, err := r.Pool.Query(ctx, `SELECT DISTINCT account FROM outbox WHERE delivered_at IS NULL LIMIT $1`, batch)
+	if err != nil {
+		return 0, err
+	}
+	accounts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, acct := range accounts {
+		if n >= batch {
+			break
+		}
+		m, err := r.runAccount(ctx, acct, batch-n)
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// runAccount delivers up to batch of acct's undelivered rows.
+func (r *Relay) runAccount(ctx context.Context, acct string, batch int) (int, error) {
 	n := 0
 	err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT id, recipient, subject, body FROM outbox
-WHERE delivered_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`, batch)
+WHERE account = $1 AND delivered_at IS NULL ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, acct, batch)
 		if err != nil {
 			return err
 		}
@@ -188,7 +219,7 @@ WHERE delivered_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`, batch)
 			if _, err := r.Sink.Deliver(m); err != nil {
 				return fmt.Errorf("outbox: delivering %d: %w", m.OutboxID, err)
 			}
-			if _, err := tx.Exec(ctx, `UPDATE outbox SET delivered_at = now() WHERE id = $1`, m.OutboxID); err != nil {
+			if _, err := tx.Exec(ctx, `UPDATE outbox SET delivered_at = now() WHERE account = $1 AND id = $2`, acct, m.OutboxID); err != nil {
 				return err
 			}
 			n++

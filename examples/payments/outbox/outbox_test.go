@@ -38,13 +38,13 @@ func TestSinkDeduplicates(t *testing.T) {
 	}
 }
 
-// TestRelaysDeliverOnce: four relays race over 200 outbox rows; every row
-// is delivered once and marked.
+// TestRelaysDeliverOnce: four relays race over 200 outbox rows of five
+// accounts; every row is delivered once and marked.
 func TestRelaysDeliverOnce(t *testing.T) {
 	pool, _ := idemtest.Pool(t)
 	ctx := context.Background()
-	if _, err := pool.Exec(ctx, `CREATE TABLE outbox (id bigserial PRIMARY KEY, recipient text, subject text, body text, delivered_at timestamptz);
-INSERT INTO outbox (recipient, subject, body) SELECT 'a@example.com', 's' || g, 'b' FROM generate_series(1, 200) g`); err != nil {
+	if _, err := pool.Exec(ctx, `CREATE TABLE outbox (account text, id bigserial, recipient text, subject text, body text, delivered_at timestamptz, PRIMARY KEY (account, id));
+INSERT INTO outbox (account, recipient, subject, body) SELECT 'acct_' || g % 5, 'a@example.com', 's' || g, 'b' FROM generate_series(1, 200) g`); err != nil {
 		t.Fatal(err)
 	}
 	sink := filepath.Join(t.TempDir(), "mail.jsonl")

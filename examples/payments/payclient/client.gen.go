@@ -82,6 +82,8 @@ type AppliedEvent struct {
 
 // CardCharge defines model for CardCharge.
 type CardCharge struct {
+	// Account The account the charge was made for, as the payment said: the events' records and rows are placed by it.
+	Account  string `json:"account"`
 	Amount   int64  `json:"amount"`
 	Currency string `json:"currency"`
 	Id       string `json:"id"`

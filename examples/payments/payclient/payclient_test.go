@@ -359,7 +359,7 @@ func TestBodyKeyedOperation(t *testing.T) {
 		return err
 	}
 	event := payclient.CardEvent{Id: "evt_client_1", Type: payclient.ChargeSucceeded, Created: time.Now().Unix(),
-		Charge: payclient.CardCharge{Id: "ch_1", Amount: 1000, Currency: "EUR"}}
+		Charge: payclient.CardCharge{Id: "ch_1", Amount: 1000, Currency: "EUR", Account: "acct_client"}}
 	var statuses []int
 	var mu sync.Mutex
 	c := client(t, srv.URL, func(a idemclient.Attempt) { mu.Lock(); statuses = append(statuses, a.Status); mu.Unlock() })

@@ -77,7 +77,7 @@ func main() {
 	flag.StringVar(&o.payments, "payments", "bin/payments", "the payments binary")
 	flag.StringVar(&o.cardnet, "cardnet", "bin/cardnet", "the cardnet binary")
 	flag.StringVar(&o.src, "citus-src", os.Getenv("CITUS_SRC"), "where Citus' install.sh is, to install Citus when it is missing (default $CITUS_SRC)")
-	flag.StringVar(&o.rounds, "rounds", "suite,suite-placement,chaos,worker-down,worker-down-placement,throughput,throughput-placement", "which rounds to run, comma-separated")
+	flag.StringVar(&o.rounds, "rounds", "suite,suite-placement,chaos,chaos-placement,chaos-placement-coordinator,worker-down,worker-down-placement,throughput,throughput-placement", "which rounds to run, comma-separated")
 	flag.BoolVar(&o.race, "race", true, "run the suite round with the race detector")
 	flag.IntVar(&o.benchRounds, "bench-rounds", 3, "interleaved rounds of the throughput round")
 	flag.StringVar(&o.benchTime, "benchtime", "4000x", "requests per case and round of the throughput round (go test -benchtime)")
@@ -130,7 +130,11 @@ func run(o options) int {
 		case "suite-placement":
 			out, err = suiteRound(ctx, o, true)
 		case "chaos":
-			out, err = chaosRound(ctx, o, filepath.Join(dir, "chaos"))
+			out, err = chaosRound(ctx, o, filepath.Join(dir, name), false, false)
+		case "chaos-placement":
+			out, err = chaosRound(ctx, o, filepath.Join(dir, name), true, false)
+		case "chaos-placement-coordinator":
+			out, err = chaosRound(ctx, o, filepath.Join(dir, name), true, true)
 		case "worker-down":
 			out, err = workerDownRound(ctx, o, false)
 		case "worker-down-placement":
@@ -319,19 +323,37 @@ WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = $1::regclas
 }
 
 // citusDB is the cluster as the chaos round's external database, whose
-// "failover" fault kills a worker.
+// "failover" fault kills a worker, or the coordinator.
 type citusDB struct {
-	cl   *citus.Cluster
-	down time.Duration
-	mu   sync.Mutex
-	next int
+	cl          *citus.Cluster
+	down        time.Duration
+	coordinator bool // Fail kills the coordinator
+	mu          sync.Mutex
+	next        int
 }
 
 func (d *citusDB) URL() string                   { return d.cl.URL() }
 func (d *citusDB) Upstream() (addr, name string) { return d.cl.Coordinator.TCPAddr(), citus.DB }
-func (d *citusDB) FailName() string              { return "Citus workers SIGKILLed and restarted" }
+func (d *citusDB) FailName() string {
+	if d.coordinator {
+		return "Citus coordinator SIGKILLed and restarted"
+	}
+	return "Citus workers SIGKILLed and restarted"
+}
 
 func (d *citusDB) Fail(ctx context.Context) (string, error) {
+	if d.coordinator {
+		// Its two-phase commits in flight are left to Citus' recovery:
+		// the coordinator's maintenance daemon commits or aborts each
+		// prepared transaction on the workers by its own commit record.
+		addr := d.cl.Coordinator.TCPAddr()
+		d.cl.Coordinator.Kill()
+		time.Sleep(d.down)
+		if err := d.cl.Coordinator.Restart(ctx); err != nil {
+			return "", fmt.Errorf("restarting the coordinator %s: %w", addr, err)
+		}
+		return fmt.Sprintf("coordinator %s SIGKILLed, restarted %s later", addr, d.down), nil
+	}
 	d.mu.Lock()
 	i := d.next
 	d.next = (d.next + 1) % len(d.cl.Workers)
@@ -345,7 +367,39 @@ func (d *citusDB) Fail(ctx context.Context) (string, error) {
 	return fmt.Sprintf("worker %s SIGKILLed, restarted %s later", addr, d.down), nil
 }
 
-func chaosRound(ctx context.Context, o options, dir string) (string, error) {
+// businessTables are the payments example's tables, the first the one
+// the others are co-located with when distributed by account.
+var businessTables = []string{"payments", "refunds", "outbox", "card_events", "orders"}
+
+// preparePlaced lays the payments example out as a Citus user lays out a
+// multi-tenant service: its tables distributed by account and co-located,
+// and the records placed by account with them (api.yaml's placement).
+func preparePlaced(ctx context.Context, pool *pgxpool.Pool) error {
+	m := idemmigrate.New(pool, idem.DefaultSchema)
+	if _, err := m.Up(ctx); err != nil {
+		return err
+	}
+	for i, t := range businessTables {
+		colocate := businessTables[0]
+		if i == 0 {
+			colocate = "default"
+		}
+		_, err := pool.Exec(ctx, `SELECT create_distributed_table($1, 'account', colocate_with => $2)
+WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = $1::regclass)`, t, colocate)
+		if err != nil {
+			return fmt.Errorf("distributing %s by account: %w", t, err)
+		}
+	}
+	_, err := m.DistributeBy(ctx, idemmigrate.DistributeOptions{ColocateWith: businessTables[0]})
+	return err
+}
+
+// chaosRound runs the payments example's chaos round on a cluster: its
+// tables Citus tables on the coordinator and the records distributed by id,
+// or (placed) everything distributed by account and co-located; the
+// round's "failover" fault kills a worker, or (coordinator) the
+// coordinator.
+func chaosRound(ctx context.Context, o options, dir string, placed, coordinator bool) (string, error) {
 	cl, err := startCluster(ctx, false, nil)
 	if err != nil {
 		return "", err
@@ -356,7 +410,10 @@ func chaosRound(ctx context.Context, o options, dir string) (string, error) {
 		return "", harness(err)
 	}
 	err = api.Migrate(ctx, pool)
-	if err == nil {
+	switch {
+	case err == nil && placed:
+		err = preparePlaced(ctx, pool)
+	case err == nil:
 		err = prepare(ctx, pool, idem.DefaultSchema, "payments", "orders")
 	}
 	pool.Close()
@@ -368,22 +425,26 @@ func chaosRound(ctx context.Context, o options, dir string) (string, error) {
 	cfg.Clients, cfg.Intents = 10, 30
 	cfg.Kills, cfg.ConnFaults, cfg.PGRestarts, cfg.Failovers = 4, 8, 0, 1
 	cfg.Deadline = 5 * time.Minute
-	cfg.Database = &citusDB{cl: cl, down: 2 * time.Second}
+	cfg.Database = &citusDB{cl: cl, down: 2 * time.Second, coordinator: coordinator}
 	cfg.Out, cfg.Dir = os.Stderr, dir
 	rep, err := chaos.Run(ctx, cfg)
 	if err != nil {
 		return "", harness(err)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "payments on Citus %s: records distributed by id, business tables Citus tables on the coordinator\n%s",
-		citusVersion(ctx, cl.URL()), rep.Table())
+	layout := "records distributed by id, business tables Citus tables on the coordinator"
+	if placed {
+		layout = "business tables distributed by account and co-located, records placed by account with them"
+	}
+	fmt.Fprintf(&b, "payments on Citus %s: %s\n%s", citusVersion(ctx, cl.URL()), layout, rep.Table())
 	switch {
 	case !rep.OK():
 		fmt.Fprintf(&b, "the services' errors, first of each:\n%s", serviceErrors(dir, 8))
 		return b.String(), fmt.Errorf("broken promise, seed %d: %d problems, the first: %v", rep.Seed, len(rep.Problems), rep.Problems[:min(3, len(rep.Problems))])
-	case rep.Failovers != 1 || rep.Kills != cfg.Kills || rep.ConnFaults != cfg.ConnFaults || rep.Intents < 250:
-		return b.String(), fmt.Errorf("the round did not run as planned: %d worker kills, %d process kills, %d connection faults, %d intents",
-			rep.Failovers, rep.Kills, rep.ConnFaults, rep.Intents)
+	case rep.Failovers != 1 || rep.Kills != cfg.Kills || rep.ConnFaults != cfg.ConnFaults || rep.Intents < 250 ||
+		rep.WebhookEvents < rep.Succeeded || rep.RefundsSucceeded == 0:
+		return b.String(), fmt.Errorf("the round did not run as planned: %d node kills, %d process kills, %d connection faults, %d intents, %d webhook events for %d succeeded, %d refunds succeeded",
+			rep.Failovers, rep.Kills, rep.ConnFaults, rep.Intents, rep.WebhookEvents, rep.Succeeded, rep.RefundsSucceeded)
 	}
 	return b.String(), nil
 }
