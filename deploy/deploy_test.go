@@ -52,10 +52,14 @@ func exported(t *testing.T) map[string]bool {
 			}
 		}
 	}
-	// The replication collector's series, read from the store at each
-	// scrape: their names are its descriptions'.
+	// The replication and reconcile collectors' series, read from the
+	// store at a scrape: their names are their descriptions'.
 	descs := make(chan *prometheus.Desc)
-	go func() { idemprom.NewReplicationCollector(nil).Describe(descs); close(descs) }()
+	go func() {
+		idemprom.NewReplicationCollector(nil).Describe(descs)
+		idemprom.NewReconcileCollector(nil, idemprom.ReconcileOptions{}).Describe(descs)
+		close(descs)
+	}()
 	for d := range descs {
 		m := fqName.FindStringSubmatch(d.String())
 		if m == nil {

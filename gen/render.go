@@ -261,6 +261,7 @@ func renderSpecs(f *File, r *ir) {
 			field("Key", Qual(pkgIdemHTTP, "KeyRule").Add(keyRule(x))),
 			field("Scope", scopeCode(x.Scope)),
 			field("Placement", placementCode(x.Placement)),
+			field("NaturalKey", naturalKeyCode(x.NaturalKey)),
 			field("Route", Lit(o.Spec.Path)),
 			field("Exclude", strs(x.Fingerprint.Exclude)),
 			field("Headers", strs(x.Fingerprint.Headers)),
@@ -339,11 +340,30 @@ func placementCode(pl idemtype.Placement) Code {
 	if pl.IsZero() {
 		return nil
 	}
+	return Qual(pkgIdemType, "Placement").Values(placementFields(pl)...)
+}
+
+// placementFields are a placement's fields: Kind and, but for principal,
+// Name.
+func placementFields(pl idemtype.Placement) []Code {
 	fields := []Code{Id("Kind").Op(":").Qual(pkgIdemType, placementKinds[pl.Kind])}
 	if pl.Name != "" {
 		fields = append(fields, Id("Name").Op(":").Lit(pl.Name))
 	}
-	return Qual(pkgIdemType, "Placement").Values(fields...)
+	return fields
+}
+
+// naturalKeyCode writes the operation's natural key, or nothing for none:
+// []idemtype.Placement{{Kind: idemtype.PlacementBody, Name: "/order_ref"}}.
+func naturalKeyCode(parts []idemtype.Placement) Code {
+	if len(parts) == 0 {
+		return nil
+	}
+	vals := make([]Code, len(parts))
+	for i, p := range parts {
+		vals[i] = Values(placementFields(p)...)
+	}
+	return Index().Qual(pkgIdemType, "Placement").Values(vals...)
 }
 
 // placementKinds names each placement kind's constant.

@@ -61,6 +61,21 @@ func checkBody(op *Operation, at func(field, format string, args ...any)) {
 			at(field, "%q does not resolve against the form body's schema: %s (a pointer names a form field, /expand, and what nests under it: expand[], expand[N]; /metadata/k names metadata[k])", ptr, unresolved(formSchema, toks, "", 0))
 		}
 	}
+	for i, part := range x.NaturalKey {
+		if part.Kind != idemtype.PlacementBody {
+			continue
+		}
+		field := fmt.Sprintf("%s.natural-key[%d]", ExtensionName, i)
+		toks, err := idemtype.ParsePointer(part.Name)
+		switch {
+		case err != nil:
+			// reported by Parse
+		case jsonSchema == nil:
+			at(field, "%q cannot apply: the operation has no JSON request body to read it from; name a path parameter (path:<param>) instead", part)
+		case unresolved(jsonSchema, toks, "", 0) != "":
+			at(field, "%q does not resolve against the request body schema: %s; name a member of the body (such as body:/order_ref)", part, unresolved(jsonSchema, toks, "", 0))
+		}
+	}
 	if x.Key.Pointer != "" {
 		checkKeyPointer(op, at, jsonSchema, other)
 	}

@@ -20,9 +20,13 @@ type Extension struct {
 	// placed by (a tenant's or an account's id), for a records table laid
 	// out by placement on Citus; zero for none.
 	Placement idemtype.Placement
-	Group     string // operations sharing one key namespace; "" for none
-	Retention time.Duration
-	Lease     time.Duration
+	// NaturalKey lists the request values that identify the operation's
+	// intent in business terms (body:<pointer>, path:<param>): a completed
+	// record keeps their digest, for idemgen reconcile. None when empty.
+	NaturalKey []idemtype.Placement
+	Group      string // operations sharing one key namespace; "" for none
+	Retention  time.Duration
+	Lease      time.Duration
 	// Wait is how long a duplicate waits for the execution in flight that
 	// holds its key (0: not at all).
 	Wait        time.Duration

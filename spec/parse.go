@@ -44,10 +44,11 @@ func Parse(v any) (*Extension, []FieldError) {
 		return nil, p.errs
 	}
 	x := Default()
-	m, _ := p.object(ExtensionName, v, "key", "scope", "placement", "group", "retention", "lease", "wait", "fingerprint", "request", "replay", "ambiguous", "complete", "phases", "handler")
+	m, _ := p.object(ExtensionName, v, "key", "scope", "placement", "natural-key", "group", "retention", "lease", "wait", "fingerprint", "request", "replay", "ambiguous", "complete", "phases", "handler")
 	p.key(&x.Key, m)
 	p.scope(&x.Scope, m)
 	p.placement(&x.Placement, m)
+	p.naturalKey(&x.NaturalKey, m)
 	p.group(&x.Group, m)
 	p.lifetimes(x, m)
 	p.wait(x, m)
@@ -145,6 +146,33 @@ func (p *parser) scope(sc *Scope, m map[string]any) {
 // body:<pointer>.
 func (p *parser) placement(pl *idemtype.Placement, m map[string]any) {
 	parseField(p, "placement", m, idemtype.ParsePlacement, pl)
+}
+
+// naturalKey reads natural-key: a list of body:<pointer> and
+// path:<param>.
+func (p *parser) naturalKey(nk *[]idemtype.Placement, m map[string]any) {
+	const field = ExtensionName + ".natural-key"
+	v, ok := m["natural-key"]
+	if !ok {
+		return
+	}
+	l, ok := p.strings(field, v)
+	if !ok {
+		return
+	}
+	if len(l) == 0 {
+		p.errorf(field, "an empty list; name the values that identify the intent (such as [body:/order_ref]), or leave natural-key out")
+		return
+	}
+	for i, s := range l {
+		// A part that does not parse is kept, zero, so that the checks
+		// after it name each part by its index.
+		part, err := idemtype.ParseNaturalKeyPart(s)
+		if err != nil {
+			p.errorf(fmt.Sprintf("%s[%d]", field, i), "%s", err)
+		}
+		*nk = append(*nk, part)
+	}
 }
 
 // parseField reads the string field name of m into *out with parse, when

@@ -60,6 +60,7 @@ func Validate(file string, data []byte, doc *openapi3.T) (*Document, error) {
 			checkReplayFits(op, at)
 			checkPathScope(op, at)
 			checkPathPlacement(op, at)
+			checkNaturalKey(op, at)
 		}
 	}
 	errs = append(errs, checkGroups(d)...)
@@ -117,6 +118,17 @@ func checkPathPlacement(op *Operation, at func(field, format string, args ...any
 	}
 	if params := idemhttp.RouteParams(op.Path); !slices.Contains(params, pl.Name) {
 		at(ExtensionName+".placement", "path:%s names no parameter of the path %s (its parameters: %s)", pl.Name, op.Path, strings.Join(params, ", "))
+	}
+}
+
+// checkNaturalKey checks that each path part of a natural key names one of
+// the path's parameters (its body parts are checkBody's).
+func checkNaturalKey(op *Operation, at func(field, format string, args ...any)) {
+	params := idemhttp.RouteParams(op.Path)
+	for i, part := range op.Idempotency.NaturalKey {
+		if part.Kind == idemtype.PlacementPath && !slices.Contains(params, part.Name) {
+			at(fmt.Sprintf("%s.natural-key[%d]", ExtensionName, i), "path:%s names no parameter of the path %s (its parameters: %s)", part.Name, op.Path, strings.Join(params, ", "))
+		}
 	}
 }
 

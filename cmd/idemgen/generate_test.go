@@ -46,7 +46,7 @@ func TestGenerateReportsEverySpecError(t *testing.T) {
 			t.Errorf("stderr lacks %q", line)
 		}
 	}
-	if !strings.Contains(errs, "15 problem(s) in the spec") {
+	if !strings.Contains(errs, "18 problem(s) in the spec") {
 		t.Errorf("no summary line in %q", errs)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,6 +26,7 @@ func init() {
 	register("inspect", "show one key's record: state, recovery point, lease, owner, age", runInspect)
 	register("abandoned", "list claims whose owner's lease expired (-stuck: only those past retention)", runAbandoned)
 	register("resolve", "settle one abandoned claim: -delete it, or -complete it with a problem", runResolve)
+	register("reconcile", "list natural keys (x-idempotency natural-key) completed under more than one idempotency key since -since", runReconcile)
 }
 
 type dbFlags struct {
@@ -315,6 +317,55 @@ func runAbandoned(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "%d abandoned claim(s)\n", n)
 		return nil
 	})
+}
+
+func runReconcile(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("reconcile", stderr)
+	db := addDBFlags(fs)
+	since := fs.String("since", "", "list executions completed since: a time (RFC 3339, such as 2026-12-07T14:00:00Z) or a duration back from now (such as 24h); required")
+	limit := fs.Int("limit", 100, "list at most this many natural keys, the latest first")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	from, err := sinceFlag(*since, time.Now())
+	if err != nil {
+		return err
+	}
+	return db.withEngine(func(ctx context.Context, eng *idem.Engine) error {
+		list, err := idemadmin.Reconcile(ctx, eng, from, *limit)
+		if err != nil {
+			return err
+		}
+		enc := json.NewEncoder(stdout)
+		for _, d := range list {
+			if err := enc.Encode(d); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(stderr, "%d natural key(s) completed under more than one idempotency key since %s\n", len(list), from.UTC().Format(time.RFC3339))
+		return nil
+	})
+}
+
+// sinceFlag reads -since: an RFC 3339 time, or a duration back from now.
+func sinceFlag(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, errors.New("reconcile: -since is required: a time (2026-12-07T14:00:00Z) or a duration back from now (24h); after a failover, the time of the primary_changed event")
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d <= 0 {
+			return time.Time{}, fmt.Errorf("reconcile: -since %s: want a positive duration back from now (such as 24h)", s)
+		}
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("reconcile: -since %q: want a time (RFC 3339, such as 2026-12-07T14:00:00Z) or a duration back from now (such as 24h)", s)
+	}
+	if t.After(now) {
+		return time.Time{}, fmt.Errorf("reconcile: -since %s is in the future; give a time in the past, such as the last failover's", s)
+	}
+	return t, nil
 }
 
 func runResolve(args []string, stdout, stderr io.Writer) error {

@@ -225,10 +225,13 @@ type claim struct {
 	// the records table has no placement column. given is the request's
 	// own (KeyedRequest.Placement), which keys the replay cache.
 	placement, given string
-	token            [16]byte
-	recovery         string          // last committed phase, "" for none
-	state            json.RawMessage // state saved with the recovery point
-	resumed          bool
+	// naturalKey is the request's (KeyedRequest.NaturalKey), which its
+	// receipt keeps: nil for none.
+	naturalKey []byte
+	token      [16]byte
+	recovery   string          // last committed phase, "" for none
+	state      json.RawMessage // state saved with the recovery point
+	resumed    bool
 	// crossedFailover: the takeover found the record last written on
 	// another timeline than the primary's (migration 006).
 	crossedFailover bool
@@ -302,6 +305,7 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 	}
 	c.id = recordID(c.ns, c.scope, c.key)
 	c.placement = e.store.placeOf(req.Placement, c.id)
+	c.naturalKey = req.NaturalKey
 	c.scopeDigest = scopeDigest(c.scope)
 	var payload []byte
 	if p.Complete == idemtype.CompleteBackground {

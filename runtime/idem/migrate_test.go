@@ -96,8 +96,8 @@ func TestUpgradeKeepsRecords(t *testing.T) {
     phase_state, response_status, response_headers, response_body, completed_at, expires_at)
 VALUES ('createPayment', 't', 'old', 'createPayment', $1, 'completed', 'finish', '{"recorded": true}', 201,
     '{"Content-Type": ["application/json"]}', '{"old":true}', now(), now() + interval '1 hour')`, request("t", "old", "b").Fingerprint)
-	if got, err := idemmigrate.New(e.pool, e.schema).Up(ctx); err != nil || !slices.Equal(got, []int{3, 4, 5, 6, 7}) {
-		t.Fatalf("Migrate = %v, %v; want migrations 3 to 7 applied", got, err)
+	if got, err := idemmigrate.New(e.pool, e.schema).Up(ctx); err != nil || !slices.Equal(got, []int{3, 4, 5, 6, 7, 8}) {
+		t.Fatalf("Migrate = %v, %v; want migrations 3 to 8 applied", got, err)
 	}
 	if n := e.count(`SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'records'
     AND (column_name, data_type) IN (('id', 'uuid'), ('response_headers', 'bytea'), ('state', 'text'), ('completed_at', 'timestamp with time zone'))`, e.schema); n != 2 {
@@ -136,16 +136,16 @@ VALUES ('createPayment', 't', 'old', 'createPayment', $1, 'completed', 'finish',
 	if err == nil || !strings.Contains(err.Error(), "1 completed records keep no key") {
 		t.Fatalf("reverting 005 with a completed record: %v; want an error that says it keeps no key", err)
 	}
-	if v, err := idemmigrate.New(e.pool, e.schema).Version(ctx); err != nil || v != 7 {
-		t.Fatalf("after the refused revert: version %d, %v; want 7, as it was", v, err)
+	if v, err := idemmigrate.New(e.pool, e.schema).Version(ctx); err != nil || v != 8 {
+		t.Fatalf("after the refused revert: version %d, %v; want 8, as it was", v, err)
 	}
 	old("after the refused revert")
 	e.exec(`DELETE FROM ` + e.schema + `.records WHERE owner_token IS NULL`)
-	if got, err := idemmigrate.New(e.pool, e.schema).Down(ctx, 4); err != nil || !slices.Equal(got, []int{7, 6, 5}) {
+	if got, err := idemmigrate.New(e.pool, e.schema).Down(ctx, 4); err != nil || !slices.Equal(got, []int{8, 7, 6, 5}) {
 		t.Fatalf("reverting 005 with claimed records only: %v, %v", got, err)
 	}
-	if got, err := idemmigrate.New(e.pool, e.schema).Up(ctx); err != nil || !slices.Equal(got, []int{5, 6, 7}) {
-		t.Fatalf("applying 005 to 007 again: %v, %v", got, err)
+	if got, err := idemmigrate.New(e.pool, e.schema).Up(ctx); err != nil || !slices.Equal(got, []int{5, 6, 7, 8}) {
+		t.Fatalf("applying 005 to 008 again: %v, %v", got, err)
 	}
 	half("reverted and applied again")
 
@@ -214,8 +214,8 @@ FROM generate_series(1, 2) g`)
 		t.Fatalf("left invalid: Migrate = %v, %v; want an error that says to drop records_claimed", got, err)
 	}
 	e.exec(`DROP INDEX CONCURRENTLY ` + e.schema + `.records_claimed`)
-	if got, err := idemmigrate.New(e.pool, e.schema).Up(ctx); err != nil || !slices.Equal(got, []int{4, 5, 6, 7}) {
-		t.Fatalf("dropped: Migrate = %v, %v; want migrations 4 to 6 applied", got, err)
+	if got, err := idemmigrate.New(e.pool, e.schema).Up(ctx); err != nil || !slices.Equal(got, []int{4, 5, 6, 7, 8}) {
+		t.Fatalf("dropped: Migrate = %v, %v; want migrations 4 to 8 applied", got, err)
 	}
 	if _, valid := claimed(); !valid {
 		t.Fatal("records_claimed is invalid after the migration")
@@ -302,15 +302,15 @@ func TestDowngradeRefusesClaimsInFlight(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "1 claims in flight") {
 		t.Fatalf("reverting 007 with a claim in flight: %v; want an error that says why", err)
 	}
-	if v, err := idemmigrate.New(e.pool, e.schema).Version(ctx); err != nil || v != 7 {
-		t.Fatalf("after the refused revert: version %d, %v; want 7", v, err)
+	if v, err := idemmigrate.New(e.pool, e.schema).Version(ctx); err != nil || v != 8 {
+		t.Fatalf("after the refused revert: version %d, %v; want 8, as it was", v, err)
 	}
 	die = false
 	e.expireLeases()
 	if out, err := idem.Run(ctx, e.eng, payOp, request("t", "inflight", "b"), phases()); err != nil || !out.Resumed {
 		t.Fatalf("the retry: %+v, %v", out, err)
 	}
-	if got, err := idemmigrate.New(e.pool, e.schema).Down(ctx, 6); err != nil || !slices.Equal(got, []int{7}) {
+	if got, err := idemmigrate.New(e.pool, e.schema).Down(ctx, 6); err != nil || !slices.Equal(got, []int{8, 7}) {
 		t.Fatalf("reverting 007 once the claim completed: %v, %v", got, err)
 	}
 	if _, err := idemmigrate.New(e.pool, e.schema).Up(ctx); err != nil {

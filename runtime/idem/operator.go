@@ -11,6 +11,9 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgen/idemgen/runtime/idemtype"
 	"github.com/idemgen/idemgen/runtime/internal/adminlink"
@@ -35,6 +38,24 @@ func (a admin) ResolveID(ctx context.Context, id string, r adminlink.Resolution)
 		return fmt.Errorf("idem: resolve: %q is not a record id (a UUID, as 'idemgen abandoned' lists it)", id)
 	}
 	return a.e.resolve(ctx, [16]byte(b), r)
+}
+
+func (a admin) Reconcile(ctx context.Context, since time.Time, limit int) ([]adminlink.NaturalDuplicate, error) {
+	if err := a.e.store.detect(ctx); err != nil {
+		return nil, fmt.Errorf("idem: reconcile: %w", err)
+	}
+	q := a.e.store.q()
+	rows, err := a.e.pool.Query(ctx, q.Reconcile.sql, q.Reconcile.args(&reconcileParams{Since: since, Limit: limit})...)
+	if err != nil {
+		return nil, fmt.Errorf("idem: reconcile: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (adminlink.NaturalDuplicate, error) {
+		var d adminlink.NaturalDuplicate
+		var key []byte
+		err := r.Scan(&key, &d.Executions, &d.First, &d.Last)
+		d.NaturalKey = hex.EncodeToString(key)
+		return d, err
+	})
 }
 
 func (a admin) Prune(ctx context.Context, o adminlink.PruneOptions) (int64, error) {

@@ -47,6 +47,8 @@ func TestPlacedStatementsReachOneShard(t *testing.T) {
 		{"Advance", q.Advance.sql, q.Advance.args(&advanceParams{ID: id, Placement: place, OwnerToken: owner, PhaseState: []byte("{}")})},
 		{"Complete", q.Complete.sql, q.Complete.args(&completeParams{ID: id, Placement: place, OwnerToken: owner})},
 		{"InsertCompleted", q.InsertCompleted.sql, q.InsertCompleted.args(&insertCompletedParams{ID: id, Placement: place, LockTimeout: "1000"})},
+		{"CompleteNatural", q.CompleteNatural.sql, q.CompleteNatural.args(&completeParams{ID: id, Placement: place, OwnerToken: owner, NaturalKey: []byte{1}})},
+		{"InsertCompletedNatural", q.InsertCompletedNatural.sql, q.InsertCompletedNatural.args(&insertCompletedParams{ID: id, Placement: place, LockTimeout: "1000", NaturalKey: []byte{1}})},
 		{"Release", q.Release.sql, q.Release.args(&releaseParams{ID: id, Placement: place, OwnerToken: owner})},
 		{"Yield", q.Yield.sql, q.Yield.args(&ownerParams{ID: id, Placement: place, OwnerToken: owner})},
 		{"Refresh", q.Refresh.sql, q.Refresh.args(&refreshParams{ID: id, Placement: place, OwnerToken: owner})},

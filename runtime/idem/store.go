@@ -581,8 +581,11 @@ func (s *store) commitProgress(ctx context.Context, conn *pgx.Conn, c *claim, ph
 func (s *store) commitResponse(ctx context.Context, conn *pgx.Conn, c *claim, resp *Response, omitted bool) error {
 	p := &completeParams{ID: uuidArg(c.id), Placement: c.placement, OwnerToken: uuidArg(c.token), Fingerprint: receiptFingerprint(c.op.ID, c.fingerprint),
 		Status: resp.Status, Headers: appendHeaders(nil, resp.Header), Body: storedBody(resp, omitted), BodyOmitted: omitted,
-		RetentionUS: micros(c.policy.Retention)}
+		RetentionUS: micros(c.policy.Retention), NaturalKey: c.naturalKey}
 	q := s.q()
+	if c.naturalKey != nil {
+		return s.commitFenced(ctx, conn, "CompleteNatural", q.CompleteNatural.sql, q.CompleteNatural.args(p))
+	}
 	return s.commitFenced(ctx, conn, "Complete", q.Complete.sql, q.Complete.args(p))
 }
 
@@ -627,9 +630,13 @@ func (s *store) commitRecord(ctx context.Context, conn *pgx.Conn, begin bool, c 
 	insert := b.Len()
 	p := &insertCompletedParams{ID: uuidArg(c.id), Placement: c.placement, Fingerprint: receiptFingerprint(c.op.ID, c.fingerprint), Status: resp.Status,
 		Headers: appendHeaders(nil, resp.Header), Body: storedBody(resp, omitted), BodyOmitted: omitted,
-		RetentionUS: micros(c.policy.Retention), LockTimeout: wait}
+		RetentionUS: micros(c.policy.Retention), LockTimeout: wait, NaturalKey: c.naturalKey}
 	q := s.q()
-	b.Queue(q.InsertCompleted.sql, q.InsertCompleted.args(p)...)
+	if c.naturalKey != nil {
+		b.Queue(q.InsertCompletedNatural.sql, q.InsertCompletedNatural.args(p)...)
+	} else {
+		b.Queue(q.InsertCompleted.sql, q.InsertCompleted.args(p)...)
+	}
 	if citus {
 		b.Queue(citusRestore)
 	}

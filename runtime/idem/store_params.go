@@ -21,10 +21,13 @@ type statements struct {
 	Advance         stmt[advanceParams]
 	Complete        stmt[completeParams]
 	InsertCompleted stmt[insertCompletedParams]
-	CommitAsync     stmt[noParams]
-	Release         stmt[releaseParams]
-	Yield           stmt[ownerParams]
-	Refresh         stmt[refreshParams]
+	// the same, for a request with a natural key (migration 008)
+	CompleteNatural        stmt[completeParams]
+	InsertCompletedNatural stmt[insertCompletedParams]
+	CommitAsync            stmt[noParams]
+	Release                stmt[releaseParams]
+	Yield                  stmt[ownerParams]
+	Refresh                stmt[refreshParams]
 	// prune.sql
 	PruneBounds   stmt[pruneBoundsParams]
 	Prune         stmt[pruneParams]
@@ -39,6 +42,7 @@ type statements struct {
 	ResolveDelete       stmt[idParams]
 	ResolveRead         stmt[idParams]
 	ResolveComplete     stmt[resolveCompleteParams]
+	Reconcile           stmt[reconcileParams]
 }
 
 // The parameters of the statements. Ids and owner tokens are pgtype.UUID,
@@ -112,7 +116,8 @@ type advanceParams struct {
 
 type completeParams struct {
 	ID          pgtype.UUID `db:"id"`
-	Placement   string      `db:"placement"` // the record\'s placement, where it has one (layoutPlacement)
+	NaturalKey  []byte      `db:"natural_key"` // the request's (KeyedRequest.NaturalKey), in the Natural statement
+	Placement   string      `db:"placement"`   // the record\'s placement, where it has one (layoutPlacement)
 	OwnerToken  pgtype.UUID `db:"owner_token"`
 	Fingerprint []byte      `db:"fingerprint"`
 	Status      int         `db:"status"`
@@ -124,7 +129,8 @@ type completeParams struct {
 
 type insertCompletedParams struct {
 	ID          pgtype.UUID `db:"id"`
-	Placement   string      `db:"placement"` // the record\'s placement, where it has one (layoutPlacement)
+	NaturalKey  []byte      `db:"natural_key"` // the request's (KeyedRequest.NaturalKey), in the Natural statement
+	Placement   string      `db:"placement"`   // the record\'s placement, where it has one (layoutPlacement)
 	Fingerprint []byte      `db:"fingerprint"`
 	Status      int         `db:"status"`
 	Headers     []byte      `db:"headers"`
@@ -196,4 +202,9 @@ type resolveCompleteParams struct {
 	Body               []byte      `db:"body"`
 	RetentionUS        int64       `db:"retention_us"`
 	DefaultRetentionUS int64       `db:"default_retention_us"`
+}
+
+type reconcileParams struct {
+	Since time.Time `db:"since"`
+	Limit int       `db:"limit"`
 }

@@ -88,7 +88,8 @@ func (s *stmt[P]) load(name, kind, src, schema string, partial bool) error {
 	for tag := range byTag {
 		// A record's placement is a parameter only of the placement
 		// layout's statements (placed).
-		if partial || tag == "placement" {
+		// natural_key, only of the Natural variants (CompleteNatural).
+		if partial || tag == "placement" || tag == "natural_key" {
 			continue
 		}
 		return fmt.Errorf("statement %s: %s's field %q is no parameter of it", name, t, tag)

@@ -43,6 +43,11 @@ type Spec struct {
 	// Placement is the value of the request its records are placed by
 	// (KeyedRequest.Placement); the zero Placement is none.
 	Placement idemtype.Placement
+	// NaturalKey lists the request values that identify the operation's
+	// intent in business terms (body pointers, path parameters), whose
+	// digest its completed record keeps (KeyedRequest.NaturalKey); none
+	// when empty.
+	NaturalKey []idemtype.Placement
 	// Route is the OpenAPI path template, e.g. /payments/{id}.
 	Route string
 	// Exclude lists JSON Pointers left out of the fingerprint.
@@ -399,6 +404,9 @@ func Prepare(r *http.Request, o *Options, spec *Spec, route Route) (*Call, error
 		call.userAgent = r.UserAgent() // for EventKeyless, in Execute
 		return call, nil               // optional key not sent: no fingerprint needed
 	}
+	if len(spec.NaturalKey) > 0 {
+		call.Request.NaturalKey = naturalKey(body, spec, route)
+	}
 	if !spec.Placement.IsZero() {
 		if call.Request.Placement, err = placement(r, body, o, spec, route); err != nil {
 			return call, err
@@ -534,6 +542,31 @@ func placement(r *http.Request, body []byte, o *Options, spec *Spec, route Route
 		return "", &idemtype.Error{Kind: idemtype.KindInvalidRequest, Detail: "the request names no placement (" + pl.String() + "): its records are placed by it"}
 	}
 	return v, nil
+}
+
+// naturalKey is the digest of the values spec's natural key names, or nil
+// when the request lacks one of them (an optional member left out): such
+// a request names no intent to reconcile.
+func naturalKey(body []byte, spec *Spec, route Route) []byte {
+	values := make([]string, len(spec.NaturalKey))
+	for i, part := range spec.NaturalKey {
+		switch part.Kind {
+		case idemtype.PlacementBody:
+			v, err := idemhttp.BodyPlacement(body, part.Name)
+			if err != nil {
+				return nil
+			}
+			values[i] = v
+		case idemtype.PlacementPath:
+			if route.PathParams != nil {
+				values[i] = route.PathParams()[part.Name]
+			}
+		}
+		if values[i] == "" {
+			return nil
+		}
+	}
+	return idemtype.NaturalKeyDigest(spec.Operation.ID, values)
 }
 
 // principalOf resolves the caller a principal scope names.

@@ -70,6 +70,7 @@ var createTransferIdempotency = &idemecho.Spec{
 	},
 	Scope:        idemtype.Scope{Kind: idemtype.ScopePrincipal},
 	Placement:    idemtype.Placement{Kind: idemtype.PlacementHeader, Name: "X-Account"},
+	NaturalKey:   []idemtype.Placement{{Kind: idemtype.PlacementBody, Name: "/from"}, {Kind: idemtype.PlacementBody, Name: "/amount"}},
 	Route:        "/transfers",
 	Exclude:      []string{"/client_ts", "/metadata/trace_id"},
 	Headers:      []string{"X-Account"},

@@ -40,6 +40,23 @@ WITH completed AS (
     RETURNING 1)
 SELECT 1 / count(*) FROM completed;
 
+-- name: CompleteNatural :one
+-- Complete, for a request with a natural key (KeyedRequest.NaturalKey,
+-- migration 008): the receipt keeps the key's digest, and created_at as
+-- the time it completed, for idemgen reconcile.
+WITH completed AS (
+    UPDATE {{schema}}.records
+    SET owner_token = NULL, lease_until = NULL, created_at = clock_timestamp(), natural_key = @natural_key, attempts = NULL,
+        key_derivation = NULL, derived_key_length = NULL,
+        operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
+        request = NULL, background = NULL, timeline = NULL,
+        fingerprint = @fingerprint, response_status = @status, response_headers = @headers,
+        response_body = @body, body_omitted = @body_omitted,
+        expires_at = clock_timestamp() + @retention_us::bigint * interval '1 microsecond'
+    WHERE id = @id AND owner_token = @owner_token
+    RETURNING 1)
+SELECT 1 / count(*) FROM completed;
+
 -- name: InsertCompleted :exec
 -- The completed record of a ClaimLast execution, inserted just before its
 -- COMMIT (store.commitRecord). A record already there (a concurrent
@@ -53,6 +70,16 @@ INSERT INTO {{schema}}.records (id, fingerprint, response_status, response_heade
     body_omitted, expires_at, created_at, attempts, key_derivation, background, recovery_point)
 SELECT @id, @fingerprint, @status, @headers, @body, @body_omitted,
     clock_timestamp() + @retention_us::bigint * interval '1 microsecond', NULL, NULL, NULL, NULL, NULL
+WHERE set_config('lock_timeout', @lock_timeout,
+    set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) IS NOT NULL) IS NOT NULL
+RETURNING set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true);
+
+-- name: InsertCompletedNatural :exec
+-- InsertCompleted, for a request with a natural key (CompleteNatural).
+INSERT INTO {{schema}}.records (id, fingerprint, response_status, response_headers, response_body,
+    body_omitted, expires_at, created_at, natural_key, attempts, key_derivation, background, recovery_point)
+SELECT @id, @fingerprint, @status, @headers, @body, @body_omitted,
+    clock_timestamp() + @retention_us::bigint * interval '1 microsecond', clock_timestamp(), @natural_key, NULL, NULL, NULL, NULL
 WHERE set_config('lock_timeout', @lock_timeout,
     set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) IS NOT NULL) IS NOT NULL
 RETURNING set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true);

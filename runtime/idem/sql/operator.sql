@@ -80,3 +80,17 @@ SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, 
     expires_at = now() + CASE WHEN @retention_us::bigint > 0 THEN @retention_us::bigint * interval '1 microsecond'
         ELSE GREATEST(expires_at - created_at, @default_retention_us::bigint * interval '1 microsecond') END
 WHERE id = @id AND owner_token = @owner_token AND lease_until <= now();
+
+-- name: Reconcile :many
+-- The natural keys (migration 008) that more than one completed record
+-- holds, among records completed since @since: one intent executed under
+-- more than one idempotency key. Each with how many records hold it and
+-- when the first and the last completed, the latest first. It reads
+-- across placements: an operator's work, served by the partial index.
+SELECT natural_key, count(*), min(created_at), max(created_at)
+FROM {{schema}}.records
+WHERE natural_key IS NOT NULL AND created_at >= @since
+GROUP BY natural_key
+HAVING count(*) > 1
+ORDER BY max(created_at) DESC
+LIMIT @limit;

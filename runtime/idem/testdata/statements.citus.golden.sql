@@ -144,6 +144,43 @@ INSERT INTO idemgen.records (id, fingerprint, response_status, response_headers,
 VALUES ($1, $2, $3, $4, $5, $6,
     statement_timestamp() + $7::bigint * interval '1 microsecond', NULL, NULL, NULL, NULL, NULL);
 
+-- name: CompleteNatural :one
+-- $1: @natural_key
+-- $2: @fingerprint
+-- $3: @status
+-- $4: @headers
+-- $5: @body
+-- $6: @body_omitted
+-- $7: @retention_us
+-- $8: @id
+-- $9: @owner_token
+WITH completed AS (
+    UPDATE idemgen.records
+    SET owner_token = NULL, lease_until = NULL, created_at = statement_timestamp(), natural_key = $1, attempts = NULL,
+        key_derivation = NULL, derived_key_length = NULL,
+        operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
+        request = NULL, background = NULL, timeline = NULL,
+        fingerprint = $2, response_status = $3, response_headers = $4,
+        response_body = $5, body_omitted = $6,
+        expires_at = statement_timestamp() + $7::bigint * interval '1 microsecond'
+    WHERE id = $8 AND owner_token = $9
+    RETURNING 1)
+SELECT 1 / count(*) FROM completed;
+
+-- name: InsertCompletedNatural :exec
+-- $1: @id
+-- $2: @fingerprint
+-- $3: @status
+-- $4: @headers
+-- $5: @body
+-- $6: @body_omitted
+-- $7: @retention_us
+-- $8: @natural_key
+INSERT INTO idemgen.records (id, fingerprint, response_status, response_headers, response_body,
+    body_omitted, expires_at, created_at, natural_key, attempts, key_derivation, background, recovery_point)
+VALUES ($1, $2, $3, $4, $5, $6,
+    statement_timestamp() + $7::bigint * interval '1 microsecond', statement_timestamp(), $8, NULL, NULL, NULL, NULL);
+
 -- name: CommitAsync :exec
 SET LOCAL synchronous_commit = off; COMMIT;
 
@@ -287,3 +324,14 @@ SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, 
     expires_at = now() + CASE WHEN $5::bigint > 0 THEN $5::bigint * interval '1 microsecond'
         ELSE GREATEST(expires_at - created_at, $6::bigint * interval '1 microsecond') END
 WHERE id = $7 AND owner_token = $8 AND lease_until <= now();
+
+-- name: Reconcile :many
+-- $1: @since
+-- $2: @limit
+SELECT natural_key, count(*), min(created_at), max(created_at)
+FROM idemgen.records
+WHERE natural_key IS NOT NULL AND created_at >= $1
+GROUP BY natural_key
+HAVING count(*) > 1
+ORDER BY max(created_at) DESC
+LIMIT $2;

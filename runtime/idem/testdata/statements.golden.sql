@@ -154,6 +154,47 @@ WHERE set_config('lock_timeout', $8,
     set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) IS NOT NULL) IS NOT NULL
 RETURNING set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true);
 
+-- name: CompleteNatural :one
+-- $1: @natural_key
+-- $2: @fingerprint
+-- $3: @status
+-- $4: @headers
+-- $5: @body
+-- $6: @body_omitted
+-- $7: @retention_us
+-- $8: @id
+-- $9: @owner_token
+WITH completed AS (
+    UPDATE idemgen.records
+    SET owner_token = NULL, lease_until = NULL, created_at = clock_timestamp(), natural_key = $1, attempts = NULL,
+        key_derivation = NULL, derived_key_length = NULL,
+        operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
+        request = NULL, background = NULL, timeline = NULL,
+        fingerprint = $2, response_status = $3, response_headers = $4,
+        response_body = $5, body_omitted = $6,
+        expires_at = clock_timestamp() + $7::bigint * interval '1 microsecond'
+    WHERE id = $8 AND owner_token = $9
+    RETURNING 1)
+SELECT 1 / count(*) FROM completed;
+
+-- name: InsertCompletedNatural :exec
+-- $1: @id
+-- $2: @fingerprint
+-- $3: @status
+-- $4: @headers
+-- $5: @body
+-- $6: @body_omitted
+-- $7: @retention_us
+-- $8: @natural_key
+-- $9: @lock_timeout
+INSERT INTO idemgen.records (id, fingerprint, response_status, response_headers, response_body,
+    body_omitted, expires_at, created_at, natural_key, attempts, key_derivation, background, recovery_point)
+SELECT $1, $2, $3, $4, $5, $6,
+    clock_timestamp() + $7::bigint * interval '1 microsecond', clock_timestamp(), $8, NULL, NULL, NULL, NULL
+WHERE set_config('lock_timeout', $9,
+    set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) IS NOT NULL) IS NOT NULL
+RETURNING set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true);
+
 -- name: CommitAsync :exec
 SET LOCAL synchronous_commit = off; COMMIT;
 
@@ -296,3 +337,14 @@ SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, 
     expires_at = now() + CASE WHEN $5::bigint > 0 THEN $5::bigint * interval '1 microsecond'
         ELSE GREATEST(expires_at - created_at, $6::bigint * interval '1 microsecond') END
 WHERE id = $7 AND owner_token = $8 AND lease_until <= now();
+
+-- name: Reconcile :many
+-- $1: @since
+-- $2: @limit
+SELECT natural_key, count(*), min(created_at), max(created_at)
+FROM idemgen.records
+WHERE natural_key IS NOT NULL AND created_at >= $1
+GROUP BY natural_key
+HAVING count(*) > 1
+ORDER BY max(created_at) DESC
+LIMIT $2;

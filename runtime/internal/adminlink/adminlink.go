@@ -20,6 +20,14 @@ type Engine interface {
 	ResolveID(ctx context.Context, id string, r Resolution) error
 	Prune(ctx context.Context, o PruneOptions) (int64, error)
 	CompleteAbandoned(ctx context.Context, limit int) (int, error)
+	Reconcile(ctx context.Context, since time.Time, limit int) ([]NaturalDuplicate, error)
+}
+
+// NaturalDuplicate is idemadmin.NaturalDuplicate.
+type NaturalDuplicate struct {
+	NaturalKey  string
+	Executions  int
+	First, Last time.Time
 }
 
 // Of returns the operator calls of engine, an *idem.Engine; runtime/idem
