@@ -119,6 +119,9 @@ type NewPayment struct {
 
 	// Customer The customer's email; the receipt goes there.
 	Customer string `json:"customer"`
+
+	// Reference The merchant's order reference: it names the intent, so two payments completed with one reference are one order paid twice (idemgen reconcile lists them).
+	Reference *string `json:"reference,omitempty"`
 }
 
 // NewRefund defines model for NewRefund.
@@ -162,17 +165,32 @@ type Refund struct {
 	PaymentId int64 `json:"payment_id"`
 }
 
+// Shipping defines model for Shipping.
+type Shipping struct {
+	// Address Where the order ships; empty until set.
+	Address string `json:"address"`
+}
+
 // PutOrderParams defines parameters for PutOrder.
 type PutOrderParams struct {
-	// IfNoneMatch Must be "*"; a second PUT of the same id gets 412.
+	// IfNoneMatch Must be "*"; a second PUT of the same id gets 412, a PUT without it 428.
 	IfNoneMatch PutOrderParamsIfNoneMatch `json:"If-None-Match"`
 }
 
 // PutOrderParamsIfNoneMatch defines parameters for PutOrder.
 type PutOrderParamsIfNoneMatch string
 
+// PutOrderShippingParams defines parameters for PutOrderShipping.
+type PutOrderShippingParams struct {
+	// IfMatch The ETag of the last read (GET), as it came; without it, 428.
+	IfMatch string `json:"If-Match"`
+}
+
 // PutOrderJSONRequestBody defines body for PutOrder for application/json ContentType.
 type PutOrderJSONRequestBody = NewOrder
+
+// PutOrderShippingJSONRequestBody defines body for PutOrderShipping for application/json ContentType.
+type PutOrderShippingJSONRequestBody = Shipping
 
 // CreatePaymentJSONRequestBody defines body for CreatePayment for application/json ContentType.
 type CreatePaymentJSONRequestBody = NewPayment
@@ -188,6 +206,12 @@ type ServerInterface interface {
 	// PutOrder Create an order under a client-chosen id; naturally idempotent with If-None-Match.
 	// (PUT /orders/{id})
 	PutOrder(ctx echo.Context, id string, params PutOrderParams) error
+	// GetOrderShipping Where an order ships, with its ETag.
+	// (GET /orders/{id}/shipping)
+	GetOrderShipping(ctx echo.Context, id string) error
+	// PutOrderShipping Change where an order ships, if it has not changed since it was read; naturally idempotent with If-Match.
+	// (PUT /orders/{id}/shipping)
+	PutOrderShipping(ctx echo.Context, id string, params PutOrderShippingParams) error
 	// CreatePayment Charge a customer's card.
 	// (POST /payments)
 	CreatePayment(ctx echo.Context) error
@@ -242,6 +266,60 @@ func (w *ServerInterfaceWrapper) PutOrder(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.PutOrder(ctx, id, params)
+	return err
+}
+
+// GetOrderShipping converts echo context to params.
+func (w *ServerInterfaceWrapper) GetOrderShipping(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetOrderShipping(ctx, id)
+	return err
+}
+
+// PutOrderShipping converts echo context to params.
+func (w *ServerInterfaceWrapper) PutOrderShipping(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PutOrderShippingParams
+
+	headers := ctx.Request().Header
+	// ------------- Required header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch string
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for If-Match, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter If-Match: %s", err))
+		}
+
+		params.IfMatch = IfMatch
+	} else {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter If-Match is required, but not found"))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PutOrderShipping(ctx, id, params)
 	return err
 }
 
@@ -339,6 +417,8 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/payments/:id", wrapper.GetPayment, options.OperationMiddlewares["getPayment"]...)
 	router.POST(options.BaseURL+"/refunds", wrapper.CreateRefund, options.OperationMiddlewares["createRefund"]...)
 	router.PUT(options.BaseURL+"/orders/:id", wrapper.PutOrder, options.OperationMiddlewares["putOrder"]...)
+	router.GET(options.BaseURL+"/orders/:id/shipping", wrapper.GetOrderShipping, options.OperationMiddlewares["getOrderShipping"]...)
+	router.PUT(options.BaseURL+"/orders/:id/shipping", wrapper.PutOrderShipping, options.OperationMiddlewares["putOrderShipping"]...)
 	router.POST(options.BaseURL+"/webhooks/cardnet", wrapper.ReceiveCardnetEvent, options.OperationMiddlewares["receiveCardnetEvent"]...)
 
 }
@@ -367,6 +447,20 @@ func (response PutOrder201JSONResponse) VisitPutOrderResponse(w http.ResponseWri
 	return err
 }
 
+type PutOrder400ApplicationProblemPlusJSONResponse Problem
+
+func (response PutOrder400ApplicationProblemPlusJSONResponse) VisitPutOrderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type PutOrder412ApplicationProblemPlusJSONResponse Problem
 
 func (response PutOrder412ApplicationProblemPlusJSONResponse) VisitPutOrderResponse(w http.ResponseWriter) error {
@@ -377,6 +471,152 @@ func (response PutOrder412ApplicationProblemPlusJSONResponse) VisitPutOrderRespo
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(412)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutOrder428ApplicationProblemPlusJSONResponse Problem
+
+func (response PutOrder428ApplicationProblemPlusJSONResponse) VisitPutOrderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(428)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOrderShippingRequestObject struct {
+	Id string `json:"id"`
+}
+
+type GetOrderShippingResponseObject interface {
+	VisitGetOrderShippingResponse(w http.ResponseWriter) error
+}
+
+type GetOrderShipping200ResponseHeaders struct {
+	ETag string
+}
+
+type GetOrderShipping200JSONResponse struct {
+	Body    Shipping
+	Headers GetOrderShipping200ResponseHeaders
+}
+
+func (response GetOrderShipping200JSONResponse) VisitGetOrderShippingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("ETag", fmt.Sprint(response.Headers.ETag))
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOrderShipping404ApplicationProblemPlusJSONResponse Problem
+
+func (response GetOrderShipping404ApplicationProblemPlusJSONResponse) VisitGetOrderShippingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutOrderShippingRequestObject struct {
+	Id     string `json:"id"`
+	Params PutOrderShippingParams
+	Body   *PutOrderShippingJSONRequestBody
+}
+
+type PutOrderShippingResponseObject interface {
+	VisitPutOrderShippingResponse(w http.ResponseWriter) error
+}
+
+type PutOrderShipping200ResponseHeaders struct {
+	ETag string
+}
+
+type PutOrderShipping200JSONResponse struct {
+	Body    Shipping
+	Headers PutOrderShipping200ResponseHeaders
+}
+
+func (response PutOrderShipping200JSONResponse) VisitPutOrderShippingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("ETag", fmt.Sprint(response.Headers.ETag))
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutOrderShipping400ApplicationProblemPlusJSONResponse Problem
+
+func (response PutOrderShipping400ApplicationProblemPlusJSONResponse) VisitPutOrderShippingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutOrderShipping404ApplicationProblemPlusJSONResponse Problem
+
+func (response PutOrderShipping404ApplicationProblemPlusJSONResponse) VisitPutOrderShippingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutOrderShipping412ApplicationProblemPlusJSONResponse Problem
+
+func (response PutOrderShipping412ApplicationProblemPlusJSONResponse) VisitPutOrderShippingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(412)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutOrderShipping428ApplicationProblemPlusJSONResponse Problem
+
+func (response PutOrderShipping428ApplicationProblemPlusJSONResponse) VisitPutOrderShippingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(428)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -540,6 +780,12 @@ type StrictServerInterface interface {
 	// PutOrder Create an order under a client-chosen id; naturally idempotent with If-None-Match.
 	// (PUT /orders/{id})
 	PutOrder(ctx context.Context, request PutOrderRequestObject) (PutOrderResponseObject, error)
+	// GetOrderShipping Where an order ships, with its ETag.
+	// (GET /orders/{id}/shipping)
+	GetOrderShipping(ctx context.Context, request GetOrderShippingRequestObject) (GetOrderShippingResponseObject, error)
+	// PutOrderShipping Change where an order ships, if it has not changed since it was read; naturally idempotent with If-Match.
+	// (PUT /orders/{id}/shipping)
+	PutOrderShipping(ctx context.Context, request PutOrderShippingRequestObject) (PutOrderShippingResponseObject, error)
 	// CreatePayment Charge a customer's card.
 	// (POST /payments)
 	CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error)
@@ -609,6 +855,80 @@ func (sh *strictHandler) PutOrder(ctx echo.Context, id string, params PutOrderPa
 		return err
 	} else if validResponse, ok := response.(PutOrderResponseObject); ok {
 		return validResponse.VisitPutOrderResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetOrderShipping operation middleware
+func (sh *strictHandler) GetOrderShipping(ctx echo.Context, id string) error {
+	var request GetOrderShippingRequestObject
+
+	request.Id = id
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetOrderShipping(ctx.Request().Context(), request.(GetOrderShippingRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetOrderShipping")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetOrderShippingResponseObject); ok {
+		return validResponse.VisitGetOrderShippingResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// PutOrderShipping operation middleware
+func (sh *strictHandler) PutOrderShipping(ctx echo.Context, id string, params PutOrderShippingParams) error {
+	var request PutOrderShippingRequestObject
+
+	request.Id = id
+	request.Params = params
+
+	var body PutOrderShippingJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.PutOrderShipping(ctx.Request().Context(), request.(PutOrderShippingRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutOrderShipping")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(PutOrderShippingResponseObject); ok {
+		return validResponse.VisitPutOrderShippingResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

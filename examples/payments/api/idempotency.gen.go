@@ -83,6 +83,19 @@ type PlainHandlers interface {
 	//
 	// PUT /orders/{id}
 	PutOrder(ctx context.Context, request PutOrderRequestObject) (PutOrderResponseObject, error)
+	// GetOrderShipping serves getOrderShipping.
+	//
+	// Where an order ships, with its ETag.
+	//
+	// GET /orders/{id}/shipping
+	GetOrderShipping(ctx context.Context, request GetOrderShippingRequestObject) (GetOrderShippingResponseObject, error)
+	// PutOrderShipping serves putOrderShipping.
+	//
+	// Change where an order ships, if it has not changed since it was read; naturally idempotent
+	// with If-Match.
+	//
+	// PUT /orders/{id}/shipping
+	PutOrderShipping(ctx context.Context, request PutOrderShippingRequestObject) (PutOrderShippingResponseObject, error)
 }
 
 // createPaymentIdempotency is the x-idempotency of createPayment (POST /payments), as the runtime
@@ -332,6 +345,16 @@ func (s *idemServer) PutOrder(ctx context.Context, request PutOrderRequestObject
 	return s.plain.PutOrder(ctx, request)
 }
 
+// GetOrderShipping serves GET /orders/{id}/shipping with PlainHandlers.
+func (s *idemServer) GetOrderShipping(ctx context.Context, request GetOrderShippingRequestObject) (GetOrderShippingResponseObject, error) {
+	return s.plain.GetOrderShipping(ctx, request)
+}
+
+// PutOrderShipping serves PUT /orders/{id}/shipping with PlainHandlers.
+func (s *idemServer) PutOrderShipping(ctx context.Context, request PutOrderShippingRequestObject) (PutOrderShippingResponseObject, error) {
+	return s.plain.PutOrderShipping(ctx, request)
+}
+
 // ReceiveCardnetEvent serves POST /webhooks/cardnet with the engine: it runs the phases of
 // receiveCardnetEvent for a new key, or answers with the outcome a retry's key already has.
 func (s *idemServer) ReceiveCardnetEvent(ctx context.Context, request ReceiveCardnetEventRequestObject) (ReceiveCardnetEventResponseObject, error) {
@@ -473,6 +496,8 @@ func RegisterWithOptions(router EchoRouter, plain PlainHandlers, phases Phases, 
 		"getPayment",
 		"createRefund",
 		"putOrder",
+		"getOrderShipping",
+		"putOrderShipping",
 		"receiveCardnetEvent",
 	}
 	middlewares := idemecho.OperationMiddlewares(options.OperationMiddlewares, idempotency, options.ErrorHandler, operations)

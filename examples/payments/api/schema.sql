@@ -37,6 +37,8 @@ CREATE TABLE IF NOT EXISTS orders (
     id          text        NOT NULL,
     item        text        NOT NULL,
     quantity    integer     NOT NULL,
+    ship_to     text        NOT NULL DEFAULT '', -- PUT /orders/{id}/shipping
+    version     bigint      NOT NULL DEFAULT 1,  -- the ETag; every write increments it (runtime/idemcond)
     created_at  timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (account, id)
 );

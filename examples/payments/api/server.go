@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgen/idemgen/examples/payments/cardnet"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemcond"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemsig"
 )
@@ -89,7 +90,15 @@ func NewServer(cfg ServerConfig) (*echo.Echo, error) {
 			}
 		}
 	}
-	if err := Register(e.Group("", Authenticate), svc, svc.Phases(), rt); err != nil {
+	// The conditional writes' preconditions are read before oapi-codegen's
+	// binding, which would answer a missing one 400: 428 says what to send.
+	require := func(header string) []echo.MiddlewareFunc {
+		return []echo.MiddlewareFunc{echo.WrapMiddleware(idemcond.Require(header))}
+	}
+	err := RegisterWithOptions(e.Group("", Authenticate), svc, svc.Phases(), rt, RegisterOptions{
+		OperationMiddlewares: map[string][]echo.MiddlewareFunc{"putOrder": require("If-None-Match"), "putOrderShipping": require("If-Match")},
+	})
+	if err != nil {
 		return nil, err
 	}
 	return e, nil

@@ -129,6 +129,9 @@ type NewPayment struct {
 
 	// Customer The customer's email; the receipt goes there.
 	Customer string `json:"customer"`
+
+	// Reference The merchant's order reference: it names the intent, so two payments completed with one reference are one order paid twice (idemgen reconcile lists them).
+	Reference *string `json:"reference,omitempty"`
 }
 
 // NewRefund defines model for NewRefund.
@@ -172,17 +175,32 @@ type Refund struct {
 	PaymentId int64 `json:"payment_id"`
 }
 
+// Shipping defines model for Shipping.
+type Shipping struct {
+	// Address Where the order ships; empty until set.
+	Address string `json:"address"`
+}
+
 // PutOrderParams defines parameters for PutOrder.
 type PutOrderParams struct {
-	// IfNoneMatch Must be "*"; a second PUT of the same id gets 412.
+	// IfNoneMatch Must be "*"; a second PUT of the same id gets 412, a PUT without it 428.
 	IfNoneMatch PutOrderParamsIfNoneMatch `json:"If-None-Match"`
 }
 
 // PutOrderParamsIfNoneMatch defines parameters for PutOrder.
 type PutOrderParamsIfNoneMatch string
 
+// PutOrderShippingParams defines parameters for PutOrderShipping.
+type PutOrderShippingParams struct {
+	// IfMatch The ETag of the last read (GET), as it came; without it, 428.
+	IfMatch string `json:"If-Match"`
+}
+
 // PutOrderJSONRequestBody defines body for PutOrder for application/json ContentType.
 type PutOrderJSONRequestBody = NewOrder
+
+// PutOrderShippingJSONRequestBody defines body for PutOrderShipping for application/json ContentType.
+type PutOrderShippingJSONRequestBody = Shipping
 
 // CreatePaymentJSONRequestBody defines body for CreatePayment for application/json ContentType.
 type CreatePaymentJSONRequestBody = NewPayment
@@ -281,6 +299,29 @@ type ClientInterface interface {
 	// Corresponds with PUT /orders/{id} (the `PutOrder` operationId).
 	PutOrder(ctx context.Context, id string, params *PutOrderParams, body PutOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetOrderShipping Where an order ships, with its ETag.
+	//
+	// Corresponds with GET /orders/{id}/shipping (the `GetOrderShipping` operationId).
+	GetOrderShipping(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutOrderShippingWithBody Change where an order ships, if it has not changed since it was read; naturally idempotent with If-Match.
+	//
+	// A write based on an older read, such as a delayed retry of a write another has followed, gets 412 and changes nothing: it cannot erase the newer address.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /orders/{id}/shipping (the `PutOrderShipping` operationId).
+	PutOrderShippingWithBody(ctx context.Context, id string, params *PutOrderShippingParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutOrderShipping Change where an order ships, if it has not changed since it was read; naturally idempotent with If-Match.
+	//
+	// A write based on an older read, such as a delayed retry of a write another has followed, gets 412 and changes nothing: it cannot erase the newer address.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /orders/{id}/shipping (the `PutOrderShipping` operationId).
+	PutOrderShipping(ctx context.Context, id string, params *PutOrderShippingParams, body PutOrderShippingJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreatePaymentWithBody Charge a customer's card.
 	//
 	// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
@@ -369,6 +410,59 @@ func (c *Client) PutOrderWithBody(ctx context.Context, id string, params *PutOrd
 // Corresponds with PUT /orders/{id} (the `PutOrder` operationId).
 func (c *Client) PutOrder(ctx context.Context, id string, params *PutOrderParams, body PutOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutOrderRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetOrderShipping Where an order ships, with its ETag.
+//
+// Corresponds with GET /orders/{id}/shipping (the `GetOrderShipping` operationId).
+func (c *Client) GetOrderShipping(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOrderShippingRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutOrderShippingWithBody Change where an order ships, if it has not changed since it was read; naturally idempotent with If-Match.
+//
+// A write based on an older read, such as a delayed retry of a write another has followed, gets 412 and changes nothing: it cannot erase the newer address.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /orders/{id}/shipping (the `PutOrderShipping` operationId).
+func (c *Client) PutOrderShippingWithBody(ctx context.Context, id string, params *PutOrderShippingParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutOrderShippingRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutOrderShipping Change where an order ships, if it has not changed since it was read; naturally idempotent with If-Match.
+//
+// A write based on an older read, such as a delayed retry of a write another has followed, gets 412 and changes nothing: it cannot erase the newer address.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /orders/{id}/shipping (the `PutOrderShipping` operationId).
+func (c *Client) PutOrderShipping(ctx context.Context, id string, params *PutOrderShippingParams, body PutOrderShippingJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutOrderShippingRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -564,6 +658,100 @@ func NewPutOrderRequestWithBody(server string, id string, params *PutOrderParams
 		}
 
 		req.Header.Set("If-None-Match", headerParam0)
+
+	}
+
+	return req, nil
+}
+
+// NewGetOrderShippingRequest constructs an http.Request for the GetOrderShipping method
+func NewGetOrderShippingRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/orders/%s/shipping", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutOrderShippingRequest calls the generic PutOrderShipping builder with application/json body
+func NewPutOrderShippingRequest(server string, id string, params *PutOrderShippingParams, body PutOrderShippingJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutOrderShippingRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewPutOrderShippingRequestWithBody constructs an http.Request for the PutOrderShipping method, with any body, and a specified content type
+func NewPutOrderShippingRequestWithBody(server string, id string, params *PutOrderShippingParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/orders/%s/shipping", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("If-Match", headerParam0)
 
 	}
 
@@ -782,6 +970,31 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /orders/{id} (the `PutOrder` operationId).
 	PutOrderWithResponse(ctx context.Context, id string, params *PutOrderParams, body PutOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*PutOrderResponse, error)
 
+	// GetOrderShippingWithResponse Where an order ships, with its ETag.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /orders/{id}/shipping (the `GetOrderShipping` operationId).
+	GetOrderShippingWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetOrderShippingResponse, error)
+
+	// PutOrderShippingWithBodyWithResponse Change where an order ships, if it has not changed since it was read; naturally idempotent with If-Match.
+	//
+	// A write based on an older read, such as a delayed retry of a write another has followed, gets 412 and changes nothing: it cannot erase the newer address.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /orders/{id}/shipping (the `PutOrderShipping` operationId).
+	PutOrderShippingWithBodyWithResponse(ctx context.Context, id string, params *PutOrderShippingParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutOrderShippingResponse, error)
+
+	// PutOrderShippingWithResponse Change where an order ships, if it has not changed since it was read; naturally idempotent with If-Match.
+	//
+	// A write based on an older read, such as a delayed retry of a write another has followed, gets 412 and changes nothing: it cannot erase the newer address.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /orders/{id}/shipping (the `PutOrderShipping` operationId).
+	PutOrderShippingWithResponse(ctx context.Context, id string, params *PutOrderShippingParams, body PutOrderShippingJSONRequestBody, reqEditors ...RequestEditorFn) (*PutOrderShippingResponse, error)
+
 	// CreatePaymentWithBodyWithResponse Charge a customer's card.
 	//
 	// Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
@@ -853,8 +1066,12 @@ type PutOrderResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *Order
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
 	ApplicationproblemJSON412 *Problem
+	// ApplicationproblemJSON428 the response for an HTTP 428 `application/problem+json` response
+	ApplicationproblemJSON428 *Problem
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -862,9 +1079,19 @@ func (r PutOrderResponse) GetJSON201() *Order {
 	return r.JSON201
 }
 
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutOrderResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
 // GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
 func (r PutOrderResponse) GetApplicationproblemJSON412() *Problem {
 	return r.ApplicationproblemJSON412
+}
+
+// GetApplicationproblemJSON428 returns the response for an HTTP 428 `application/problem+json` response
+func (r PutOrderResponse) GetApplicationproblemJSON428() *Problem {
+	return r.ApplicationproblemJSON428
 }
 
 // GetBody returns the raw response body bytes
@@ -890,6 +1117,137 @@ func (r PutOrderResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PutOrderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetOrderShippingResponse200Headers the declared response headers of an HTTP 200 response for GetOrderShipping
+type GetOrderShippingResponse200Headers struct {
+	ETag string
+}
+
+type GetOrderShippingResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Shipping
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetOrderShippingResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetOrderShippingResponse) GetJSON200() *Shipping {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetOrderShippingResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetOrderShippingResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetOrderShippingResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetOrderShippingResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetOrderShippingResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutOrderShippingResponse200Headers the declared response headers of an HTTP 200 response for PutOrderShipping
+type PutOrderShippingResponse200Headers struct {
+	ETag string
+}
+
+type PutOrderShippingResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Shipping
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
+	ApplicationproblemJSON412 *Problem
+	// ApplicationproblemJSON428 the response for an HTTP 428 `application/problem+json` response
+	ApplicationproblemJSON428 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PutOrderShippingResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutOrderShippingResponse) GetJSON200() *Shipping {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutOrderShippingResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PutOrderShippingResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
+func (r PutOrderShippingResponse) GetApplicationproblemJSON412() *Problem {
+	return r.ApplicationproblemJSON412
+}
+
+// GetApplicationproblemJSON428 returns the response for an HTTP 428 `application/problem+json` response
+func (r PutOrderShippingResponse) GetApplicationproblemJSON428() *Problem {
+	return r.ApplicationproblemJSON428
+}
+
+// GetBody returns the raw response body bytes
+func (r PutOrderShippingResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutOrderShippingResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutOrderShippingResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutOrderShippingResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -1338,6 +1696,49 @@ func (c *ClientWithResponses) PutOrderWithResponse(ctx context.Context, id strin
 	return ParsePutOrderResponse(rsp)
 }
 
+// GetOrderShippingWithResponse Where an order ships, with its ETag.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /orders/{id}/shipping (the `GetOrderShipping` operationId).
+func (c *ClientWithResponses) GetOrderShippingWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetOrderShippingResponse, error) {
+	rsp, err := c.GetOrderShipping(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetOrderShippingResponse(rsp)
+}
+
+// PutOrderShippingWithBodyWithResponse Change where an order ships, if it has not changed since it was read; naturally idempotent with If-Match.
+//
+// A write based on an older read, such as a delayed retry of a write another has followed, gets 412 and changes nothing: it cannot erase the newer address.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /orders/{id}/shipping (the `PutOrderShipping` operationId).
+func (c *ClientWithResponses) PutOrderShippingWithBodyWithResponse(ctx context.Context, id string, params *PutOrderShippingParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutOrderShippingResponse, error) {
+	rsp, err := c.PutOrderShippingWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutOrderShippingResponse(rsp)
+}
+
+// PutOrderShippingWithResponse Change where an order ships, if it has not changed since it was read; naturally idempotent with If-Match.
+//
+// A write based on an older read, such as a delayed retry of a write another has followed, gets 412 and changes nothing: it cannot erase the newer address.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /orders/{id}/shipping (the `PutOrderShipping` operationId).
+func (c *ClientWithResponses) PutOrderShippingWithResponse(ctx context.Context, id string, params *PutOrderShippingParams, body PutOrderShippingJSONRequestBody, reqEditors ...RequestEditorFn) (*PutOrderShippingResponse, error) {
+	rsp, err := c.PutOrderShipping(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutOrderShippingResponse(rsp)
+}
+
 // CreatePaymentWithBodyWithResponse Charge a customer's card.
 //
 // Idempotent: send the Idempotency-Key header (required). Keys are unique per the authenticated caller and this operation, and remembered for 24h; a retry with the same key and body gets the stored response.
@@ -1464,6 +1865,13 @@ func ParsePutOrderResponse(rsp *http.Response) (*PutOrderResponse, error) {
 		}
 		response.JSON201 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -1471,6 +1879,126 @@ func ParsePutOrderResponse(rsp *http.Response) (*PutOrderResponse, error) {
 		}
 		response.ApplicationproblemJSON412 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 428:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON428 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetOrderShippingResponse parses an HTTP response from a GetOrderShippingWithResponse call
+func ParseGetOrderShippingResponse(rsp *http.Response) (*GetOrderShippingResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetOrderShippingResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Shipping
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetOrderShippingResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutOrderShippingResponse parses an HTTP response from a PutOrderShippingWithResponse call
+func ParsePutOrderShippingResponse(rsp *http.Response) (*PutOrderShippingResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutOrderShippingResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Shipping
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 428:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON428 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PutOrderShippingResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil

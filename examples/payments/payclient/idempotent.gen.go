@@ -6,6 +6,7 @@ package payclient
 import (
 	"context"
 	"io"
+	"net/http"
 	"slices"
 	"time"
 
@@ -20,6 +21,12 @@ type IdempotentClient struct {
 	// Client is the typed client underneath. Its idempotent operations called directly carry no
 	// key.
 	Client ClientWithResponsesInterface
+
+	// SameResource decides whether a conditional write's resource, read back after a 412 on a
+	// retry, holds what the write sent (both JSON bodies, with the operation's id): then an earlier
+	// attempt made it, and the call's Result is Confirmed. Nil means idemclient.SameJSON: every
+	// member sent, with the same value.
+	SameResource func(operationID string, sent, current []byte) bool
 }
 
 // NewIdempotentClient returns a client of the API at server. Each attempt is sent by the client's
@@ -137,6 +144,84 @@ func (c *IdempotentClient) PutOrderWithBody(ctx context.Context, id string, para
 // PUT /orders/{id}
 func (c *IdempotentClient) PutOrder(ctx context.Context, id string, params *PutOrderParams, body PutOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*PutOrderResponse, error) {
 	return c.Client.PutOrderWithResponse(ctx, id, params, body, reqEditors...)
+}
+
+// GetOrderShipping calls getOrderShipping, which has no x-idempotency: it sends no key, and the
+// policy retries it only if its method is idempotent (GET, HEAD, OPTIONS, PUT, DELETE) or nothing
+// reached the server.
+//
+// Where an order ships, with its ETag.
+//
+// GET /orders/{id}/shipping
+func (c *IdempotentClient) GetOrderShipping(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetOrderShippingResponse, error) {
+	return c.Client.GetOrderShippingWithResponse(ctx, id, reqEditors...)
+}
+
+// PutOrderShippingWithBody calls putOrderShipping, a conditional write (If-Match): it sends no key,
+// and the policy retries it; a 412 on a retry may answer an earlier attempt whose own answer was
+// lost. PutOrderShippingWithBody then reads the resource back (GetOrderShipping, GET
+// /orders/{id}/shipping) and, when c.SameResource (nil: idemclient.SameJSON) finds that it holds
+// the body sent, sets the Result's Confirmed: the write is done, and resp is the 412. reqEditors
+// apply to the read too.
+//
+// Change where an order ships, if it has not changed since it was read; naturally idempotent with
+// If-Match.
+//
+// PUT /orders/{id}/shipping
+func (c *IdempotentClient) PutOrderShippingWithBody(ctx context.Context, id string, params *PutOrderShippingParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutOrderShippingResponse, idemclient.Result, error) {
+	call := idemclient.NewConditional(ctx)
+	resp, err := c.Client.PutOrderShippingWithBodyWithResponse(call.Context(), id, params, contentType, body, append(slices.Clip(reqEditors), call.Capture)...)
+	if err != nil || resp.StatusCode() != http.StatusPreconditionFailed {
+		return resp, call.Result(), err
+	}
+	read := func(ctx context.Context) (int, []byte, error) {
+		r, err := c.Client.GetOrderShippingWithResponse(ctx, id, reqEditors...)
+		if err != nil {
+			return 0, nil, err
+		}
+		return r.StatusCode(), r.Body, nil
+	}
+	var same func(sent, current []byte) bool
+	if c.SameResource != nil {
+		same = func(sent, current []byte) bool {
+			return c.SameResource("putOrderShipping", sent, current)
+		}
+	}
+	_, err = call.Confirm(ctx, read, same)
+	return resp, call.Result(), err
+}
+
+// PutOrderShipping calls putOrderShipping, a conditional write (If-Match): it sends no key, and the
+// policy retries it; a 412 on a retry may answer an earlier attempt whose own answer was lost.
+// PutOrderShipping then reads the resource back (GetOrderShipping, GET /orders/{id}/shipping) and,
+// when c.SameResource (nil: idemclient.SameJSON) finds that it holds the body sent, sets the
+// Result's Confirmed: the write is done, and resp is the 412. reqEditors apply to the read too.
+//
+// Change where an order ships, if it has not changed since it was read; naturally idempotent with
+// If-Match.
+//
+// PUT /orders/{id}/shipping
+func (c *IdempotentClient) PutOrderShipping(ctx context.Context, id string, params *PutOrderShippingParams, body PutOrderShippingJSONRequestBody, reqEditors ...RequestEditorFn) (*PutOrderShippingResponse, idemclient.Result, error) {
+	call := idemclient.NewConditional(ctx)
+	resp, err := c.Client.PutOrderShippingWithResponse(call.Context(), id, params, body, append(slices.Clip(reqEditors), call.Capture)...)
+	if err != nil || resp.StatusCode() != http.StatusPreconditionFailed {
+		return resp, call.Result(), err
+	}
+	read := func(ctx context.Context) (int, []byte, error) {
+		r, err := c.Client.GetOrderShippingWithResponse(ctx, id, reqEditors...)
+		if err != nil {
+			return 0, nil, err
+		}
+		return r.StatusCode(), r.Body, nil
+	}
+	var same func(sent, current []byte) bool
+	if c.SameResource != nil {
+		same = func(sent, current []byte) bool {
+			return c.SameResource("putOrderShipping", sent, current)
+		}
+	}
+	_, err = call.Confirm(ctx, read, same)
+	return resp, call.Result(), err
 }
 
 // ReceiveCardnetEventWithBody calls receiveCardnetEvent, whose idempotency key is the body's /id:

@@ -390,3 +390,38 @@ func TestBodyKeyedOperation(t *testing.T) {
 		t.Fatalf("evt_client_1 applied %d times (%v); want 1", n, err)
 	}
 }
+
+// TestShippingWriteWhoseAnswerWasLost: the generated method of PUT
+// /orders/{id}/shipping, a conditional write (If-Match) on the service's
+// ETags. Its first attempt changes the address and its answer is lost; the
+// retry, under the same If-Match, gets 412, and the method reads the
+// address back: it holds what was sent, so the call is Confirmed. A write
+// based on that older ETag later, with another address, gets 412 at once
+// and is not: the newer address stays.
+func TestShippingWriteWhoseAnswerWasLost(t *testing.T) {
+	s := newService(t)
+	d := &dropper{next: s.handler()}
+	srv := httptest.NewServer(d)
+	defer srv.Close()
+	c, ctx := client(t, srv.URL, nil), ctxFor(t)
+	if resp, err := c.PutOrder(ctx, "o-lost", &payclient.PutOrderParams{IfNoneMatch: payclient.Asterisk}, payclient.NewOrder{Item: "book"}); err != nil || resp.StatusCode() != 201 {
+		t.Fatalf("creating the order: %v %v", resp, err)
+	}
+	read, err := c.GetOrderShipping(ctx, "o-lost")
+	if err != nil || read.StatusCode() != 200 || read.HTTPResponse.Header.Get("ETag") == "" {
+		t.Fatalf("reading the address: %v %v", read, err)
+	}
+	etag := read.HTTPResponse.Header.Get("ETag")
+	d.drop.Store(1)
+	resp, res, err := c.PutOrderShipping(ctx, "o-lost", &payclient.PutOrderShippingParams{IfMatch: etag}, payclient.Shipping{Address: "12 Oak Street"})
+	if err != nil || d.dropped.Load() != 1 || resp.StatusCode() != 412 || res.Attempts != 2 || !res.Confirmed {
+		t.Fatalf("the write whose answer was lost: %v, %+v, %v (dropped %d); want 412 on the retry, Confirmed", resp, res, err, d.dropped.Load())
+	}
+	resp, res, err = c.PutOrderShipping(ctx, "o-lost", &payclient.PutOrderShippingParams{IfMatch: etag}, payclient.Shipping{Address: "1 Old Road"})
+	if err != nil || resp.StatusCode() != 412 || res.Attempts != 1 || res.Confirmed {
+		t.Fatalf("a write based on the older ETag: %v, %+v, %v; want 412, not Confirmed", resp, res, err)
+	}
+	if now, err := c.GetOrderShipping(ctx, "o-lost"); err != nil || now.JSON200 == nil || now.JSON200.Address != "12 Oak Street" {
+		t.Fatalf("the address: %v %v; want 12 Oak Street", now, err)
+	}
+}
