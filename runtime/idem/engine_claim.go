@@ -282,20 +282,22 @@ func newToken() [16]byte {
 // means. It returns a claim to execute, or an outcome (a replay), or an
 // error.
 func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode claimer, req KeyedRequest) (*claim, *Outcome, error) {
-	c := &claim{op: op, policy: p, ns: op.namespace(), scope: req.Scope, key: req.Key, requestID: req.RequestID, given: req.Placement, token: newToken(), ctx: ctx, began: time.Now(),
-		fingerprint: req.Fingerprint, derivation: currentKeyDerivation, keyLength: e.keyLength(), mode: mode}
-	if req.ScopePublic {
-		// The record may keep the scope itself (version 2 hashes it), so
-		// that the background completer's phases see it.
-		c.derivation = keyDerivationV2
-	}
-	if ent := e.cache.get(cacheKey{c.ns, c.scope, c.key, req.Placement}); ent != nil {
+	ns := op.namespace()
+	if ent := e.cache.get(cacheKey{ns, req.Scope, req.Key, req.Placement}); ent != nil {
 		// A completed record, answered from memory: it cannot have changed.
+		// Nothing of a claim is made for it (no owner token, no claim).
 		if err := e.mismatch(ctx, op, ent.operation, ent.fingerprint, req.Fingerprint); err != nil {
 			return nil, nil, err
 		}
 		e.replayed(ctx, op, p, ent.stored, ent.resp)
 		return nil, &Outcome{Response: ent.resp, Replayed: true}, nil
+	}
+	c := &claim{op: op, policy: p, ns: ns, scope: req.Scope, key: req.Key, requestID: req.RequestID, given: req.Placement, token: newToken(), ctx: ctx, began: time.Now(),
+		fingerprint: req.Fingerprint, derivation: currentKeyDerivation, keyLength: e.keyLength(), mode: mode}
+	if req.ScopePublic {
+		// The record may keep the scope itself (version 2 hashes it), so
+		// that the background completer's phases see it.
+		c.derivation = keyDerivationV2
 	}
 	if err := e.detect(ctx); err != nil {
 		if errors.Is(err, errPoolExhausted) {

@@ -80,6 +80,11 @@ func unixNearNow(digits string, now time.Time) bool {
 // rfc3339NearNow reports whether s is an RFC 3339 time within
 // weakKeyYears of now.
 func rfc3339NearNow(s string, now time.Time) bool {
+	// Only a key shaped as one is parsed: time.Parse's error for any other
+	// costs two allocations, on every keyed request.
+	if len(s) < len("2006-01-02T15:04:05Z") || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' {
+		return false
+	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	return err == nil && nearNow(t, now)
 }
