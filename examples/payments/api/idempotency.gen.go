@@ -121,6 +121,7 @@ var createPaymentIdempotency = &idemecho.Spec{
 	},
 	Scope:       idemtype.Scope{Kind: idemtype.ScopePrincipal},
 	Placement:   idemtype.Placement{Kind: idemtype.PlacementPrincipal},
+	NaturalKey:  []idemtype.Placement{{Kind: idemtype.PlacementBody, Name: "/reference"}},
 	Route:       "/payments",
 	Exclude:     []string{"/client_ts"},
 	MediaTypes:  []string{"application/json"},

@@ -31,12 +31,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/examples/payments/cardnet"
 	"github.com/idemgen/idemgen/examples/payments/internal/payer"
 	"github.com/idemgen/idemgen/examples/payments/outbox"
 	"github.com/idemgen/idemgen/internal/childproc"
 	"github.com/idemgen/idemgen/pglocal"
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemadmin"
 )
 
 // Config sizes a run. A seed reproduces the schedule of faults and the
@@ -166,6 +169,13 @@ type Report struct {
 	WebhookEvents, WebhookDeliveries, WebhookDuplicatesSent, WebhookReplays int
 	WebhookAppliedTwice, WebhookMissing                                     int
 
+	// IntentsPaidTwice is how many intents the payments table shows
+	// completed more than once (a payment's reference is its intent), and
+	// NaturalDuplicates how many natural keys idemgen reconcile lists for
+	// the round: the store's own count of the same, from the digests the
+	// records keep.
+	IntentsPaidTwice, NaturalDuplicates int
+
 	// With Config.Prometheus: the alerts that were pending or firing at any
 	// time of the round, and the signals' totals over it.
 	Alerts  []Alert
@@ -212,6 +222,7 @@ func (r *Report) Table() string {
 	row("webhook deliveries replayed", r.WebhookReplays)
 	row("webhook events applied twice (must be 0)", r.WebhookAppliedTwice)
 	row("webhook events missing (must be 0)", r.WebhookMissing)
+	row("intents paid twice / idemgen reconcile finds", fmt.Sprintf("%d / %d", r.IntentsPaidTwice, r.NaturalDuplicates))
 	row("wall time", r.Wall.Round(time.Millisecond))
 	if r.Signals != nil {
 		b.WriteString("signals (Prometheus, over the round):\n")
@@ -261,6 +272,8 @@ func (r *Report) CheckShortRound() error {
 		return fmt.Errorf("broken promise, seed %d:\n%v", r.Seed, r.Problems)
 	case r.Intents < 200 || r.Kills != 3 || r.ConnFaults != 6 || r.PGRestarts != 1 || r.Refunds < 30 || r.RefundsSucceeded == 0:
 		return fmt.Errorf("the round did not run as planned: %+v", r)
+	case r.NaturalDuplicates != 0 || r.IntentsPaidTwice != 0:
+		return fmt.Errorf("idemgen reconcile finds %d natural keys completed twice, and the payments table %d intents, in a round that kept its promise", r.NaturalDuplicates, r.IntentsPaidTwice)
 	case r.WebhookEvents < r.Succeeded || r.WebhookDuplicatesSent == 0 || r.WebhookReplays < r.WebhookDuplicatesSent ||
 		r.WebhookAppliedTwice != 0 || r.WebhookMissing != 0:
 		return fmt.Errorf("webhooks: %d events for %d succeeded payments, %d duplicates sent, %d replays, %d applied twice, %d missing",
@@ -285,6 +298,7 @@ type intent struct {
 
 type run struct {
 	cfg       Config
+	began     time.Time // when the round started
 	out       io.Writer
 	cluster   *pglocal.Cluster
 	dbURL     string
@@ -360,6 +374,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, errors.New("chaos: LagBeforeFailover needs a Database whose standby's replay can be held back (ReplayHolder)")
 	}
 	start := time.Now()
+	r.began = start
 	r.lastAnswer.Store(start.UnixNano())
 	if err := r.up(ctx); err != nil {
 		r.down()
@@ -584,7 +599,7 @@ func (r *run) pay(in *intent, retryable bool, deadline time.Time) {
 	defer cancel()
 	c := r.client(retryable)
 	auth := payer.Bearer(in.account)
-	resp, res, err := c.CreatePayment(ctx, in.key, payer.Payment(in.amount, in.customer), auth)
+	resp, res, err := c.CreatePayment(ctx, in.key, payer.Payment(in.amount, in.customer, in.id), auth)
 	in.attempts += res.Attempts
 	switch {
 	case err != nil:
@@ -601,7 +616,7 @@ func (r *run) pay(in *intent, retryable bool, deadline time.Time) {
 	in.bodies = append(in.bodies, resp.Body)
 	in.last = strconv.Itoa(in.status)
 	r.answer()
-	again, res, err := c.CreatePayment(ctx, in.key, payer.Payment(in.amount, in.customer), auth)
+	again, res, err := c.CreatePayment(ctx, in.key, payer.Payment(in.amount, in.customer, in.id), auth)
 	in.attempts += res.Attempts
 	if err != nil || (again.StatusCode() != 201 && again.StatusCode() != 402) {
 		return
@@ -848,6 +863,16 @@ func (r *run) check(ctx context.Context, all [][]*intent) {
 			r.judge(in, t)
 		}
 	}
+	for _, byStatus := range t.payments {
+		if byStatus["succeeded"]+byStatus["declined"] > 1 {
+			r.report.IntentsPaidTwice++
+		}
+	}
+	if n, err := r.reconcile(ctx); err != nil {
+		r.report.Problems = append(r.report.Problems, "checker: reconcile: "+err.Error())
+	} else {
+		r.report.NaturalDuplicates = n
+	}
 	var refunds []*refundIntent
 	for _, rs := range r.refunds {
 		refunds = append(refunds, rs...)
@@ -929,6 +954,23 @@ func (r *run) collectTruth(ctx context.Context, succeeded int) truth {
 		t.emails[m.To]++
 	}
 	return t
+}
+
+// reconcile is how many natural keys idemgen reconcile finds completed more
+// than once since the round began: the intents (payment references) paid
+// under more than one idempotency key, as the store sees them.
+func (r *run) reconcile(ctx context.Context) (int, error) {
+	pool, err := pgxpool.New(ctx, r.dbURL)
+	if err != nil {
+		return 0, err
+	}
+	defer pool.Close()
+	eng, err := idem.New(pool, idem.Options{})
+	if err != nil {
+		return 0, err
+	}
+	list, err := idemadmin.Reconcile(ctx, eng, r.began.Add(-time.Minute), 100000)
+	return len(list), err
 }
 
 // harm is what a problem does to the promise.

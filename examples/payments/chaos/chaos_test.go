@@ -85,7 +85,8 @@ func TestCheckerCatchesDuplicates(t *testing.T) {
 	if rep.Duplicates == 0 {
 		t.Fatalf("unsafe keys produced no duplicates the checker could see:\n%s", rep.Table())
 	}
-	t.Logf("checker found %d duplicates, e.g. %s", rep.Duplicates, rep.Problems[0])
+	t.Logf("checker found %d duplicates, e.g. %s; idemgen reconcile found %d natural keys completed twice, the payments table %d intents paid twice",
+		rep.Duplicates, rep.Problems[0], rep.NaturalDuplicates, rep.IntentsPaidTwice)
 }
 
 // TestJudgeRefunds: the refund checker reports an over-refunded payment, a
@@ -126,7 +127,14 @@ func TestCheckerCatchesClientKeyPerAttempt(t *testing.T) {
 	if rep.Duplicates == 0 {
 		t.Fatalf("a key per attempt produced no duplicates the checker could see:\n%s", rep.Table())
 	}
-	t.Logf("checker found %d duplicates, e.g. %s", rep.Duplicates, rep.Problems[0])
+	// The store finds them too, by the payments' natural key (their
+	// reference): each intent paid twice, and nothing else.
+	if rep.NaturalDuplicates == 0 || rep.NaturalDuplicates != rep.IntentsPaidTwice {
+		t.Fatalf("idemgen reconcile found %d natural keys completed twice; the payments table shows %d intents paid twice:\n%s",
+			rep.NaturalDuplicates, rep.IntentsPaidTwice, rep.Table())
+	}
+	t.Logf("checker found %d duplicates, e.g. %s; idemgen reconcile found %d natural keys completed twice, the payments table %d intents paid twice",
+		rep.Duplicates, rep.Problems[0], rep.NaturalDuplicates, rep.IntentsPaidTwice)
 }
 
 type fakeDB struct{}

@@ -199,7 +199,7 @@ func (s *story) client(onRetry func(idemclient.Attempt)) *payclient.IdempotentCl
 
 // call makes one payment call of amount under key through c.
 func call(ctx context.Context, c *payclient.IdempotentClient, key string, amount int) reply {
-	resp, res, err := c.CreatePayment(ctx, key, payer.Payment(int64(amount), "ada@example.com"))
+	resp, res, err := c.CreatePayment(ctx, key, payer.Payment(int64(amount), "ada@example.com", ""))
 	r := reply{err: err, res: res}
 	if err == nil {
 		r.status, r.header, r.body = resp.StatusCode(), resp.HTTPResponse.Header, resp.Body

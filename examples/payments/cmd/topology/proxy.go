@@ -284,7 +284,7 @@ type proxyClient struct {
 
 // post sends one attempt of in under its key.
 func (c proxyClient) post(ctx context.Context, in *proxyIntent) (int, http.Header, []byte, error) {
-	body, _ := json.Marshal(payer.Payment(in.amount, in.customer))
+	body, _ := json.Marshal(payer.Payment(in.amount, in.customer, ""))
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/payments", bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, nil, err

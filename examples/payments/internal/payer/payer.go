@@ -33,10 +33,15 @@ func Bearer(account string) payclient.RequestEditorFn {
 	}
 }
 
-// Payment is the body of a payment of amount EUR cents for customer,
-// stamped with the client's time (client_ts, which the spec excludes from
-// the fingerprint, so a retry with a new stamp is still the same request).
-func Payment(amount int64, customer string) payclient.NewPayment {
+// Payment is the body of a payment of amount EUR cents for customer, for
+// the order reference ("" for none), stamped with the client's time
+// (client_ts, which the spec excludes from the fingerprint, so a retry
+// with a new stamp is still the same request).
+func Payment(amount int64, customer, reference string) payclient.NewPayment {
 	ts := time.Now().Format(time.RFC3339Nano)
-	return payclient.NewPayment{Amount: amount, Currency: "EUR", Customer: customer, ClientTs: &ts}
+	p := payclient.NewPayment{Amount: amount, Currency: "EUR", Customer: customer, ClientTs: &ts}
+	if reference != "" {
+		p.Reference = &reference
+	}
+	return p
 }
