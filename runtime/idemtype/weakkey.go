@@ -82,7 +82,8 @@ func unixNearNow(digits string, now time.Time) bool {
 func rfc3339NearNow(s string, now time.Time) bool {
 	// Only a key shaped as one is parsed: time.Parse's error for any other
 	// costs two allocations, on every keyed request.
-	if len(s) < len("2006-01-02T15:04:05Z") || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' {
+	// (time.Parse takes a one-digit hour too: 2006-01-02T1:04:05Z.)
+	if len(s) < len("2006-01-02T1:04:05Z") || s[4] != '-' || s[7] != '-' || s[10] != 'T' {
 		return false
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)

@@ -17,6 +17,8 @@ func TestWeakKey(t *testing.T) {
 		strconv.FormatInt(now.UnixMicro(), 10): WeakKeyTimestamp,
 		strconv.FormatInt(now.UnixNano(), 10):  WeakKeyTimestamp,
 		"2026-12-05T08:29:59.123Z":             WeakKeyTimestamp,
+		"2026-12-05T8:29:59Z":                  WeakKeyTimestamp, // time.Parse takes a one-digit hour
+		"2026-12-05T8:29:59+01:00":             WeakKeyTimestamp,
 		"42":                                   WeakKeyNumeric,
 		"9999999999":                           WeakKeyNumeric, // ten digits, but 2286
 		"order-42":                             WeakKeyShort,
