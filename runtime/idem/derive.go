@@ -146,7 +146,19 @@ func receiptFingerprint(op string, fp []byte) []byte {
 	return sum[:16]
 }
 
+// naturalKeyOf is what a record keeps of its request's natural key (given,
+// idemtype.NaturalKeyDigest of the operation and the values): the first 16
+// bytes of SHA-256 over the record's namespace and scope as parts, then
+// the digest, so that two callers' (scopes') requests with the same values
+// are two intents, as their keys are.
+func naturalKeyOf(namespace, scope string, given []byte) []byte {
+	var room [256]byte
+	sum := sha256.Sum256(append(appendPart(appendPart(room[:0], namespace), scope), given...))
+	return sum[:16]
+}
+
 func init() {
+	adminlink.NaturalKey = func(namespace, scope string, given []byte) []byte { return naturalKeyOf(namespace, scope, given) }
 	adminlink.DeriveKey = func(v int16, namespace, scope, key, phase string, fingerprint []byte, length int) string {
 		return deriveKeyOf(keyDerivation(v), namespace, scope, key, phase, fingerprint, length)
 	}

@@ -298,10 +298,12 @@ type KeyedRequest struct {
 	Placement string
 	// NaturalKey is the digest of the request values that identify its
 	// intent in business terms (idemtype.NaturalKeyDigest of the values the
-	// operation's x-idempotency natural-key names), which the completed
-	// record keeps, never the values (migration 008): idemadmin.Reconcile
-	// lists a natural key completed under more than one key. nil for none.
-	// A record completed by the background completer keeps none.
+	// operation's x-idempotency natural-key names). The completed record
+	// keeps a digest of it with the record's namespace and scope, so that
+	// two callers' same values are two intents, never the values
+	// (migration 008): idemadmin.Reconcile lists a natural key completed
+	// under more than one key. nil for none. A record completed by the
+	// background completer keeps none.
 	NaturalKey []byte
 	// RequestID is the request's id (Options.Contract.Headers.RequestID), stored
 	// with its response when Options.Contract.Headers.OriginalRequest is set, so

@@ -307,7 +307,9 @@ func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode clai
 	}
 	c.id = recordID(c.ns, c.scope, c.key)
 	c.placement = e.store.placeOf(req.Placement, c.id)
-	c.naturalKey = req.NaturalKey
+	if req.NaturalKey != nil {
+		c.naturalKey = naturalKeyOf(c.ns, c.scope, req.NaturalKey)
+	}
 	c.scopeDigest = scopeDigest(c.scope)
 	var payload []byte
 	if p.Complete == idemtype.CompleteBackground {

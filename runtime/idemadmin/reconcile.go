@@ -2,10 +2,12 @@ package idemadmin
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtype"
 	"github.com/idemgen/idemgen/runtime/internal/adminlink"
 )
 
@@ -15,14 +17,22 @@ import (
 // per attempt makes them; so does an asynchronous failover that lost the
 // record of a request its client then retried.
 type NaturalDuplicate struct {
-	// NaturalKey is the digest in hex (idemtype.NaturalKeyDigest of the
-	// operation and the values): compute a suspected value's to find it.
+	// NaturalKey is the digest in hex (NaturalKey computes a suspected
+	// value's, to find it).
 	NaturalKey string `json:"natural_key"`
 	// Executions is how many completed records keep it: 2 or more.
 	Executions int `json:"executions"`
 	// First and Last are when the first and the last of them completed.
 	First time.Time `json:"first"`
 	Last  time.Time `json:"last"`
+}
+
+// NaturalKey is the natural key, in hex as Reconcile lists it, of a request
+// of operation in namespace (the operationId, or its x-idempotency group)
+// by the caller scope (its principal, header or sender, as the key's scope
+// is) with the natural-key values, in the order the operation lists them.
+func NaturalKey(namespace, scope, operation string, values []string) string {
+	return hex.EncodeToString(adminlink.NaturalKey(namespace, scope, idemtype.NaturalKeyDigest(operation, values)))
 }
 
 // Reconcile lists the natural keys that more than one record completed

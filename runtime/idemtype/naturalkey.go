@@ -12,7 +12,8 @@ import (
 // requests with the same values are one intent, whatever their
 // idempotency keys. x-idempotency's natural-key lists them, each a body
 // JSON Pointer (body:/order_ref) or a path parameter (path:id); a
-// completed record keeps only their digest (NaturalKeyDigest), so that an
+// completed record keeps only a digest (of NaturalKeyDigest's, with its
+// namespace and scope: idemadmin.NaturalKey), so that an
 // operator can count the intents executed under more than one key
 // (idemgen reconcile), a duplicate effect despite keys.
 
@@ -32,9 +33,9 @@ func ParseNaturalKeyPart(s string) (Placement, error) {
 // NaturalKeyDigest is the natural key of a request of operation with the
 // natural key's values, in the order the operation lists them: 16 bytes of
 // SHA-256 over the operation and the values, each preceded by its length,
-// so that no two lists of values share a digest. It is what a record keeps
-// and idemgen reconcile lists (in hex): an operator who suspects a value
-// computes its digest with it.
+// so that no two lists of values share a digest. The engine keeps, in the
+// completed record, a digest of it with the record's namespace and scope
+// (idemadmin.NaturalKey computes it, as idemgen reconcile lists it).
 func NaturalKeyDigest(operation string, values []string) []byte {
 	h := sha256.New()
 	var n [4]byte

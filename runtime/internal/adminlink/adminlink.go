@@ -34,10 +34,12 @@ type NaturalDuplicate struct {
 // sets it when it is initialised.
 var Of func(engine any) Engine
 
-// DeriveKey and ScopeDigest are idemadmin's; runtime/idem sets them.
+// DeriveKey, ScopeDigest and NaturalKey are idemadmin's; runtime/idem sets
+// them.
 var (
 	DeriveKey   func(v int16, namespace, scope, key, phase string, fingerprint []byte, length int) string
 	ScopeDigest func(scope string) string
+	NaturalKey  func(namespace, scope string, given []byte) []byte
 )
 
 // ErrNotAbandoned is idemadmin.ErrNotAbandoned.
