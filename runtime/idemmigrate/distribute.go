@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Citus (distributed PostgreSQL) keeps a distributed table's rows in shards
@@ -126,7 +127,11 @@ func (m *Migrator) DistributeBy(ctx context.Context, o DistributeOptions) (bool,
 		return false, fmt.Errorf("idem: %s's placement column is %s, not %s: undistribute it and lay it out again", records, st.have, st.typ)
 	case st.have == "" && !st.empty:
 		return false, fmt.Errorf("idem: %s holds records laid out by id: move them in two steps (docs/scaling.md, \"Moving a running deployment\"): PreparePlacement (idemgen migrate place), restart every service, then DistributeBy again once every record has a placement", records)
-	case st.keyed && (st.dist || o.ColocateWith == ""):
+	case st.keyed && o.ColocateWith == "":
+		return false, nil
+	case st.distBy == PlacementColumn && !st.colocated:
+		return false, fmt.Errorf("idem: %s is distributed by placement but not co-located with %s: undistribute it and lay it out again", records, o.ColocateWith)
+	case st.distBy == PlacementColumn:
 		return false, nil
 	}
 	if !st.keyed {
@@ -138,8 +143,9 @@ func (m *Migrator) DistributeBy(ctx context.Context, o DistributeOptions) (bool,
 		return true, nil
 	}
 	if st.dist {
-		// A table distributed by id, its records placed (a move): Citus
-		// redistributes it, holding writes meanwhile.
+		// A table distributed by id, its records placed (a move, or one
+		// cut short after its key was made): Citus redistributes it,
+		// holding writes meanwhile.
 		_, err = m.pool.Exec(ctx, `SELECT alter_distributed_table($1, distribution_column => $2, colocate_with => $3)`, records, PlacementColumn, o.ColocateWith)
 	} else {
 		_, err = m.pool.Exec(ctx, `SELECT create_distributed_table($1, $2, colocate_with => $3)`, records, PlacementColumn, o.ColocateWith)
@@ -184,8 +190,12 @@ type placementState struct {
 	typ   string // the placement's type, as o says
 	have  string // the placement column's type, "" where there is none
 	keyed bool   // the placement column is in the primary key
-	dist  bool   // the table is distributed (by id, or by placement when keyed)
-	empty bool   // the table holds no record
+	dist  bool   // the table is a Citus table
+	// distBy is the column it is distributed by ("" for none), and
+	// colocated whether it is co-located with o.ColocateWith.
+	distBy    string
+	colocated bool
+	empty     bool // the table holds no record
 }
 
 func (m *Migrator) placementState(ctx context.Context, o DistributeOptions) (placementState, error) {
@@ -203,6 +213,16 @@ func (m *Migrator) placementState(ctx context.Context, o DistributeOptions) (pla
 	}
 	if st.dist, err = m.Distributed(ctx); err != nil {
 		return st, err
+	}
+	if st.dist && o.ColocateWith != "" {
+		// What a switch cut short leaves (the key made, the table still
+		// distributed by id) is told from a finished one by these.
+		err := m.pool.QueryRow(ctx, `SELECT coalesce(column_to_column_name(r.logicalrelid, r.partkey), ''),
+				r.colocationid = (SELECT colocationid FROM pg_catalog.pg_dist_partition WHERE logicalrelid = to_regclass($2))
+			FROM pg_catalog.pg_dist_partition r WHERE r.logicalrelid = to_regclass($1)`, records, o.ColocateWith).Scan(&st.distBy, &st.colocated)
+		if err != nil {
+			return st, err
+		}
 	}
 	if o.ColocateWith == "" && st.typ != "text" && st.typ != "bigint" && st.typ != "uuid" {
 		return st, fmt.Errorf("idem: PlacementType %q: want text, bigint or uuid", st.typ)
@@ -258,12 +278,18 @@ func (m *Migrator) keyByPlacement(ctx context.Context, st placementState) error 
 			if last != nil {
 				when = "expires at " + last.UTC().Format(time.RFC3339)
 			}
-			return fmt.Errorf("%w: %d records of %s have none (%d of them executions under way with a recovery point); the last %s: restart every service if not done, prune expired records (idemgen prune), complete or resolve abandoned ones, and run this again then",
+			return fmt.Errorf("%w: %d records of %s have none (%d of them executions under way with a recovery point); the last %s: restart every service if not done, prune expired records (idemgen prune) or delete abandoned ones (idemgen resolve -delete), and run this again then",
 				ErrUnplaced, n, records, held, when)
 		}
 	}
 	for _, stmt := range stmts {
 		if _, err := tx.Exec(ctx, stmt); err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "23502" {
+				// An engine not restarted since PreparePlacement wrote a
+				// record without one after the count above.
+				return fmt.Errorf("%w: a record was written without one while the table was checked (an engine not restarted since PreparePlacement): restart every service and run this again", ErrUnplaced)
+			}
 			return fmt.Errorf("idem: laying %s out by placement: %w", records, err)
 		}
 	}
