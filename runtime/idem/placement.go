@@ -62,11 +62,10 @@ var recordingRewrites = append(placedRewrites[:insertRewrites:insertRewrites], s
 var (
 	placedStatements = map[string]bool{
 		"Claim": true, "ClaimAsync": true, "Read": true, "ClaimRead": true, "Takeover": true, "DeleteExpired": true,
-		"Advance": true, "Complete": true, "InsertCompleted": true, "CompleteNatural": true, "InsertCompletedNatural": true,
-		"Release": true, "Yield": true, "Refresh": true,
+		"Advance": true, "Complete": true, "InsertCompleted": true, "Release": true, "Yield": true, "Refresh": true,
 		"AbandonedBackground": true, "ResolveDelete": true, "ResolveRead": true, "ResolveComplete": true,
 	}
-	recordingStatements = map[string]bool{"Claim": true, "ClaimAsync": true, "InsertCompleted": true, "InsertCompletedNatural": true, "AbandonedBackground": true}
+	recordingStatements = map[string]bool{"Claim": true, "ClaimAsync": true, "InsertCompleted": true, "AbandonedBackground": true}
 )
 
 // placed is statement name's src as the placement layout sends it, the

@@ -167,13 +167,13 @@ const (
 		WHERE a.attrelid = to_regclass($1) AND a.attname = 'placement' AND NOT a.attisdropped`
 )
 
-// placeOf is the placement of the record of id for a request whose
-// operation gives it value, in the store's layout: "" where the records
-// table has no placement column. It is called after detect.
-//
 // placed reports whether the statements find records by placement and id
 // (the placement layout), rather than by id alone.
 func (s *store) placed() bool { return s.placementType != "" && !s.recording }
+
+// placeOf is the placement of the record of id for a request whose
+// operation gives it value, in the store's layout: "" where the records
+// table has no placement column. It is called after detect.
 
 func (s *store) placeOf(value string, id [16]byte) string {
 	if s.placementType == "" {
@@ -651,6 +651,8 @@ func (s *store) commitRecord(ctx context.Context, conn *pgx.Conn, begin bool, c 
 		name = "ClaimWait"
 	case stmt < insert:
 		name = "BEGIN"
+	case stmt == insert && c.naturalKey != nil:
+		name = "InsertCompletedNatural"
 	case stmt == insert:
 		name = "InsertCompleted"
 	case stmt == insert+1 && citus:

@@ -234,6 +234,16 @@ func loadFiles(glob, schema string, partial bool, lay layout, fields map[string]
 			if err := l.load(b.name, b.kind, src, schema, partial); err != nil {
 				return fmt.Errorf("%s: %w", f, err)
 			}
+			if nat, ok := naturalVariants[b.name]; ok {
+				nsrc, err := naturalSQL(b.name, src)
+				if err == nil {
+					err = fields[nat].load(nat, b.kind, nsrc, schema, partial)
+					delete(fields, nat)
+				}
+				if err != nil {
+					return fmt.Errorf("%s: %w", f, err)
+				}
+			}
 		}
 	}
 	return nil

@@ -27,27 +27,12 @@ SELECT 1 / count(*) FROM advanced;
 -- execution needed is cleared (migration 005), and the fingerprint becomes
 -- the receipt's, which takes in the operation (receiptFingerprint). A
 -- completed record is remembered for the whole retention from its
--- completion.
+-- completion. For a request with a natural key (migration 008) the engine
+-- sends CompleteNatural, made from this block by natural.go, so that it
+-- keeps every clause of this one.
 WITH completed AS (
     UPDATE {{schema}}.records
     SET owner_token = NULL, lease_until = NULL, created_at = NULL, attempts = NULL, key_derivation = NULL, derived_key_length = NULL,
-        operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
-        request = NULL, background = NULL, timeline = NULL,
-        fingerprint = @fingerprint, response_status = @status, response_headers = @headers,
-        response_body = @body, body_omitted = @body_omitted,
-        expires_at = clock_timestamp() + @retention_us::bigint * interval '1 microsecond'
-    WHERE id = @id AND owner_token = @owner_token
-    RETURNING 1)
-SELECT 1 / count(*) FROM completed;
-
--- name: CompleteNatural :one
--- Complete, for a request with a natural key (KeyedRequest.NaturalKey,
--- migration 008): the receipt keeps the key's digest, and created_at as
--- the time it completed, for idemgen reconcile.
-WITH completed AS (
-    UPDATE {{schema}}.records
-    SET owner_token = NULL, lease_until = NULL, created_at = clock_timestamp(), natural_key = @natural_key, attempts = NULL,
-        key_derivation = NULL, derived_key_length = NULL,
         operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
         request = NULL, background = NULL, timeline = NULL,
         fingerprint = @fingerprint, response_status = @status, response_headers = @headers,
@@ -65,21 +50,12 @@ SELECT 1 / count(*) FROM completed;
 -- transaction by a one-time filter (evaluated before the row is formed)
 -- before the insert looks at the index. As in Claim, the filter keeps the
 -- lock_timeout in force (what the phases left) and RETURNING restores it,
--- for the COMMIT that runs their deferred checks.
+-- for the COMMIT that runs their deferred checks. InsertCompletedNatural is
+-- made from it as CompleteNatural is from Complete (natural.go).
 INSERT INTO {{schema}}.records (id, fingerprint, response_status, response_headers, response_body,
     body_omitted, expires_at, created_at, attempts, key_derivation, background, recovery_point)
 SELECT @id, @fingerprint, @status, @headers, @body, @body_omitted,
     clock_timestamp() + @retention_us::bigint * interval '1 microsecond', NULL, NULL, NULL, NULL, NULL
-WHERE set_config('lock_timeout', @lock_timeout,
-    set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) IS NOT NULL) IS NOT NULL
-RETURNING set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true);
-
--- name: InsertCompletedNatural :exec
--- InsertCompleted, for a request with a natural key (CompleteNatural).
-INSERT INTO {{schema}}.records (id, fingerprint, response_status, response_headers, response_body,
-    body_omitted, expires_at, created_at, natural_key, attempts, key_derivation, background, recovery_point)
-SELECT @id, @fingerprint, @status, @headers, @body, @body_omitted,
-    clock_timestamp() + @retention_us::bigint * interval '1 microsecond', clock_timestamp(), @natural_key, NULL, NULL, NULL, NULL
 WHERE set_config('lock_timeout', @lock_timeout,
     set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) IS NOT NULL) IS NOT NULL
 RETURNING set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true);

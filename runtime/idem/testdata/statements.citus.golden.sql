@@ -156,8 +156,7 @@ VALUES ($1, $2, $3, $4, $5, $6,
 -- $9: @owner_token
 WITH completed AS (
     UPDATE idemgen.records
-    SET owner_token = NULL, lease_until = NULL, created_at = statement_timestamp(), natural_key = $1, attempts = NULL,
-        key_derivation = NULL, derived_key_length = NULL,
+    SET owner_token = NULL, lease_until = NULL, created_at = statement_timestamp(), natural_key = $1, attempts = NULL, key_derivation = NULL, derived_key_length = NULL,
         operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
         request = NULL, background = NULL, timeline = NULL,
         fingerprint = $2, response_status = $3, response_headers = $4,
@@ -177,9 +176,9 @@ SELECT 1 / count(*) FROM completed;
 -- $7: @retention_us
 -- $8: @natural_key
 INSERT INTO idemgen.records (id, fingerprint, response_status, response_headers, response_body,
-    body_omitted, expires_at, created_at, natural_key, attempts, key_derivation, background, recovery_point)
+    body_omitted, expires_at, created_at, attempts, key_derivation, background, recovery_point, natural_key)
 VALUES ($1, $2, $3, $4, $5, $6,
-    statement_timestamp() + $7::bigint * interval '1 microsecond', statement_timestamp(), $8, NULL, NULL, NULL, NULL);
+    statement_timestamp() + $7::bigint * interval '1 microsecond', statement_timestamp(), NULL, NULL, NULL, NULL, $8);
 
 -- name: CommitAsync :exec
 SET LOCAL synchronous_commit = off; COMMIT;

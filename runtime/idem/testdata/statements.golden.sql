@@ -166,8 +166,7 @@ RETURNING set_config('lock_timeout', current_setting('idemgen.lock_timeout'), tr
 -- $9: @owner_token
 WITH completed AS (
     UPDATE idemgen.records
-    SET owner_token = NULL, lease_until = NULL, created_at = clock_timestamp(), natural_key = $1, attempts = NULL,
-        key_derivation = NULL, derived_key_length = NULL,
+    SET owner_token = NULL, lease_until = NULL, created_at = statement_timestamp(), natural_key = $1, attempts = NULL, key_derivation = NULL, derived_key_length = NULL,
         operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
         request = NULL, background = NULL, timeline = NULL,
         fingerprint = $2, response_status = $3, response_headers = $4,
@@ -188,9 +187,9 @@ SELECT 1 / count(*) FROM completed;
 -- $8: @natural_key
 -- $9: @lock_timeout
 INSERT INTO idemgen.records (id, fingerprint, response_status, response_headers, response_body,
-    body_omitted, expires_at, created_at, natural_key, attempts, key_derivation, background, recovery_point)
+    body_omitted, expires_at, created_at, attempts, key_derivation, background, recovery_point, natural_key)
 SELECT $1, $2, $3, $4, $5, $6,
-    clock_timestamp() + $7::bigint * interval '1 microsecond', clock_timestamp(), $8, NULL, NULL, NULL, NULL
+    clock_timestamp() + $7::bigint * interval '1 microsecond', statement_timestamp(), NULL, NULL, NULL, NULL, $8
 WHERE set_config('lock_timeout', $9,
     set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) IS NOT NULL) IS NOT NULL
 RETURNING set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true);

@@ -67,33 +67,12 @@ WITH completed AS (
     RETURNING 1)
 SELECT 1 / count(*) FROM completed;
 
--- name: CompleteNatural :one
-WITH completed AS (
-    UPDATE {{schema}}.records
-    SET owner_token = NULL, lease_until = NULL, created_at = statement_timestamp(), natural_key = @natural_key, attempts = NULL,
-        key_derivation = NULL, derived_key_length = NULL,
-        operation = NULL, namespace = NULL, scope = NULL, key = NULL, recovery_point = NULL, phase_state = NULL,
-        request = NULL, background = NULL, timeline = NULL,
-        fingerprint = @fingerprint, response_status = @status, response_headers = @headers,
-        response_body = @body, body_omitted = @body_omitted,
-        expires_at = statement_timestamp() + @retention_us::bigint * interval '1 microsecond'
-    WHERE id = @id AND owner_token = @owner_token
-    RETURNING 1)
-SELECT 1 / count(*) FROM completed;
-
 -- name: InsertCompleted :exec
 -- The claim wait is set before it and restored after it (store.citusWait).
 INSERT INTO {{schema}}.records (id, fingerprint, response_status, response_headers, response_body,
     body_omitted, expires_at, created_at, attempts, key_derivation, background, recovery_point)
 VALUES (@id, @fingerprint, @status, @headers, @body, @body_omitted,
     statement_timestamp() + @retention_us::bigint * interval '1 microsecond', NULL, NULL, NULL, NULL, NULL);
-
--- name: InsertCompletedNatural :exec
--- The claim wait is set before it and restored after it (store.citusWait).
-INSERT INTO {{schema}}.records (id, fingerprint, response_status, response_headers, response_body,
-    body_omitted, expires_at, created_at, natural_key, attempts, key_derivation, background, recovery_point)
-VALUES (@id, @fingerprint, @status, @headers, @body, @body_omitted,
-    statement_timestamp() + @retention_us::bigint * interval '1 microsecond', statement_timestamp(), @natural_key, NULL, NULL, NULL, NULL);
 
 -- name: Refresh :execrows
 UPDATE {{schema}}.records
