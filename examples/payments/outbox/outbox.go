@@ -170,13 +170,15 @@ type Relay struct {
 // marked delivered. Rows locked by another relay are skipped.
 //
 // The rows are taken account by account: first the accounts with rows
-// to deliver (a read that locks nothing), then each account's rows in a
-// transaction of its own, locked with SKIP LOCKED. On Citus, where the
+// to deliver, the longest waiting first (a read that locks nothing), then
+// each account's share of the batch in a transaction of its own, locked
+// with SKIP LOCKED, so that an account with much mail waiting does not
+// hold back the others. On Citus, where the
 // outbox is distributed by account, a statement that locks rows must name
 // its shard's account: SELECT ... FOR UPDATE across shards is refused. On
 // one PostgreSQL it costs a statement per account with mail waiting.
 func (r *Relay) RunOnce(ctx context.Context, batch int) (int, error) {
-	rows, err := r.Pool.Query(ctx, `SELECT DISTINCT account FROM outbox WHERE delivered_at IS NULL LIMIT $1`, batch)
+	rows, err := r.Pool.Query(ctx, `SELECT account FROM outbox WHERE delivered_at IS NULL GROUP BY account ORDER BY min(id) LIMIT $1`, batch)
 	if err != nil {
 		return 0, err
 	}
@@ -185,11 +187,12 @@ func (r *Relay) RunOnce(ctx context.Context, batch int) (int, error) {
 		return 0, err
 	}
 	n := 0
+	share := (batch + len(accounts) - 1) / max(1, len(accounts))
 	for _, acct := range accounts {
 		if n >= batch {
 			break
 		}
-		m, err := r.runAccount(ctx, acct, batch-n)
+		m, err := r.runAccount(ctx, acct, min(share, batch-n))
 		n += m
 		if err != nil {
 			return n, err
@@ -226,7 +229,10 @@ WHERE account = $1 AND delivered_at IS NULL ORDER BY id LIMIT $2 FOR UPDATE SKIP
 		}
 		return nil
 	})
-	return n, err
+	if err != nil {
+		return 0, err // rolled back: nothing marked
+	}
+	return n, nil
 }
 
 // Run relays every interval until ctx ends.

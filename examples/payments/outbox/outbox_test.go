@@ -132,3 +132,24 @@ func TestWaitMails(t *testing.T) {
 		t.Fatalf("gave up after %v; want the idle time, 300ms", waited)
 	}
 }
+
+// TestRelayServesEveryAccount: an account with much mail waiting does not
+// hold back another's: one pass of a batch of 100 over 300 rows of one
+// account and 1 of another delivers both accounts' mail.
+func TestRelayServesEveryAccount(t *testing.T) {
+	pool, _ := idemtest.Pool(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `CREATE TABLE outbox (account text, id bigserial, recipient text, subject text, body text, delivered_at timestamptz, PRIMARY KEY (account, id));
+INSERT INTO outbox (account, recipient, subject, body) SELECT 'acct_busy', 'a@example.com', 's' || g, 'b' FROM generate_series(1, 300) g;
+INSERT INTO outbox (account, recipient, subject, body) VALUES ('acct_quiet', 'q@example.com', 'q', 'b')`); err != nil {
+		t.Fatal(err)
+	}
+	relay := &Relay{Pool: pool, Sink: &Sink{Path: filepath.Join(t.TempDir(), "mail.jsonl")}}
+	if n, err := relay.RunOnce(ctx, 100); err != nil || n == 0 || n > 100 {
+		t.Fatalf("one pass: %d delivered, %v; want 1 to 100", n, err)
+	}
+	var quiet int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE account = 'acct_quiet' AND delivered_at IS NOT NULL`).Scan(&quiet); err != nil || quiet != 1 {
+		t.Fatalf("acct_quiet's mail delivered %d times after a pass (%v); want 1", quiet, err)
+	}
+}
