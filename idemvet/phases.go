@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"golang.org/x/tools/go/analysis"
 )
 
 const (
@@ -190,28 +192,10 @@ func (ph *phase) param(i int) *types.Var {
 // depend on T); a method of an instantiation, or one promoted from an
 // embedded instantiation, is checked in its generic declaration, once.
 func (c *checker) phases() []*phase {
-	type iface struct {
-		obj  *types.TypeName
-		fact *phasesFact
-	}
-	var ifaces []iface
-	for _, of := range c.pass.AllObjectFacts() {
-		if f, ok := of.Fact.(*phasesFact); ok {
-			if tn, ok := of.Object.(*types.TypeName); ok {
-				ifaces = append(ifaces, iface{tn, f})
-			}
-		}
-	}
+	ifaces := factTypes[*phasesFact](c.pass)
 	if len(ifaces) == 0 {
 		return nil
 	}
-	sort.Slice(ifaces, func(i, j int) bool {
-		a, b := ifaces[i].obj, ifaces[j].obj
-		if a.Pkg().Path() != b.Pkg().Path() {
-			return a.Pkg().Path() < b.Pkg().Path()
-		}
-		return a.Name() < b.Name()
-	})
 
 	decls := c.methodDecls()
 	var out []*phase
@@ -345,4 +329,31 @@ func recvName(fd *ast.FuncDecl) string {
 			return types.ExprString(t)
 		}
 	}
+}
+
+// factType is a type name that carries a fact of type F.
+type factType[F analysis.Fact] struct {
+	obj  *types.TypeName
+	fact F
+}
+
+// factTypes returns the type names of this package and of those it
+// imports that carry a fact of type F, by package path and name.
+func factTypes[F analysis.Fact](pass *analysis.Pass) []factType[F] {
+	var out []factType[F]
+	for _, of := range pass.AllObjectFacts() {
+		if f, ok := of.Fact.(F); ok {
+			if tn, ok := of.Object.(*types.TypeName); ok {
+				out = append(out, factType[F]{tn, f})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].obj, out[j].obj
+		if a.Pkg().Path() != b.Pkg().Path() {
+			return a.Pkg().Path() < b.Pkg().Path()
+		}
+		return a.Name() < b.Name()
+	})
+	return out
 }

@@ -99,28 +99,10 @@ type handler struct {
 // methods of this package's types that implement a route interface (see
 // routesFact), this package's or an imported one's, found as phases are.
 func (c *checker) handlers() []handler {
-	type iface struct {
-		obj  *types.TypeName
-		fact *routesFact
-	}
-	var ifaces []iface
-	for _, of := range c.pass.AllObjectFacts() {
-		if f, ok := of.Fact.(*routesFact); ok {
-			if tn, ok := of.Object.(*types.TypeName); ok {
-				ifaces = append(ifaces, iface{tn, f})
-			}
-		}
-	}
+	ifaces := factTypes[*routesFact](c.pass)
 	if len(ifaces) == 0 {
 		return nil
 	}
-	sort.Slice(ifaces, func(i, j int) bool {
-		a, b := ifaces[i].obj, ifaces[j].obj
-		if a.Pkg().Path() != b.Pkg().Path() {
-			return a.Pkg().Path() < b.Pkg().Path()
-		}
-		return a.Name() < b.Name()
-	})
 	generated := map[string]bool{}
 	for _, f := range c.pass.Files {
 		if ast.IsGenerated(f) {

@@ -44,6 +44,22 @@ type ReplicationInfo struct {
 	Synchronous int           // how many of them are synchronous
 }
 
+// Lags are the write, flush and replay lag of the standbys of each name,
+// the largest of those that share it (application_name defaults to
+// walreceiver): what a gauge per standby exports, since two series of one
+// name would fail a scrape.
+func (r *ReplicationInfo) Lags() map[string][3]time.Duration {
+	lags := map[string][3]time.Duration{}
+	for _, s := range r.Standbys {
+		l := lags[s.Name]
+		for i, d := range []time.Duration{s.WriteLag, s.FlushLag, s.ReplayLag} {
+			l[i] = max(l[i], d)
+		}
+		lags[s.Name] = l
+	}
+	return lags
+}
+
 // replicationSQL reads pg_stat_replication in one row: whether the server
 // is a standby, how many walsenders' details it hides, and the standbys.
 // Walsenders of a base backup and of logical decoding (a subscription, a

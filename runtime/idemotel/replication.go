@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -60,19 +59,9 @@ func ObserveReplication(mp metric.MeterProvider, db idem.Querier) (metric.Regist
 		case err != nil:
 			counts[2].Add(1)
 		default:
-			// Standbys that share a name (application_name defaults to
-			// walreceiver) are one series, their largest lag.
-			lags := map[string][3]float64{}
-			for _, s := range info.Standbys {
-				l := lags[s.Name]
-				for i, d := range []time.Duration{s.WriteLag, s.FlushLag, s.ReplayLag} {
-					l[i] = max(l[i], d.Seconds())
-				}
-				lags[s.Name] = l
-			}
-			for name, l := range lags {
+			for name, l := range info.Lags() {
 				for i, stage := range []string{"write", "flush", "replay"} {
-					o.ObserveFloat64(lag, l[i], metric.WithAttributes(attribute.String("standby", name), attribute.String("stage", stage)))
+					o.ObserveFloat64(lag, l[i].Seconds(), metric.WithAttributes(attribute.String("standby", name), attribute.String("stage", stage)))
 				}
 			}
 			o.ObserveInt64(standbys, int64(len(info.Standbys)))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -66,19 +65,9 @@ func (c *replicationCollector) Collect(ch chan<- prometheus.Metric) {
 	if err != nil {
 		c.errors[readErrorIndex(err)].Add(1)
 	} else {
-		// Standbys that share a name (application_name defaults to
-		// walreceiver) are one series: two would fail the scrape.
-		lags := map[string][3]float64{}
-		for _, s := range info.Standbys {
-			l := lags[s.Name]
-			for i, d := range []time.Duration{s.WriteLag, s.FlushLag, s.ReplayLag} {
-				l[i] = max(l[i], d.Seconds())
-			}
-			lags[s.Name] = l
-		}
-		for name, l := range lags {
+		for name, l := range info.Lags() {
 			for i, stage := range []string{"write", "flush", "replay"} {
-				ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, l[i], name, stage)
+				ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, l[i].Seconds(), name, stage)
 			}
 		}
 		ch <- prometheus.MustNewConstMetric(standbysDesc, prometheus.GaugeValue, float64(len(info.Standbys)))
