@@ -218,7 +218,7 @@ func (m *Migrator) placementState(ctx context.Context, o DistributeOptions) (pla
 		// What a switch cut short leaves (the key made, the table still
 		// distributed by id) is told from a finished one by these.
 		err := m.pool.QueryRow(ctx, `SELECT coalesce(column_to_column_name(r.logicalrelid, r.partkey), ''),
-				r.colocationid = (SELECT colocationid FROM pg_catalog.pg_dist_partition WHERE logicalrelid = to_regclass($2))
+				coalesce(r.colocationid = (SELECT colocationid FROM pg_catalog.pg_dist_partition WHERE logicalrelid = to_regclass($2)), false)
 			FROM pg_catalog.pg_dist_partition r WHERE r.logicalrelid = to_regclass($1)`, records, o.ColocateWith).Scan(&st.distBy, &st.colocated)
 		if err != nil {
 			return st, err
