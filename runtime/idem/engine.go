@@ -148,6 +148,7 @@ type Engine struct {
 	cache     *replayCache       // completed responses; nil when disabled
 	requests  *requestSketch     // recently claimed requests; nil when off
 	durations durations          // how long executions take, per operation
+	looks     lookStats          // how often ClaimLast's looks find keys held
 	waits     *watcher           // duplicates waiting for executions in flight
 	held      chan struct{}      // a token per execution holding a connection; nil: unbounded
 	exhausted atomic.Bool        // the exhausted pool was logged, and has had no room since
@@ -428,9 +429,10 @@ func (e *Engine) run(ctx context.Context, op *Operation, p Policy, mode claimer,
 	if why := idemtype.WeakKey(req.Key, time.Now()); why != "" {
 		e.observe(ctx, Event{Kind: EventWeakKey, Operation: op.ID, Cause: why})
 	}
+	again := false // the last execution lost its key to a record
 	for attempt := 0; ; attempt++ {
 		claimCtx, endClaim := e.start(ctx, Step{Kind: StepClaim, Operation: op.ID})
-		c, out, err := e.acquire(claimCtx, op, p, mode, req)
+		c, out, err := e.acquireAgain(claimCtx, op, p, mode, req, again)
 		endClaim(err)
 		if err != nil || out != nil {
 			return out, err
@@ -443,6 +445,7 @@ func (e *Engine) run(ctx context.Context, op *Operation, p Policy, mode claimer,
 		if !errors.Is(err, errLostRace) && !errors.Is(err, errStale) {
 			return out, err
 		}
+		again = errors.Is(err, errLostRace)
 		// A concurrent duplicate committed first and this execution rolled
 		// back: the claim, decided again, replays its answer. Or the commit
 		// met a stale statement: decided again, the claim resumes from the

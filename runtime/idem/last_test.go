@@ -29,7 +29,12 @@ func counted(key string, n *atomic.Int64) []idem.Phase[payState] {
 }
 
 // TestRetryDoesNotRunPhases: a retry of a completed key replays from the
-// store without running a phase, even with no cache in front of it.
+// store and writes nothing, even with no cache in front of it. In last
+// mode an engine reads nothing before the phases: a retry runs them, its
+// record's insert finds the key held, everything rolls back, and the
+// claim, decided again, reads the key and replays; once an engine's
+// recent claims found their keys held often, it reads each key first, and
+// the phases do not run at all.
 func TestRetryDoesNotRunPhases(t *testing.T) {
 	t.Parallel()
 	inModes(t, testRetryDoesNotRunPhases)
@@ -42,12 +47,31 @@ func testRetryDoesNotRunPhases(t *testing.T, e *env) {
 	if err != nil || first.Replayed {
 		t.Fatalf("first: %+v, %v", first, err)
 	}
-	again, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "b"), counted("k", &runs))
-	if err != nil || !again.Replayed || !sameResponse(again.Response, first.Response) {
-		t.Fatalf("retry: %+v, %v; want the replay", again, err)
+	last := e.mode.claim == idem.ClaimLast
+	const retries = 100
+	var lastRuns int64
+	for i := range retries {
+		before := runs.Load()
+		again, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "b"), counted("k", &runs))
+		if err != nil || !again.Replayed || !sameResponse(again.Response, first.Response) {
+			t.Fatalf("retry %d: %+v, %v; want the replay", i, again, err)
+		}
+		if n := runs.Load() - before; n > 1 || n == 1 && !last {
+			t.Fatalf("retry %d ran the phase %d times; want %s", i, n, map[bool]string{true: "at most once, rolled back", false: "never"}[last])
+		}
+		if i >= retries-10 {
+			lastRuns += runs.Load() - before
+		}
 	}
-	if n := runs.Load(); n != 1 {
-		t.Fatalf("the phase ran %d times; want once", n)
+	if last && runs.Load() < 2 {
+		t.Fatalf("the phase ran %d times in all; want it run, and rolled back, by the first retries, which read nothing first", runs.Load())
+	}
+	if lastRuns != 0 {
+		t.Fatalf("the last 10 of %d retries ran the phase %d times; want none: past a quarter of its claims finding keys held, an engine reads first", retries, lastRuns)
+	}
+	var rows int
+	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM rows WHERE key = 'k'`).Scan(&rows); err != nil || rows != 1 {
+		t.Fatalf("the phase's insert ran %d times (%v); want once", rows, err)
 	}
 	if _, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "other"), counted("k", &runs)); kindOf(err) != idemtype.KindMismatch {
 		t.Fatalf("retry with another body: %v; want 422", err)
