@@ -223,7 +223,12 @@ func (s *lookStats) note(held bool) {
 // takenMeanwhile reports whether a record now holds c's key, after c's
 // ClaimLast execution failed and rolled back.
 func (e *Engine) takenMeanwhile(c *claim) bool {
-	_, err := e.store.read(context.Background(), e.pool, c.id, c.placement)
+	// Again if stale: the failure may be a schema change's, which left the
+	// read prepared on the connection stale too.
+	err := againIfStale(func() error {
+		_, err := e.store.read(context.Background(), e.pool, c.id, c.placement)
+		return err
+	})
 	return err == nil
 }
 
