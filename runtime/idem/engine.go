@@ -148,7 +148,7 @@ type Engine struct {
 	cache     *replayCache       // completed responses; nil when disabled
 	requests  *requestSketch     // recently claimed requests; nil when off
 	durations durations          // how long executions take, per operation
-	looks     lookStats          // how often ClaimLast's looks find keys held
+	heldKeys  heldRate           // how often ClaimLast claims find their keys held
 	waits     *watcher           // duplicates waiting for executions in flight
 	held      chan struct{}      // a token per execution holding a connection; nil: unbounded
 	exhausted atomic.Bool        // the exhausted pool was logged, and has had no room since

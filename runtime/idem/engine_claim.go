@@ -125,7 +125,7 @@ func (firstClaim) phaseFailed(_ *Engine, _ *claim, err error) error { return err
 // reads the key first (c.again) and replays. A new key costs no round
 // trip beyond the phases' own; a held one runs the phases and rolls back
 // before its read. While more than a quarter of an engine's recent
-// ClaimLast claims found their keys held (lookStats), it reads each key
+// ClaimLast claims found their keys held (heldRate), it reads each key
 // first instead: one round trip for a replay, one more for a new key.
 type lastClaim struct{}
 
@@ -135,7 +135,7 @@ func (lastClaim) claim(ctx context.Context, e *Engine, c *claim, _ []byte) (bool
 		return false, nil, e.storeFailed(ctx, c.op, "claim", wrapStore("claim", "connect", err))
 	}
 	err = primaryOnly(pc.Conn())
-	c.readKey = c.again || e.looks.readFirst.Load()
+	c.readKey = c.again || e.heldKeys.readFirst.Load()
 	if err == nil && c.readKey {
 		var rec *record
 		err = againIfStale(func() (err error) {
@@ -143,7 +143,7 @@ func (lastClaim) claim(ctx context.Context, e *Engine, c *claim, _ []byte) (bool
 			return err
 		})
 		if !c.again && (err == nil || errors.Is(err, pgx.ErrNoRows)) {
-			e.looks.note(err == nil)
+			e.heldKeys.note(err == nil)
 		}
 		if err == nil {
 			pc.Release()
@@ -175,7 +175,7 @@ func (lastClaim) commit(ctx context.Context, e *Engine, c *claim, _ string, _ fu
 	// A completed record is never resumed: it keeps no state.
 	err := e.store.commitRecord(ctx, c.sess.tx.conn, c.sess.tx.tx == nil, c, resp, omitted)
 	if !c.readKey && (err == nil || errors.Is(err, errLostRace)) {
-		e.looks.note(err != nil)
+		e.heldKeys.note(err != nil)
 	}
 	if kindOf(err) == idemtype.KindInFlight {
 		e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})
@@ -190,33 +190,32 @@ func (lastClaim) commit(ctx context.Context, e *Engine, c *claim, _ string, _ fu
 func (lastClaim) phaseFailed(e *Engine, c *claim, err error) error {
 	if !errors.Is(err, errLostRace) && !errors.Is(err, errStale) && e.takenMeanwhile(c) {
 		if !c.readKey {
-			e.looks.note(true)
+			e.heldKeys.note(true)
 		}
 		return errLostRace
 	}
 	return err
 }
 
-// lookStats is how often an engine's ClaimLast claims that read nothing
-// first found their keys held (at the record's insert), over windows of
-// lookWindow claims, and in the claims that read first, how often they
-// found a record: past a quarter of a window, the next reads each key
+// heldRate is how often an engine's ClaimLast claims found their keys
+// held (at the record's insert, or by reading first), over windows of
+// heldWindow claims: past a quarter of a window, the next reads each key
 // first (lastClaim). The counts are approximate under concurrency, as the
 // choice of the faster path may be.
-type lookStats struct {
+type heldRate struct {
 	n, held   atomic.Int32
 	readFirst atomic.Bool
 }
 
-const lookWindow = 64
+const heldWindow = 64
 
-func (s *lookStats) note(held bool) {
+func (s *heldRate) note(held bool) {
 	if held {
 		s.held.Add(1)
 	}
-	if s.n.Add(1) >= lookWindow {
+	if s.n.Add(1) >= heldWindow {
 		s.n.Store(0)
-		s.readFirst.Store(s.held.Swap(0)*4 > lookWindow)
+		s.readFirst.Store(s.held.Swap(0)*4 > heldWindow)
 	}
 }
 
