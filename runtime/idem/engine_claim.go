@@ -157,9 +157,10 @@ func (lastClaim) claim(ctx context.Context, e *Engine, c *claim, _ []byte) (bool
 		pc.Release()
 		return false, nil, e.storeFailed(ctx, c.op, "claim", err)
 	}
-	// The read, when made, holds its connection for itself only: a replay
-	// costs what it did before turns. A free key keeps it for the phases,
-	// within a turn (keepFor).
+	// A read that finds the key held gives its connection back: such a
+	// replay takes no turn. A key claimed keeps the connection for the
+	// phases, within a turn (keepFor), and so does a replay that read
+	// nothing first, until its insert finds the key held.
 	sess, err := e.keepFor(ctx, pc)
 	switch {
 	case errors.Is(err, errPoolExhausted):
@@ -177,6 +178,10 @@ func (lastClaim) commit(ctx context.Context, e *Engine, c *claim, _ string, _ fu
 	if !c.readKey && (err == nil || errors.Is(err, errLostRace)) {
 		e.heldKeys.note(err != nil)
 	}
+	if err == nil {
+		// The claim is the record, committed now (see acquire).
+		e.claimed(c)
+	}
 	if kindOf(err) == idemtype.KindInFlight {
 		e.observe(ctx, Event{Kind: EventInFlight, Operation: c.op.ID})
 	}
@@ -188,7 +193,17 @@ func (lastClaim) commit(ctx context.Context, e *Engine, c *claim, _ string, _ fu
 // completed the key (nothing was read before the phases): when a record
 // holds the key now, its answer is the one to give.
 func (lastClaim) phaseFailed(e *Engine, c *claim, err error) error {
-	if !errors.Is(err, errLostRace) && !errors.Is(err, errStale) && e.takenMeanwhile(c) {
+	if errors.Is(err, errLostRace) || errors.Is(err, errStale) {
+		return err
+	}
+	taken, rerr := e.takenMeanwhile(c)
+	switch {
+	case rerr != nil:
+		// Whether a record holds the key is not known: the phases may have
+		// failed on its rows, and their error is no answer to give for a
+		// key that may be complete. Nothing committed: retryable.
+		return e.storeFailed(c.ctx, c.op, "reading the existing record", rerr)
+	case taken:
 		if !c.readKey {
 			e.heldKeys.note(true)
 		}
@@ -213,22 +228,25 @@ func (s *heldRate) note(held bool) {
 	if held {
 		s.held.Add(1)
 	}
-	if s.n.Add(1) >= heldWindow {
+	if s.n.Add(1) == heldWindow { // one caller ends the window
 		s.n.Store(0)
 		s.readFirst.Store(s.held.Swap(0)*4 > heldWindow)
 	}
 }
 
 // takenMeanwhile reports whether a record now holds c's key, after c's
-// ClaimLast execution failed and rolled back.
-func (e *Engine) takenMeanwhile(c *claim) bool {
+// ClaimLast execution failed and rolled back, or why it could not tell.
+func (e *Engine) takenMeanwhile(c *claim) (bool, error) {
 	// Again if stale: the failure may be a schema change's, which left the
 	// read prepared on the connection stale too.
 	err := againIfStale(func() error {
-		_, err := e.store.read(context.Background(), e.pool, c.id, c.placement)
+		_, err := e.store.read(c.ctx, e.pool, c.id, c.placement)
 		return err
 	})
-	return err == nil
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // claimModeOf is the claimer of mode (ClaimAuto resolved) for phases.
@@ -396,9 +414,11 @@ func (e *Engine) acquireAgain(ctx context.Context, op *Operation, p Policy, mode
 			case err != nil:
 				return nil, nil, err
 			case claimed:
-				e.observe(ctx, Event{Kind: EventClaim, Operation: op.ID, Retention: p.Retention})
-				if e.requests.claimed(c.ns, c.scope, c.key, c.fingerprint, c.began) {
-					e.observe(ctx, Event{Kind: EventSameRequestNewKey, Operation: op.ID})
+				if _, last := mode.(lastClaim); !last {
+					// A ClaimLast claim is observed when its record commits
+					// (lastClaim.commit): until then it may be a retry of
+					// a completed key.
+					e.claimed(c)
 				}
 				return c, nil, nil
 			}
@@ -476,6 +496,14 @@ func (e *Engine) acquireAgain(ctx context.Context, op *Operation, p Policy, mode
 	}
 	e.observe(ctx, Event{Kind: EventInFlight, Operation: op.ID})
 	return nil, nil, &Error{Kind: idemtype.KindInFlight, RetryAfter: time.Second, Detail: "the key is contended; retry later"}
+}
+
+// claimed observes that c claimed its key.
+func (e *Engine) claimed(c *claim) {
+	e.observe(c.ctx, Event{Kind: EventClaim, Operation: c.op.ID, Retention: c.policy.Retention})
+	if e.requests.claimed(c.ns, c.scope, c.key, c.fingerprint, c.began) {
+		e.observe(c.ctx, Event{Kind: EventSameRequestNewKey, Operation: c.op.ID})
+	}
 }
 
 // errUncommitted is a claim's answer when a concurrent claim of its key,

@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ func TestRetryDoesNotRunPhases(t *testing.T) {
 }
 
 func testRetryDoesNotRunPhases(t *testing.T, e *env) {
-	e.eng = mustEngineWith(t, e, idem.Options{ReplayCacheBytes: -1})
+	e.eng = mustEngineWith(t, e, idem.Options{ReplayCacheBytes: -1, Observer: e.ev})
 	var runs atomic.Int64
 	first, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "b"), counted("k", &runs))
 	if err != nil || first.Replayed {
@@ -69,12 +70,53 @@ func testRetryDoesNotRunPhases(t *testing.T, e *env) {
 	if lastRuns != 0 {
 		t.Fatalf("the last 10 of %d retries ran the phase %d times; want none: past a quarter of its claims finding keys held, an engine reads first", retries, lastRuns)
 	}
+	// A retry that ran the phases and rolled back claimed nothing.
+	if n := e.ev.count(idem.EventClaim); n != 1 {
+		t.Fatalf("%d claims observed for one execution and %d replays; want 1", n, retries)
+	}
 	var rows int
 	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM rows WHERE key = 'k'`).Scan(&rows); err != nil || rows != 1 {
 		t.Fatalf("the phase's insert ran %d times (%v); want once", rows, err)
 	}
 	if _, err := idem.Run(context.Background(), e.eng, lastOp, request("t", "k", "other"), counted("k", &runs)); kindOf(err) != idemtype.KindMismatch {
 		t.Fatalf("retry with another body: %v; want 422", err)
+	}
+}
+
+// TestRetryThatCannotReadAnswersTheStoreFailure: in last mode a retry of a
+// completed key runs the phases, which may fail on the rows the completed
+// execution left; the engine then reads the key to replay its record.
+// When that read fails, whether the key is complete is not known: the
+// answer is the read's failure, as the store's failures are answered (a
+// lost connection is a 503; here the table is gone, which is refused),
+// never the phases' error, which would contradict the stored answer.
+func TestRetryThatCannotReadAnswersTheStoreFailure(t *testing.T) {
+	t.Parallel()
+	e := newEnvIn(t, mode{idem.ClaimLast, modes[0].exec}, idem.Options{})
+	e.eng = mustEngineWith(t, e, idem.Options{ReplayCacheBytes: -1})
+	ctx := context.Background()
+	first, err := idem.Run(ctx, e.eng, lastOp, request("t", "k", "b"), twoPhases("k"))
+	if err != nil || first.Replayed {
+		t.Fatalf("first: %+v, %v", first, err)
+	}
+	// The retry's phase fails as a phase does on the completed rows, and
+	// the records table is out of reach while the engine looks.
+	failing := []idem.Phase[payState]{{Name: "record", Final: func(ctx context.Context, tx pgx.Tx, s *payState) (*idem.Response, error) {
+		if _, err := e.pool.Exec(ctx, `ALTER TABLE records RENAME TO records_away`); err != nil {
+			t.Error(err)
+		}
+		return nil, idem.Release(errors.New("the payment exists already"))
+	}}}
+	_, err = idem.Run(ctx, e.eng, lastOp, request("t", "k", "b"), failing)
+	if _, rerr := e.pool.Exec(ctx, `ALTER TABLE records_away RENAME TO records`); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if k := kindOf(err); k != idemtype.KindUnavailable && k != idemtype.KindFailed || !strings.Contains(err.Error(), "reading the existing record") {
+		t.Fatalf("retry whose look failed: %v (kind %q); want the read's failure, as the store's failures are answered", err, kindOf(err))
+	}
+	again, err := idem.Run(ctx, e.eng, lastOp, request("t", "k", "b"), twoPhases("k"))
+	if err != nil || !again.Replayed || !sameResponse(again.Response, first.Response) {
+		t.Fatalf("retry once the table is back: %+v, %v; want the replay", again, err)
 	}
 }
 
