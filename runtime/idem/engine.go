@@ -432,7 +432,7 @@ func (e *Engine) run(ctx context.Context, op *Operation, p Policy, mode claimer,
 	again := false // the last execution lost its key to a record
 	for attempt := 0; ; attempt++ {
 		claimCtx, endClaim := e.start(ctx, Step{Kind: StepClaim, Operation: op.ID})
-		c, out, err := e.acquireAgain(claimCtx, op, p, mode, req, again)
+		c, out, err := e.acquire(claimCtx, op, p, mode, req, again)
 		endClaim(err)
 		if err != nil || out != nil {
 			return out, err

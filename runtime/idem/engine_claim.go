@@ -349,15 +349,9 @@ func newToken() [16]byte {
 
 // acquire claims req's key in mode, or decides what the record holding it
 // means. It returns a claim to execute, or an outcome (a replay), or an
-// error.
-func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode claimer, req KeyedRequest) (*claim, *Outcome, error) {
-	return e.acquireAgain(ctx, op, p, mode, req, false)
-}
-
-// acquireAgain is acquire; again when an execution of the request lost
-// its key to a record (errLostRace): a ClaimLast claim then reads the key
-// first.
-func (e *Engine) acquireAgain(ctx context.Context, op *Operation, p Policy, mode claimer, req KeyedRequest, again bool) (*claim, *Outcome, error) {
+// error. again: an execution of the request lost its key to a record
+// (errLostRace), and a ClaimLast claim reads the key first.
+func (e *Engine) acquire(ctx context.Context, op *Operation, p Policy, mode claimer, req KeyedRequest, again bool) (*claim, *Outcome, error) {
 	ns := op.namespace()
 	if ent := e.cache.get(cacheKey{ns, req.Scope, req.Key, req.Placement}); ent != nil {
 		// A completed record, answered from memory: it cannot have changed.

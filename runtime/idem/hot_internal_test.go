@@ -68,7 +68,7 @@ func (r *raceEnv) claimed(op *Operation, req KeyedRequest) *claim {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	c, out, err := r.eng.acquire(context.Background(), op, p, separateClaim{}, req)
+	c, out, err := r.eng.acquire(context.Background(), op, p, separateClaim{}, req, false)
 	if err != nil || out != nil {
 		r.t.Fatalf("claim: %v %v", out, err)
 	}

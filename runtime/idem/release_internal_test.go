@@ -27,7 +27,7 @@ func TestReleaseAfterLostCommitAck(t *testing.T) {
 	op := &Operation{ID: "op", Policy: Policy{Lease: 30 * time.Second, Claim: ClaimSeparate}}
 	fp := sha256.Sum256([]byte("body"))
 	p, _ := e.policy(op)
-	c, out, err := e.acquire(ctx, op, p, separateClaim{}, KeyedRequest{Scope: "s", Key: "k", Fingerprint: fp[:]})
+	c, out, err := e.acquire(ctx, op, p, separateClaim{}, KeyedRequest{Scope: "s", Key: "k", Fingerprint: fp[:]}, false)
 	if err != nil || out != nil {
 		t.Fatalf("claim: %v %v", out, err)
 	}
